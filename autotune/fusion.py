@@ -1,0 +1,735 @@
+"""Fusion space: one bit per fusible producer->consumer edge, legality per target, kernels.
+
+Semantics (shared/DESIGN.md, after XLA's InstructionFusion): a kernel is rooted at every
+non-free instruction that is not fused into *all* of its users; it holds the root and every producer
+reached through fused edges. A producer fused into only some users is cloned into those kernels and
+stays a kernel of its own. Free instructions (parameter, constant, get-tuple-element, tuple, ...)
+are never kernels; scalar constants are cloned into the kernels that read them.
+
+`FusionState` holds the kernel set of one configuration and updates it after an edge flip with work
+proportional to the kernels the flip touches, which is what makes search over configurations cheap.
+"""
+from __future__ import annotations
+
+import hashlib
+from array import array
+from typing import Iterable, Optional, Sequence
+
+import numpy as np
+
+from .hlo import HloInstruction
+from .program import Computation, Program
+
+# --------------------------------------------------------------------------------------------------
+# Opcode classes
+
+ELEMENTWISE = frozenset("""
+abs add and atan2 bitcast-convert cbrt ceil clamp compare complex convert copy cosine
+count-leading-zeros divide erf exponential exponential-minus-one floor imag is-finite log
+log-plus-one logistic map maximum minimum multiply negate not or popcnt power real
+reduce-precision remainder round-nearest-afz round-nearest-even rsqrt select shift-left
+shift-right-arithmetic shift-right-logical sign sine sqrt stochastic-convert subtract tan tanh xor
+""".split())
+
+# Ops XLA treats as expensive (InstructionFusion::IsExpensive): not duplicated into several kernels.
+EXPENSIVE = frozenset("""
+atan2 cbrt cosine divide erf exponential exponential-minus-one log log-plus-one logistic power
+remainder rsqrt sine sqrt tan tanh convolution dot fft reduce-window sort custom-call
+""".split())
+
+TRANSCENDENTAL = frozenset("""
+atan2 cbrt cosine erf exponential exponential-minus-one log log-plus-one logistic power rsqrt sine
+sqrt tan tanh
+""".split())
+
+FREE = frozenset("""
+parameter constant get-tuple-element tuple after-all add-dependency opt-barrier domain partition-id
+replica-id
+""".split())
+CONTROL = frozenset({"while", "conditional", "call", "async-start", "async-update", "async-done"})
+LAYOUT = frozenset({"broadcast", "reshape", "bitcast", "transpose", "slice", "pad", "concatenate",
+                    "reverse", "iota", "dynamic-slice", "gather"})
+
+NODE_FREE, NODE_CONTROL, NODE_OPAQUE, NODE_FUSIBLE = 0, 1, 2, 3
+_CONST_MARK = -(1 << 40)
+
+
+def is_scalar_constant(ins: HloInstruction) -> bool:
+    return ins.opcode == "constant" and not ins.shape.is_tuple and ins.shape.rank == 0
+
+
+# --------------------------------------------------------------------------------------------------
+# Target rules
+
+
+class FusionRules:
+    """Which edges may fuse, which kernels are legal, and the compiler's default choice, for a target."""
+
+    name = "base"
+    inline_constants = True  # scalar constants are cloned into fused computations (else: operands)
+    fusible: frozenset = frozenset()
+    heroes: frozenset = frozenset()
+    max_heroes = 1
+
+    def node_class(self, ins: HloInstruction) -> int:
+        op = ins.opcode
+        if op in FREE:
+            return NODE_FREE
+        if op in CONTROL:
+            return NODE_CONTROL
+        if op in self.fusible and not ins.shape.is_tuple and ins.shape.dtype != "token":
+            return NODE_FUSIBLE
+        return NODE_OPAQUE
+
+    def node_ok(self, comp: Computation, n: int) -> bool:
+        """Whether instruction n may be inside a fusion at all (refines node_class with context)."""
+        return True
+
+    def edge_ok(self, comp: Computation, p: int, c: int) -> bool:
+        raise NotImplementedError
+
+    def kernel_ok(self, comp: Computation, root: int, members: Sequence[int]) -> bool:
+        heroes = 0
+        ins = comp.instructions
+        for m in members:
+            if ins[m].opcode in self.heroes:
+                heroes += 1
+                if heroes > self.max_heroes:
+                    return False
+        return True
+
+    def is_expensive(self, ins: HloInstruction) -> bool:
+        return ins.opcode in EXPENSIVE and ins.shape.dtype not in ("s8", "s16", "s32", "s64", "u8", "u16",
+                                                                   "u32", "u64", "pred")
+
+    def fusion_kind(self, comp: Computation, root: int, members: Sequence[int]) -> str:
+        ops = {comp.instructions[m].opcode for m in members}
+        if ops & {"dot", "convolution"}:
+            return "kOutput"
+        if ops & {"reduce", "reduce-window"}:
+            return "kInput"
+        return "kLoop"
+
+    def wrap_single(self, ins: HloInstruction) -> bool:
+        """Whether a one-instruction kernel is emitted as a fusion (so the compiler keeps it alone)."""
+        return True
+
+    # Default configuration: XLA-like greedy choice.
+    def default_edge(self, space: "FusionSpace", e: int) -> bool:
+        ci, p, c = space.edge_comp[e], space.edge_prod[e], space.edge_cons[e]
+        comp = space.program.computations[ci]
+        pins = comp.instructions[p]
+        if self.is_expensive(pins) and not space.fusible_into_all_users(ci, p):
+            return False
+        return True
+
+
+class TpuRules(FusionRules):
+    """XLA-TPU-like: elementwise and data-movement ops fuse; one dot/convolution/reduce hero per kernel."""
+
+    name = "tpu"
+    fusible = ELEMENTWISE | LAYOUT | {"reduce", "dot", "convolution", "reduce-window", "dynamic-update-slice"}
+    heroes = frozenset({"dot", "convolution", "reduce", "reduce-window"})
+
+    def edge_ok(self, comp: Computation, p: int, c: int) -> bool:
+        pi, ci = comp.instructions[p], comp.instructions[c]
+        po, co = pi.opcode, ci.opcode
+        if po == "dynamic-update-slice":
+            return False  # in-place update: only ever a kernel root
+        if po in ("dot", "convolution"):
+            return co in ELEMENTWISE
+        if co in ("dot", "convolution"):
+            return po in ELEMENTWISE or po in ("broadcast", "reshape", "transpose", "bitcast")
+        if po in ("reduce", "reduce-window"):
+            return co in ELEMENTWISE or co in ("reshape", "bitcast", "broadcast")
+        return True
+
+
+class CpuRules(FusionRules):
+    """XLA:CPU's CpuInstructionFusion: loop fusion of elementwise/data-movement/reduce ops, output
+    fusion of a matrix-vector dot into its single `add` user; dots and convolutions stay library
+    calls otherwise (a dot inside a kLoop fusion runs as a naive loop)."""
+
+    name = "cpu"
+    # Hand-made fusions reach XLA:CPU through jaxlib's StableHLO round trip, which drops the layouts
+    # of fused instructions (shared/DESIGN.md, measured facts): transpose, concatenate and
+    # dynamic-update-slice (and reshape/bitcast at some positions) inside such a fusion then crash the
+    # CPU emitter ("Check failed: has_layout()"), and gather/map need
+    # XLA passes (GatherSimplifier, MapInliner) that do not reach fusions. They stay unfused here.
+    fusible = (ELEMENTWISE | LAYOUT | {"reduce", "dot"}) - {"gather", "map", "transpose", "concatenate",
+                                                          "reshape", "bitcast"}
+    heroes = frozenset({"dot"})
+    inline_constants = False  # MLIR folds broadcast(constant) in fusions into layout-less constants
+
+    @staticmethod
+    def _matvec_dot(ins: HloInstruction) -> bool:
+        return (ins.opcode == "dot" and ins.shape.rank <= 1 and not ins.parsed.get("lhs_batch_dims")
+                and ins.shape.dtype not in ("c64", "c128"))
+
+    @staticmethod
+    def _reduces_minor(comp: Computation, r: int) -> bool:
+        ins = comp.instructions[r]
+        operand = comp.instructions[comp.operands[r][0]]
+        if operand.shape.rank == 0:
+            return True
+        minor = operand.shape.minor_to_major()[0]
+        return minor in ins.parsed.get("dimensions", ())
+
+    def node_ok(self, comp: Computation, n: int) -> bool:
+        # XLA:CPU never fuses reductions over major dimensions (and its simplifier rewrites them
+        # inside hand-made fusions into shapes the verifier rejects).
+        return comp.instructions[n].opcode != "reduce" or self._reduces_minor(comp, n)
+
+    def _output_fusable(self, comp: Computation, p: int, c: int) -> bool:
+        return (comp.instructions[c].opcode == "add" and self._matvec_dot(comp.instructions[p])
+                and len(comp.users[p]) == 1)
+
+    def edge_ok(self, comp: Computation, p: int, c: int) -> bool:
+        pi, ci = comp.instructions[p], comp.instructions[c]
+        if self._output_fusable(comp, p, c):
+            return True
+        if pi.opcode == "dot" or ci.opcode == "dot":
+            return False
+        if pi.opcode == "add" and any(self._output_fusable(comp, o, p) for o in comp.operands[p]):
+            return False
+        if ci.opcode == "reduce" and not self._reduces_minor(comp, c):
+            return False
+        if pi.opcode == "reduce" and not self._reduces_minor(comp, p):
+            return False
+        return True
+
+    def kernel_ok(self, comp: Computation, root: int, members: Sequence[int]) -> bool:
+        ins = comp.instructions
+        if len(members) == 1:
+            return True
+        dots = [m for m in members if ins[m].opcode == "dot"]
+        if not dots:
+            return True
+        return len(members) == 2 and len(dots) == 1 and ins[root].opcode == "add"
+
+    def fusion_kind(self, comp: Computation, root: int, members: Sequence[int]) -> str:
+        if any(comp.instructions[m].opcode == "dot" for m in members):
+            return "kOutput"
+        return "kLoop"
+
+    def wrap_single(self, ins: HloInstruction) -> bool:
+        return ins.opcode in self.fusible and ins.opcode != "dot"
+
+    def default_edge(self, space: "FusionSpace", e: int) -> bool:
+        ci, p, c = space.edge_comp[e], space.edge_prod[e], space.edge_cons[e]
+        comp = space.program.computations[ci]
+        pins, cins = comp.instructions[p], comp.instructions[c]
+        if self._output_fusable(comp, p, c):
+            return True
+        # Expensive producers are not fused into consumers that reuse operand elements, nor duplicated.
+        if self.is_expensive(pins):
+            if _reuses_operand_elements(cins) or not space.fusible_into_all_users(ci, p):
+                return False
+        return True
+
+
+def _reuses_operand_elements(ins: HloInstruction) -> bool:
+    """XLA's ReusesOperandElements, approximately: ops that read an operand element more than once."""
+    return ins.opcode in ("broadcast", "reduce-window", "convolution", "dot", "gather", "pad",
+                          "concatenate") or (ins.opcode == "reduce" and False)
+
+
+RULES: dict[str, FusionRules] = {"tpu": TpuRules(), "cpu": CpuRules()}
+
+
+def get_rules(target: str) -> FusionRules:
+    key = target.split("-")[0].lower() if target.lower().startswith("tpu") else target.lower()
+    if key in ("gpu", "h100"):
+        key = "tpu"  # GPU fusion rules are closer to TPU's (kInput reductions, one hero)
+    try:
+        return RULES[key]
+    except KeyError:
+        raise ValueError(f"unknown fusion target {target!r} (known: {', '.join(sorted(RULES))})") from None
+
+
+# --------------------------------------------------------------------------------------------------
+# Configurations
+
+
+class FusionConfig:
+    """One bit per fusible edge (bytes 0/1), plus how it was derived (for incremental updates)."""
+
+    __slots__ = ("bits", "parent", "flips", "_key", "delta")
+
+    def __init__(self, bits, parent: Optional["FusionConfig"] = None, flips: tuple = (),
+                 delta: Optional[dict] = None):
+        self.bits = bits if isinstance(bits, bytearray) else bytearray(np.asarray(bits, dtype=np.uint8).tobytes())
+        self.parent = parent
+        self.flips = flips
+        self._key: Optional[bytes] = None
+        self.delta = delta  # {(comp, root): members or None}: kernels changed relative to parent
+
+    def key(self) -> bytes:
+        if self._key is None:
+            self._key = bytes(self.bits)
+        return self._key
+
+    def to_array(self) -> np.ndarray:
+        return np.frombuffer(bytes(self.bits), dtype=np.uint8).astype(bool)
+
+    def __len__(self) -> int:
+        return len(self.bits)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, FusionConfig) and self.key() == other.key()
+
+    def __hash__(self) -> int:
+        return hash(self.key())
+
+    def count(self) -> int:
+        return sum(self.bits)
+
+    def detach(self) -> "FusionConfig":
+        """Drop the parent link (keeps memory bounded in long searches)."""
+        self.parent = None
+        self.flips = ()
+        self.delta = None
+        return self
+
+
+class KernelRef:
+    """A kernel inside a FusionState: computation index, root, members (topological), hash."""
+
+    __slots__ = ("comp", "root", "members", "hash", "valid")
+
+    def __init__(self, comp: int, root: int, members: tuple, hash: str, valid: bool):
+        self.comp = comp
+        self.root = root
+        self.members = members
+        self.hash = hash
+        self.valid = valid
+
+    def __repr__(self) -> str:
+        return f"KernelRef(comp={self.comp}, root={self.root}, n={len(self.members)}, hash={self.hash})"
+
+
+class FusionSpace:
+    """The fusion search space of a program on a target (`Space` interface for strategies)."""
+
+    def __init__(self, program: Program, target: str = "tpu"):
+        self.program = program
+        self.target = target
+        self.rules = get_rules(target)
+        comps = program.computations
+        self.node_class: list[list[int]] = []
+        self.in_edges: list[list[list[tuple[int, int]]]] = []   # per comp, per node: [(edge, producer)]
+        self.out_edges: list[list[list[tuple[int, int]]]] = []  # per comp, per node: [(edge, consumer)]
+        self.pinned: list[list[bool]] = []   # node has a user it can never be fused into (or is the root)
+        self.is_hero: list[list[bool]] = []
+        self.edge_comp: list[int] = []
+        self.edge_prod: list[int] = []
+        self.edge_cons: list[int] = []
+        self.multiplicity = [c.multiplicity for c in comps]
+        for ci, comp in enumerate(comps):
+            cls = [self.rules.node_class(i) for i in comp.instructions]
+            cls = [NODE_OPAQUE if k == NODE_FUSIBLE and not self.rules.node_ok(comp, n) else k
+                   for n, k in enumerate(cls)]
+            self.node_class.append(cls)
+            ins_e: list[list[tuple[int, int]]] = [[] for _ in comp.instructions]
+            out_e: list[list[tuple[int, int]]] = [[] for _ in comp.instructions]
+            pinned = [False] * len(comp)
+            for c, ops in enumerate(comp.operands):
+                for p in dict.fromkeys(ops):
+                    if cls[p] == NODE_FUSIBLE and cls[c] == NODE_FUSIBLE and self.rules.edge_ok(comp, p, c):
+                        e = len(self.edge_comp)
+                        self.edge_comp.append(ci)
+                        self.edge_prod.append(p)
+                        self.edge_cons.append(c)
+                        ins_e[c].append((e, p))
+                        out_e[p].append((e, c))
+                    else:
+                        pinned[p] = True
+            pinned[comp.root] = True
+            self.in_edges.append(ins_e)
+            self.out_edges.append(out_e)
+            self.pinned.append(pinned)
+            self.is_hero.append([i.opcode in self.rules.heroes for i in comp.instructions])
+        self.n_edges = len(self.edge_comp)
+        self._sigs: Optional[list[list[int]]] = None
+        self._shape_sigs: list[list[int]] = []
+        self._is_const = [[is_scalar_constant(i) for i in c.instructions] for c in comps]
+        self._hash_cache: dict[tuple, str] = {}
+        self._node_costs: Optional[list] = None
+        self._default: Optional[FusionConfig] = None
+        self._state_cache: dict[bytes, "FusionState"] = {}
+        self._state_order: list[bytes] = []
+        self.state_cache_size = 64
+
+    # ---- structure queries
+    def fusible_into_all_users(self, ci: int, p: int) -> bool:
+        return not self.pinned[ci][p]
+
+    def is_root(self, bits: bytearray, ci: int, n: int) -> bool:
+        if self.node_class[ci][n] < NODE_OPAQUE:
+            return False
+        if self.pinned[ci][n]:
+            return True
+        for e, _ in self.out_edges[ci][n]:
+            if not bits[e]:
+                return True
+        return False
+
+    def members(self, bits: bytearray, ci: int, root: int) -> tuple:
+        """Instructions of the kernel rooted at `root` (sorted = topological order)."""
+        in_edges = self.in_edges[ci]
+        if not in_edges[root]:
+            return (root,)
+        seen = {root}
+        stack = [root]
+        while stack:
+            n = stack.pop()
+            for e, p in in_edges[n]:
+                if bits[e] and p not in seen:
+                    seen.add(p)
+                    stack.append(p)
+        return tuple(sorted(seen))
+
+    def roots_containing(self, bits: bytearray, ci: int, n: int) -> set:
+        """Kernel roots whose kernel contains node n: n itself if a root, and roots downstream of n
+        through fused edges."""
+        out: set[int] = set()
+        seen = {n}
+        stack = [n]
+        while stack:
+            m = stack.pop()
+            if self.is_root(bits, ci, m):
+                out.add(m)
+            for e, c in self.out_edges[ci][m]:
+                if bits[e] and c not in seen:
+                    seen.add(c)
+                    stack.append(c)
+        return out
+
+    # ---- canonical kernel hashing
+    @property
+    def signatures(self) -> list[list[int]]:
+        if self._sigs is None:
+            from .kernel import instruction_signature, shape_signature
+            comps = self.program.computations
+            module = self.program.module
+            cache: dict = {}
+            self._sigs = [[instruction_signature(i, module, cache) for i in c.instructions] for c in comps]
+            self._shape_sigs = [[shape_signature(i.shape) for i in c.instructions] for c in comps]
+        return self._sigs
+
+    @property
+    def node_costs(self) -> list:
+        """Per-instruction static Cost (flops, transcendentals, bytes) of every computation."""
+        if self._node_costs is None:
+            from .analysis import instruction_cost
+            module = self.program.module
+            self._node_costs = [[instruction_cost(i, c.hlo, module) for i in c.instructions]
+                                for c in self.program.computations]
+        return self._node_costs
+
+    def kernel_hash(self, ci: int, root: int, members: Sequence[int]) -> str:
+        """Canonical hash: same structure, shapes and attributes -> same hash, whatever the names/order.
+
+        Serializes the kernel in post-order from the root (operands in order), inputs numbered by
+        first use and known by their shape only, cloned scalar constants by their value.
+        """
+        key = (ci, members if isinstance(members, tuple) else tuple(members))
+        hit = self._hash_cache.get(key)
+        if hit is not None:
+            return hit
+        sigs = self.signatures[ci]
+        shape_sigs = self._shape_sigs[ci]
+        isc = self._is_const[ci]
+        ops = self.program.computations[ci].operands
+        mset = set(members)
+        ids: dict[int, int] = {}
+        pending: set[int] = set()
+        inputs: dict[int, int] = {}
+        out = array("q")
+        push = out.append
+        stack = [root]
+        while stack:
+            n = stack.pop()
+            if n < 0:
+                n = ~n
+                ids[n] = len(ids)
+                olist = ops[n]
+                push(sigs[n])
+                push(len(olist))
+                for o in olist:
+                    if o in mset:
+                        push(ids[o])
+                    elif isc[o]:
+                        push(_CONST_MARK)
+                        push(sigs[o])
+                    else:
+                        k = inputs.get(o)
+                        if k is None:
+                            k = inputs[o] = len(inputs)
+                        push(-1 - k)
+                        push(shape_sigs[o])
+                continue
+            if n in ids or n in pending:
+                continue
+            pending.add(n)
+            stack.append(~n)
+            for o in reversed(ops[n]):
+                if o in mset and o not in ids and o not in pending:
+                    stack.append(o)
+        h = hashlib.blake2b(out.tobytes(), digest_size=8).hexdigest()
+        if len(self._hash_cache) > 500_000:
+            self._hash_cache.clear()
+        self._hash_cache[key] = h
+        return h
+
+    def kernel_inputs(self, ci: int, root: int, members: Sequence[int]) -> list[int]:
+        """External operands (non-members, scalar constants excluded) in canonical first-use order."""
+        comp = self.program.computations[ci]
+        mset = set(members)
+        inputs: dict[int, None] = {}
+        seen: set[int] = set()
+        stack: list[tuple[int, int]] = [(root, 0)]
+        while stack:
+            n, k = stack[-1]
+            olist = comp.operands[n]
+            if k < len(olist):
+                stack[-1] = (n, k + 1)
+                o = olist[k]
+                if o in mset:
+                    if o not in seen:
+                        seen.add(o)
+                        stack.append((o, 0))
+                elif not is_scalar_constant(comp.instructions[o]):
+                    inputs.setdefault(o)
+                continue
+            stack.pop()
+        return list(inputs)
+
+    def make_ref(self, bits: bytearray, ci: int, root: int) -> KernelRef:
+        mem = self.members(bits, ci, root)
+        comp = self.program.computations[ci]
+        return KernelRef(ci, root, mem, self.kernel_hash(ci, root, mem), self.rules.kernel_ok(comp, root, mem))
+
+    # ---- Space interface
+    def default(self) -> FusionConfig:
+        """The target compiler's heuristic (greedy, as XLA's InstructionFusion), made valid."""
+        if self._default is None:
+            bits = bytearray(self.rules.default_edge(self, e) for e in range(self.n_edges))
+            self._default = self.repair(FusionConfig(bits))
+        return self._default
+
+    def unfused(self) -> FusionConfig:
+        return FusionConfig(bytearray(self.n_edges))
+
+    def random(self, rng: np.random.Generator, p: Optional[float] = None) -> FusionConfig:
+        """A random valid configuration (each edge fused with probability p, default uniform in [0,1])."""
+        prob = rng.uniform(0.0, 1.0) if p is None else p
+        bits = bytearray((rng.random(self.n_edges) < prob).astype(np.uint8).tobytes())
+        return self.repair(FusionConfig(bits))
+
+    def flip_delta(self, bits: bytearray, e: int) -> Optional[dict]:
+        """Kernels changed by flipping edge e (already applied to `bits`): {(comp, root): members or
+        None for a kernel that disappears}; None when a changed kernel would be illegal."""
+        ci, p, c = self.edge_comp[e], self.edge_prod[e], self.edge_cons[e]
+        comp = self.program.computations[ci]
+        ok = self.rules.kernel_ok
+        delta: dict = {}
+        touched = self.roots_containing(bits, ci, c)
+        touched.add(p)
+        for r in touched:
+            if self.is_root(bits, ci, r):
+                mem = self.members(bits, ci, r)
+                if not ok(comp, r, mem):
+                    return None
+                delta[(ci, r)] = mem
+            else:
+                delta[(ci, r)] = None
+        return delta
+
+    def flip_valid(self, bits: bytearray, e: int) -> bool:
+        """Whether flipping edge e (already applied to `bits`) leaves every touched kernel legal."""
+        return self.flip_delta(bits, e) is not None
+
+    def neighbor(self, cfg: FusionConfig, rng: np.random.Generator, tries: int = 32) -> FusionConfig:
+        """Flip one edge, chosen at random among those whose flip keeps the configuration valid."""
+        if self.n_edges == 0:
+            return cfg
+        bits = bytearray(cfg.bits)
+        for _ in range(tries):
+            e = int(rng.integers(self.n_edges))
+            bits[e] ^= 1
+            delta = self.flip_delta(bits, e)
+            if delta is not None:
+                return FusionConfig(bits, parent=cfg, flips=(e,), delta=delta)
+            bits[e] ^= 1
+        return FusionConfig(bits, parent=cfg, flips=())
+
+    def crossover(self, a: FusionConfig, b: FusionConfig, rng: np.random.Generator) -> FusionConfig:
+        """Uniform crossover over edge bits, then repair."""
+        mask = rng.random(self.n_edges) < 0.5
+        av = np.frombuffer(bytes(a.bits), dtype=np.uint8)
+        bv = np.frombuffer(bytes(b.bits), dtype=np.uint8)
+        child = np.where(mask, av, bv).astype(np.uint8)
+        return self.repair(FusionConfig(bytearray(child.tobytes())))
+
+    def mutate(self, cfg: FusionConfig, rng: np.random.Generator, rate: float) -> FusionConfig:
+        bits = np.frombuffer(bytes(cfg.bits), dtype=np.uint8).copy()
+        flip = rng.random(self.n_edges) < rate
+        bits ^= flip.astype(np.uint8)
+        return self.repair(FusionConfig(bytearray(bits.tobytes())))
+
+    def is_valid(self, cfg: FusionConfig) -> bool:
+        if len(cfg.bits) != self.n_edges:
+            return False
+        bits = cfg.bits
+        for ci, comp in enumerate(self.program.computations):
+            for n in range(len(comp)):
+                if self.is_root(bits, ci, n) and not self.rules.kernel_ok(comp, n, self.members(bits, ci, n)):
+                    return False
+        return True
+
+    def repair(self, cfg: FusionConfig) -> FusionConfig:
+        """Unfuse edges until every kernel is legal: walking each kernel from its root, an edge that
+        would bring a second hero (or otherwise break the target's rule) is cut."""
+        if len(cfg.bits) != self.n_edges:
+            raise ValueError(f"configuration has {len(cfg.bits)} bits, the space has {self.n_edges} edges")
+        bits = bytearray(cfg.bits)
+        rules = self.rules
+        for ci, comp in enumerate(self.program.computations):
+            # Reverse topological order: consumers first, as XLA's fusion pass visits them.
+            for n in range(len(comp) - 1, -1, -1):
+                if not self.is_root(bits, ci, n):
+                    continue
+                while not rules.kernel_ok(comp, n, self.members(bits, ci, n)):
+                    self._cut_one(bits, ci, n)
+        return FusionConfig(bits)
+
+    def _cut_one(self, bits: bytearray, ci: int, root: int) -> None:
+        """Cut the fused edge that first makes the kernel at root illegal (breadth-first from root)."""
+        comp = self.program.computations[ci]
+        rules = self.rules
+        members = [root]
+        seen = {root}
+        queue = [root]
+        last_edge = None
+        while queue:
+            n = queue.pop(0)
+            for e, p in self.in_edges[ci][n]:
+                if not bits[e] or p in seen:
+                    continue
+                trial = members + [p]
+                if not rules.kernel_ok(comp, root, sorted(trial)):
+                    bits[e] = 0
+                    return
+                seen.add(p)
+                members.append(p)
+                queue.append(p)
+                last_edge = e
+        if last_edge is not None:  # the kernel is illegal as a whole: shrink it
+            bits[last_edge] = 0
+        else:
+            raise RuntimeError("kernel illegal with no fused edges")  # pragma: no cover
+
+    def encode(self, cfg: FusionConfig) -> bytes:
+        return cfg.key()
+
+    def decode(self, data: bytes) -> FusionConfig:
+        if len(data) != self.n_edges:
+            raise ValueError(f"configuration has {len(data)} bits, the space has {self.n_edges} edges")
+        return FusionConfig(bytearray(data))
+
+    # ---- kernel sets
+    def state(self, cfg: FusionConfig) -> "FusionState":
+        """Kernel set of a configuration: derived incrementally from its parent's state when cached."""
+        key = cfg.key()
+        st = self._state_cache.get(key)
+        if st is not None:
+            return st
+        parent = cfg.parent
+        if parent is not None and parent.key() in self._state_cache and cfg.flips:
+            st = self._state_cache[parent.key()].derive(cfg)
+        else:
+            st = FusionState.build(self, cfg.bits)
+        self._remember(key, st)
+        return st
+
+    def _remember(self, key: bytes, st: "FusionState") -> None:
+        if key in self._state_cache:
+            return
+        self._state_cache[key] = st
+        self._state_order.append(key)
+        if len(self._state_order) > self.state_cache_size:
+            old = self._state_order.pop(0)
+            if old != self.default().key():
+                self._state_cache.pop(old, None)
+            else:
+                self._state_order.append(old)
+
+    def kernels(self, cfg: FusionConfig) -> list:
+        """Materialized Kernel objects of a configuration (one per kernel root)."""
+        from .kernel import Kernel
+        st = self.state(cfg)
+        return [Kernel.from_ref(self, ref) for ref in st.refs()]
+
+
+class FusionState:
+    """The kernel set of one configuration: {(comp, root): KernelRef}."""
+
+    __slots__ = ("space", "bits", "kernels")
+
+    def __init__(self, space: FusionSpace, bits: bytearray, kernels: dict):
+        self.space = space
+        self.bits = bits
+        self.kernels = kernels
+
+    @classmethod
+    def build(cls, space: FusionSpace, bits: bytearray) -> "FusionState":
+        bits = bytearray(bits)
+        kernels: dict[tuple[int, int], KernelRef] = {}
+        for ci, comp in enumerate(space.program.computations):
+            for n in range(len(comp)):
+                if space.is_root(bits, ci, n):
+                    kernels[(ci, n)] = space.make_ref(bits, ci, n)
+        return cls(space, bits, kernels)
+
+    def derive(self, cfg: FusionConfig) -> "FusionState":
+        """State of `cfg`, whose parent is this state's configuration, changed by `cfg.flips`."""
+        sp = self.space
+        kernels = dict(self.kernels)
+        if cfg.delta is not None and len(cfg.flips) == 1:
+            make = sp.rules.kernel_ok
+            for (ci, r), mem in cfg.delta.items():
+                if mem is None:
+                    kernels.pop((ci, r), None)
+                else:
+                    kernels[(ci, r)] = KernelRef(ci, r, mem, sp.kernel_hash(ci, r, mem), True)
+            return FusionState(sp, bytearray(cfg.bits), kernels)
+        bits = bytearray(self.bits)
+        for e in cfg.flips:
+            ci, p, c = sp.edge_comp[e], sp.edge_prod[e], sp.edge_cons[e]
+            bits[e] ^= 1
+            touched = sp.roots_containing(bits, ci, c)
+            touched.add(p)
+            for r in touched:
+                if sp.is_root(bits, ci, r):
+                    kernels[(ci, r)] = sp.make_ref(bits, ci, r)
+                else:
+                    kernels.pop((ci, r), None)
+        if bits != cfg.bits:  # flips did not describe cfg: rebuild from scratch
+            return FusionState.build(sp, cfg.bits)
+        return FusionState(sp, bits, kernels)
+
+    def refs(self) -> list:
+        return list(self.kernels.values())
+
+    def valid(self) -> bool:
+        return all(k.valid for k in self.kernels.values())
+
+    def cost(self, kernel_cost: dict) -> float:
+        """Program cost from per-hash kernel costs (multiplicity-weighted)."""
+        mult = self.space.multiplicity
+        return sum(kernel_cost[k.hash] * mult[k.comp] for k in self.kernels.values())
+
+
+__all__ = ["FusionSpace", "FusionConfig", "FusionState", "KernelRef", "FusionRules", "TpuRules",
+           "CpuRules", "get_rules", "ELEMENTWISE", "TRANSCENDENTAL", "EXPENSIVE", "FREE"]

@@ -1,0 +1,496 @@
+"""Program model: a parsed module normalized as XLA does before fusion.
+
+`Program.from_module` inlines `call`s and existing `fusion`s (so dumps that are already fused can be
+re-tuned), forwards get-tuple-element of tuple, removes dead code and unused computations, and finds
+while-loop trip counts (backend_config `known_trip_count`, else the induction-variable pattern, else
+a flagged default). Kernel-bearing computations (entry, while bodies/conditions, conditional
+branches) become `Computation`s: instruction DAGs in topological order with integer operand/user
+lists and a multiplicity (how often the computation runs per program execution).
+"""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import Optional
+
+from .hlo import HloComputation, HloInstruction, HloModule, HloParseError, parse_hlo, parse_hlo_file
+
+DEFAULT_TRIP_COUNT = 1
+
+# Instructions with effects beyond their result: never removed as dead code.
+SIDE_EFFECTING = frozenset({
+    "outfeed", "infeed", "send", "send-done", "recv", "recv-done", "after-all", "rng",
+    "rng-get-and-update-state", "all-reduce-start", "all-reduce-done", "all-gather-start",
+    "all-gather-done", "collective-permute-start", "collective-permute-done", "copy-start", "copy-done",
+})
+
+INLINED_OPCODES = frozenset({"call", "fusion"})
+
+
+class ProgramError(ValueError):
+    """A well-formed module that the program model cannot represent (named instruction in message)."""
+
+
+@dataclass
+class WhileInfo:
+    """A while loop: where it is, its body/condition, trip count and where the count came from."""
+
+    computation: str
+    instruction: str
+    body: str
+    condition: str
+    trip_count: int
+    source: str  # "backend_config", "induction_variable", or "default"
+
+
+class Computation:
+    """A kernel-bearing computation: instructions in topological order with index-based edges."""
+
+    def __init__(self, hlo: HloComputation, multiplicity: float = 1.0, kind: str = "entry"):
+        self.hlo = hlo
+        self.name = hlo.name
+        self.kind = kind
+        self.multiplicity = multiplicity
+        self.instructions: list[HloInstruction] = _topological(hlo)
+        hlo.instructions = self.instructions
+        self.index = {ins.name: i for i, ins in enumerate(self.instructions)}
+        self.operands: list[list[int]] = [[self.index[o] for o in ins.operands] for ins in self.instructions]
+        users: list[list[int]] = [[] for _ in self.instructions]
+        for i, ops in enumerate(self.operands):
+            for o in dict.fromkeys(ops):
+                users[o].append(i)
+        self.users = users
+        self.root = self.index[hlo.root.name]
+
+    def __len__(self) -> int:
+        return len(self.instructions)
+
+    def __repr__(self) -> str:
+        return f"Computation({self.name!r}, {len(self)} instructions, x{self.multiplicity:g})"
+
+
+@dataclass
+class Program:
+    """A normalized module: the kernel-bearing computations plus everything needed to print it back."""
+
+    module: HloModule
+    computations: list[Computation]
+    whiles: list[WhileInfo] = field(default_factory=list)
+    flags: list[str] = field(default_factory=list)
+    name: str = ""
+    source: str = "<string>"
+
+    @classmethod
+    def from_module(cls, module: HloModule) -> "Program":
+        return _normalize(module)
+
+    @classmethod
+    def from_text(cls, text: str, filename: str = "<string>") -> "Program":
+        return _normalize(parse_hlo(text, filename))
+
+    @classmethod
+    def from_file(cls, path: str) -> "Program":
+        return _normalize(parse_hlo_file(str(path)))
+
+    @property
+    def entry(self) -> Computation:
+        return self.computations[0]
+
+    def computation(self, name: str) -> Computation:
+        for c in self.computations:
+            if c.name == name:
+                return c
+        raise KeyError(name)
+
+    def instruction_count(self) -> int:
+        return sum(len(c) for c in self.computations)
+
+    def to_text(self) -> str:
+        return self.module.to_text()
+
+
+# --------------------------------------------------------------------------------------------------
+
+
+def _topological(comp: HloComputation) -> list[HloInstruction]:
+    """Instructions in an order where operands come first (stable: keeps the written order if valid)."""
+    ins = comp.instructions
+    by_name = {i.name: i for i in ins}
+    pos = {i.name: k for k, i in enumerate(ins)}
+    if all(pos[o] < k for k, i in enumerate(ins) for o in i.operands):
+        return list(ins)
+    order: list[HloInstruction] = []
+    state: dict[str, int] = {}
+    for start in ins:
+        if start.name in state:
+            continue
+        stack = [(start, iter(start.operands))]
+        state[start.name] = 1
+        while stack:
+            node, it = stack[-1]
+            nxt = next(it, None)
+            if nxt is None:
+                stack.pop()
+                state[node.name] = 2
+                order.append(node)
+                continue
+            s = state.get(nxt)
+            if s == 1:
+                raise ProgramError(f"cycle through instruction '{nxt}' in computation '{comp.name}'")
+            if s is None:
+                state[nxt] = 1
+                stack.append((by_name[nxt], iter(by_name[nxt].operands)))
+    return order
+
+
+class _Namer:
+    def __init__(self, module: HloModule):
+        self.used = {i.name for c in module.computations for i in c.instructions}
+        self.counter = itertools.count(1)
+
+    def fresh(self, base: str) -> str:
+        if base not in self.used:
+            self.used.add(base)
+            return base
+        while True:
+            cand = f"{base}.i{next(self.counter)}"
+            if cand not in self.used:
+                self.used.add(cand)
+                return cand
+
+
+def _inline_calls(comp: HloComputation, comps: dict, namer: _Namer, done: set, stack: tuple = ()) -> None:
+    """Inline every call/fusion in `comp` (recursively, callees first)."""
+    if comp.name in done:
+        return
+    if comp.name in stack:
+        raise ProgramError(f"recursive call through computation '{comp.name}'")
+    if not any(i.opcode in INLINED_OPCODES for i in comp.instructions):
+        done.add(comp.name)
+        return
+    root_name = comp.root.name
+    alias: dict[str, str] = {}
+    out: list[HloInstruction] = []
+    for ins in comp.instructions:
+        if ins.opcode not in INLINED_OPCODES:
+            out.append(ins)
+            continue
+        callee = comps[ins.called_computations()[0]]
+        _inline_calls(callee, comps, namer, done, stack + (comp.name,))
+        mapping: dict[str, str] = {}
+        params = {p.parameter_number: p for p in callee.instructions if p.opcode == "parameter"}
+        if len(params) != len(ins.operands):
+            raise ProgramError(f"'{ins.name}' passes {len(ins.operands)} operands to '{callee.name}' "
+                               f"which has {len(params)} parameters")
+        for num, p in params.items():
+            mapping[p.name] = ins.operands[num]
+        for c_ins in callee.instructions:
+            if c_ins.opcode == "parameter":
+                continue
+            new = c_ins.copy(name=namer.fresh(c_ins.name), is_root=False,
+                             operands=[mapping[o] for o in c_ins.operands])
+            mapping[c_ins.name] = new.name
+            out.append(new)
+        alias[ins.name] = mapping[callee.root.name]
+    if alias:
+        def resolve(n: str) -> str:
+            while n in alias:
+                n = alias[n]
+            return n
+        for ins in out:
+            ins.operands = [resolve(o) for o in ins.operands]
+        root_name = resolve(root_name)
+    for ins in out:
+        ins.is_root = ins.name == root_name
+    comp.instructions = out
+    done.add(comp.name)
+
+
+def _forward_tuples(comp: HloComputation) -> None:
+    """Replace get-tuple-element(tuple(...), i) by the tuple's i-th operand (XLA's simplifier does too)."""
+    by_name = {i.name: i for i in comp.instructions}
+    alias: dict[str, str] = {}
+    for ins in comp.instructions:
+        if ins.opcode == "get-tuple-element":
+            src = by_name.get(alias.get(ins.operands[0], ins.operands[0]))
+            if src is not None and src.opcode == "tuple":
+                idx = ins.parsed["index"]
+                if 0 <= idx < len(src.operands):
+                    target = src.operands[idx]
+                    alias[ins.name] = alias.get(target, target)
+    if not alias:
+        return
+    root = comp.root
+    for ins in comp.instructions:
+        ins.operands = [alias.get(o, o) for o in ins.operands]
+    if root.name in alias:
+        new_root = by_name[alias[root.name]]
+        root.is_root = False
+        new_root.is_root = True
+    # Make sure the new root is last-defined-compatible: keep order, DCE drops the old root.
+
+
+_SPLAT_PRESERVING = frozenset({"slice", "dynamic-slice", "reshape", "transpose", "broadcast", "copy",
+                               "reverse", "bitcast"})
+
+
+def _fold_splats(comp: HloComputation) -> None:
+    """Rewrite data movement of a splat (broadcast of a scalar constant) as a broadcast of that scalar,
+    as XLA's algebraic simplifier (and MLIR's canonicalizer on the way through jaxlib) do; otherwise
+    a fused computation can end up with a parameter that nothing reads, which XLA rejects."""
+    by_name = {i.name: i for i in comp.instructions}
+    scalar_of: dict[str, str] = {}
+    for ins in comp.instructions:
+        if ins.opcode == "constant" and ins.shape.rank == 0 and not ins.shape.is_tuple:
+            scalar_of[ins.name] = ins.name
+            continue
+        if ins.opcode == "broadcast" and ins.operands and ins.operands[0] in scalar_of \
+                and by_name[ins.operands[0]].shape.rank == 0:
+            scalar_of[ins.name] = scalar_of[ins.operands[0]]
+            continue
+        if ins.opcode in _SPLAT_PRESERVING and ins.operands and ins.operands[0] in scalar_of \
+                and not ins.shape.is_tuple and by_name[ins.operands[0]].shape.dtype == ins.shape.dtype:
+            s = scalar_of[ins.operands[0]]
+            scalar_of[ins.name] = s
+            ins.opcode = "broadcast"
+            ins.operands = [s]
+            ins.attrs = {"dimensions": "{}", **({"metadata": ins.attrs["metadata"]} if "metadata" in ins.attrs else {})}
+            ins.parsed = {"dimensions": ()}
+
+
+def _is_noop(ins: HloInstruction, operand: HloInstruction) -> bool:
+    """An instruction that returns its only operand unchanged (XLA's simplifier removes these)."""
+    if ins.shape.is_tuple or operand.shape.is_tuple:
+        return False
+    same = ins.shape.dims == operand.shape.dims and ins.shape.dtype == operand.shape.dtype
+    if not same:
+        return False
+    if ins.shape.minor_to_major() != operand.shape.minor_to_major():
+        return False
+    op = ins.opcode
+    if op in ("reshape", "bitcast", "copy", "convert"):
+        return True
+    if op == "broadcast":
+        return tuple(ins.parsed.get("dimensions", ())) == tuple(range(ins.shape.rank))
+    if op == "transpose":
+        return tuple(ins.parsed.get("dimensions", ())) == tuple(range(ins.shape.rank))
+    if op == "reverse":
+        return not ins.parsed.get("dimensions")
+    if op == "slice":
+        return all(d.start == 0 and d.stride == 1 and d.limit == n
+                   for d, n in zip(ins.parsed.get("slice", ()), ins.shape.dims))
+    if op == "concatenate":
+        return len(ins.operands) == 1
+    return False
+
+
+_NOOP_OPCODES = frozenset({"reshape", "bitcast", "copy", "convert", "broadcast", "transpose", "reverse",
+                           "slice", "concatenate"})
+
+
+def _remove_noops(comp: HloComputation) -> None:
+    """Forward the operand of identity reshapes/broadcasts/transposes/converts/slices/... to their users."""
+    by_name = {i.name: i for i in comp.instructions}
+    alias: dict[str, str] = {}
+    for ins in comp.instructions:
+        if ins.opcode in _NOOP_OPCODES and len(ins.operands) == 1 and not ins.is_root:
+            src = alias.get(ins.operands[0], ins.operands[0])
+            if _is_noop(ins, by_name[src]):
+                alias[ins.name] = src
+    if alias:
+        for ins in comp.instructions:
+            ins.operands = [alias.get(o, o) for o in ins.operands]
+
+
+def _dce(comp: HloComputation) -> None:
+    by_name = {i.name: i for i in comp.instructions}
+    live: set[str] = set()
+    stack = [comp.root.name] + [i.name for i in comp.instructions
+                                if i.opcode in SIDE_EFFECTING or i.opcode == "parameter"
+                                or (i.opcode == "custom-call"
+                                    and i.attrs.get("custom_call_has_side_effect") == "true")]
+    while stack:
+        n = stack.pop()
+        if n in live:
+            continue
+        live.add(n)
+        stack.extend(by_name[n].operands)
+    comp.instructions = [i for i in comp.instructions if i.name in live]
+
+
+def _trip_count(module: HloModule, comp: HloComputation, ins: HloInstruction) -> tuple[int, str]:
+    cfg = ins.attrs.get("backend_config")
+    if cfg:
+        from .hlo import parse_backend_config
+        v = parse_backend_config(cfg)
+        if isinstance(v, dict):
+            n = (v.get("known_trip_count") or {}).get("n")
+            if n is not None:
+                try:
+                    return int(n), "backend_config"
+                except ValueError:
+                    pass
+    comps = module.computations_by_name
+    cond = comps[ins.parsed["condition"]]
+    body = comps[ins.parsed["body"]]
+    pattern = _induction_pattern(comp, ins, cond, body)
+    if pattern is not None:
+        return pattern, "induction_variable"
+    return DEFAULT_TRIP_COUNT, "default"
+
+
+def _const_int(ins: Optional[HloInstruction]) -> Optional[int]:
+    if ins is None or ins.opcode != "constant" or ins.shape.dims:
+        return None
+    try:
+        return int(float(ins.literal))
+    except (TypeError, ValueError):
+        return None
+
+
+def _induction_pattern(comp: HloComputation, ins: HloInstruction, cond: HloComputation,
+                       body: HloComputation) -> Optional[int]:
+    """Trip count of `while i < N: i += step` with a constant start, as XLA's trip-count analysis."""
+    cb = cond.by_name
+    root = cond.root
+    if root.opcode != "compare" or len(root.operands) != 2:
+        return None
+    direction = root.attrs.get("direction")
+    a, b = cb[root.operands[0]], cb[root.operands[1]]
+    if a.opcode == "get-tuple-element" and _const_int(b) is not None:
+        gte, limit = a, _const_int(b)
+    elif b.opcode == "get-tuple-element" and _const_int(a) is not None:
+        gte, limit = b, _const_int(a)
+        direction = {"GT": "LT", "GE": "LE", "LT": "GT", "LE": "GE"}.get(direction, direction)
+    else:
+        return None
+    if cb[gte.operands[0]].opcode != "parameter":
+        return None
+    k = gte.parsed["index"]
+    # Initial value: element k of the init tuple.
+    init = comp.by_name.get(ins.operands[0])
+    if init is None or init.opcode != "tuple" or k >= len(init.operands):
+        return None
+    start = _const_int(comp.by_name.get(init.operands[k]))
+    if start is None:
+        return None
+    # Step: body root tuple element k = add(gte(param, k), constant).
+    bb = body.by_name
+    broot = body.root
+    if broot.opcode != "tuple" or k >= len(broot.operands):
+        return None
+    upd = bb[broot.operands[k]]
+    if upd.opcode != "add":
+        return None
+    x, y = bb[upd.operands[0]], bb[upd.operands[1]]
+    if _const_int(x) is not None:
+        x, y = y, x
+    step = _const_int(y)
+    if (step is None or step <= 0 or x.opcode != "get-tuple-element" or x.parsed["index"] != k
+            or bb[x.operands[0]].opcode != "parameter"):
+        return None
+    if direction == "LT":
+        n = -(-(limit - start) // step)
+    elif direction == "LE":
+        n = (limit - start) // step + 1
+    elif direction == "NE" and (limit - start) % step == 0:
+        n = (limit - start) // step
+    else:
+        return None
+    return max(0, int(n))
+
+
+def _normalize(module: HloModule) -> Program:
+    comps = module.computations_by_name
+    entry = module.entry
+    namer = _Namer(module)
+    done: set[str] = set()
+    # Kernel-bearing computations, discovered from the entry through control flow.
+    order: list[tuple[HloComputation, float, str]] = []
+    whiles: list[WhileInfo] = []
+    flags: list[str] = []
+    mult: dict[str, float] = {}
+    kinds: dict[str, str] = {}
+    queue: list[tuple[str, float, str]] = [(entry.name, 1.0, "entry")]
+    visits = 0
+    while queue:
+        name, m, kind = queue.pop(0)
+        visits += 1
+        if visits > 10000:
+            raise ProgramError("control-flow nesting too deep or cyclic")
+        comp = comps[name]
+        first = name not in mult
+        mult[name] = mult.get(name, 0.0) + m
+        kinds.setdefault(name, kind)
+        if first:
+            _inline_calls(comp, comps, namer, done)
+            _forward_tuples(comp)
+            _fold_splats(comp)
+            _remove_noops(comp)
+            _dce(comp)
+        for ins in comp.instructions:
+            if ins.opcode == "while":
+                n, src = _trip_count(module, comp, ins)
+                if first:
+                    whiles.append(WhileInfo(name, ins.name, ins.parsed["body"], ins.parsed["condition"], n, src))
+                    if src == "default":
+                        flags.append(f"while '{ins.name}' in '{name}': trip count unknown, assumed "
+                                     f"{DEFAULT_TRIP_COUNT}")
+                queue.append((ins.parsed["body"], m * n, "while_body"))
+                queue.append((ins.parsed["condition"], m * (n + 1), "while_condition"))
+            elif ins.opcode == "conditional":
+                branches = ins.called_computations()
+                for b in branches:
+                    queue.append((b, m / len(branches), "branch"))
+    # Keep only computations still referenced (called ones are inlined away).
+    reachable: set[str] = set()
+    stack = [entry.name]
+    while stack:
+        n = stack.pop()
+        if n in reachable:
+            continue
+        reachable.add(n)
+        for ins in comps[n].instructions:
+            stack.extend(ins.called_computations())
+    module.computations = [c for c in module.computations if c.name in reachable]
+    # Attached computations (reducers, comparators) must not keep stale tuple structure; normalize
+    # them lightly too (they may contain calls from JAX).
+    for c in module.computations:
+        if c.name not in mult:
+            _inline_calls(c, comps, namer, done)
+    live = _reachable(module)
+    module.computations = [c for c in module.computations if c.name in live]
+    bearing = [Computation(comps[n], mult[n], kinds[n]) for n in _bfs_order(entry.name, mult, comps)]
+    prog = Program(module, bearing, whiles, flags, module.name, module.filename)
+    return prog
+
+
+def _reachable(module: HloModule) -> set:
+    comps = module.computations_by_name
+    out: set[str] = set()
+    stack = [module.entry.name]
+    while stack:
+        n = stack.pop()
+        if n in out:
+            continue
+        out.add(n)
+        for ins in comps[n].instructions:
+            stack.extend(ins.called_computations())
+    return out
+
+
+def _bfs_order(entry: str, mult: dict, comps: dict) -> list[str]:
+    seen = [entry]
+    for n in mult:
+        if n not in seen:
+            seen.append(n)
+    return seen
+
+
+def load_program(path: str) -> Program:
+    """Parse and normalize an HLO file (errors: HloParseError with file:line:col, or ProgramError)."""
+    return Program.from_file(path)
+
+
+__all__ = ["Program", "Computation", "WhileInfo", "ProgramError", "HloParseError", "load_program",
+           "DEFAULT_TRIP_COUNT"]

@@ -1,0 +1,121 @@
+"""Analytical cost model: the baseline of Kaufman et al. ("A Learned Performance Model for Tensor
+Processing Units", MLSys 2021), as XLA's own analytical tile model.
+
+Per kernel (no tile):   t = max(t_compute, t_transfer) + t_launch
+    t_compute  = hero_flops / peak_flops          (dot / convolution on the matrix units)
+               + vector_flops / vector_flops_rate (everything else)
+               + transcendentals / transcendental_rate
+    t_transfer = (bytes_read + bytes_written) / hbm_bytes_per_s
+Per tile:   t = sum over tiles of max(compute per tile, transfer per tile) + t_launch
+          = n_tiles * max(c_tile, x_tile) + t_launch,
+    c_tile = padded MXU flops of the tile / peak + vector and transcendental work of the tile
+             (padded to the (8, 128) vector registers) / their rates,
+    x_tile = (input + output bytes of the tile) / hbm_bytes_per_s + (number of DMAs) * dma_setup_s,
+with the tile's reads and writes from the shared tile geometry (`autotune.tiles.io_geometry`).
+
+Optional per-kernel-kind scale coefficients (kLoop / kInput / kOutput), fitted by least squares in
+log space on (kernel, measured runtime) pairs (`fit_scales`), as the paper does for its fusion
+baseline: log t_measured = log t_model + log s_kind, so s_kind = exp(mean residual).
+
+Static inputs come from `kernel.cost` (autotune/analysis.py) and the target spec
+(hardware/targets.py). Feature rows are cached per kernel hash; predictions are vectorized.
+"""
+from __future__ import annotations
+
+import json
+from typing import Any, Optional, Sequence
+
+import numpy as np
+
+from autotune.tiles import batch_inputs, io_geometry
+
+from .base import CostModel, register_cost_model
+
+KINDS = ("kLoop", "kInput", "kOutput")
+
+
+class AnalyticalCostModel(CostModel):
+    """max(compute, transfer) + launch from static metrics and a target spec (seconds)."""
+
+    name = "analytical"
+    predicts_absolute = True
+
+    def __init__(self, target: Any = "tpu", scales: Optional[dict] = None):
+        from hardware.targets import get_target
+        self.spec = get_target(target)
+        self.target = self.spec.name
+        self.scales = {k: 1.0 for k in KINDS}
+        if scales:
+            self.scales.update({k: float(v) for k, v in scales.items()})
+
+    # ---- prediction
+    def predict(self, kernels: Sequence[Any], tiles: Optional[Sequence[Any]] = None) -> np.ndarray:
+        kernels = list(kernels)
+        if not kernels:
+            return np.zeros(0)
+        s = self.spec
+        b, T, ks, kp, _ = batch_inputs(kernels, tiles, s)
+        launch = s.kernel_launch_s
+        untiled = tiles is None
+        if untiled:
+            comp = (b["hero_flops"] / s.peak_flops + b["vec_flops"] / s.vector_flops
+                    + b["trans"] / s.transcendental_per_s)
+            xfer = (b["bytes_read"] + b["bytes_written"]) / s.hbm_bytes_per_s
+            t = np.maximum(comp, xfer) + launch
+        else:
+            sub, lanes = s.vector_shape
+            g = io_geometry(b, T, sub, lanes)
+            mxu = g["mxu_tile"] * np.where(b["K_pad"] > 0, kp / np.maximum(b["K_pad"], 1e-30), 1.0)
+            c_tile = mxu / s.peak_flops + (g["vec_tile"] / s.vector_flops
+                                            + g["trans_tile"] / s.transcendental_per_s) / ks
+            n_dma = (g["in_tile"] > 0).sum(axis=1) + 1
+            x_tile = (g["in_tile"].sum(axis=1) + g["out_tile"]) / s.hbm_bytes_per_s + n_dma * s.dma_setup_s
+            t = g["n"] * ks * np.maximum(c_tile, x_tile / ks) + launch
+        kind = b["kind"].astype(int)
+        sc = np.array([self.scales[k] for k in KINDS])
+        return t * sc[kind]
+
+    # ---- fitting
+    def fit_scales(self, kernels: Sequence[Any], runtimes: Sequence[float],
+                   tiles: Optional[Sequence[Any]] = None) -> dict:
+        """Per-kind scale by least squares on log runtimes (kinds with no data keep 1.0)."""
+        kernels = list(kernels)
+        y = np.asarray(runtimes, float)
+        saved = self.scales
+        self.scales = {k: 1.0 for k in KINDS}
+        pred = self.predict(kernels, tiles)
+        self.scales = saved
+        b, *_ = batch_inputs(kernels, None, self.spec)
+        kind = b["kind"].astype(int)
+        ok = np.isfinite(y) & (y > 0) & np.isfinite(pred) & (pred > 0)
+        new = dict(self.scales)
+        for i, k in enumerate(KINDS):
+            m = ok & (kind == i)
+            if m.any():
+                new[k] = float(np.exp(np.mean(np.log(y[m]) - np.log(pred[m]))))
+        self.scales = new
+        return new
+
+    def fit(self, dataset: Any) -> "AnalyticalCostModel":
+        """dataset: (kernels, runtimes) or (kernels, tiles, runtimes), or an object with those attrs."""
+        if isinstance(dataset, tuple):
+            if len(dataset) == 2:
+                self.fit_scales(dataset[0], dataset[1])
+            else:
+                self.fit_scales(dataset[0], dataset[2], dataset[1])
+        else:
+            self.fit_scales(dataset.kernels, dataset.runtimes, getattr(dataset, "tiles", None))
+        return self
+
+    def save(self, path: str) -> None:
+        with open(path, "w") as f:
+            json.dump({"model": self.name, "target": self.target, "scales": self.scales}, f, indent=1)
+
+    @classmethod
+    def load(cls, path: str) -> "AnalyticalCostModel":
+        with open(path) as f:
+            d = json.load(f)
+        return cls(d.get("target", "tpu"), d.get("scales"))
+
+
+register_cost_model("analytical", AnalyticalCostModel)

@@ -1,0 +1,1 @@
+"""GNN cost model: encoders, reductions, losses, training."""

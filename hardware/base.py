@@ -1,0 +1,190 @@
+"""Evaluator interface: where kernel runtimes come from, under a wall-clock Budget.
+
+An Evaluator measures kernels (optionally with a tile each) and returns one Measurement per item.
+Failures (compile error, crash, timeout) are values, never exceptions. Results are written to an
+optional measurement store as soon as they exist, and repeated requests are answered from it.
+"""
+from __future__ import annotations
+
+import re
+import time
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Optional, Protocol, Sequence, runtime_checkable
+
+
+class BudgetError(ValueError):
+    """A budget string that cannot be parsed, or an impossible budget."""
+
+
+_UNITS = {"": 1.0, "s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "ms": 1e-3}
+
+
+def parse_duration(text: "str | float | int | None") -> Optional[float]:
+    """Parse "30s", "5m", "1h", "1h30m", "90" (seconds) or a number into seconds; None -> None."""
+    if text is None:
+        return None
+    if isinstance(text, (int, float)):
+        value = float(text)
+    else:
+        s = str(text).strip().lower()
+        if s in ("inf", "none", "unlimited"):
+            return None
+        parts = re.findall(r"(\d+(?:\.\d*)?|\.\d+)\s*(ms|sec|min|s|m|h)?", s)
+        if not parts or re.sub(r"(\d+(?:\.\d*)?|\.\d+)\s*(ms|sec|min|s|m|h)?|\s", "", s):
+            raise BudgetError(f"cannot parse duration {text!r} (use e.g. 30s, 5m, 1h)")
+        value = sum(float(n) * _UNITS[u] for n, u in parts)
+    if value < 0:
+        raise BudgetError(f"duration must be >= 0, got {text!r}")
+    return value
+
+
+class Budget:
+    """Wall-clock time budget, started at construction (or at `start()`), checked before each batch.
+
+    `Budget(None)` is unlimited. `Budget(0)` is exhausted from the start.
+    """
+
+    def __init__(self, seconds: "str | float | None" = None, clock=time.monotonic):
+        self.seconds = parse_duration(seconds)
+        self._clock = clock
+        self._start = clock()
+
+    def start(self) -> "Budget":
+        self._start = self._clock()
+        return self
+
+    @property
+    def elapsed(self) -> float:
+        return self._clock() - self._start
+
+    @property
+    def remaining(self) -> float:
+        if self.seconds is None:
+            return float("inf")
+        return max(0.0, self.seconds - self.elapsed)
+
+    @property
+    def exhausted(self) -> bool:
+        return self.seconds is not None and self.elapsed >= self.seconds
+
+    def __repr__(self) -> str:
+        return f"Budget({self.seconds!r}s, remaining={self.remaining:.1f}s)"
+
+
+OK = "ok"
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One kernel runtime in seconds, or a failure with its reason.
+
+    status is "ok", or a reason such as "compile_error: ...", "crash: ...", "timeout",
+    "budget_exhausted".
+    """
+
+    seconds: Optional[float]
+    status: str = OK
+    cached: bool = False
+    extra: dict = field(default_factory=dict, compare=False)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == OK and self.seconds is not None
+
+    @classmethod
+    def failure(cls, reason: str) -> "Measurement":
+        return cls(None, reason)
+
+
+@runtime_checkable
+class KernelLike(Protocol):
+    """What an evaluator needs of a kernel: a canonical hash and standalone HLO text."""
+
+    hash: str
+
+    def to_hlo_module(self) -> str: ...
+
+
+def tile_key(tile: Any) -> str:
+    """Stable string form of a tile for store keys ("" for no tile)."""
+    if tile is None:
+        return ""
+    key = getattr(tile, "key", None)
+    if callable(key):
+        return key()
+    if isinstance(tile, (tuple, list)):
+        return "x".join(str(int(t)) for t in tile)
+    return str(tile)
+
+
+class Evaluator(ABC):
+    """Measures kernels under a Budget; subclasses implement `_measure_batch`.
+
+    The base class owns the store look-up, budget checks and committing each result.
+    """
+
+    name: str = "evaluator"
+    version: str = "1"
+
+    def __init__(self, target: str = "tpu", budget: "Budget | str | float | None" = None, store=None):
+        self.target = target
+        self.budget = budget if isinstance(budget, Budget) else Budget(budget)
+        self.store = store
+        self.measured = 0  # fresh measurements (not from the store)
+        self.budget_exhausted = False
+
+    @property
+    def store_namespace(self) -> str:
+        return f"{self.name}/{self.version}"
+
+    @abstractmethod
+    def _measure_batch(self, kernels: Sequence[KernelLike], tiles: Sequence[Any]) -> list[Measurement]:
+        """Measure every item; never raise for a single item's failure."""
+
+    def measure(self, kernels: Sequence[KernelLike], tiles: Optional[Sequence[Any]] = None) -> list[Measurement]:
+        kernels = list(kernels)
+        tiles = list(tiles) if tiles is not None else [None] * len(kernels)
+        if len(tiles) != len(kernels):
+            raise ValueError("tiles must have one entry per kernel")
+        out: list[Optional[Measurement]] = [None] * len(kernels)
+        todo: list[int] = []
+        for i, (k, t) in enumerate(zip(kernels, tiles)):
+            hit = None
+            if self.store is not None:
+                hit = self.store.get(self.target, self.store_namespace, k.hash, tile_key(t))
+            if hit is not None:
+                out[i] = hit
+            else:
+                todo.append(i)
+        if todo:
+            if self.budget.exhausted:
+                self.budget_exhausted = True
+                for i in todo:
+                    out[i] = Measurement.failure("budget_exhausted")
+            else:
+                # De-duplicate identical (hash, tile) requests inside the batch.
+                uniq: dict[tuple[str, str], list[int]] = {}
+                for i in todo:
+                    uniq.setdefault((kernels[i].hash, tile_key(tiles[i])), []).append(i)
+                reps = [idx[0] for idx in uniq.values()]
+                try:
+                    results = self._measure_batch([kernels[i] for i in reps], [tiles[i] for i in reps])
+                except Exception as exc:  # an evaluator bug must not lose the run
+                    results = [Measurement.failure(f"evaluator_error: {type(exc).__name__}: {exc}")] * len(reps)
+                results = list(results)
+                if len(results) != len(reps):  # a buggy evaluator must not leave holes (None) in the output
+                    results = (results + [Measurement.failure(
+                        f"evaluator_error: {len(results)} results for {len(reps)} items")] * len(reps))[:len(reps)]
+                for rep, m in zip(reps, results):
+                    if m.status != "budget_exhausted":
+                        self.measured += 1
+                        if self.store is not None:
+                            self.store.put(self.target, self.store_namespace, kernels[rep].hash,
+                                           tile_key(tiles[rep]), m)
+                    for i in uniq[(kernels[rep].hash, tile_key(tiles[rep]))]:
+                        out[i] = m
+        return [m for m in out]  # type: ignore[misc]
+
+    def close(self) -> None:
+        """Release worker processes or connections."""

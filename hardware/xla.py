@@ -1,0 +1,842 @@
+"""Real execution of HLO through jaxlib: compile, run, time, and read XLA's own fusion decisions.
+
+Optional extra ``xla`` (``pip install autotune[xla]``). Nothing here imports jax at module import
+time: every function that needs jaxlib imports it lazily, so ``import hardware.xla`` is cheap and
+works without jax installed (the functions then raise ``ImportError``).
+
+Layers
+------
+1. A private-API shim (:func:`_api`), the only place that touches jaxlib internals. It resolves,
+   once per process, the path that turns raw HLO text into a loaded executable::
+
+       xla_client.hlo.hlo_module_from_text(text)          # jaxlib._hlo.HloModule
+         .as_serialized_hlo_module_proto()                # HloModuleProto bytes
+       _jax.mlir.hlo_to_stablehlo(proto)                  # StableHLO bytecode
+       client.compile_and_load(bytecode, DeviceList, CompileOptions)   # LoadedExecutable
+
+   plus ``_jax.hlo_module_cost_analysis(client, HloModule)`` and
+   ``xla_client.XlaComputation(proto).program_shape()``. If one is missing, :class:`XlaApiError`
+   names the installed jaxlib version and the missing API. Verified with jaxlib 0.10.2.
+2. Helpers on top: :func:`parse_hlo_text`, :func:`parameter_shapes`, :func:`compile_hlo`,
+   :func:`optimized_hlo_text`, :func:`cost_analysis`, :func:`random_inputs`, :func:`run_hlo`,
+   :func:`time_compiled` (AutoTVM-style :class:`TimingOptions`) and :func:`xla_fusion_report`.
+3. :class:`XlaEvaluator`: an :class:`~hardware.base.Evaluator` that measures each kernel's
+   standalone HLO module in a persistent worker subprocess (spawn context). A compile error, a
+   crash of the worker (segfault in XLA, abort) or a hang past ``timeout_s`` becomes a failed
+   :class:`~hardware.base.Measurement` and the worker is restarted; the run goes on.
+
+Test hook
+---------
+The environment variable ``AUTOTUNE_XLA_TEST_FAULT`` simulates faults deterministically. It is a
+comma-separated list of ``crash:<hash>`` / ``hang:<hash>`` entries (``<hash>`` a kernel hash, or
+``*`` for every kernel). It is read by the *parent* at each request, so it can be changed while an
+evaluator is alive; the worker then exits with code 86 (``crash``) or sleeps forever (``hang``)
+instead of measuring that kernel.
+
+Tiles: XLA chooses its own tiling, so :class:`XlaEvaluator` ignores the tile of a request (the
+measurement's ``extra["tile_ignored"]`` is then True).
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import math
+import multiprocessing as mp
+import os
+import re
+import signal
+import statistics
+import time
+import traceback
+from dataclasses import asdict, dataclass, field
+from typing import Any, Optional, Sequence, Union
+
+import numpy as np
+
+from .base import Budget, Evaluator, KernelLike, Measurement
+
+__all__ = [
+    "XlaApiError", "TimingOptions", "TimingResult", "CompiledHlo", "XlaEvaluator",
+    "jaxlib_version", "backend_platform", "parse_hlo_text", "parameter_shapes", "compile_hlo",
+    "optimized_hlo_text", "cost_analysis", "random_inputs", "run_hlo", "time_compiled",
+    "xla_fusion_report", "strip_metadata",
+]
+
+FAULT_ENV = "AUTOTUNE_XLA_TEST_FAULT"
+_CRASH_EXIT_CODE = 86
+_IMPL_VERSION = "1"
+
+
+class XlaApiError(RuntimeError):
+    """The installed jaxlib lacks a private API this module relies on."""
+
+
+# --------------------------------------------------------------------------------------------
+# 1. private-API shim
+# --------------------------------------------------------------------------------------------
+
+def jaxlib_version() -> str:
+    """Installed jaxlib version (without importing jax), or "" when absent."""
+    try:
+        from importlib.metadata import version
+        return version("jaxlib")
+    except Exception:
+        return ""
+
+
+def _require_jaxlib() -> None:
+    if importlib.util.find_spec("jaxlib") is None or importlib.util.find_spec("jax") is None:
+        raise ImportError("hardware.xla needs jax and jaxlib: pip install 'autotune[xla]'")
+
+
+class _Api:
+    """The resolved jaxlib internals (one instance per process, see `_api()`)."""
+
+    def __init__(self) -> None:
+        _require_jaxlib()
+        import jax  # noqa: F401  (initialises the plugin machinery)
+        from jax._src.lib import xla_client as xc
+        ver = jaxlib_version()
+
+        def need(obj: Any, attr: str, what: str) -> Any:
+            val = getattr(obj, attr, None)
+            if val is None:
+                raise XlaApiError(
+                    f"jaxlib {ver}: private API {what} not found; hardware/xla.py was written "
+                    f"against jaxlib 0.10.2 - update the shim in _Api for this version")
+            return val
+
+        try:
+            from jax._src.lib import _jax  # jaxlib >= 0.6
+        except ImportError:  # older layouts expose the extension as xla_client._xla
+            _jax = need(xc, "_xla", "jax._src.lib._jax / xla_client._xla")
+        self.xc = xc
+        self._jax = _jax
+        hlo_ns = getattr(xc, "hlo", None) or _jax
+        self.hlo_module_from_text = need(hlo_ns, "hlo_module_from_text",
+                                         "xla_client.hlo.hlo_module_from_text")
+        self.hlo_to_stablehlo = need(need(_jax, "mlir", "_jax.mlir"), "hlo_to_stablehlo",
+                                     "_jax.mlir.hlo_to_stablehlo")
+        self.cost_analysis = need(_jax, "hlo_module_cost_analysis", "_jax.hlo_module_cost_analysis")
+        self.CompileOptions = need(xc, "CompileOptions", "xla_client.CompileOptions")
+        self.DeviceList = need(xc, "DeviceList", "xla_client.DeviceList")
+        self.XlaComputation = need(xc, "XlaComputation", "xla_client.XlaComputation")
+        try:
+            from jax.extend.backend import get_backend
+        except ImportError:  # pragma: no cover - older jax
+            from jax._src.xla_bridge import get_backend
+        self.client = get_backend()
+        need(self.client, "compile_and_load", "Client.compile_and_load")
+        self.device = self.client.local_devices()[0]
+        self.platform: str = str(self.client.platform)
+        self.version = ver
+
+
+_API: Optional[_Api] = None
+
+
+def _api() -> _Api:
+    """The process-wide shim; imports jax on first use."""
+    global _API
+    if _API is None:
+        _API = _Api()
+    return _API
+
+
+def backend_platform() -> str:
+    """Platform of jax's default backend in this process ("cpu", "cuda", "rocm", ...)."""
+    return _api().platform
+
+
+def _target_for_platform(platform: str) -> str:
+    return "cpu" if platform == "cpu" else "gpu" if platform in ("cuda", "rocm", "gpu") else platform
+
+
+# --------------------------------------------------------------------------------------------
+# 2. helpers
+# --------------------------------------------------------------------------------------------
+
+def parse_hlo_text(text: str) -> Any:
+    """Parse HLO text into jaxlib's ``HloModule`` (raises on text XLA's parser rejects).
+
+    The parser does not run the shape verifier: a well-formed module with inconsistent shapes
+    parses here and fails in :func:`compile_hlo`.
+    """
+    return _api().hlo_module_from_text(text)
+
+
+def _proto(text_or_module: Any) -> bytes:
+    mod = parse_hlo_text(text_or_module) if isinstance(text_or_module, str) else text_or_module
+    return mod.as_serialized_hlo_module_proto()
+
+
+Shape = tuple[np.dtype, tuple[int, ...]]
+
+
+def parameter_shapes(text: str) -> list[Shape]:
+    """(numpy dtype, dims) of each ENTRY parameter, from XLA's program shape.
+
+    Raises ValueError for tuple- or token-typed parameters (not supported by the runner).
+    """
+    api = _api()
+    ps = api.XlaComputation(_proto(text)).program_shape()
+    out: list[Shape] = []
+    for i, s in enumerate(ps.parameter_shapes()):
+        if s.is_tuple() or not s.is_array():
+            raise ValueError(f"parameter {i} has non-array shape {s}; only array parameters are supported")
+        out.append((np.dtype(s.numpy_dtype()), tuple(int(d) for d in s.dimensions())))
+    return out
+
+
+@dataclass
+class CompiledHlo:
+    """A module compiled for the default backend's first device."""
+
+    executable: Any  # jaxlib LoadedExecutable
+    text: str
+    compile_seconds: float
+    flags: dict = field(default_factory=dict)
+
+    def put(self, inputs: Sequence[np.ndarray]) -> list[Any]:
+        """Copy host arrays to the device (reusable across executions)."""
+        import jax
+        dev = _api().device
+        return [jax.device_put(np.asarray(x), dev) for x in inputs]
+
+    def execute(self, device_args: Sequence[Any]) -> list[Any]:
+        """Run once on device arrays and wait for the results (tuple outputs come flattened)."""
+        outs = self.executable.execute(list(device_args))
+        for o in outs:
+            o.block_until_ready()
+        return outs
+
+    def __call__(self, *inputs: np.ndarray) -> list[np.ndarray]:
+        return [np.asarray(o) for o in self.execute(self.put(inputs))]
+
+    def optimized_text(self) -> str:
+        """The HLO module after XLA's passes (what actually runs)."""
+        return self.executable.hlo_modules()[0].to_string()
+
+    def optimized_module(self) -> Any:
+        """jaxlib ``HloModule`` after XLA's passes."""
+        return self.executable.hlo_modules()[0]
+
+
+def compile_hlo(text: str, *, disable_fusion: bool = False,
+                xla_flags: Optional[dict[str, Any]] = None) -> CompiledHlo:
+    """Compile HLO text on the default backend (CPU here, GPU where jax sees one).
+
+    Args:
+      text: a standalone HLO module.
+      disable_fusion: disable XLA's fusion passes (``xla_disable_hlo_passes``: ``fusion`` on CPU;
+        ``priority-fusion``/``multi_output_fusion`` etc. too, harmless on CPU). XLA:CPU still wraps
+        lone elementwise ops into single-op ``wrapped_*`` kLoop fusions, and still emits library
+        (``__ynn_fusion`` kCustom) fusions for dots/reductions.
+      xla_flags: further DebugOptions, e.g. ``{"xla_backend_optimization_level": 0}`` or
+        ``{"xla_cpu_enable_fast_math": True}``, passed as
+        CompileOptions.env_option_overrides (unknown names raise "No such compile option").
+
+    Raises whatever jaxlib raises (``JaxRuntimeError``/``XlaRuntimeError``) on a bad module.
+    """
+    api = _api()
+    flags = dict(xla_flags or {})
+    if disable_fusion:
+        passes = [p for p in str(flags.get("xla_disable_hlo_passes", "")).split(",") if p]
+        passes += ["fusion", "priority-fusion", "multi_output_fusion", "horizontal-loop-fusion",
+                   "sibling-fusion", "fusion-merger"]
+        flags["xla_disable_hlo_passes"] = ",".join(dict.fromkeys(passes))
+    stablehlo = api.hlo_to_stablehlo(_proto(text))
+    opts = api.CompileOptions()
+    if flags:
+        opts.env_option_overrides = [(str(k), _flag_value(v)) for k, v in flags.items()]
+    t0 = time.perf_counter()
+    exe = api.client.compile_and_load(stablehlo, api.DeviceList((api.device,)), opts)
+    return CompiledHlo(exe, text, time.perf_counter() - t0, flags)
+
+
+def _flag_value(v: Any) -> Any:
+    if isinstance(v, bool):
+        return v
+    if isinstance(v, (int, float)):
+        return v
+    return str(v)
+
+
+def optimized_hlo_text(text: str, *, disable_fusion: bool = False) -> str:
+    """The module after XLA's optimization passes, as XLA prints it (fusions included)."""
+    return compile_hlo(text, disable_fusion=disable_fusion).optimized_text()
+
+
+def cost_analysis(text: str) -> dict[str, Any]:
+    """XLA's HloCostAnalysis of the *unoptimized* module (before fusion).
+
+    Returns ``{"flops", "transcendentals", "bytes_accessed"}`` as floats (a dot M x K x N counts
+    2*M*N*K flops), plus ``"raw"``: everything jaxlib reported (per-operand
+    ``"bytes accessed0{}"``, ``"utilization..."`` etc.).
+    """
+    api = _api()
+    raw = dict(api.cost_analysis(api.client, parse_hlo_text(text)))
+    return {
+        "flops": float(raw.get("flops", 0.0)),
+        "transcendentals": float(raw.get("transcendentals", 0.0)),
+        "bytes_accessed": float(raw.get("bytes accessed", 0.0)),
+        "raw": raw,
+    }
+
+
+def random_inputs(text_or_shapes: Union[str, Sequence[Shape]], seed: int = 0, *,
+                  float_scale: float = 0.1, int_high: int = 2) -> list[np.ndarray]:
+    """Random arguments for a module's ENTRY parameters.
+
+    Floats ~ N(0, 1) * ``float_scale`` (small, so exp/log chains stay finite); integers uniform in
+    [0, ``int_high``) so that gather/dynamic-slice index operands are in range; preds uniform;
+    complex numbers get random real and imaginary parts. Deterministic for a given seed.
+    """
+    shapes = parameter_shapes(text_or_shapes) if isinstance(text_or_shapes, str) else text_or_shapes
+    rng = np.random.default_rng(seed)
+    out: list[np.ndarray] = []
+    for dtype, dims in shapes:
+        dtype = np.dtype(dtype)
+        dims = tuple(dims)
+        if dtype == np.bool_:
+            a = rng.integers(0, 2, size=dims).astype(np.bool_)
+        elif np.issubdtype(dtype, np.integer):
+            a = rng.integers(0, int_high, size=dims).astype(dtype)
+        elif np.issubdtype(dtype, np.complexfloating):
+            a = ((rng.standard_normal(dims) + 1j * rng.standard_normal(dims)) * float_scale).astype(dtype)
+        else:  # float32/64/16 and ml_dtypes (bfloat16, float8...)
+            a = (rng.standard_normal(dims) * float_scale).astype(np.float32).astype(dtype)
+        out.append(np.asarray(a))
+    return out
+
+
+def run_hlo(text: str, inputs: Optional[Sequence[np.ndarray]] = None, *, seed: int = 0,
+            disable_fusion: bool = False) -> list[np.ndarray]:
+    """Compile and run once; tuple results come back flattened. ``inputs=None``: random inputs."""
+    if inputs is None:
+        inputs = random_inputs(text, seed)
+    return compile_hlo(text, disable_fusion=disable_fusion)(*inputs)
+
+
+# ---- timing ---------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class TimingOptions:
+    """AutoTVM-style timing: ``repeat`` measurements, each the mean of ``number`` runs.
+
+    ``number`` grows (x1.6 at least, or straight to the estimate) until one repeat lasts at least
+    ``min_repeat_ms``; ``warmup`` untimed executions come first. The result is the minimum over
+    repeats (the noise on these machines is one-sided: interference only makes runs slower).
+    """
+
+    number: int = 1
+    repeat: int = 5
+    min_repeat_ms: float = 20.0
+    warmup: int = 2
+    max_number: int = 100_000
+
+
+@dataclass
+class TimingResult:
+    """Seconds per execution (min over repeats) and every repeat's mean."""
+
+    seconds: float
+    repeats: list[float]
+    number: int
+
+    @property
+    def cv(self) -> float:
+        """Coefficient of variation of the repeat means (0 for fewer than two repeats)."""
+        if len(self.repeats) < 2:
+            return 0.0
+        m = statistics.fmean(self.repeats)
+        return statistics.stdev(self.repeats) / m if m > 0 else 0.0
+
+
+def time_compiled(compiled: CompiledHlo, inputs: Sequence[np.ndarray],
+                  options: TimingOptions = TimingOptions()) -> TimingResult:
+    """Time a compiled module on fixed device-resident inputs (each execution is waited for)."""
+    args = compiled.put(inputs)
+    execute = compiled.execute
+    for _ in range(max(0, options.warmup)):
+        execute(args)
+
+    def one_repeat(n: int) -> float:
+        t0 = time.perf_counter()
+        for _ in range(n):
+            execute(args)
+        return time.perf_counter() - t0
+
+    number = max(1, int(options.number))
+    min_s = max(0.0, options.min_repeat_ms) / 1e3
+    # Calibrate `number` (these runs also warm caches further; they are not reported).
+    while min_s > 0 and number < options.max_number:
+        elapsed = one_repeat(number)
+        if elapsed >= min_s:
+            break
+        per_run = max(elapsed / number, 1e-9)
+        number = min(options.max_number,
+                     max(math.ceil(number * 1.6), math.ceil(min_s / per_run * 1.05)))
+    repeats = [one_repeat(number) / number for _ in range(max(1, options.repeat))]
+    return TimingResult(min(repeats), repeats, number)
+
+
+# ---- XLA's own fusion decisions -------------------------------------------------------------
+
+_METADATA_RE = re.compile(r",?\s*metadata=\{")
+_OP_NAME_RE = re.compile(r'op_name="((?:[^"\\]|\\.)*)"')
+_KIND_RE = re.compile(r"\bkind=(k\w+)")
+_CALLS_RE = re.compile(r"\bcalls=%?([\w.\-]+)")
+_FREE_OPCODES = frozenset({"parameter", "constant", "tuple", "get-tuple-element", "bitcast",
+                           "after-all", "partition-id", "replica-id"})
+_CUSTOM_KIND_RE = re.compile(r'"fusion_config":\{[^}]*"kind":"([^"]*)"')
+
+
+def strip_metadata(text: str) -> str:
+    """Remove every ``metadata={...}`` attribute from HLO text (quotes and nested braces aware).
+
+    Compiling through StableHLO turns instruction names into MLIR locations, which XLA prints back
+    as ``metadata={op_name="<name>"}``; but an instruction that already carries metadata keeps its
+    old ``op_name`` instead. Stripping first makes ``op_name`` always the original name.
+    """
+    out: list[str] = []
+    pos = 0
+    while True:
+        m = _METADATA_RE.search(text, pos)
+        if m is None:
+            out.append(text[pos:])
+            return "".join(out)
+        out.append(text[pos:m.start()])
+        i, depth, in_str = m.end(), 1, False
+        while i < len(text) and depth:
+            c = text[i]
+            if in_str:
+                if c == "\\":
+                    i += 1
+                elif c == '"':
+                    in_str = False
+            elif c == '"':
+                in_str = True
+            elif c == "{":
+                depth += 1
+            elif c == "}":
+                depth -= 1
+            i += 1
+        pos = i
+
+
+def _opcode_of(line: str) -> str:
+    """Opcode as XLA prints it, from an instruction's text ``%n = shape opcode(...)``."""
+    rhs = line.split(" = ", 1)[1].lstrip() if " = " in line else line
+    if rhs.startswith("("):  # tuple shape: skip balanced parentheses
+        depth = 0
+        for i, c in enumerate(rhs):
+            depth += c == "("
+            depth -= c == ")"
+            if depth == 0:
+                rhs = rhs[i + 1:].lstrip()
+                break
+    else:
+        rhs = rhs.split(" ", 1)[1] if " " in rhs else rhs
+    return rhs.split("(", 1)[0].strip()
+
+
+def _instr_info(instr: Any) -> dict[str, Any]:
+    line = instr.to_string()
+    m = _OP_NAME_RE.search(line)
+    op_name = m.group(1) if m else None
+    return {"name": instr.name, "opcode": _opcode_of(line), "op_name": op_name,
+            "origin": op_name.rsplit("/", 1)[-1] if op_name else None}
+
+
+def xla_fusion_report(text: str, *, strip_input_metadata: bool = True,
+                      include_wrapped: bool = True, include_unfused: bool = False,
+                      optimized_module: Any = None) -> list[dict[str, Any]]:
+    """Which fusions XLA made: compile ``text`` and list every fusion in the optimized module.
+
+    One dict per ``fusion`` instruction in a non-fused computation, in program order::
+
+        {"name": "subtract_tanh_fusion",       # the fusion instruction, as XLA named it
+         "computation": "main.1",              # where it sits
+         "kind": "kLoop" | "kOutput" | "kCustom" | ...,
+         "custom_kind": "__ynn_fusion" | None, # backend_config fusion_config.kind (kCustom)
+         "calls": "fused_computation",
+         "op_name": "tanh.1",                  # the fusion's metadata = its root's origin
+         "wrapped": bool,                      # single-op `wrapped_*` fusion, see below
+         "instructions": [{"name", "opcode", "op_name", "origin"}, ...],  # parameters excluded
+         "origins": ["add.1", "exp.1", ...]}   # input instruction names, where known
+
+    What survives in XLA:CPU's printout (jaxlib 0.10.2, measured on JAX-generated HLO for an
+    elementwise chain, dot+bias+relu and exp+reduce):
+
+    * Instruction *names* do not survive exactly: the HLO -> StableHLO -> HLO round trip renames
+      every instruction, keeping the name's prefix and renumbering the suffix (``add.1`` ->
+      ``add.0``, ``a`` -> ``a.0``; entry parameters ``x.1`` stay). Fusions get new names from
+      their ops (``subtract_tanh_fusion``, ``add_exponential_fusion``, ``ynn_fusion``).
+    * The original name survives as ``metadata={op_name="<name>"}`` on every fused instruction
+      and on the fusion itself (= its root's), *provided the input had no metadata* (otherwise
+      the old op_name is kept; hence ``strip_input_metadata``). ``origin`` is that name; an
+      instruction inlined from a ``call`` gets ``"<call name>/<name>"`` and origin ``<name>``.
+    * Constants materialised inside a fused computation carry no op_name (origin None), and
+      broadcasts XLA creates itself carry the op_name of the instruction they came from.
+    * Elementwise chains become one ``kLoop`` fusion (e.g. add, exp, broadcast, multiply,
+      subtract, tanh -> ``subtract_tanh_fusion``).
+    * A dot becomes a ``kCustom`` fusion with backend_config kind ``__ynn_fusion`` (a YNNPACK
+      library call) and its bias-add + relu a separate ``kLoop`` fusion: no ``kOutput`` fusion
+      for dot+bias on CPU here. ``exp`` feeding a ``reduce`` is fused with the reduce into one
+      ``__ynn_fusion`` kCustom fusion.
+    * Every op XLA:CPU leaves unfused (or every op, with the fusion pass disabled) is wrapped in
+      a single-instruction ``kLoop`` fusion named ``wrapped_<opcode>`` calling
+      ``wrapped_<opcode>_computation``: not a fusion decision. Such entries have
+      ``wrapped=True`` (drop them with ``include_wrapped=False``).
+    * A hand-written ``fusion`` in the input is kept as written, but its fused computation is
+      renamed (``region_N.M``) and its parameters inherit the fusion's op_name.
+    * More patterns (JAX-generated, 256x256 f32): ``exp(x)`` with two users is *not* duplicated
+      into them (it stays ``wrapped_exponential``, each user fusing only its cheap ops); a dot
+      followed by a full-matrix add or a tanh leaves the add/tanh as a separate kernel; a
+      ``reduce`` is fused with its elementwise producers and, in softmax, with its
+      broadcast/subtract/exp consumers into one ``__ynn_fusion``; transpose+add becomes one
+      ``copy_add_fusion``; concatenate fuses its exp producer; a gather fuses with its index
+      clamping and the multiply after it. A ``convolution`` stays a bare (Eigen) instruction,
+      with XLA-made layout transposes around it as ``transpose_copy_fusion`` (no op_name on the
+      ones for the operands; the output one fuses the relu that follows). When the convolution
+      is the module's root (a standalone conv kernel), the rewritten ``convolution`` has *no*
+      op_name and the output ``transpose_copy_fusion`` carries the conv's original name.
+    * ``backend_config`` of a loop fusion may carry ``outer_dimension_partitions`` (the
+      parallel split over the 2 cores); it does not change what was fused.
+
+    ``include_unfused=True`` also lists every other top-level instruction that does work (not
+    parameter, constant, tuple, get-tuple-element, bitcast), e.g. a bare ``convolution`` or
+    ``copy``, with ``kind=None`` and itself as the single instruction: with it, the report
+    covers every kernel of the optimized entry computation.
+    """
+    if optimized_module is None:
+        src = strip_metadata(text) if strip_input_metadata else text
+        optimized_module = compile_hlo(src).optimized_module()
+    comps = {c.name: c for c in optimized_module.computations()}
+    printed = optimized_module.to_string()
+    position = {m.group(1): m.start() for m in re.finditer(r"^\s*(?:ROOT\s+)?%?([\w.\-]+) = ", printed, re.M)}
+    try:
+        top = list(optimized_module.make_nonfusion_computations())
+    except Exception:  # pragma: no cover - older jaxlib
+        top = list(comps.values())
+    report: list[dict[str, Any]] = []
+    for comp in top:
+        for instr in comp.instructions():
+            line = instr.to_string()
+            opcode = _opcode_of(line)
+            if opcode != "fusion":
+                if include_unfused and opcode not in _FREE_OPCODES:
+                    info = _instr_info(instr)
+                    report.append({"name": instr.name, "computation": comp.name, "kind": None,
+                                   "custom_kind": None, "calls": None, "op_name": info["op_name"],
+                                   "wrapped": False, "instructions": [info],
+                                   "origins": [info["origin"]] if info["origin"] else []})
+                continue
+            kind = _KIND_RE.search(line)
+            calls = _CALLS_RE.search(line)
+            ck = _CUSTOM_KIND_RE.search(line)
+            op = _OP_NAME_RE.search(line)
+            callee = comps.get(calls.group(1)) if calls else None
+            fused = [] if callee is None else [
+                _instr_info(i) for i in callee.instructions() if _opcode_of(i.to_string()) != "parameter"]
+            fused.sort(key=lambda f: position.get(f["name"], 0))  # printed (topological) order
+            wrapped = instr.name.startswith("wrapped_") and len(fused) == 1
+            if wrapped and not include_wrapped:
+                continue
+            report.append({
+                "name": instr.name,
+                "computation": comp.name,
+                "kind": kind.group(1) if kind else None,
+                "custom_kind": ck.group(1) if ck else None,
+                "calls": calls.group(1) if calls else None,
+                "op_name": op.group(1) if op else None,
+                "wrapped": wrapped,
+                "instructions": fused,
+                "origins": [f["origin"] for f in fused if f["origin"]],
+            })
+    return report
+
+
+# --------------------------------------------------------------------------------------------
+# 3. worker subprocess + evaluator
+# --------------------------------------------------------------------------------------------
+
+def _first_line(exc: BaseException) -> str:
+    msg = str(exc).strip()
+    for line in msg.splitlines():
+        if line.strip():
+            return line.strip()[:500]
+    return type(exc).__name__
+
+
+def _measure_in_process(req: dict) -> dict:
+    """Compile, make inputs, time: the work one request does (runs inside the worker)."""
+    fault = req.get("fault")
+    if fault == "crash":
+        os._exit(_CRASH_EXIT_CODE)
+    if fault == "hang":
+        while True:
+            time.sleep(3600)
+    text = req["text"]
+    try:
+        compiled = compile_hlo(text, disable_fusion=req.get("disable_fusion", False),
+                               xla_flags=req.get("xla_flags"))
+    except Exception as exc:
+        return {"status": f"compile_error: {_first_line(exc)}"}
+    try:
+        inputs = random_inputs(text, req.get("seed", 0))
+    except Exception as exc:
+        return {"status": f"unsupported: {_first_line(exc)}"}
+    try:
+        res = time_compiled(compiled, inputs, TimingOptions(**req.get("timing", {})))
+    except Exception as exc:
+        return {"status": f"runtime_error: {_first_line(exc)}"}
+    return {"status": "ok", "seconds": res.seconds, "repeats": res.repeats, "number": res.number,
+            "compile_s": compiled.compile_seconds}
+
+
+def _worker_main(conn: Any) -> None:
+    """Worker loop: handshake, then answer measure requests until it receives None."""
+    try:
+        api = _api()
+        conn.send({"ready": True, "platform": api.platform, "jaxlib": api.version})
+    except BaseException as exc:  # report and die: the parent turns this into failures
+        conn.send({"ready": False, "error": f"{type(exc).__name__}: {_first_line(exc)}"})
+        return
+    while True:
+        try:
+            req = conn.recv()
+        except (EOFError, OSError):
+            return
+        if req is None:
+            return
+        try:
+            resp = _measure_in_process(req)
+        except BaseException as exc:
+            resp = {"status": f"worker_error: {type(exc).__name__}: {_first_line(exc)}",
+                    "traceback": traceback.format_exc(limit=5)}
+        conn.send(resp)
+
+
+def _exit_reason(code: Optional[int]) -> str:
+    if code is None:
+        return "crash: worker died"
+    if code < 0:
+        try:
+            return f"crash: exit code {code} ({signal.Signals(-code).name})"
+        except ValueError:
+            pass
+    return f"crash: exit code {code}"
+
+
+class _WorkerProcess:
+    """One persistent spawn-context worker, restarted on demand after a crash or timeout."""
+
+    def __init__(self, startup_timeout_s: float = 120.0):
+        self.startup_timeout_s = startup_timeout_s
+        self._proc: Any = None
+        self._conn: Any = None
+        self.info: dict = {}
+        self.restarts = 0
+        self._lost = False  # the last worker died or was killed; the next start is a restart
+
+    @property
+    def alive(self) -> bool:
+        return self._proc is not None and self._proc.is_alive()
+
+    def start(self) -> dict:
+        """Start (if needed) and return the handshake {"platform", "jaxlib"}; raises on failure."""
+        if self.alive:
+            return self.info
+        self._discard()
+        ctx = mp.get_context("spawn")
+        parent, child = ctx.Pipe(duplex=True)
+        proc = ctx.Process(target=_worker_main, args=(child,), daemon=True,
+                           name="autotune-xla-worker")
+        proc.start()
+        child.close()
+        self._proc, self._conn = proc, parent
+        if not parent.poll(self.startup_timeout_s):
+            self._discard()
+            raise RuntimeError(f"XLA worker did not start within {self.startup_timeout_s:.0f}s")
+        try:
+            hello = parent.recv()
+        except (EOFError, OSError):
+            proc.join(5)
+            code = proc.exitcode
+            self._discard()
+            raise RuntimeError(f"XLA worker failed to start ({_exit_reason(code)})")
+        if not hello.get("ready"):
+            self._discard()
+            raise RuntimeError(f"XLA worker failed to start: {hello.get('error')}")
+        self.info = hello
+        return hello
+
+    def request(self, req: dict, timeout_s: Optional[float]) -> dict:
+        """Send one request; a dead worker -> {"status": "crash: ..."}, no answer -> "timeout"."""
+        try:
+            if not self.alive:
+                if self._proc is not None or self._lost:
+                    self.restarts += 1
+                self._lost = False
+                self.start()
+            self._conn.send(req)
+        except Exception as exc:
+            self._discard()
+            return {"status": f"crash: worker unavailable: {_first_line(exc)}"}
+        try:
+            ready = self._conn.poll(timeout_s)
+        except (EOFError, OSError):
+            ready = True
+        if not ready:
+            self._discard()
+            self._lost = True
+            return {"status": "timeout"}
+        try:
+            return self._conn.recv()
+        except (EOFError, OSError):
+            proc = self._proc
+            proc.join(10)
+            code = proc.exitcode
+            self._discard()
+            self._lost = True
+            return {"status": _exit_reason(code)}
+
+    def _discard(self) -> None:
+        proc, conn = self._proc, self._conn
+        self._proc = self._conn = None
+        if conn is not None:
+            try:
+                conn.close()
+            except Exception:
+                pass
+        if proc is not None:
+            if proc.is_alive():
+                proc.kill()
+            proc.join(10)
+            try:
+                proc.close()
+            except Exception:
+                pass
+
+    def close(self) -> None:
+        if self.alive:
+            try:
+                self._conn.send(None)
+                self._proc.join(5)
+            except Exception:
+                pass
+        self._discard()
+
+
+def _faults_from_env() -> dict[str, str]:
+    spec = os.environ.get(FAULT_ENV, "")
+    faults: dict[str, str] = {}
+    for item in spec.split(","):
+        kind, _, key = item.strip().partition(":")
+        if kind in ("crash", "hang") and key:
+            faults[key] = kind
+    return faults
+
+
+class XlaEvaluator(Evaluator):
+    """Kernel runtimes measured on the real backend through jaxlib (CPU here, GPU where present).
+
+    Each kernel's ``to_hlo_module()`` text goes to a persistent worker subprocess (spawn context;
+    started in the constructor, which learns the platform from it) that compiles it, makes
+    :func:`random_inputs`, times it with ``timing`` and answers seconds per execution. Statuses:
+    ``ok``; ``compile_error: <first line>``; ``crash: exit code N`` (worker restarted on the next
+    request); ``timeout`` (no answer within ``timeout_s``, compile included: the worker is killed
+    and restarted); ``unsupported: ...`` (e.g. tuple parameters); ``runtime_error: ...``;
+    ``budget_exhausted`` (the Budget ran out during the batch). ``extra`` carries ``repeats``
+    (seconds per run of each repeat), ``number``, ``compile_s`` and ``cv``.
+
+    ``version`` is ``"1-jaxlib<ver>-<platform>"`` (plus a flags digest when fusion is disabled or
+    XLA flags are set), so stored measurements never mix jaxlib versions or backends.
+    """
+
+    name = "xla"
+
+    def __init__(self, target: Optional[str] = None, budget: "Budget | str | float | None" = None,
+                 store: Any = None, *, timing: TimingOptions = TimingOptions(),
+                 timeout_s: float = 60.0, seed: int = 0, disable_fusion: bool = False,
+                 xla_flags: Optional[dict[str, Any]] = None, startup_timeout_s: float = 120.0):
+        _require_jaxlib()
+        self.timing = timing
+        self.timeout_s = timeout_s
+        self.seed = seed
+        self.disable_fusion = disable_fusion
+        self.xla_flags = dict(xla_flags or {})
+        self._worker = _WorkerProcess(startup_timeout_s)
+        info = self._worker.start()
+        self.platform: str = info["platform"]
+        self.jaxlib_version: str = info["jaxlib"]
+        super().__init__(target or _target_for_platform(self.platform), budget, store)
+        version = f"{_IMPL_VERSION}-jaxlib{self.jaxlib_version}-{self.platform}"
+        if disable_fusion or self.xla_flags:
+            digest = hashlib.sha1(repr((disable_fusion, sorted(self.xla_flags.items()))).encode())
+            version += f"-flags{digest.hexdigest()[:8]}"
+        self.version = version
+
+    @property
+    def worker_restarts(self) -> int:
+        """How many times the worker was restarted after a crash or timeout."""
+        return self._worker.restarts
+
+    def _request(self, text: str, key: str) -> Measurement:
+        faults = _faults_from_env()
+        req = {"text": text, "seed": self.seed, "timing": asdict(self.timing),
+               "disable_fusion": self.disable_fusion, "xla_flags": self.xla_flags,
+               "fault": faults.get(key) or faults.get("*")}
+        resp = self._worker.request(req, self.timeout_s)
+        if resp.get("status") != "ok":
+            return Measurement.failure(resp.get("status", "worker_error: no status"))
+        repeats = list(resp["repeats"])
+        cv = statistics.stdev(repeats) / statistics.fmean(repeats) if len(repeats) > 1 else 0.0
+        return Measurement(float(resp["seconds"]), extra={
+            "repeats": repeats, "number": resp["number"], "compile_s": resp["compile_s"], "cv": cv})
+
+    def _measure_batch(self, kernels: Sequence[KernelLike], tiles: Sequence[Any]) -> list[Measurement]:
+        out: list[Measurement] = []
+        for k, t in zip(kernels, tiles):
+            if self.budget.exhausted:
+                self.budget_exhausted = True
+                out.append(Measurement.failure("budget_exhausted"))
+                continue
+            try:
+                text = k.to_hlo_module()
+            except Exception as exc:
+                out.append(Measurement.failure(f"emit_error: {type(exc).__name__}: {_first_line(exc)}"))
+                continue
+            m = self._request(text, k.hash)
+            if t is not None:
+                m.extra["tile_ignored"] = True
+            out.append(m)
+        return out
+
+    def measure_program(self, hlo_text: str) -> Measurement:
+        """Time a whole (possibly fused) program end to end, on the same path as kernels.
+
+        Not cached in the store. Its fault-hook key is the sha1 hex digest of the text.
+        """
+        if self.budget.exhausted:
+            self.budget_exhausted = True
+            return Measurement.failure("budget_exhausted")
+        self.measured += 1
+        return self._request(hlo_text, hashlib.sha1(hlo_text.encode()).hexdigest())
+
+    def close(self) -> None:
+        self._worker.close()
+
+    def __enter__(self) -> "XlaEvaluator":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __del__(self) -> None:  # best effort; close() is the supported way
+        try:
+            self._worker.close()
+        except Exception:
+            pass

@@ -1,0 +1,290 @@
+"""Tests for hardware/xla.py: real compilation and execution through jaxlib (skipped without it)."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("jaxlib")
+pytest.importorskip("jax")
+
+from hardware import xla as X  # noqa: E402
+from hardware.base import Budget, Measurement  # noqa: E402
+
+pytestmark = pytest.mark.xla
+
+REPO = Path(__file__).resolve().parents[2]
+
+ADD = """HloModule add
+ENTRY e {
+  x = f32[16,32] parameter(0)
+  y = f32[16,32] parameter(1)
+  ROOT a = f32[16,32] add(x, y)
+}"""
+
+EXP_ADD = """HloModule exp_add
+ENTRY e {
+  x = f32[64,128] parameter(0)
+  y = f32[64,128] parameter(1)
+  a = f32[64,128] add(x, y), metadata={op_name="jit(f)/add" source_file="f.py" source_line=3}
+  ROOT r = f32[64,128] exponential(a)
+}"""
+
+TUPLE = """HloModule tup
+ENTRY e {
+  x = f32[8] parameter(0)
+  i = s32[8] parameter(1)
+  m = f32[8] multiply(x, x)
+  n = s32[8] negate(i)
+  ROOT t = (f32[8], s32[8]) tuple(m, n)
+}"""
+
+DOT = """HloModule dot
+ENTRY e {
+  a = f32[64,32] parameter(0)
+  b = f32[32,16] parameter(1)
+  ROOT d = f32[64,16] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}"""
+
+SHAPE_MISMATCH = """HloModule bad
+ENTRY e {
+  x = f32[4] parameter(0)
+  ROOT a = f32[5] add(x, x)
+}"""
+
+UNKNOWN_CUSTOM_CALL = """HloModule cc
+ENTRY e {
+  x = f32[4] parameter(0)
+  ROOT c = f32[4] custom-call(x), custom_call_target="autotune_no_such_target"
+}"""
+
+
+@dataclass
+class K:
+    """Minimal KernelLike."""
+
+    hash: str
+    text: str
+
+    def to_hlo_module(self) -> str:
+        return self.text
+
+
+FAST = X.TimingOptions(number=1, repeat=3, min_repeat_ms=1.0, warmup=1)
+
+
+@pytest.fixture(scope="module")
+def evaluator():
+    ev = X.XlaEvaluator(timing=FAST, timeout_s=4.0)
+    yield ev
+    ev.close()
+
+
+def test_module_import_does_not_import_jax():
+    code = "import sys, hardware.xla; assert 'jax' not in sys.modules and 'jaxlib' not in sys.modules"
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO,
+                   env={**os.environ, "PYTHONPATH": str(REPO)})
+
+
+def test_parse_and_parameter_shapes():
+    X.parse_hlo_text(ADD)
+    with pytest.raises(Exception):
+        X.parse_hlo_text("HloModule m\nENTRY e {\n ROOT x = f32[4] bogus_op()\n}")
+    assert X.parameter_shapes(TUPLE) == [(np.dtype("float32"), (8,)), (np.dtype("int32"), (8,))]
+
+
+def test_random_inputs_deterministic_and_in_range():
+    shapes = [(np.dtype("float32"), (100,)), (np.dtype("int32"), (100,)), (np.dtype("bool"), (10,))]
+    a, b = X.random_inputs(shapes, seed=3), X.random_inputs(shapes, seed=3)
+    for u, v in zip(a, b):
+        np.testing.assert_array_equal(u, v)
+    assert a[0].dtype == np.float32 and np.abs(a[0]).max() < 1.0
+    assert a[1].dtype == np.int32 and set(np.unique(a[1])) <= {0, 1}
+    assert a[2].dtype == np.bool_
+
+
+def test_compile_and_run_add_matches_numpy():
+    x, y = X.random_inputs(ADD, seed=1)
+    (out,) = X.run_hlo(ADD, [x, y])
+    np.testing.assert_allclose(out, x + y, rtol=1e-6)
+
+
+def test_tuple_output_is_flattened():
+    x = np.arange(8, dtype=np.float32)
+    i = np.arange(8, dtype=np.int32)
+    m, n = X.run_hlo(TUPLE, [x, i])
+    np.testing.assert_allclose(m, x * x)
+    np.testing.assert_array_equal(n, -i)
+
+
+def test_compile_errors_raise():
+    with pytest.raises(Exception):
+        X.compile_hlo(SHAPE_MISMATCH)
+    with pytest.raises(Exception):
+        X.compile_hlo(UNKNOWN_CUSTOM_CALL)
+
+
+def test_cost_analysis_dot_flops():
+    ca = X.cost_analysis(DOT)
+    assert ca["flops"] == 2 * 64 * 16 * 32
+    assert ca["bytes_accessed"] == 4 * (64 * 32 + 32 * 16 + 64 * 16)
+    ca = X.cost_analysis(EXP_ADD)
+    assert ca["transcendentals"] == 64 * 128
+
+
+def test_optimized_text_contains_fusion_and_report():
+    text = X.optimized_hlo_text(EXP_ADD)
+    assert "fusion(" in text and "kind=kLoop" in text
+    report = X.xla_fusion_report(EXP_ADD)
+    real = [f for f in report if not f["wrapped"]]
+    assert len(real) == 1
+    f = real[0]
+    assert f["kind"] == "kLoop"
+    assert [i["opcode"] for i in f["instructions"]] == ["add", "exponential"]
+    # With input metadata stripped, op_name is the original instruction name.
+    assert f["origins"] == ["a", "r"] and f["op_name"] == "r"
+    # Without stripping, the pre-existing op_name wins.
+    kept = X.xla_fusion_report(EXP_ADD, strip_input_metadata=False)
+    assert [i["op_name"] for i in kept[0]["instructions"]] == ["jit(f)/add", "r"]
+
+
+def test_disable_fusion_leaves_only_wrapped_ops():
+    compiled = X.compile_hlo(X.strip_metadata(EXP_ADD), disable_fusion=True)
+    report = X.xla_fusion_report(EXP_ADD, optimized_module=compiled.optimized_module())
+    assert report and all(f["wrapped"] for f in report)
+    assert sorted(f["instructions"][0]["origin"] for f in report) == ["a", "r"]
+    x, y = X.random_inputs(EXP_ADD, seed=0)
+    np.testing.assert_allclose(compiled(x, y)[0], np.exp(x + y), rtol=1e-5)
+
+
+def test_strip_metadata():
+    s = 'a = f32[] add(x, y), metadata={op_name="q{}\\"x" source_line=3}, sharding={replicated}'
+    assert X.strip_metadata(s) == "a = f32[] add(x, y), sharding={replicated}"
+
+
+def test_time_compiled_grows_number():
+    compiled = X.compile_hlo(ADD)
+    res = X.time_compiled(compiled, X.random_inputs(ADD), X.TimingOptions(repeat=3, min_repeat_ms=2.0))
+    assert res.seconds > 0 and len(res.repeats) == 3 and res.seconds == min(res.repeats)
+    assert res.number > 1  # a 16x32 add takes microseconds
+    assert res.repeats[0] * res.number >= 1e-3  # about min_repeat_ms (allowing for noise)
+
+
+def test_evaluator_measures_and_reports_failures(evaluator):
+    assert evaluator.target == "cpu" and evaluator.name == "xla"
+    assert X.jaxlib_version() in evaluator.version and "cpu" in evaluator.version
+    ms = evaluator.measure([K("add", ADD), K("bad", SHAPE_MISMATCH), K("cc", UNKNOWN_CUSTOM_CALL)])
+    assert ms[0].ok and ms[0].seconds > 0
+    assert len(ms[0].extra["repeats"]) == FAST.repeat
+    assert ms[1].status.startswith("compile_error: ") and "\n" not in ms[1].status
+    assert ms[2].status.startswith("compile_error: ")
+    assert "autotune_no_such_target" in ms[2].status
+
+
+def test_crash_and_hang_hooks(evaluator, monkeypatch):
+    monkeypatch.setenv(X.FAULT_ENV, "crash:k_crash,hang:k_hang")
+    before = evaluator.worker_restarts
+    ms = evaluator.measure([K("k_crash", ADD), K("ok1", ADD), K("k_hang", DOT), K("ok2", DOT)])
+    assert ms[0].status == f"crash: exit code {X._CRASH_EXIT_CODE}"
+    assert ms[1].ok
+    assert ms[2].status == "timeout"
+    assert ms[3].ok
+    assert evaluator.worker_restarts == before + 2
+    monkeypatch.delenv(X.FAULT_ENV)
+    assert evaluator.measure([K("after", EXP_ADD)])[0].ok
+
+
+def test_zero_budget_does_no_work(monkeypatch):
+    ev = X.XlaEvaluator(budget=0, timing=FAST, timeout_s=4.0)
+    try:
+        monkeypatch.setenv(X.FAULT_ENV, "crash:*")  # any request reaching the worker would crash
+        ms = ev.measure([K("a", ADD), K("b", DOT)])
+        assert [m.status for m in ms] == ["budget_exhausted"] * 2
+        assert ev.measured == 0 and ev.budget_exhausted and ev.worker_restarts == 0
+        assert ev.measure_program(ADD).status == "budget_exhausted"
+    finally:
+        ev.close()
+
+
+def test_measure_program_and_tiles(evaluator):
+    m = evaluator.measure_program(EXP_ADD)
+    assert m.ok and m.seconds > 0
+    (t,) = evaluator.measure([K("dot_tile", DOT)], tiles=[(8, 8)])
+    assert t.ok and t.extra.get("tile_ignored")
+
+
+def test_store_roundtrip(evaluator):
+    class Store:
+        def __init__(self):
+            self.d = {}
+
+        def get(self, target, ns, h, tile):
+            return self.d.get((target, ns, h, tile))
+
+        def put(self, target, ns, h, tile, m):
+            self.d[(target, ns, h, tile)] = Measurement(m.seconds, m.status, True, m.extra)
+
+    evaluator.store = Store()
+    try:
+        first = evaluator.measure([K("s", ADD)])[0]
+        second = evaluator.measure([K("s", ADD)])[0]
+        assert first.ok and not first.cached and second.cached and second.seconds == first.seconds
+        assert all(k[1] == evaluator.store_namespace for k in evaluator.store.d)
+    finally:
+        evaluator.store = None
+
+
+CONV = """HloModule conv
+ENTRY e {
+  x = f32[1,8,16,16] parameter(0)
+  k = f32[4,8,3,3] parameter(1)
+  ROOT c = f32[1,4,16,16] convolution(x, k), window={size=3x3 pad=1_1x1_1}, dim_labels=bf01_oi01->bf01
+}"""
+
+
+def test_fusion_report_include_unfused_lists_convolution():
+    report = X.xla_fusion_report(CONV, include_unfused=True)
+    convs = [r for r in report if r["kind"] is None]
+    assert [r["instructions"][0]["opcode"] for r in convs] == ["convolution"]
+    # Layout assignment rewrites the convolution (NCHW -> NHWC): the new `convolution` has no
+    # op_name; the transpose fusion that restores the layout carries the original name.
+    assert any(r["op_name"] == "c" for r in report if r["kind"] == "kLoop")
+
+
+def test_missing_private_api_names_jaxlib_version(monkeypatch):
+    from jax._src.lib import _jax
+
+    monkeypatch.setattr(X, "_API", None)
+    monkeypatch.delattr(_jax, "hlo_module_cost_analysis")
+    with pytest.raises(X.XlaApiError, match=rf"jaxlib {X.jaxlib_version()}.*hlo_module_cost_analysis"):
+        X.cost_analysis(DOT)
+
+
+FUSED_PROGRAM = """HloModule fused
+fa {
+  p0 = f32[64,128] parameter(0)
+  p1 = f32[64,128] parameter(1)
+  ROOT a = f32[64,128] add(p0, p1)
+}
+fe {
+  q0 = f32[64,128] parameter(0)
+  ROOT ex = f32[64,128] exponential(q0)
+}
+ENTRY e {
+  x = f32[64,128] parameter(0)
+  y = f32[64,128] parameter(1)
+  f1 = f32[64,128] fusion(x, y), kind=kLoop, calls=fa
+  ROOT f2 = f32[64,128] fusion(f1), kind=kLoop, calls=fe
+}"""
+
+
+def test_hand_made_fusions_are_kept_and_measured(evaluator):
+    report = X.xla_fusion_report(FUSED_PROGRAM)
+    assert [r["op_name"] for r in report] == ["f1", "f2"]
+    assert [r["origins"] for r in report] == [["a"], ["ex"]]
+    assert evaluator.measure_program(FUSED_PROGRAM).ok
