@@ -58,7 +58,7 @@ class HloParseError(ValueError):
 
     def _full(self) -> str:
         caret = ""
-        if self.line_text:
+        if self.line:
             shown = self.line_text if len(self.line_text) <= 200 else self.line_text[: max(200, self.col + 20)]
             caret = f"\n    {shown}\n    {' ' * max(0, self.col - 1)}^"
         return self.one_line() + caret

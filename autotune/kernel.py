@@ -30,16 +30,29 @@ def shape_signature(shape: Shape) -> int:
 
 
 def computation_signature(comp: HloComputation, module: HloModule, cache: dict) -> int:
-    """Name-independent signature of an attached computation (reducer, comparator, ...)."""
+    """Name- and order-independent signature of an attached computation (reducer, comparator, ...):
+    instructions serialized in post-order from the root, operands by post-order position."""
     key = ("comp", comp.name)
     if key in cache:
         return cache[key]
-    pos = {i.name: k for k, i in enumerate(comp.instructions)}
-    parts = []
-    for i in comp.instructions:
-        parts.append(str(instruction_signature(i, module, cache)))
-        parts.append(",".join(str(pos[o]) for o in i.operands))
-        parts.append("R" if i is comp.root else "")
+    by_name = comp.by_name
+    pos: dict[str, int] = {}
+    parts: list[str] = []
+    stack: list[tuple[str, bool]] = [(comp.root.name, False)]
+    while stack:
+        n, done = stack.pop()
+        if n in pos:
+            continue
+        ins = by_name[n]
+        if not done:
+            stack.append((n, True))
+            stack.extend((o, False) for o in reversed(ins.operands) if o not in pos)
+            continue
+        pos[n] = len(pos)
+        sig = instruction_signature(ins, module, cache)
+        if ins.opcode == "parameter":
+            sig = _h64(f"param{ins.parameter_number}|{sig}".encode())
+        parts.append(f"{sig}({','.join(str(pos[o]) for o in ins.operands)})")
     v = _h64("|".join(parts).encode())
     cache[key] = v
     return v
@@ -173,6 +186,8 @@ class Kernel:
         if fused is None:
             fused = rules.name == "cpu" and rules.wrap_single(self.root_instruction) and \
                 all(self.space.node_class[self.comp][m] == 3 for m in self.members)
+        if fused and len(self.members) == 1 and not rules.wrap_single(self.root_instruction):
+            fused = False  # e.g. a lone dot on XLA:CPU: a library call, never a fusion
         inputs = list(self.inputs)
         mset = set(self.members)
         consts = list(dict.fromkeys(o for m in self.members for o in comp.operands[m]

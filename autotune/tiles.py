@@ -45,6 +45,7 @@ __all__ = ["TileConfig", "TileSpace", "TilingInfo", "tiling_info", "io_geometry"
 
 R_MAX = 8  # max tiled rank handled by the vectorized geometry (higher ranks fold leading dims)
 I_MAX = 8  # inputs per kernel kept separately; the rest are merged into one "other" input
+P_MAX = 2  # distinct layouts among the inputs shaped like the tiled shape
 
 ROLE_NONE, ROLE_SAME, ROLE_LHS, ROLE_RHS, ROLE_OTHER = 0, 1, 2, 3, 4
 KIND_INDEX = {"kLoop": 0, "kInput": 1, "kOutput": 2}
@@ -185,6 +186,7 @@ class TilingInfo:
         self.out_bytes = float(sum(max(l.elements, 1) * _dbytes(l.dtype) for l in out_leaves))
         self.out_alpha = self._alpha(self.out_elements)
         self.row = self._make_row()
+        self._tcache: dict = {}
 
     # ---- construction helpers
     @staticmethod
@@ -346,24 +348,33 @@ class TilingInfo:
         ins_bytes = np.zeros(I)
         ins_alpha = np.zeros(I)
         ins_role = np.zeros(I, np.int64)
-        ins_perm = np.tile(np.arange(R), (I, 1))
-        ins_punit = np.ones((I, R))
         ins_maxrun = np.ones(I)
+        # distinct layouts of the "same" inputs (P_MAX slots): runs and padding are computed per slot
+        sl_perm = np.tile(np.arange(R), (P_MAX, 1))
+        sl_punit = np.ones((P_MAX, R))
+        sl_dbytes = np.ones(P_MAX)
+        ins_slot = np.zeros(I, np.int64)
+        slots: list = []
         for k, row in enumerate(self.inputs[:I]):
             ins_bytes[k] = row["bytes"]
             ins_alpha[k] = row["alpha"]
             ins_role[k] = row["role"] if (fold == 0 or row["role"] != ROLE_SAME) else ROLE_OTHER
             ins_maxrun[k] = row["maxrun"]
             if ins_role[k] == ROLE_SAME:
-                p = row["perm"]
-                ins_perm[k, :len(p)] = p
-                ins_punit[k, :len(p)] = row["punit"]
+                key = (tuple(row["perm"]), row["dbytes"])
+                if key not in slots and len(slots) < P_MAX:
+                    slots.append(key)
+                    j = len(slots) - 1
+                    sl_perm[j, :len(row["perm"])] = row["perm"]
+                    sl_punit[j, :len(row["perm"])] = row["punit"]
+                    sl_dbytes[j] = row["dbytes"]
+                ins_slot[k] = slots.index(key) if key in slots else P_MAX - 1
         return {
             "D": D, "U": U, "VU": VU, "order": order, "mmask": mm, "nmask": nm, "win": win, "stride": stride,
             "din": din, "E": float(np.prod(D)), "dtype_bytes": float(self.dtype_bytes),
             "out_bytes": self.out_bytes, "out_alpha": self.out_alpha,
-            "in_bytes": ins_bytes, "in_alpha": ins_alpha, "in_role": ins_role, "in_perm": ins_perm,
-            "in_punit": ins_punit, "in_maxrun": ins_maxrun,
+            "in_bytes": ins_bytes, "in_alpha": ins_alpha, "in_role": ins_role, "in_slot": ins_slot,
+            "in_maxrun": ins_maxrun, "sl_perm": sl_perm, "sl_punit": sl_punit, "sl_dbytes": sl_dbytes,
             "flops": self.flops, "vec_flops": self.vec_flops, "hero_flops": self.hero_flops,
             "trans": self.transcendentals, "K": self.K, "K_pad": self.K_pad, "n_const": self.n_const,
             "is_mxu": float(self.hero is not None), "kind": float(self.kind),
@@ -372,7 +383,15 @@ class TilingInfo:
 
     # ---- conversions
     def tile_array(self, tile: Optional[TileConfig]) -> np.ndarray:
-        """Tile extents as an R_MAX float row (padding dims 1); None = the whole shape."""
+        """Tile extents as an R_MAX float row (padding dims 1); None = the whole shape (cached)."""
+        c = self._tcache.get(tile)
+        if c is None:
+            c = self._tile_array(tile)
+            if len(self._tcache) < 100_000:
+                self._tcache[tile] = c
+        return c
+
+    def _tile_array(self, tile: Optional[TileConfig]) -> np.ndarray:
         t = np.ones(R_MAX)
         r = min(self.rank, R_MAX)
         if tile is None or len(tile.dims) != self.rank:
@@ -386,20 +405,25 @@ class TilingInfo:
         return np.minimum(t, self.row["D"])
 
     def kernel_steps(self, tile: Optional[TileConfig]) -> tuple:
-        """(contraction steps, padded K per step) for a filter tile (TpuGraphs kernel_bounds)."""
+        """(contraction steps, padded K per step, lhs re-reads) for a filter tile (TpuGraphs
+        kernel_bounds). A convolution split over window positions re-reads its (shifted) input tile
+        once per spatial step: lhs traffic x spatial steps."""
         if tile is None or tile.kernel is None or self.rhs_shape is None or len(tile.kernel) != self.rhs_shape.rank:
-            return 1.0, self.K_pad
+            return 1.0, self.K_pad, 1.0
         steps = 1.0
         kpad = 1.0
+        spatial = 1.0
         for d, (ext, cls) in enumerate(zip(tile.kernel, self.rhs_kclass)):
             full = self.rhs_shape.dims[d]
             ext = min(ext, full)
             if cls in (1, 2):
                 steps *= math.ceil(full / ext)
                 kpad *= ext if cls == 1 else _ceil_to(ext, 128)
-        return steps, kpad
+                if cls == 1:
+                    spatial *= math.ceil(full / ext)
+        return steps, kpad, spatial
 
-    def bounds_to_tile(self, output_bounds: Sequence[int], kernel_bounds: Sequence[int] = ()) -> TileConfig:
+    def bounds_to_tile(self, output_bounds: Sequence[int], kernel_bounds: Sequence[int] = ()) -> Optional[TileConfig]:
         """TpuGraphs bounds (physical major-to-minor order, two minor dims in units of the (8, 128)
         tile, a rank-1 dim in 1024-element units) -> TileConfig in logical elements."""
         def conv(bounds, shape_dims, mtm, unit_of):
@@ -409,6 +433,8 @@ class TilingInfo:
             for pos, d in enumerate(reversed(mtm)):
                 ext[d] = int(min(shape_dims[d], bounds[pos] * unit_of[d]))
             return tuple(max(e, 1) for e in ext)
+        if not output_bounds and not kernel_bounds:
+            return None  # no tile recorded: the compiler's default tile
         out = conv(list(output_bounds), self.dims, self.mtm, self.unit) if output_bounds else None
         if out is None:
             out = self.dims
@@ -447,7 +473,7 @@ def tiling_info(kernel: Any, target: Any = "tpu") -> TilingInfo:
 
 
 _ROW_ARRAY_KEYS = ("D", "U", "VU", "order", "mmask", "nmask", "win", "stride", "din", "in_bytes", "in_alpha",
-                   "in_role", "in_perm", "in_punit", "in_maxrun")
+                   "in_role", "in_slot", "in_maxrun", "sl_perm", "sl_punit", "sl_dbytes")
 
 
 def stack_rows(rows: Sequence[dict]) -> dict:
@@ -516,16 +542,18 @@ def io_geometry(b: dict, T: np.ndarray, sublanes: int = 8, lanes: int = 128) -> 
     f = np.where(role == ROLE_NONE, 0.0, f)
     in_tile = b["in_bytes"] * f
     # padding and contiguity of "same" inputs in their own layouts
-    perm = b["in_perm"]
+    perm = b["sl_perm"]
     Tp = np.broadcast_to(T[:, None, :], perm.shape)
     Dp = np.broadcast_to(D[:, None, :], perm.shape)
     To = np.take_along_axis(Tp, perm, axis=-1)
     Do = np.take_along_axis(Dp, perm, axis=-1)
-    pu = b["in_punit"]
-    in_pad = np.prod(np.ceil(To / pu) * pu / To, axis=-1)
+    pu = b["sl_punit"]
+    sl_pad = np.prod(np.ceil(To / pu) * pu / To, axis=-1)
     ident = np.broadcast_to(np.arange(T.shape[1]), perm.shape)
-    in_block = pu.prod(axis=-1) * (b["in_bytes"] / np.maximum(E, 1.0)[:, None])
-    run_same = _run_bytes(To, Do, pu, ident, in_block)
+    sl_run = _run_bytes(To, Do, pu, ident, pu.prod(axis=-1) * b["sl_dbytes"])
+    slot = b["in_slot"]
+    in_pad = np.take_along_axis(sl_pad, slot, axis=1)
+    run_same = np.take_along_axis(sl_run, slot, axis=1)
     same = role == ROLE_SAME
     in_tile = np.where(same, in_tile * in_pad, in_tile)
     in_run = np.where(same, run_same, b["in_maxrun"])
@@ -711,16 +739,30 @@ def batch_inputs(kernels: Sequence[Any], tiles: Optional[Sequence[Optional[TileC
     b = {key: v[idx] for key, v in rows.items()} if rows is not None else {}
     T = np.ones((n, R_MAX))
     ks = np.ones(n)
+    lm = np.ones(n)
     kp = np.array([infos[j].K_pad for j in idx], float) if n else np.ones(0)
     tl = list(tiles) if tiles is not None else [None] * n
+    dflt: dict = {}
+    rows_T = []
     for i in range(n):
-        inf = infos[idx[i]]
+        j = idx[i]
+        inf = infos[j]
         t = tl[i]
-        if t is None and default_tile is not None:
-            t = default_tile(inf, kernels[i])
-        if isinstance(t, (tuple, list)):
-            t = TileConfig(tuple(t))
-        T[i] = inf.tile_array(t)
+        if t is None:
+            arr = dflt.get(j)
+            if arr is None:
+                td = default_tile(inf, kernels[i]) if default_tile is not None else None
+                arr = dflt[j] = (inf.tile_array(td), td)
+            rows_T.append(arr[0])
+            t = arr[1]
+        else:
+            if isinstance(t, (tuple, list)):
+                t = TileConfig(tuple(t))
+            rows_T.append(inf.tile_array(t))
         if t is not None and t.kernel is not None:
-            ks[i], kp[i] = inf.kernel_steps(t)
+            ks[i], kp[i], lm[i] = inf.kernel_steps(t)
+    if n:
+        T = np.array(rows_T)
+    if n:
+        b["lhs_mult"] = lm
     return b, T, ks, kp, [infos[j] for j in idx]

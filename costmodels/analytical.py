@@ -34,6 +34,19 @@ from .base import CostModel, register_cost_model
 KINDS = ("kLoop", "kInput", "kOutput")
 
 
+def _default_tile(info: Any, kernel: Any) -> Any:
+    """A None entry in a tile list: the kernel's default tile (this model's argmin, as XLA)."""
+    from autotune.tiles import TileSpace
+    key = (kernel.hash, info.target.name)
+    t = _DEFAULTS.get(key)
+    if t is None:
+        t = _DEFAULTS[key] = TileSpace(kernel, info.target).default()
+    return t
+
+
+_DEFAULTS: dict = {}
+
+
 class AnalyticalCostModel(CostModel):
     """max(compute, transfer) + launch from static metrics and a target spec (seconds)."""
 
@@ -54,7 +67,7 @@ class AnalyticalCostModel(CostModel):
         if not kernels:
             return np.zeros(0)
         s = self.spec
-        b, T, ks, kp, _ = batch_inputs(kernels, tiles, s)
+        b, T, ks, kp, _ = batch_inputs(kernels, tiles, s, default_tile=_default_tile)
         launch = s.kernel_launch_s
         untiled = tiles is None
         if untiled:

@@ -1,0 +1,285 @@
+"""Strategy interface (ask/tell) and the strategy registry.
+
+A strategy proposes configurations of a `Space` (fusion or tile) and learns from their costs; it
+never evaluates anything itself. The tuner (autotune/tuner.py) owns budgets, cost evaluation,
+memoization, de-duplication, logging, checkpoints and progress display. The shape follows AutoTVM's
+tuners and Optuna's samplers, reduced to two calls:
+
+    strategy = get_strategy("annealing")(space, seed=0)
+    while budget_left:
+        configs = strategy.ask(n)             # up to n configurations (fewer is fine)
+        strategy.tell(configs, costs(configs))  # seconds; inf for failures
+
+Contracts every strategy keeps (tests/search/test_strategies.py checks them):
+- `ask(n)` returns between 1 and n valid configurations, unless `finished` is True (then it may
+  return []). It never returns the same configuration twice within one call.
+- `tell(configs, costs)` accepts any configurations of the space (also ones it never asked, e.g.
+  warm starts from a store), in any order, and tolerates asked configurations that are never told.
+- The same seed and the same told costs give the same asks.
+- `state_dict()` is picklable (configurations stored as `space.encode(...)`, rng state included);
+  `load_state_dict()` on a fresh instance over the same space resumes exactly where it stopped.
+
+Strategies are found by name: built-ins ("random", "annealing", "genetic", "topk"), classes added
+with `register_strategy`, entry points of group `autotune.strategies`, or `module:Class` /
+`path/to/file.py:Class` (see `get_strategy`).
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import math
+import sys
+from abc import ABC, abstractmethod
+from pathlib import Path
+from typing import Any, ClassVar, Optional, Sequence
+
+import numpy as np
+
+ENTRY_POINT_GROUP = "autotune.strategies"
+
+
+class UnknownStrategyError(ValueError):
+    """A strategy spec that names nothing loadable."""
+
+
+# --------------------------------------------------------------------------------------------------
+# Helpers shared by strategies
+
+
+def as_costs(configs: Sequence[Any], costs: Sequence[float]) -> np.ndarray:
+    """Costs as a float array; NaN counts as a failure (inf).
+
+    Raises ValueError when the lengths differ (a tuner bug worth failing loudly on)."""
+    arr = np.asarray(list(costs), dtype=float).reshape(-1)
+    if len(arr) != len(configs):
+        raise ValueError(f"tell got {len(configs)} configurations but {len(arr)} costs")
+    arr[np.isnan(arr)] = math.inf
+    return arr
+
+
+def key_hash(key: Any) -> int:
+    """A 63-bit hash of a configuration key, stable across processes (unlike hash()); visited sets
+    store these instead of the keys, which keeps them small for spaces with thousands of edges."""
+    data = key if isinstance(key, (bytes, bytearray)) else repr(key).encode()
+    return int.from_bytes(hashlib.blake2b(bytes(data), digest_size=8).digest(), "little") >> 1
+
+
+class Best:
+    """The best (configuration, cost) told so far; `update` returns whether it improved."""
+
+    def __init__(self) -> None:
+        self.config: Any = None
+        self.cost: float = math.inf
+
+    def update(self, configs: Sequence[Any], costs: Sequence[float]) -> bool:
+        improved = False
+        for cfg, c in zip(configs, costs):
+            c = float(c)
+            if c < self.cost:  # failures (inf) never become the best
+                self.config, self.cost = cfg, c
+                improved = True
+        return improved
+
+    def state_dict(self, space: Any) -> dict:
+        return {"config": None if self.config is None else space.encode(self.config), "cost": self.cost}
+
+    def load_state_dict(self, d: dict, space: Any) -> None:
+        self.config = None if d.get("config") is None else space.decode(d["config"])
+        self.cost = float(d.get("cost", math.inf))
+
+    def __repr__(self) -> str:
+        return f"Best(cost={self.cost:.6g})"
+
+
+# --------------------------------------------------------------------------------------------------
+# The interface
+
+
+class Strategy(ABC):
+    """Base class of search strategies over a `Space` (see the module docstring for the contracts).
+
+    Subclasses take their own keyword parameters and pass the rest here; unknown parameters raise
+    TypeError so that a typo on the command line does not silently fall back to a default.
+    In `tell`, call `self.observe(configs, costs)` first: it checks lengths, maps NaN to inf,
+    updates `self.best` and the counters, and returns the costs as an array.
+    """
+
+    name: ClassVar[str] = "base"
+
+    def __init__(self, space: Any, seed: Optional[int] = None, **params: Any):
+        if params:
+            raise TypeError(f"{type(self).__name__} got unknown parameter(s): {', '.join(sorted(params))}")
+        self.space = space
+        self.seed = seed
+        self.rng = np.random.default_rng(seed)
+        self.best = Best()
+        self.n_asked = 0
+        self.n_told = 0
+
+    # ---- the protocol
+    @abstractmethod
+    def ask(self, n: int) -> list:
+        """Up to n configurations to evaluate next (at least one unless `finished`)."""
+
+    @abstractmethod
+    def tell(self, configs: list, costs: Sequence[float]) -> None:
+        """Costs (seconds; inf for failures) of configurations, asked or not."""
+
+    @property
+    def finished(self) -> bool:
+        """True when the strategy has nothing left to propose (e.g. a small space is exhausted)."""
+        return False
+
+    def observe(self, configs: Sequence[Any], costs: Sequence[float]) -> np.ndarray:
+        """Bookkeeping every `tell` starts with; returns the costs as a float array."""
+        arr = as_costs(configs, costs)
+        self.best.update(configs, arr)
+        self.n_told += len(arr)
+        return arr
+
+    # ---- checkpoints
+    def state_dict(self) -> dict:
+        """Picklable state; subclasses extend the dict returned here."""
+        return {"strategy": self.name, "rng": self.rng.bit_generator.state, "seed": self.seed,
+                "best": self.best.state_dict(self.space), "n_asked": self.n_asked, "n_told": self.n_told}
+
+    def load_state_dict(self, d: dict) -> None:
+        """Restore `state_dict()` output into an instance built over the same space."""
+        if d.get("strategy") != self.name:
+            raise ValueError(f"state of strategy {d.get('strategy')!r} cannot be loaded into {self.name!r}")
+        self.rng.bit_generator.state = d["rng"]
+        self.seed = d.get("seed")
+        self.best.load_state_dict(d["best"], self.space)
+        self.n_asked = int(d.get("n_asked", 0))
+        self.n_told = int(d.get("n_told", 0))
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(seed={self.seed}, told={self.n_told}, best={self.best.cost:.6g})"
+
+
+# --------------------------------------------------------------------------------------------------
+# Registry
+
+_REGISTRY: dict[str, type] = {}
+_BUILTIN: dict[str, str] = {
+    "random": "search.random:RandomSearch",
+    "annealing": "search.annealing:SimulatedAnnealing",
+    "genetic": "search.genetic:GeneticSearch",
+    "topk": "search.topk:TopKTileSearch",
+}
+
+
+def register_strategy(name: str, cls: type) -> type:
+    """Register a strategy class under a name (case-insensitive); returns the class."""
+    if not name or not isinstance(name, str):
+        raise ValueError("strategy name must be a non-empty string")
+    _REGISTRY[name.strip().lower()] = cls
+    return cls
+
+
+def _entry_points() -> dict:
+    try:
+        from importlib.metadata import entry_points
+        eps = entry_points()
+        group = eps.select(group=ENTRY_POINT_GROUP) if hasattr(eps, "select") else eps.get(ENTRY_POINT_GROUP, [])
+        return {ep.name.lower(): ep for ep in group}
+    except Exception:  # noqa: BLE001 - broken metadata must not break look-ups
+        return {}
+
+
+def list_strategies() -> list[str]:
+    """Every name `get_strategy` resolves without a module path."""
+    return sorted(set(_REGISTRY) | set(_BUILTIN) | set(_entry_points()))
+
+
+def _load_file(path: Path) -> Any:
+    """Import a Python file as a module (cached in sys.modules by its resolved path)."""
+    path = path.resolve()
+    mod_name = "autotune_strategy_" + hashlib.blake2b(str(path).encode(), digest_size=6).hexdigest() + "_" + path.stem
+    mod = sys.modules.get(mod_name)
+    if mod is not None:
+        return mod
+    spec = importlib.util.spec_from_file_location(mod_name, path)
+    if spec is None or spec.loader is None:
+        raise UnknownStrategyError(f"cannot load strategy file {str(path)!r}")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[mod_name] = mod
+    try:
+        spec.loader.exec_module(mod)
+    except Exception:
+        sys.modules.pop(mod_name, None)
+        raise
+    return mod
+
+
+def _import_module(mod_name: str) -> Any:
+    """A module by path (`dir/file.py`), by import name, or as a file `examples/<name>.py` (in the
+    working directory or the repository) so that `custom_strategy:HillClimb` works from a checkout."""
+    if mod_name.endswith(".py") or "/" in mod_name or "\\" in mod_name:
+        p = Path(mod_name)
+        if not p.is_file():
+            raise UnknownStrategyError(f"strategy file {mod_name!r} not found")
+        return _load_file(p)
+    try:
+        return importlib.import_module(mod_name)
+    except ModuleNotFoundError as exc:
+        if exc.name is not None and mod_name != exc.name and not mod_name.startswith(exc.name + "."):
+            raise  # the module exists but one of its own imports is missing: report that
+        rel = Path(*mod_name.split(".")).with_suffix(".py")
+        repo = Path(__file__).resolve().parent.parent
+        for base in (Path.cwd(), Path.cwd() / "examples", repo / "examples"):
+            if (base / rel).is_file():
+                return _load_file(base / rel)
+        raise UnknownStrategyError(f"cannot import module {mod_name!r}: {exc}") from None
+
+
+def _load_object(spec: str) -> Any:
+    mod_name, _, attr = spec.rpartition(":")
+    if not mod_name or not attr:
+        raise UnknownStrategyError(f"bad strategy spec {spec!r}: use a name, module:Class or file.py:Class")
+    obj = _import_module(mod_name)
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise UnknownStrategyError(f"module {mod_name!r} has no attribute {attr!r} (strategy {spec!r})")
+        obj = getattr(obj, part)
+    return obj
+
+
+def _check(obj: Any, spec: str) -> type:
+    if not (isinstance(obj, type) and callable(getattr(obj, "ask", None)) and callable(getattr(obj, "tell", None))):
+        raise UnknownStrategyError(f"{spec!r} is not a strategy class (needs ask and tell)")
+    return obj
+
+
+def get_strategy(spec: "str | type") -> type:
+    """Resolve a strategy class: a class passes through; a string is a registered or built-in name
+    (case-insensitive), an entry point of group `autotune.strategies`, `module:Class`, or
+    `path/to/file.py:Class`. Raises ValueError (UnknownStrategyError) naming the known strategies."""
+    if isinstance(spec, type):
+        return _check(spec, spec.__name__)
+    if not isinstance(spec, str) or not spec.strip():
+        raise UnknownStrategyError(f"strategy spec must be a name or module:Class, not {spec!r}")
+    text = spec.strip()
+    key = text.lower()
+    if key in _REGISTRY:
+        return _check(_REGISTRY[key], text)
+    if key in _BUILTIN:
+        cls = _check(_load_object(_BUILTIN[key]), text)
+        _REGISTRY.setdefault(key, cls)
+        return cls
+    eps = _entry_points()
+    if key in eps:
+        try:
+            obj = eps[key].load()
+        except Exception as exc:  # noqa: BLE001
+            raise UnknownStrategyError(f"entry point {key!r} ({ENTRY_POINT_GROUP}) failed to load: {exc}") from None
+        return _check(obj, text)
+    if ":" in text:
+        return _check(_load_object(text), text)
+    raise UnknownStrategyError(f"unknown strategy {text!r} (known: {', '.join(list_strategies())}; "
+                               "or give module:Class or path/to/file.py:Class)")
+
+
+__all__ = ["Strategy", "Best", "UnknownStrategyError", "register_strategy", "get_strategy",
+           "list_strategies", "as_costs", "key_hash", "ENTRY_POINT_GROUP"]
