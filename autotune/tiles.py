@@ -149,6 +149,7 @@ class TilingInfo:
         self.rhs_kclass: tuple = ()  # per filter dim: 1 spatial (K), 2 input feature (K), 3 output (N), 0 other
         lhs_inputs: set = set()
         rhs_inputs: set = set()
+        self.lhs_vec = self.rhs_vec = self.lhs_trans = self.rhs_trans = 0.0
         inputs = list(getattr(kernel, "inputs", []))
         if comp is not None:
             for m in members:
@@ -158,6 +159,7 @@ class TilingInfo:
                         self._hero(ins, [insts[o].shape for o in comp.operands[m]])
                         lhs_inputs = self._reach(comp, set(members), comp.operands[m][0], set(inputs))
                         rhs_inputs = self._reach(comp, set(members), comp.operands[m][1], set(inputs))
+                        self._producer_costs(kernel, comp, set(members), comp.operands[m])
                     except Exception:  # noqa: BLE001 - odd dims: fall back to the generic model
                         self.hero = self.hero or "generic"
                     break
@@ -165,7 +167,9 @@ class TilingInfo:
             self.hero = "generic"
         if self.hero is not None and not self.m_mask.any() and not self.n_mask.any():
             self.m_mask[:] = True
-        self.vec_flops = max(self.flops - self.hero_flops, 0.0)
+        self.vec_flops = max(self.flops - self.hero_flops - self.lhs_vec - self.rhs_vec, 0.0)
+        self.trans_rest = max(self.transcendentals - self.lhs_trans - self.rhs_trans, 0.0)
+        self.trivial = bool(getattr(kernel, "is_trivial", False))
         # ---- inputs
         shapes = list(kernel.input_shapes)
         rows = []
@@ -219,6 +223,30 @@ class TilingInfo:
             if n in mset:
                 stack.extend(comp.operands[n])
         return out
+
+    def _producer_costs(self, kernel, comp, mset: set, operands) -> None:
+        """Flops of the fused producers of the dot/conv operands: each tile recomputes its operand
+        slice, so the lhs producers run once per column tile and the rhs producers once per row tile."""
+        try:
+            ci = getattr(kernel, "comp", None)
+            if ci is None:
+                ci = getattr(kernel, "comp_index")
+            costs = kernel.space.node_costs[ci]
+        except Exception:  # noqa: BLE001 - duck-typed kernel without per-node costs
+            return
+        seen: set = set()
+        for side, start in (("lhs", operands[0]), ("rhs", operands[1])):
+            stack, f, t = [start], 0.0, 0.0
+            while stack:
+                n = stack.pop()
+                if n in seen or n not in mset:
+                    continue
+                seen.add(n)
+                f += max(costs[n].flops, 0.0)
+                t += max(costs[n].transcendentals, 0.0)
+                stack.extend(comp.operands[n])
+            setattr(self, side + "_vec", f)
+            setattr(self, side + "_trans", t)
 
     def _hero(self, ins, opshapes) -> None:
         out = ins.shape
@@ -376,7 +404,8 @@ class TilingInfo:
             "in_bytes": ins_bytes, "in_alpha": ins_alpha, "in_role": ins_role, "in_slot": ins_slot,
             "in_maxrun": ins_maxrun, "sl_perm": sl_perm, "sl_punit": sl_punit, "sl_dbytes": sl_dbytes,
             "flops": self.flops, "vec_flops": self.vec_flops, "hero_flops": self.hero_flops,
-            "trans": self.transcendentals, "K": self.K, "K_pad": self.K_pad, "n_const": self.n_const,
+            "trans": self.trans_rest, "lhs_vec": self.lhs_vec, "rhs_vec": self.rhs_vec,
+            "lhs_trans": self.lhs_trans, "rhs_trans": self.rhs_trans, "trivial": float(self.trivial), "K": self.K, "K_pad": self.K_pad, "n_const": self.n_const,
             "is_mxu": float(self.hero is not None), "kind": float(self.kind),
             "bytes_read": self.bytes_read, "bytes_written": self.bytes_written,
         }
@@ -566,8 +595,8 @@ def io_geometry(b: dict, T: np.ndarray, sublanes: int = 8, lanes: int = 128) -> 
     # generic hero (dims not aligned): proportional share, padded like the tile
     generic = (b["is_mxu"] > 0) & ~b["mmask"].any(axis=1) & ~b["nmask"].any(axis=1)
     mxu_tile = np.where(generic, b["hero_flops"] * frac * padfac, mxu_tile)
-    vec_tile = b["vec_flops"] * frac * padfac
-    trans_tile = b["trans"] * frac * padfac
+    vec_tile = (b["vec_flops"] * frac + b["lhs_vec"] * f_lhs + b["rhs_vec"] * f_rhs) * padfac
+    trans_tile = (b["trans"] * frac + b["lhs_trans"] * f_lhs + b["rhs_trans"] * f_rhs) * padfac
     footprint = 2.0 * (in_tile.sum(axis=1) + out_tile)
     return {"n": n, "n_j": n_j, "T": T, "frac": frac, "padfac": padfac, "out_tile": out_tile, "out_run": out_run,
             "in_tile": in_tile, "in_run": in_run, "mxu_tile": mxu_tile, "vec_tile": vec_tile,

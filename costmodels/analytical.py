@@ -71,8 +71,8 @@ class AnalyticalCostModel(CostModel):
         launch = s.kernel_launch_s
         untiled = tiles is None
         if untiled:
-            comp = (b["hero_flops"] / s.peak_flops + b["vec_flops"] / s.vector_flops
-                    + b["trans"] / s.transcendental_per_s)
+            comp = (b["hero_flops"] / s.peak_flops + (b["vec_flops"] + b["lhs_vec"] + b["rhs_vec"]) / s.vector_flops
+                    + (b["trans"] + b["lhs_trans"] + b["rhs_trans"]) / s.transcendental_per_s)
             xfer = (b["bytes_read"] + b["bytes_written"]) / s.hbm_bytes_per_s
             t = np.maximum(comp, xfer) + launch
         else:
@@ -86,7 +86,7 @@ class AnalyticalCostModel(CostModel):
             t = g["n"] * ks * np.maximum(c_tile, x_tile / ks) + launch
         kind = b["kind"].astype(int)
         sc = np.array([self.scales[k] for k in KINDS])
-        return t * sc[kind]
+        return np.where(b["trivial"] > 0, 0.0, t * sc[kind])  # bitcast-only kernels: no time
 
     # ---- fitting
     def fit_scales(self, kernels: Sequence[Any], runtimes: Sequence[float],

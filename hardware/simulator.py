@@ -1,18 +1,19 @@
 """TPU-like kernel simulator: the embedded default "hardware" (name "sim").
 
 Every equation and constant is written out, with its source, in docs/simulator.md. In short, for a
-kernel with tile t (per logical dim of its tiled shape) on a TPU v3-like TensorCore:
+kernel with tile t (per logical dim of its tiled shape; autotune.tiles) on a TPU v3-like TensorCore:
 
-    steps      = n_tiles * k_steps                      (k_steps > 1 only for a split contraction)
-    dma(b, r)  = dma_setup + (b / hbm_bw) * (1 + r0 / r)   per transfer of b bytes in runs of r bytes
-    t_dma      = sum_inputs dma(in_i / k_steps, run_i) + dma(out / k_steps, run_out)
-    t_mxu      = (K_pad / 128) * ceil(N_t / 128) * (ceil(M_t / 8) * 8 + mxu_fill) / (mxu_count * clock)
-    t_vpu      = (vector work + vreg padding) / vector_rate + transcendentals / transcendental_rate
-    t_step     = max(t_dma, t_mxu + t_vpu * vpu_overlap... ) + step_overhead   (see docs)
-    runtime    = launch + fill/drain + steps * t_step                  (tile fits double-buffered)
-               = launch + steps * (t_dma + t_compute + step_overhead)  (fits only single-buffered)
-               = failure "tile does not fit the scratchpad"            (does not fit at all)
-    measured   = runtime * exp(noise * z),  z ~ N(0, 1) seeded by (seed, kernel hash, tile)
+    steps    = n_tiles * k_steps                  (k_steps > 1 only for a split contraction)
+    dma(b,r) = dma_setup + b / (hbm_bw * hbm_eff) * (1 + r0 / r)   one transfer of b bytes, runs of r bytes
+    t_dma    = sum_inputs dma(in_i / k_steps, run_i) + dma(out / k_steps, run_out)   (shared HBM)
+    t_mxu    = (K_pad_step / 128) * ceil(N_t / 128) * (ceil8(M_t) + mxu_fill) / (mxu_count * clock)
+    t_vpu    = (vector work + producer recomputation, padded to (8,128) vregs) / vector_rate
+               + transcendentals / transcendental_rate + [k_steps > 1] accumulator updates
+    t_comp   = max(t_mxu, t_vpu) + (1 - vpu_mxu_overlap) * min(t_mxu, t_vpu)
+    runtime  = launch + t_dma + t_comp + steps * (max(t_dma, t_comp) + step_overhead)  fits double-buffered
+             = launch + steps * (t_dma + t_comp + step_overhead)       fits only single-buffered
+             = +inf -> Measurement failure "tile does not fit the scratchpad"   otherwise
+    measured = runtime * exp(noise * z),  z ~ N(0, 1) from a hash of (seed, kernel hash, tile)
 
 Per-kernel static rows are cached by kernel hash (autotune.tiles.tiling_info); the per-tile math is
 vectorized over all (kernel, tile) items of a call.
@@ -48,6 +49,7 @@ class SimConstants:
     hbm_efficiency: float = 1.0        # [cal] sustained / peak HBM bandwidth (short runs pay via r0)
     mxu_fill_rows: float = 128.0       # systolic array fill/drain per weight block (array depth)
     vpu_mxu_overlap: float = 0.0       # 0: VPU work serializes with MXU; 1: fully overlapped
+    acc_ops_per_element: float = 3.0   # VPU ops per output element and contraction step (load, add, store)
     reduce_combine_s: float = 0.1e-6   # per-output-tile combine of partial reductions (kInput)
     noise: float = 0.015               # lognormal sigma of measurement noise
 
@@ -114,6 +116,10 @@ def simulate_batch(b: dict, T: np.ndarray, ks: np.ndarray, kp: np.ndarray, spec,
     generic = is_mxu & ~b["mmask"].any(axis=1) & ~b["nmask"].any(axis=1)
     t_mxu = np.where(generic, g["mxu_tile"] / spec.peak_flops, t_mxu)
     t_vpu = (g["vec_tile"] / spec.vector_flops + g["trans_tile"] / spec.transcendental_per_s) / ks
+    # split contraction: the f32 partial sums of the output tile are accumulated in VMEM by the VPU
+    # (load, add, store per element and extra step)
+    acc = np.ceil(Tm / sub) * sub * np.ceil(Tn / lanes) * lanes * c.acc_ops_per_element / spec.vector_flops
+    t_vpu = t_vpu + np.where(ks > 1, acc, 0.0)
     t_comp = np.maximum(t_mxu, t_vpu) + (1.0 - c.vpu_mxu_overlap) * np.minimum(t_mxu, t_vpu)
     # partial reductions: combine once per output tile
     t_comp = t_comp + np.where(b["kind"] == 1, c.reduce_combine_s * (b["out_alpha"] < 1.0), 0.0) / ks
@@ -124,7 +130,7 @@ def simulate_batch(b: dict, T: np.ndarray, ks: np.ndarray, kp: np.ndarray, spec,
     piped = c.launch_s + t_dma + t_comp + steps * (np.maximum(t_dma, t_comp) + ovh)
     serial = c.launch_s + steps * (t_dma + t_comp + ovh)
     t = np.where(fp <= scratch, piped, np.where(fp / 2.0 <= scratch, serial, np.inf))
-    return t
+    return np.where(b["trivial"] > 0, 0.0, t)  # bitcast-only kernels move no data
 
 
 class TpuSimulator(Evaluator):

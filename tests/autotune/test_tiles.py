@@ -144,3 +144,31 @@ def test_copy_bounds_follow_layout():
     # layout {3,0,2,1}: major-to-minor dims 1,2,0,3; units 1,1,8,128 (TpuGraphs copy.25 default)
     assert info.bounds_to_tile([5, 5, 4, 2]).dims == (32, 5, 5, 256)
     assert info.bounds_to_tile([1, 1, 2, 1]).dims == (16, 1, 1, 128)
+
+
+def test_other_targets_use_their_vector_shape():
+    k = one_kernel(ADD)
+    for target in ("h100", "cpu", "tpu-v2"):
+        sp = TileSpace(k, target)
+        lanes = sp.target.vector_shape[1]
+        assert len(sp) >= 1
+        for t in sp.tiles():
+            assert t.dims[1] % lanes == 0 or t.dims[1] == 256
+            assert sp.footprint(t) <= sp.target.scratchpad_bytes
+        assert sp.default() in set(sp.tiles())
+
+
+def test_scalar_output_kernel():
+    k = one_kernel("""
+  a = f32[1024]{0} parameter(0)
+  z = f32[] constant(0)
+  ROOT r = f32[] reduce(a, z), dimensions={0}, to_apply=add
+}
+
+add {
+  x = f32[] parameter(0)
+  y = f32[] parameter(1)
+  ROOT s = f32[] add(x, y)""")
+    sp = TileSpace(k)
+    assert sp.shape == (1024,)
+    assert {t.dims for t in sp.tiles()} == {(1024,)}

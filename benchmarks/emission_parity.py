@@ -1,0 +1,189 @@
+"""Emission parity on XLA:CPU: fused whole programs compute what the original computes.
+
+For every corpus program (examples/hlo/*.hlo) and for the default fusion configuration plus N
+random valid ones (`space.random(rng)`), the program is emitted with one `fusion` per kernel
+(`autotune.kernel.emit_fused_text`), compiled by jaxlib (HLO -> StableHLO -> HLO, XLA:CPU) and run
+on the same random inputs as the original; outputs are compared.
+
+Every compile runs in its own subprocess: an XLA `Check failed` aborts the process.
+
+Emitted programs are compiled with XLA's own fusion passes *disabled* by default
+(`--xla-fusion off`): our `fusion` instructions are then exactly the kernels that run (XLA:CPU only
+wraps the remaining lone ops into single-op `wrapped_*` loop fusions and turns dots into library
+calls). With XLA's fusion pass on, it would fuse the instructions we left outside fusions
+(reshapes, transposes, ...) into our fusions, so the measured program would no longer be our
+configuration. `--xla-fusion on` checks that mode too.
+
+Error metric (float outputs): max over elements of |a - b| / max(|b|, 1e-3 * max|b|, 1e-30), where
+b is the reference output array. Relative error, except that elements which are tiny compared with
+the rest of their array (cancellations, e.g. gradients summing to ~0) are measured against 1e-3 of
+the array's magnitude: f32 re-association error in a fused reduction scales with the magnitude of
+the summed terms, not with the (possibly ~0) result, so a pure relative error would flag correct
+programs. Pass: err <= 1e-4 (f32/f64; 1e-2 for 16-bit floats); integer/bool outputs must be equal.
+
+Usage: python benchmarks/emission_parity.py [--configs 2] [--programs a,b] [--json out.json]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CORPUS = ROOT / "examples" / "hlo"
+sys.path.insert(0, str(ROOT))
+
+TOL = 1e-4
+TOL16 = 1e-2
+
+
+def output_error(out, ref) -> tuple[float, bool]:
+    """(max error as in the module docstring, pass) over a list of output arrays."""
+    import numpy as np
+    worst, ok = 0.0, True
+    if len(out) != len(ref):
+        return float("inf"), False
+    for a, b in zip(out, ref):
+        a, b = np.asarray(a), np.asarray(b)
+        if a.shape != b.shape:
+            return float("inf"), False
+        if a.size == 0:
+            continue
+        if b.dtype.kind in "biu":
+            if not np.array_equal(a, b):
+                worst, ok = float("inf"), False
+            continue
+        tol = TOL16 if b.dtype.itemsize <= 2 and b.dtype.kind != "c" else TOL
+        a64 = a.astype(np.complex128 if b.dtype.kind == "c" else np.float64)
+        b64 = b.astype(a64.dtype)
+        fin = np.isfinite(b64)
+        if not np.array_equal(fin, np.isfinite(a64)):
+            return float("inf"), False
+        if not fin.any():
+            continue
+        mag = np.abs(b64[fin])
+        denom = np.maximum(mag, max(1e-3 * float(mag.max()), 1e-30))
+        e = float(np.max(np.abs(a64[fin] - b64[fin]) / denom))
+        worst = max(worst, e)
+        ok = ok and e <= tol
+    return worst, ok
+
+
+def make_config(space, spec: str):
+    import numpy as np
+    if spec == "default":
+        return space.default()
+    if spec == "unfused":
+        return space.unfused()
+    if spec.startswith("random"):
+        seed = int(spec.split(":")[1])
+        return space.random(np.random.default_rng(seed))
+    raise ValueError(spec)
+
+
+def child(path: str, spec: str, refpath: str, disable_fusion: bool) -> dict:
+    """Runs in a subprocess: compile + run one configuration (or the reference)."""
+    import numpy as np
+    from hardware.xla import compile_hlo, random_inputs
+    text = Path(path).read_text()
+    inputs = random_inputs(text, seed=0)
+    if spec == "reference":
+        c = compile_hlo(text)
+        out = c(*inputs)
+        np.savez(refpath, *out)
+        return {"compile_s": c.compile_seconds}
+    from autotune.fusion import FusionSpace
+    from autotune.kernel import emit_fused_text
+    from autotune.program import Program
+    prog = Program.from_text(text, filename=path)
+    space = FusionSpace(prog, "cpu")
+    cfg = make_config(space, spec)
+    fused = emit_fused_text(space, cfg, metadata=False)
+    c = compile_hlo(fused, disable_fusion=disable_fusion)
+    out = c(*inputs)
+    ref = np.load(refpath)
+    ref = [ref[f"arr_{i}"] for i in range(len(ref.files))]
+    err, ok = output_error(out, ref)
+    return {"compile_s": c.compile_seconds, "err": err, "ok": ok, "kernels": len(space.state(cfg).refs()),
+            "fused_edges": cfg.count(), "edges": space.n_edges}
+
+
+def run_child(path: str, spec: str, refpath: str, disable_fusion: bool, timeout: float = 600) -> dict:
+    code = (f"import sys, json; sys.path.insert(0, {str(ROOT)!r}); "
+            "sys.argv=['x']; import benchmarks.emission_parity as m; "
+            f"print('RESULT', json.dumps(m.child({path!r}, {spec!r}, {refpath!r}, {disable_fusion!r})))")
+    t0 = time.perf_counter()
+    try:
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout,
+                           cwd=str(ROOT))
+    except subprocess.TimeoutExpired:
+        return {"status": "timeout", "wall_s": time.perf_counter() - t0}
+    wall = time.perf_counter() - t0
+    for line in r.stdout.splitlines():
+        if line.startswith("RESULT "):
+            res = json.loads(line[7:])
+            res["status"] = "ok" if res.get("ok", True) else "mismatch"
+            res["wall_s"] = wall
+            return res
+    lines = (r.stderr or "").splitlines()
+    why = next((l for l in lines if "Check failed" in l), None) or next(
+        (l for l in reversed(lines) if l.strip()), f"exit {r.returncode}")
+    return {"status": f"crash: {why.strip()[:300]}", "wall_s": wall}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--programs", default="", help="comma-separated names (default: all)")
+    ap.add_argument("--configs", type=int, default=2, help="random configurations per program")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--xla-fusion", choices=["off", "on"], default="off")
+    ap.add_argument("--json", default="")
+    args = ap.parse_args(argv)
+    manifest = json.loads((CORPUS / "manifest.json").read_text())
+    names = [m["name"] for m in manifest]
+    if args.programs:
+        want = args.programs.split(",")
+        names = [n for n in names if n in want]
+    specs = ["default"] + [f"random:{args.seed * 1000 + k}" for k in range(args.configs)]
+    rows = []
+    tmp = tempfile.mkdtemp(prefix="parity_")
+    print("| program | configs ok | max err | ref compile s | max emitted compile s | failures |")
+    print("|---|---|---|---|---|---|")
+    for name in names:
+        path = str(CORPUS / f"{name}.hlo")
+        refpath = os.path.join(tmp, f"{name}.npz")
+        ref = run_child(path, "reference", refpath, False)
+        results = {}
+        if ref["status"] != "ok":
+            results = {s: {"status": "reference failed: " + ref["status"]} for s in specs}
+        else:
+            for s in specs:
+                results[s] = run_child(path, s, refpath, args.xla_fusion == "off")
+        nok = sum(r["status"] == "ok" for r in results.values())
+        errs = [r["err"] for r in results.values() if "err" in r]
+        cts = [r["compile_s"] for r in results.values() if "compile_s" in r]
+        fails = "; ".join(f"{s}: {r['status']}" for s, r in results.items() if r["status"] != "ok")
+        row = {"program": name, "ok": nok, "n": len(specs), "max_err": max(errs) if errs else None,
+               "ref_compile_s": ref.get("compile_s"), "compile_s": max(cts) if cts else None,
+               "results": results}
+        rows.append(row)
+        me = f"{row['max_err']:.2e}" if row["max_err"] is not None else "-"
+        rc = f"{row['ref_compile_s']:.2f}" if row["ref_compile_s"] is not None else "-"
+        ec = f"{row['compile_s']:.2f}" if row["compile_s"] is not None else "-"
+        print(f"| {name} | {nok}/{len(specs)} | {me} | {rc} | {ec} | {fails[:200]} |", flush=True)
+    tot = sum(r["ok"] for r in rows)
+    n = sum(r["n"] for r in rows)
+    print(f"\n{tot}/{n} configurations ok over {len(rows)} programs "
+          f"(XLA fusion pass {'disabled' if args.xla_fusion == 'off' else 'enabled'} for emitted programs)")
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1))
+    return 0 if tot == n else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

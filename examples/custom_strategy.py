@@ -1,0 +1,58 @@
+"""A custom search strategy: copy this file to write your own.
+
+HillClimb is a greedy edge-flipping hill climber: each ask() proposes n unseen neighbors of the
+current configuration (one edge flipped, via space.neighbor, so the tuner derives their kernels
+incrementally); tell() moves to the best of them if it is faster, and restarts from a random
+configuration after `patience` proposals without improvement. Use it with
+`--strategy examples/custom_strategy.py:HillClimb` (or `custom_strategy:HillClimb`), or publish it
+in your package's setup.cfg: `[options.entry_points] autotune.strategies = hillclimb = pkg.mod:HillClimb`.
+Contracts (search/base.py): ask(n) returns 1..n valid configurations; tell() takes costs in seconds
+(inf = failure); state_dict() is picklable and holds configurations as space.encode(...).
+"""
+import numpy as np
+
+from search.base import Strategy, key_hash
+
+
+class HillClimb(Strategy):
+    name = "hillclimb"
+
+    def __init__(self, space, seed=None, patience: int = 256, **params):
+        super().__init__(space, seed, **params)  # sets self.space, self.rng, self.best
+        self.patience, self.seen = patience, set()
+        self.current, self.cost, self.fails = space.default(), float("inf"), 0
+
+    def ask(self, n: int) -> list:
+        if not self.seen:  # first call: the starting point itself
+            self.seen.add(key_hash(self.space.encode(self.current)))
+            return [self.current]
+        out = []
+        for _ in range(4 * n):  # a few draws per slot, skipping configurations already proposed
+            cfg = self.space.neighbor(self.current, self.rng)
+            h = key_hash(self.space.encode(cfg))
+            if h not in self.seen:
+                self.seen.add(h)
+                out.append(cfg)
+            if len(out) == n:
+                break
+        return out or [self.space.random(self.rng)]  # boxed in: jump anywhere
+
+    def tell(self, configs: list, costs) -> None:
+        costs = self.observe(configs, costs)  # checks lengths, NaN -> inf, updates self.best
+        i = int(np.argmin(costs)) if len(costs) else 0
+        if len(costs) and costs[i] < self.cost:
+            self.current.detach()  # no longer the chain head: drop its parent link (bounded memory)
+            self.current, self.cost, self.fails = configs[i], float(costs[i]), 0
+        else:
+            self.fails += len(configs)
+            if self.fails >= self.patience:  # stuck in a local minimum: restart elsewhere
+                self.current, self.cost, self.fails = self.space.random(self.rng), float("inf"), 0
+
+    def state_dict(self) -> dict:
+        return {**super().state_dict(), "current": self.space.encode(self.current), "cost": self.cost,
+                "fails": self.fails, "seen": list(self.seen)}
+
+    def load_state_dict(self, d: dict) -> None:
+        super().load_state_dict(d)
+        self.current, self.cost, self.fails = self.space.decode(d["current"]), d["cost"], d["fails"]
+        self.seen = set(d["seen"])

@@ -1,0 +1,211 @@
+"""Parallel simulated annealing, after AutoTVM's SimulatedAnnealingOptimizer.
+
+`n_chains` Markov chains walk the space at once. Each `ask` returns one proposal per chain (a
+neighbor of the chain head, made with `space.neighbor` so the tuner can derive its kernel set
+incrementally from the head's), which lets the tuner score a whole step with one batched cost-model
+call. `tell` applies Metropolis acceptance per chain on the *relative* cost difference, so the
+temperature means the same on a 10-microsecond program and a 10-second one: at temperature T a move
+that is T*100 % slower is accepted with probability 1/e.
+
+What it adds to textbook annealing, each for a reason:
+- visited-set exclusion: a proposal whose key was proposed before is redrawn (up to `retries`
+  times); repeated points waste a batch slot (AutoTVM does the same);
+- an epsilon-greedy share `eps` of proposals are fresh random configurations (global exploration;
+  accepted only when Metropolis says so);
+- chain restarts: a chain that made no improvement in `patience` proposals, or that cannot find
+  an unvisited neighbor, restarts from the global best;
+- persistence: chains, visited set and the position in the temperature schedule survive across
+  rounds and checkpoints. The temperature falls geometrically from `t_start` to `t_end` over
+  `n_steps` steps (one step = one proposal per chain), then reheats for the next round while the
+  chains keep their heads, as AutoTVM's persistent mode does between tuning rounds.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Optional, Sequence
+
+import numpy as np
+
+from .base import Strategy, key_hash, register_strategy
+
+
+class SimulatedAnnealing(Strategy):
+    """Parallel simulated annealing over a Space (see the module docstring)."""
+
+    name = "annealing"
+
+    def __init__(self, space: Any, seed: Optional[int] = None, n_chains: int = 64, t_start: float = 0.01,
+                 t_end: float = 1e-4, n_steps: int = 300, eps: float = 0.05, patience: int = 40,
+                 retries: int = 8, **params: Any):
+        super().__init__(space, seed, **params)
+        if n_chains < 1:
+            raise ValueError("n_chains must be >= 1")
+        if not (t_start >= t_end > 0):
+            raise ValueError("temperatures must satisfy t_start >= t_end > 0")
+        if not 0.0 <= eps <= 1.0:
+            raise ValueError("eps must be in [0, 1]")
+        self.n_chains = int(n_chains)
+        self.t_start, self.t_end = float(t_start), float(t_end)
+        self.n_steps = max(1, int(n_steps))
+        self.eps = float(eps)
+        self.patience = max(1, int(patience))
+        self.retries = max(1, int(retries))
+        self.heads: list = [None] * self.n_chains          # chain heads (None: not started yet)
+        self.head_costs = np.full(self.n_chains, math.inf)
+        self.stale = np.zeros(self.n_chains, dtype=np.int64)  # proposals since the last improvement
+        self.visited: set[int] = set()
+        self._pending: dict[Any, int] = {}                  # encoded proposal -> chain index
+        self._cursor = 0                                    # next chain to propose for (round robin)
+        self._round_evals = 0                               # told chain proposals in this round
+        self.round = 0
+        self.n_restarts = 0
+        self._exhausted = False
+        # The tuner derives a proposal's kernels from its head's cached state: keep heads cached.
+        if hasattr(space, "state_cache_size"):
+            space.state_cache_size = max(space.state_cache_size, 4 * self.n_chains + 16)
+
+    # ---- schedule
+    @property
+    def temperature(self) -> float:
+        frac = min(1.0, self._round_evals / (self.n_chains * self.n_steps))
+        return self.t_start * (self.t_end / self.t_start) ** frac
+
+    @property
+    def finished(self) -> bool:
+        return self._exhausted
+
+    # ---- ask
+    def _initial(self, i: int) -> Any:
+        if i == 0 and key_hash(self.space.encode(self.space.default())) not in self.visited:
+            return self.space.default()
+        return self.space.random(self.rng)
+
+    def _candidate(self, i: int) -> Any:
+        head = self.heads[i]
+        if head is None:
+            return self._initial(i)
+        if self.eps > 0 and self.rng.random() < self.eps:
+            return self.space.random(self.rng)
+        return self.space.neighbor(head, self.rng)
+
+    def _propose(self, i: int) -> Any:
+        """A proposal for chain i whose key is new, or None after `retries` visited draws."""
+        for _ in range(self.retries):
+            cfg = self._candidate(i)
+            h = key_hash(self.space.encode(cfg))
+            if h not in self.visited:
+                self.visited.add(h)
+                return cfg
+        return None
+
+    def ask(self, n: int) -> list:
+        """One proposal for each of min(n, n_chains) chains, taken round robin."""
+        out: list = []
+        k = min(max(1, int(n)), self.n_chains)
+        for _ in range(k):
+            i = self._cursor
+            self._cursor = (self._cursor + 1) % self.n_chains
+            cfg = self._propose(i)
+            if cfg is None and self._restart(i):
+                cfg = self._propose(i)
+            if cfg is None:
+                continue
+            self._pending[self.space.encode(cfg)] = i
+            out.append(cfg)
+        if not out:  # every chain is boxed in: fall back to fresh random points
+            for _ in range(self.retries * k):
+                cfg = self.space.random(self.rng)
+                h = key_hash(self.space.encode(cfg))
+                if h not in self.visited:
+                    self.visited.add(h)
+                    self._pending[self.space.encode(cfg)] = self._cursor
+                    out.append(cfg)
+                    break
+            else:
+                self._exhausted = True
+        while len(self._pending) > 8 * self.n_chains:  # asked but never told: forget the oldest
+            del self._pending[next(iter(self._pending))]
+        self.n_asked += len(out)
+        return out
+
+    # ---- tell
+    def _accept(self, old: float, new: float, temp: float) -> bool:
+        """Metropolis on the relative difference; a failure (inf) is never accepted over a success."""
+        if new <= old:
+            return True
+        if not math.isfinite(new):
+            return False
+        delta = (new - old) / max(abs(old), 1e-30)
+        return bool(self.rng.random() < math.exp(-delta / temp))
+
+    def _set_head(self, i: int, cfg: Any, cost: float) -> None:
+        old = self.heads[i]
+        if (old is not None and old is not cfg and hasattr(old, "detach")
+                and all(h is not old for j, h in enumerate(self.heads) if j != i)):
+            old.detach()  # no longer a chain head: drop its parent link (bounded memory)
+        self.heads[i] = cfg
+        self.head_costs[i] = cost
+
+    def _restart(self, i: int) -> bool:
+        """Move chain i to the global best; False when there is none yet."""
+        if self.best.config is None:
+            return False
+        self._set_head(i, self.best.config, self.best.cost)
+        self.stale[i] = 0
+        self.n_restarts += 1
+        return True
+
+    def tell(self, configs: list, costs: Sequence[float]) -> None:
+        arr = self.observe(configs, costs)
+        temp = self.temperature
+        for cfg, c in zip(configs, arr):
+            key = self.space.encode(cfg)
+            self.visited.add(key_hash(key))
+            i = self._pending.pop(key, None)
+            if i is None:
+                continue  # not ours (warm start): only best and visited learn from it
+            old = self.head_costs[i]
+            self.stale[i] = 0 if c < old else self.stale[i] + 1
+            if self._accept(old, c, temp):
+                self._set_head(i, cfg, c)
+            self._round_evals += 1
+        for i in np.flatnonzero(self.stale >= self.patience):
+            self._restart(int(i))
+        if self._round_evals >= self.n_chains * self.n_steps:  # end of round: reheat, keep chains
+            self._round_evals = 0
+            self.round += 1
+
+    # ---- checkpoints
+    def state_dict(self) -> dict:
+        d = super().state_dict()
+        enc = self.space.encode
+        d.update(heads=[None if h is None else enc(h) for h in self.heads], head_costs=self.head_costs.tolist(),
+                 stale=self.stale.tolist(), visited=np.fromiter(self.visited, np.int64, len(self.visited)),
+                 n_visited=len(self.visited), pending=dict(self._pending), cursor=self._cursor,
+                 round_evals=self._round_evals, round=self.round, n_restarts=self.n_restarts,
+                 temperature=self.temperature, exhausted=self._exhausted)
+        return d
+
+    def load_state_dict(self, d: dict) -> None:
+        super().load_state_dict(d)
+        if len(d["heads"]) != self.n_chains:
+            raise ValueError(f"checkpoint has {len(d['heads'])} chains, this strategy {self.n_chains}")
+        dec = self.space.decode
+        self.heads = [None if h is None else dec(h) for h in d["heads"]]
+        # A head equal to the best shares its object, as it did before the checkpoint.
+        if self.best.config is not None:
+            bk = self.space.encode(self.best.config)
+            self.heads = [self.best.config if h is not None and self.space.encode(h) == bk else h
+                          for h in self.heads]
+        self.head_costs = np.asarray(d["head_costs"], dtype=float)
+        self.stale = np.asarray(d["stale"], dtype=np.int64)
+        self.visited = {int(h) for h in d["visited"]}
+        self._pending = dict(d["pending"])
+        self._cursor = int(d["cursor"])
+        self._round_evals = int(d["round_evals"])
+        self.round = int(d["round"])
+        self.n_restarts = int(d["n_restarts"])
+        self._exhausted = bool(d["exhausted"])
+
+
+register_strategy(SimulatedAnnealing.name, SimulatedAnnealing)

@@ -1,0 +1,159 @@
+"""Tuner and the `autotune fusion` command: budgets, memoization, outputs, resume, signals, errors."""
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from autotune.fusion import FusionSpace
+from autotune.program import Program
+from autotune.tuner import ProgramCost, Tuner, TuningError
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+HLO = os.path.join(ROOT, "examples", "hlo")
+SMALL = os.path.join(HLO, "vae_small_infer.hlo")
+
+
+def _kernel_cost(kernels):
+    """A cheap deterministic cost: launch overhead plus bytes at the boundary."""
+    return np.array([2e-6 + (k.bytes_read + k.bytes_written) / 1e11 for k in kernels])
+
+
+@pytest.fixture(scope="module")
+def space():
+    return FusionSpace(Program.from_file(os.path.join(HLO, "bert_small_infer.hlo")), "tpu")
+
+
+def test_program_cost_incremental_equals_full(space):
+    pc = ProgramCost(space, _kernel_cost)
+    full = ProgramCost(space, _kernel_cost)
+    rng = np.random.default_rng(0)
+    cfg = space.default()
+    pc([cfg])
+    for _ in range(200):
+        cfg = space.neighbor(cfg, rng)
+        inc = pc([cfg])[0]
+        ref = full([type(cfg)(bytearray(cfg.bits))])[0]
+        assert inc == pytest.approx(ref, rel=1e-9)
+    # a move changes a few kernels; only those are priced (never the whole program again)
+    assert pc.kernels_priced <= len(space.state(space.default()).refs()) + 6 * 200
+
+
+def test_tuner_improves_and_writes_checkpoint(space, tmp_path):
+    from search.base import get_strategy
+    strat = get_strategy("annealing")(space, seed=1)
+    t = Tuner(space, _kernel_cost, strat, budget=2.0, out_dir=tmp_path, progress=False)
+    r = t.run()
+    assert r.best_cost <= r.default_cost and r.evaluations > 50
+    assert (tmp_path / "best_config.json").exists() and (tmp_path / "checkpoint.pkl").exists()
+    lines = (tmp_path / "log.jsonl").read_text().splitlines()
+    assert len(lines) >= 2 and "best_s" in json.loads(lines[-1])
+    # resume keeps the memo and best, and continues counting
+    t2 = Tuner(space, _kernel_cost, get_strategy("annealing")(space, seed=1), budget=0.5, out_dir=tmp_path,
+               progress=False)
+    t2.resume(tmp_path)
+    r2 = t2.run()
+    assert r2.evaluations > r.evaluations and r2.best_cost <= r.best_cost
+
+
+def test_seeded_runs_are_reproducible(space):
+    from search.base import get_strategy
+    res = []
+    for _ in range(2):
+        t = Tuner(space, _kernel_cost, get_strategy("genetic")(space, seed=3), budget=60, progress=False,
+                  max_evaluations=300)
+        r = t.run()
+        res.append((r.best_cost, bytes(r.best.bits), r.evaluations))
+    assert res[0] == res[1]
+
+
+def test_zero_budget_and_bad_checkpoint(space, tmp_path):
+    from search.base import get_strategy
+    with pytest.raises(TuningError):
+        Tuner(space, _kernel_cost, get_strategy("random")(space), budget=0)
+    t = Tuner(space, _kernel_cost, get_strategy("random")(space), budget=1, progress=False)
+    (tmp_path / "checkpoint.pkl").write_bytes(b"garbage")
+    with pytest.raises(TuningError, match="unreadable checkpoint"):
+        t.resume(tmp_path)
+
+
+def test_hardware_verification_picks_best_measured(space):
+    from hardware.simulator import TpuSimulator
+    from search.base import get_strategy
+    t = Tuner(space, _kernel_cost, get_strategy("annealing")(space, seed=0), budget=1.0, progress=False,
+              evaluator=TpuSimulator(noise=0.0), hw_budget=30, top_k_verify=5)
+    r = t.run()
+    assert r.measured_default is not None and r.verified
+    assert r.measured_best <= r.measured_default + 1e-15
+    assert all(v["measured_s"] is None or v["measured_s"] >= r.measured_best - 1e-15 for v in r.verified)
+
+
+def _cli(*args, **kw):
+    return subprocess.run([sys.executable, "-m", "autotune.cli", *args], capture_output=True, text=True,
+                          cwd=ROOT, **kw)
+
+
+def test_fusion_command_outputs(tmp_path):
+    out = tmp_path / "run"
+    r = _cli("fusion", SMALL, "--budget", "6s", "--hw-budget", "2s", "--out", str(out), "--store", "none",
+             "--cost-model", "analytical", "--seed", "1")
+    assert r.returncode == 0, r.stderr
+    rep = json.loads((out / "report.json").read_text())
+    for key in ("program", "target", "cost_model", "strategy", "evaluator", "budget_s", "default_cost_s",
+                "best_cost_s", "speedup", "measured_default_s", "measured_best_s", "evaluations",
+                "kernels_default", "kernels_best", "seed"):
+        assert key in rep, key
+    assert rep["speedup"] >= 1.0 and rep["evaluations"] > 0
+    for f in ("best_config.json", "fused.hlo", "search.png", "log.jsonl"):
+        assert (out / f).exists(), f
+    # best_config.json is accepted by emit and measure
+    r = _cli("measure", SMALL, "--config", str(out / "best_config.json"), "--store", "none", "--json")
+    assert r.returncode == 0, r.stderr
+    info = json.loads(r.stdout)
+    assert info["total_s"] > 0 and all(k["status"] == "ok" for k in info["kernels"])
+    from autotune.hlo import parse_hlo_file
+    parse_hlo_file(str(out / "fused.hlo"))
+
+
+def test_sigterm_keeps_results(tmp_path):
+    out = tmp_path / "run"
+    p = subprocess.Popen([sys.executable, "-m", "autotune.cli", "fusion", os.path.join(HLO, "bert_small_infer.hlo"),
+                          "--budget", "10m", "--hw-budget", "0", "--out", str(out), "--store", "none",
+                          "--cost-model", "analytical"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.time() + 60
+    while time.time() < deadline and not (out / "checkpoint.pkl").exists():
+        time.sleep(0.2)
+    time.sleep(1.0)
+    p.send_signal(signal.SIGTERM)
+    p.communicate(timeout=60)
+    assert p.returncode == 130
+    rep = json.loads((out / "report.json").read_text())
+    assert rep["stopped_by"] == "SIGTERM" and rep["evaluations"] > 0
+    assert (out / "best_config.json").exists()
+
+
+@pytest.mark.parametrize("args,fragment", [
+    (["--budget", "0s"], "too small"),
+    (["--budget", "soon"], "cannot parse duration"),
+    (["--strategy", "nope"], "unknown strategy 'nope'"),
+    (["--cost-model", "nope"], "unknown cost model"),
+    (["--budget", "5s", "--hw-budget", "10s"], "leaves nothing"),
+])
+def test_fusion_command_errors(tmp_path, args, fragment):
+    r = _cli("fusion", SMALL, "--out", str(tmp_path / "o"), "--store", "none", *args)
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert fragment in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_no_fusible_edges(tmp_path):
+    prog = tmp_path / "p.hlo"
+    prog.write_text("HloModule m\nENTRY e {\n  x = f32[8] parameter(0)\n  ROOT y = f32[8] exponential(x)\n}\n")
+    r = _cli("fusion", str(prog), "--budget", "5s", "--out", str(tmp_path / "o"), "--store", "none")
+    assert r.returncode == 2 and "no fusible" in r.stderr

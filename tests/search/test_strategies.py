@@ -1,0 +1,253 @@
+"""Strategies on a real program with a synthetic cost: improvement, ask/tell contracts, determinism,
+checkpoint round trips, and strategy-specific behaviour (annealing chains, GA elitism, exhaustion)."""
+from __future__ import annotations
+
+import math
+import os
+import pickle
+
+import numpy as np
+import pytest
+
+from search.annealing import SimulatedAnnealing
+from search.base import get_strategy
+from search.genetic import GeneticSearch
+from search.random import RandomSearch
+
+from .conftest import REPO, SyntheticCost  # noqa: F401  (importlib mode: conftest is importable)
+
+HILLCLIMB = os.path.join(REPO, "examples", "custom_strategy.py") + ":HillClimb"
+
+# name -> small parameters keeping the tests fast
+STRATEGIES = {
+    "random": {},
+    "annealing": {"n_chains": 16},
+    "genetic": {"population": 16, "elite": 2},
+    HILLCLIMB: {},
+}
+
+
+def make(name, space, seed=0, **kw):
+    return get_strategy(name)(space, seed=seed, **{**STRATEGIES[name], **kw})
+
+
+def drive(strategy, cost, steps: int, n: int = 16) -> list[bytes]:
+    """Run ask/tell for `steps` rounds; return the asked keys in order."""
+    keys = []
+    for _ in range(steps):
+        cfgs = strategy.ask(n)
+        keys += [c.key() for c in cfgs]
+        strategy.tell(cfgs, cost.many(cfgs))
+    return keys
+
+
+# --------------------------------------------------------------------------------------------------
+# Search quality
+
+
+@pytest.mark.parametrize("name", list(STRATEGIES))
+def test_improves_over_default(name, space, cost):
+    s = make(name, space, seed=1)
+    default = cost(space.default())
+    drive(s, cost, steps=25)
+    assert s.best.config is not None
+    assert s.best.cost < default
+    assert s.best.cost == pytest.approx(cost(s.best.config))
+    assert space.is_valid(s.best.config)
+
+
+def test_annealing_beats_random_at_equal_evaluations(space, cost):
+    """Local search should exploit the structure random sampling ignores."""
+    sa = SimulatedAnnealing(space, seed=3, n_chains=16)
+    rs = RandomSearch(space, seed=3)
+    drive(sa, cost, steps=60)
+    drive(rs, cost, steps=60)
+    assert sa.best.cost < rs.best.cost
+
+
+# --------------------------------------------------------------------------------------------------
+# ask/tell contracts
+
+
+@pytest.mark.parametrize("name", list(STRATEGIES))
+def test_ask_contract(name, space, cost):
+    s = make(name, space)
+    for n in (1, 3, 64, 2):
+        cfgs = s.ask(n)
+        assert 1 <= len(cfgs) <= n
+        assert len({c.key() for c in cfgs}) == len(cfgs)
+        assert all(space.is_valid(c) for c in cfgs)
+        s.tell(cfgs, cost.many(cfgs))
+    assert not s.finished
+
+
+@pytest.mark.parametrize("name", list(STRATEGIES))
+def test_tell_tolerates_order_subsets_failures_and_strangers(name, space, cost):
+    s = make(name, space)
+    cfgs = s.ask(8)
+    costs = cost.many(cfgs)
+    # reversed order, one never told, one failure (inf), one NaN, plus a configuration never asked
+    told = list(reversed(cfgs[1:]))
+    tc = list(reversed(costs[1:]))
+    tc[0] = math.inf
+    if len(tc) > 1:
+        tc[1] = float("nan")
+    stranger = space.random(np.random.default_rng(99))
+    s.tell(told + [stranger], tc + [cost(stranger)])
+    assert math.isfinite(s.best.cost)
+    for _ in range(3):
+        more = s.ask(8)
+        assert more and all(space.is_valid(c) for c in more)
+        s.tell(more, cost.many(more))
+    with pytest.raises(ValueError):
+        s.tell(more, [1.0] * (len(more) + 1))
+
+
+@pytest.mark.parametrize("name", ["random", "annealing", "genetic"])
+def test_builtins_never_propose_a_configuration_twice(name, space, cost):
+    s = make(name, space)
+    keys = drive(s, cost, steps=20)
+    assert len(keys) == len(set(keys))
+
+
+@pytest.mark.parametrize("name", list(STRATEGIES))
+def test_all_failures_leave_no_best(name, space):
+    s = make(name, space)
+    for _ in range(3):
+        cfgs = s.ask(4)
+        s.tell(cfgs, [math.inf] * len(cfgs))
+    assert s.best.config is None and s.best.cost == math.inf
+    assert s.ask(4)
+
+
+def test_unknown_parameter_is_an_error(space):
+    with pytest.raises(TypeError, match="n_chain"):
+        SimulatedAnnealing(space, n_chain=3)
+
+
+# --------------------------------------------------------------------------------------------------
+# Determinism and checkpoints
+
+
+@pytest.mark.parametrize("name", list(STRATEGIES))
+def test_same_seed_same_asks(name, program, space, cost):
+    from autotune.fusion import FusionSpace
+    other = FusionSpace(program, "tpu")  # a separate space: no shared caches
+    a = drive(make(name, space, seed=7), cost, steps=8)
+    b = drive(make(name, other, seed=7), SyntheticCost(other), steps=8)
+    assert a == b
+    if name != HILLCLIMB:  # the hill climber's first steps are neighbors of the default either way
+        c = drive(make(name, FusionSpace(program, "tpu"), seed=8), cost, steps=8)
+        assert a != c
+
+
+@pytest.mark.parametrize("name", list(STRATEGIES))
+@pytest.mark.parametrize("pending", [False, True], ids=["after_tell", "between_ask_and_tell"])
+def test_state_dict_round_trip_resumes_identically(name, pending, program, space, cost):
+    from autotune.fusion import FusionSpace
+    a = make(name, space, seed=5)
+    drive(a, cost, steps=6)
+    cfgs = a.ask(16) if pending else []
+    state = pickle.loads(pickle.dumps(a.state_dict()))
+    other = FusionSpace(program, "tpu")
+    b = make(name, other, seed=12345)  # a different seed: everything must come from the state
+    b.load_state_dict(state)
+    assert b.best.cost == a.best.cost
+    if pending:
+        costs = cost.many(cfgs)
+        a.tell(cfgs, costs)
+        b.tell([other.decode(c.key()) for c in cfgs], costs)
+    assert drive(a, cost, steps=6) == drive(b, SyntheticCost(other), steps=6)
+
+
+def test_load_state_dict_of_another_strategy_fails(space):
+    with pytest.raises(ValueError, match="annealing"):
+        RandomSearch(space).load_state_dict(SimulatedAnnealing(space, n_chains=2).state_dict())
+
+
+# --------------------------------------------------------------------------------------------------
+# Strategy specifics
+
+
+def test_annealing_one_proposal_per_chain_derived_from_heads(space, cost):
+    s = SimulatedAnnealing(space, seed=0, n_chains=8, eps=0.0)
+    first = s.ask(100)
+    assert len(first) == 8
+    assert first[0].key() == space.default().key()  # chain 0 starts at the default
+    s.tell(first, cost.many(first))
+    heads = {h.key() for h in s.heads}
+    props = s.ask(100)
+    assert len(props) == 8
+    assert all(p.parent is not None and p.parent.key() in heads and len(p.flips) == 1 for p in props)
+    # asking fewer than n_chains serves the chains round robin
+    s.tell(props, cost.many(props))
+    assert len(s.ask(3)) == 3
+
+
+def test_annealing_heads_are_detached_and_never_worse_than_failures(space, cost):
+    s = SimulatedAnnealing(space, seed=0, n_chains=8, patience=5)
+    for step in range(40):
+        cfgs = s.ask(8)
+        costs = cost.many(cfgs)
+        if step % 3 == 2:
+            costs = [math.inf] * len(costs)  # a failed batch must not move any started chain
+            before = s.head_costs.copy()
+            s.tell(cfgs, costs)
+            started = np.isfinite(before)
+            assert np.all(s.head_costs[started] <= before[started])
+        else:
+            s.tell(cfgs, costs)
+        for h in s.heads:  # memory stays bounded: no head keeps a chain of ancestors alive
+            assert h is None or h.parent is None or h.parent.parent is None
+    assert s.n_restarts > 0
+    assert np.all(np.isfinite(s.head_costs))
+
+
+def test_annealing_temperature_anneals_and_reheats(space, cost):
+    s = SimulatedAnnealing(space, seed=0, n_chains=4, n_steps=5, t_start=0.1, t_end=0.001)
+    temps = []
+    for _ in range(12):
+        cfgs = s.ask(4)
+        temps.append(s.temperature)
+        s.tell(cfgs, cost.many(cfgs))
+    assert temps[0] == pytest.approx(0.1)
+    assert temps[4] < temps[1] < temps[0]
+    assert s.round >= 1 and temps[5] == pytest.approx(0.1)  # round 2 starts hot again
+    d = s.state_dict()
+    assert d["n_visited"] == len(s.visited) and "temperature" in d and len(d["heads"]) == 4
+
+
+def test_genetic_first_generation_and_elitism(space, cost):
+    s = GeneticSearch(space, seed=0, population=12, elite=3)
+    gen = s.ask(100)
+    assert len(gen) == 12 and gen[0].key() == space.default().key()
+    s.tell(gen, cost.many(gen))
+    best_so_far = []
+    for _ in range(6):
+        cfgs = s.ask(100)
+        assert len(cfgs) == 12 - 3  # elites are kept, not re-evaluated
+        s.tell(cfgs, cost.many(cfgs))
+        s.ask(0) if False else None
+        best_so_far.append(s.best.cost)
+    assert s.generation >= 6
+    pop_costs = [c for _, c in s.population]
+    assert pop_costs == sorted(pop_costs) and len(pop_costs) <= 12
+    assert best_so_far == sorted(best_so_far, reverse=True)
+
+
+def test_genetic_mutation_rate_scales_with_edges(space):
+    s = GeneticSearch(space, mutation_k=3)
+    assert s.mutation_rate == pytest.approx(3 / space.n_edges)
+
+
+def test_random_search_exhausts_a_tiny_space(tiny_space):
+    s = RandomSearch(tiny_space, seed=0, max_tries=50)
+    seen = set()
+    for _ in range(200):
+        cfgs = s.ask(16)
+        if not cfgs:
+            break
+        seen |= {c.key() for c in cfgs}
+        s.tell(cfgs, [1.0] * len(cfgs))
+    assert s.finished and s.ask(4) == []
+    assert len(seen) <= 2 ** tiny_space.n_edges
