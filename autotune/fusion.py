@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import hashlib
 from array import array
+from collections import OrderedDict
+from bisect import bisect_left
 from typing import Iterable, Optional, Sequence
 
 import numpy as np
@@ -66,6 +68,7 @@ class FusionRules:
     """Which edges may fuse, which kernels are legal, and the compiler's default choice, for a target."""
 
     name = "base"
+    hero_count_only = False  # kernel_ok is exactly "at most max_heroes heroes" (enables a fast path)
     inline_constants = True  # scalar constants are cloned into fused computations (else: operands)
     fusible: frozenset = frozenset()
     heroes: frozenset = frozenset()
@@ -128,6 +131,7 @@ class TpuRules(FusionRules):
     """XLA-TPU-like: elementwise and data-movement ops fuse; one dot/convolution/reduce hero per kernel."""
 
     name = "tpu"
+    hero_count_only = True
     fusible = ELEMENTWISE | LAYOUT | {"reduce", "dot", "convolution", "reduce-window", "dynamic-update-slice"}
     heroes = frozenset({"dot", "convolution", "reduce", "reduce-window"})
 
@@ -203,9 +207,9 @@ class CpuRules(FusionRules):
         if len(members) == 1:
             return True
         dots = [m for m in members if ins[m].opcode == "dot"]
-        if not dots:
-            return True
-        return len(members) == 2 and len(dots) == 1 and ins[root].opcode == "add"
+        if dots:
+            return len(members) == 2 and len(dots) == 1 and ins[root].opcode == "add"
+        return _single_function_partition(comp, root, members)
 
     def fusion_kind(self, comp: Computation, root: int, members: Sequence[int]) -> str:
         if any(comp.instructions[m].opcode == "dot" for m in members):
@@ -226,6 +230,53 @@ class CpuRules(FusionRules):
             if _reuses_operand_elements(cins) or not space.fusible_into_all_users(ci, p):
                 return False
         return True
+
+
+# HloInstruction::IsOpElementwise(opcode): `map` is elementwise only per instance, not per opcode.
+_XLA_ELEMENTWISE_OPCODES = ELEMENTWISE - {"map"}
+
+
+def _single_function_partition(comp: Computation, root: int, members: Sequence[int]) -> bool:
+    """Whether XLA's emitter partitioner puts every non-root member of a loop fusion into a
+    function rooted at the fusion root (xla/codegen/emitters/computation_partitioner.cc,
+    `PartitionedComputation`).
+
+    The partitioner walks the fused computation users-first. An instruction joins its users'
+    function when all its users are elementwise (by opcode) and share one (function, indexing) id;
+    a single-user instruction joins its user's function under a fresh indexing id; any other
+    instruction (several users with different indexings, e.g. two different `slice`s or a `slice`
+    and a `broadcast` of one value; or a user that evaluates it at several indexings: a
+    `concatenate` listing it twice, a `gather` index operand) becomes the root of a function of its
+    own, whose signature is built from its shape's *layout*. Hand-made fusions reach XLA:CPU
+    through jaxlib's StableHLO round trip, which drops the layouts of every instruction inside
+    fused computations (parameters and the root get theirs back from the fusion's operands and
+    shape), so such a kernel aborts the compiler with "Check failed: has_layout()". Kernels that
+    need more than one function are therefore not legal on `cpu`; XLA's own fusion pass (which runs
+    after layout assignment) would form them.
+    """
+    mset = set(members)
+    ins = comp.instructions
+    users_of = comp.users
+    ids: dict[int, tuple[int, int]] = {root: (0, 0)}
+    next_indexing = 1
+    for m in reversed(members):  # members are in topological order: users come first
+        if m == root:
+            continue
+        users = [u for u in users_of[m] if u in mset]
+        if not users:
+            return False  # cannot happen for a connected kernel; a second root would be illegal
+        first = ids[users[0]]
+        if all(ins[u].opcode in _XLA_ELEMENTWISE_OPCODES and ids[u] == first for u in users):
+            ids[m] = first
+        elif len(users) > 1 or any(
+                (ins[u].opcode == "concatenate" and comp.operands[u].count(m) > 1) or
+                (ins[u].opcode == "gather" and comp.operands[u][1] == m and ins[m].shape.rank >= 2
+                 and ins[m].shape.dims[1] > 1) for u in users):
+            return False
+        else:
+            ids[m] = (first[0], next_indexing)
+            next_indexing += 1
+    return True
 
 
 def _reuses_operand_elements(ins: HloInstruction) -> bool:
@@ -293,16 +344,25 @@ class FusionConfig:
 
 
 class KernelRef:
-    """A kernel inside a FusionState: computation index, root, members (topological), hash."""
+    """A kernel inside a FusionState: computation index, root, members (topological) and its
+    canonical hash, computed on first use (a search prices only some of the kernels it creates)."""
 
-    __slots__ = ("comp", "root", "members", "hash", "valid")
+    __slots__ = ("comp", "root", "members", "_hash", "valid", "space")
 
-    def __init__(self, comp: int, root: int, members: tuple, hash: str, valid: bool):
+    def __init__(self, comp: int, root: int, members: tuple, hash: Optional[str], valid: bool,
+                 space: Optional["FusionSpace"] = None):
         self.comp = comp
         self.root = root
         self.members = members
-        self.hash = hash
+        self._hash = hash
         self.valid = valid
+        self.space = space
+
+    @property
+    def hash(self) -> str:
+        if self._hash is None:
+            self._hash = self.space.kernel_hash(self.comp, self.root, self.members)
+        return self._hash
 
     def __repr__(self) -> str:
         return f"KernelRef(comp={self.comp}, root={self.root}, n={len(self.members)}, hash={self.hash})"
@@ -349,6 +409,7 @@ class FusionSpace:
             self.out_edges.append(out_e)
             self.pinned.append(pinned)
             self.is_hero.append([i.opcode in self.rules.heroes for i in comp.instructions])
+        self._hero_sets = [frozenset(n for n, h in enumerate(hs) if h) for hs in self.is_hero]
         self.n_edges = len(self.edge_comp)
         self._sigs: Optional[list[list[int]]] = None
         self._shape_sigs: list[list[int]] = []
@@ -356,8 +417,7 @@ class FusionSpace:
         self._hash_cache: dict[tuple, str] = {}
         self._node_costs: Optional[list] = None
         self._default: Optional[FusionConfig] = None
-        self._state_cache: dict[bytes, "FusionState"] = {}
-        self._state_order: list[bytes] = []
+        self._state_cache: "OrderedDict[bytes, FusionState]" = OrderedDict()
         self.state_cache_size = 64
 
     # ---- structure queries
@@ -508,7 +568,7 @@ class FusionSpace:
     def make_ref(self, bits: bytearray, ci: int, root: int) -> KernelRef:
         mem = self.members(bits, ci, root)
         comp = self.program.computations[ci]
-        return KernelRef(ci, root, mem, self.kernel_hash(ci, root, mem), self.rules.kernel_ok(comp, root, mem))
+        return KernelRef(ci, root, mem, None, self.rules.kernel_ok(comp, root, mem), self)
 
     # ---- Space interface
     def default(self) -> FusionConfig:
@@ -527,24 +587,102 @@ class FusionSpace:
         bits = bytearray((rng.random(self.n_edges) < prob).astype(np.uint8).tobytes())
         return self.repair(FusionConfig(bits))
 
-    def flip_delta(self, bits: bytearray, e: int) -> Optional[dict]:
+    def flip_delta(self, bits: bytearray, e: int, parent: Optional["FusionState"] = None) -> Optional[dict]:
         """Kernels changed by flipping edge e (already applied to `bits`): {(comp, root): members or
-        None for a kernel that disappears}; None when a changed kernel would be illegal."""
+        None for a kernel that disappears}; None when a changed kernel would be illegal.
+
+        With the parent configuration's state, membership is updated incrementally: fusing p->c adds
+        p's subtree to the kernels holding c (one set union each); unfusing only recomputes kernels
+        that can no longer reach p through another fused edge.
+        """
         ci, p, c = self.edge_comp[e], self.edge_prod[e], self.edge_cons[e]
         comp = self.program.computations[ci]
-        ok = self.rules.kernel_ok
+        ok = self._kernel_ok_fast
         delta: dict = {}
         touched = self.roots_containing(bits, ci, c)
-        touched.add(p)
-        for r in touched:
-            if self.is_root(bits, ci, r):
-                mem = self.members(bits, ci, r)
-                if not ok(comp, r, mem):
+        old = parent.kernels if parent is not None else None
+        p_root = self.is_root(bits, ci, p)
+        if old is None:
+            touched.add(p)
+            for r in touched:
+                if self.is_root(bits, ci, r):
+                    mem = self.members(bits, ci, r)
+                    if not ok(comp, ci, r, mem):
+                        return None
+                    delta[(ci, r)] = mem
+                else:
+                    delta[(ci, r)] = None
+            return delta
+        fused = bits[e]
+        p_ref = old.get((ci, p))
+        sub: Optional[tuple] = None
+        if fused:
+            sub = p_ref.members if p_ref is not None else self.members(bits, ci, p)
+            sub_set = set(sub)
+            for r in touched:
+                ref = old.get((ci, r))
+                if ref is None:
+                    mem = self.members(bits, ci, r)
+                else:
+                    i = bisect_left(ref.members, p)
+                    if i < len(ref.members) and ref.members[i] == p:
+                        continue  # p (and its subtree) already in this kernel
+                    mem = tuple(sorted(sub_set.union(ref.members)))
+                if not ok(comp, ci, r, mem):
                     return None
                 delta[(ci, r)] = mem
-            else:
-                delta[(ci, r)] = None
+        else:
+            out_all = self.out_edges[ci]
+            out_edges = out_all[p]
+            a_set: Optional[set] = None
+            for r in touched:
+                ref = old.get((ci, r))
+                if ref is None:
+                    mem = self.members(bits, ci, r)
+                else:
+                    ms = ref.members
+                    still = False
+                    for e2, u in out_edges:
+                        if bits[e2]:
+                            i = bisect_left(ms, u)
+                            if i < len(ms) and ms[i] == u:
+                                still = True
+                                break
+                    if still:
+                        continue  # p is still reached through another fused user in this kernel
+                    # Only p's subtree can leave; keep a node of it if a fused user stays (users
+                    # come later in topological order, so one pass in reverse order decides).
+                    if sub is None:
+                        sub = p_ref.members if p_ref is not None else self.members(bits, ci, p)
+                        a_set = set(sub)
+                    keep = set(ms)
+                    keep -= a_set
+                    for x in reversed(sub):
+                        for e2, u in out_all[x]:
+                            if bits[e2] and u in keep:
+                                keep.add(x)
+                                break
+                    mem = tuple(sorted(keep))
+                if not ok(comp, ci, r, mem):
+                    return None
+                delta[(ci, r)] = mem
+        if p_root and p_ref is None:
+            mem = sub if sub is not None else self.members(bits, ci, p)
+            if not ok(comp, ci, p, mem):
+                return None
+            delta[(ci, p)] = mem
+        elif not p_root and p_ref is not None:
+            delta[(ci, p)] = None
         return delta
+
+    def _kernel_ok_fast(self, comp: Computation, ci: int, root: int, members: tuple) -> bool:
+        """The target's kernel rule, with the common hero-count check done by a set intersection."""
+        heroes = self._hero_sets[ci]
+        if not heroes or heroes.isdisjoint(members):
+            return True
+        if self.rules.hero_count_only:
+            return len(heroes.intersection(members)) <= self.rules.max_heroes
+        return self.rules.kernel_ok(comp, root, members)
 
     def flip_valid(self, bits: bytearray, e: int) -> bool:
         """Whether flipping edge e (already applied to `bits`) leaves every touched kernel legal."""
@@ -555,10 +693,11 @@ class FusionSpace:
         if self.n_edges == 0:
             return cfg
         bits = bytearray(cfg.bits)
+        parent = self._state_cache.get(cfg.key())
         for _ in range(tries):
             e = int(rng.integers(self.n_edges))
             bits[e] ^= 1
-            delta = self.flip_delta(bits, e)
+            delta = self.flip_delta(bits, e, parent)
             if delta is not None:
                 return FusionConfig(bits, parent=cfg, flips=(e,), delta=delta)
             bits[e] ^= 1
@@ -654,16 +793,16 @@ class FusionSpace:
         return st
 
     def _remember(self, key: bytes, st: "FusionState") -> None:
-        if key in self._state_cache:
-            return
-        self._state_cache[key] = st
-        self._state_order.append(key)
-        if len(self._state_order) > self.state_cache_size:
-            old = self._state_order.pop(0)
-            if old != self.default().key():
-                self._state_cache.pop(old, None)
-            else:
-                self._state_order.append(old)
+        """LRU cache of recent states (the default's state is kept for good)."""
+        cache = self._state_cache
+        cache[key] = st
+        cache.move_to_end(key)
+        if len(cache) > self.state_cache_size:
+            old = next(iter(cache))
+            if self._default is not None and old == self._default.key():
+                cache.move_to_end(old)
+                old = next(iter(cache))
+            del cache[old]
 
     def kernels(self, cfg: FusionConfig) -> list:
         """Materialized Kernel objects of a configuration (one per kernel root)."""
@@ -702,7 +841,7 @@ class FusionState:
                 if mem is None:
                     kernels.pop((ci, r), None)
                 else:
-                    kernels[(ci, r)] = KernelRef(ci, r, mem, sp.kernel_hash(ci, r, mem), True)
+                    kernels[(ci, r)] = KernelRef(ci, r, mem, None, True, sp)
             return FusionState(sp, bytearray(cfg.bits), kernels)
         bits = bytearray(self.bits)
         for e in cfg.flips:

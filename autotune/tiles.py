@@ -505,6 +505,9 @@ _ROW_ARRAY_KEYS = ("D", "U", "VU", "order", "mmask", "nmask", "win", "stride", "
                    "in_role", "in_slot", "in_maxrun", "sl_perm", "sl_punit", "sl_dbytes")
 
 
+_DIM_KEYS = ("D", "U", "VU", "order", "mmask", "nmask", "win", "stride", "din", "sl_perm", "sl_punit")
+
+
 def stack_rows(rows: Sequence[dict]) -> dict:
     """Stack per-kernel rows into batch arrays (leading axis = item)."""
     out = {}
@@ -765,6 +768,11 @@ def batch_inputs(kernels: Sequence[Any], tiles: Optional[Sequence[Optional[TileC
             infos.append(tiling_info(k, target))
         idx[i] = j
     rows = stack_rows([inf.row for inf in infos]) if infos else None
+    # Trailing padding dims (extent 1, fully covered) change nothing: keep only the batch's max rank.
+    r_eff = max([min(inf.rank, R_MAX) for inf in infos] + [1])
+    if rows is not None and r_eff < R_MAX:
+        for key in _DIM_KEYS:
+            rows[key] = rows[key][..., :r_eff]
     b = {key: v[idx] for key, v in rows.items()} if rows is not None else {}
     T = np.ones((n, R_MAX))
     ks = np.ones(n)
@@ -791,7 +799,7 @@ def batch_inputs(kernels: Sequence[Any], tiles: Optional[Sequence[Optional[TileC
         if t is not None and t.kernel is not None:
             ks[i], kp[i], lm[i] = inf.kernel_steps(t)
     if n:
-        T = np.array(rows_T)
+        T = np.array(rows_T)[:, :r_eff]
     if n:
         b["lhs_mult"] = lm
     return b, T, ks, kp, [infos[j] for j in idx]

@@ -6,8 +6,8 @@ config's output_bounds / kernel_bounds to a TileConfig, and reports per kernel, 
 and the analytical model:
   * Kendall tau (scipy.stats.kendalltau) between predicted and measured runtimes across tiles,
   * top-1 / top-5 slowdown: measured runtime of the best of the model's K best tiles / true best,
-  * tile-size APE = 100 * (top-1 slowdown - 1) (Kaufman et al. 2021, section 5.2: the error of the
-    runtime of the tile the model picks relative to the best tile),
+  * tile-size APE: per kernel 100 * (top-1 slowdown - 1) ("ape"), and the paper's runtime-weighted
+    form over all kernels from autotune.metrics.tile_metrics (with ordered-pair accuracy and MAPE),
   * the error of the predicted absolute runtime of the default tile (log10 ratio).
 Repeated tiles are averaged; configs with errors are dropped; kernels with fewer than 2 distinct
 tiles (the reshapes) have no ranking metrics.
@@ -159,6 +159,15 @@ def summarize(recs, preds: dict) -> dict:
         # reference: XLA's own pick (the is_default run) on the same kernels
         agg["xla_default_top1"] = float(np.mean([r["y"][r["default"]] / r["y"].min() for r in recs
                                                  if len(r["y"]) >= 2]))
+        try:  # the project's metric definitions (autotune/metrics.py): runtime-weighted tile-size APE etc.
+            from autotune.metrics import tile_metrics
+            ranked_recs = [r for r in recs if len(r["y"]) >= 2]
+            pred = np.concatenate([preds[r["name"]][model] for r in ranked_recs])
+            true = np.concatenate([r["y"] for r in ranked_recs])
+            groups = sum(([r["name"]] * len(r["y"]) for r in ranked_recs), [])
+            agg["project_metrics"] = tile_metrics(pred, true, groups, absolute=True)
+        except Exception as exc:  # noqa: BLE001 - metrics module missing or changed
+            agg["project_metrics"] = {"error": str(exc)}
         table[model] = {"per_kernel": rows, "mean": agg}
     return table
 
@@ -221,6 +230,11 @@ def markdown(table: dict) -> str:
                  f"{sm['top5']:.3f} | {am['kendall']:.3f} | {am['top1']:.3f} | {am['top5']:.3f} | "
                  f"abs {sm['mean_abs_log10_err_default']:.2f} (an. {am['mean_abs_log10_err_default']:.2f}) |")
     lines.append(f"\nXLA's own default tile (the is_default run): mean top-1 slowdown {sm['xla_default_top1']:.3f}")
+    for name, m in (("sim", sm), ("analytical", am)):
+        pm = m.get("project_metrics", {})
+        if "tile_ape" in pm:
+            lines.append(f"{name}: tile-size APE (runtime-weighted, autotune.metrics) {pm['tile_ape']:.1f}%, "
+                         f"ordered-pair accuracy {pm['pair_acc']:.3f}, MAPE {pm['mape']:.1f}%")
     return "\n".join(lines)
 
 

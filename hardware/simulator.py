@@ -83,8 +83,9 @@ def noise_z(seed: int, hashes: Sequence[str], T: np.ndarray, ks: np.ndarray) -> 
         return np.zeros(0)
     with np.errstate(over="ignore"):
         x = np.array([_kernel_seed(h) for h in hashes], np.uint64) ^ np.uint64(seed & 0xFFFFFFFFFFFFFFFF)
-        for j in range(T.shape[1]):
-            x = _splitmix64(x ^ T[:, j].astype(np.uint64))
+        for j in range(T.shape[1]):  # extents of 1 (incl. padding dims) are skipped: batch-independent
+            mixed = _splitmix64(x ^ (T[:, j].astype(np.uint64) + np.uint64(j << 40)))
+            x = np.where(T[:, j] != 1.0, mixed, x)
         x = _splitmix64(x ^ ks.astype(np.uint64))
         y = _splitmix64(x)
     u1 = ((x >> np.uint64(11)).astype(np.float64) + 0.5) / float(1 << 53)

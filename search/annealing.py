@@ -34,8 +34,8 @@ class SimulatedAnnealing(Strategy):
 
     name = "annealing"
 
-    def __init__(self, space: Any, seed: Optional[int] = None, n_chains: int = 64, t_start: float = 0.01,
-                 t_end: float = 1e-4, n_steps: int = 300, eps: float = 0.05, patience: int = 40,
+    def __init__(self, space: Any, seed: Optional[int] = None, n_chains: int = 64, t_start: float = 0.003,
+                 t_end: float = 3e-5, n_steps: int = 300, eps: float = 0.05, patience: int = 20,
                  retries: int = 8, **params: Any):
         super().__init__(space, seed, **params)
         if n_chains < 1:

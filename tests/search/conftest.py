@@ -61,5 +61,11 @@ def cost(space) -> SyntheticCost:
 
 
 @pytest.fixture()
+def cost_of():
+    """The SyntheticCost class, for tests that build extra spaces."""
+    return SyntheticCost
+
+
+@pytest.fixture()
 def tiny_space() -> FusionSpace:
     return FusionSpace(Program.from_file(TINY), "tpu")

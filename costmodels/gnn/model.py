@@ -1,0 +1,304 @@
+"""The GNN of Kaufman et al. (MLSys 2021, section 3) and its CostModel wrapper.
+
+    opcode embedding ++ scaled node features (++ tile features, early join)
+      -> linear + relu
+      -> k x encoder layer: directed GraphSAGE (default), GAT, or none (the "no GNN" ablation)
+      -> reduction to one vector / value per kernel:
+           node        per-node head, summed over the nodes (the paper's per-node reduction)
+           column      column-wise mean and max over the nodes, concatenated
+           lstm        LSTM over the nodes in topological order, last hidden state
+           transformer Transformer encoder over the nodes (padding-masked), mean over the nodes
+      -> MLP head -> one value: log seconds (loss "mse", fusion) or a rank score (loss "rank", tiles)
+"""
+from __future__ import annotations
+
+import io
+import math
+import os
+from typing import Any, Optional, Sequence
+
+import numpy as np
+import torch
+from torch import nn
+import torch.nn.functional as F
+
+from autotune.features import (NODE_DIM, NUM_OPCODES, STATIC_COLUMNS, TILE_DIM, FeatureScaler, kernel_graph,
+                               tile_features, KernelGraph)
+from costmodels.base import CostModel, register_cost_model
+
+from .layers import DirectedSAGEConv, GATConv, GraphBatch, collate, scatter_max, scatter_mean, scatter_sum, to_padded
+
+__all__ = ["GnnNet", "GnnCostModel", "DEFAULT_CONFIG", "ENCODERS", "REDUCTIONS", "FORMAT_VERSION"]
+
+FORMAT_VERSION = 1
+ENCODERS = ("sage", "gat", "none")
+REDUCTIONS = ("node", "column", "lstm", "transformer")
+_REDUCTION_ALIASES = {"per-node": "node", "per_node": "node", "pernode": "node", "column-wise": "column",
+                      "columnwise": "column", "mean-max": "column"}
+
+DEFAULT_CONFIG: dict = {
+    "task": "fusion", "target": "tpu", "encoder": "sage", "reduction": "column", "layers": 3,
+    "hidden": 64, "embedding": 32, "edge_direction": "both", "aggr": "mean", "heads": 4,
+    "transformer_layers": 1, "loss": None, "rank_loss": "hinge", "margin": 0.1, "static_features": True,
+    "dropout": 0.0,
+}
+
+
+def normalize_config(cfg: dict) -> dict:
+    out = dict(DEFAULT_CONFIG)
+    out.update({k: v for k, v in cfg.items() if v is not None})
+    red = str(out["reduction"]).lower()
+    out["reduction"] = _REDUCTION_ALIASES.get(red, red)
+    if out["task"] not in ("fusion", "tile"):
+        raise ValueError(f"task must be fusion or tile, not {out['task']!r}")
+    if out["encoder"] not in ENCODERS:
+        raise ValueError(f"encoder must be one of {', '.join(ENCODERS)}, not {out['encoder']!r}")
+    if out["reduction"] not in REDUCTIONS:
+        raise ValueError(f"reduction must be one of {', '.join(REDUCTIONS)}, not {out['reduction']!r}")
+    if out["edge_direction"] not in ("both", "in", "out"):
+        raise ValueError(f"edge direction must be both, in or out, not {out['edge_direction']!r}")
+    if out["loss"] is None:
+        out["loss"] = "rank" if out["task"] == "tile" else "mse"
+    if out["loss"] not in ("rank", "mse"):
+        raise ValueError(f"loss must be rank or mse, not {out['loss']!r}")
+    if out["rank_loss"] not in ("hinge", "logistic"):
+        raise ValueError(f"rank loss must be hinge or logistic, not {out['rank_loss']!r}")
+    if int(out["layers"]) < 0 or int(out["hidden"]) < 1:
+        raise ValueError("layers must be >= 0 and hidden >= 1")
+    return out
+
+
+class GnnNet(nn.Module):
+    def __init__(self, cfg: dict, in_dim: int = NODE_DIM + TILE_DIM, num_opcodes: int = NUM_OPCODES):
+        super().__init__()
+        self.cfg = cfg
+        H, E = int(cfg["hidden"]), int(cfg["embedding"])
+        self.embed = nn.Embedding(num_opcodes, E)
+        self.inp = nn.Linear(in_dim + E, H)
+        self.convs = nn.ModuleList()
+        enc = cfg["encoder"]
+        for _ in range(int(cfg["layers"]) if enc != "none" else 0):
+            if enc == "sage":
+                self.convs.append(DirectedSAGEConv(H, H, cfg["edge_direction"], cfg["aggr"]))
+            else:
+                self.convs.append(GATConv(H, H, int(cfg["heads"]), cfg["edge_direction"]))
+        self.dropout = float(cfg.get("dropout", 0.0))
+        red = cfg["reduction"]
+        self.reduction = red
+        if red == "node":
+            self.head = nn.Sequential(nn.Linear(H, H), nn.ReLU(), nn.Linear(H, 1))
+        else:
+            if red == "column":
+                rd = 2 * H
+            elif red == "lstm":
+                self.lstm = nn.LSTM(H, H, batch_first=True)
+                rd = H
+            else:
+                heads = 4 if H % 4 == 0 else 1
+                layer = nn.TransformerEncoderLayer(H, heads, dim_feedforward=2 * H, dropout=0.0, batch_first=True)
+                self.transformer = nn.TransformerEncoder(layer, int(cfg["transformer_layers"]),
+                                                         enable_nested_tensor=False)
+                rd = H
+            self.head = nn.Sequential(nn.Linear(rd, H), nn.ReLU(), nn.Linear(H, 1))
+
+    def forward(self, b: GraphBatch) -> torch.Tensor:
+        h = F.relu(self.inp(torch.cat([self.embed(b.opcode), b.x], dim=1)))
+        for conv in self.convs:
+            h = conv(h, b.edge_index)
+            if self.dropout and self.training:
+                h = F.dropout(h, self.dropout)
+        B = b.num_graphs
+        if self.reduction == "node":
+            return scatter_sum(self.head(h).squeeze(-1), b.graph, B)
+        if self.reduction == "column":
+            g = torch.cat([scatter_mean(h, b.graph, B), scatter_max(h, b.graph, B)], dim=1)
+        elif self.reduction == "lstm":
+            seq, _ = to_padded(h, b)
+            packed = nn.utils.rnn.pack_padded_sequence(seq, b.lengths.clamp(min=1), batch_first=True,
+                                                       enforce_sorted=False)
+            _, (hn, _) = self.lstm(packed)
+            g = hn[-1]
+        else:
+            seq, mask = to_padded(h, b)
+            out = self.transformer(seq, src_key_padding_mask=mask)
+            keep = (~mask).unsqueeze(-1).to(out.dtype)
+            g = (out * keep).sum(1) / keep.sum(1).clamp(min=1.0)
+        return self.head(g).squeeze(-1)
+
+
+# --------------------------------------------------------------------------------------------------
+class GnnCostModel(CostModel):
+    """Learned kernel cost model (GNN). Task "fusion": log-runtime regression, predicts seconds.
+    Task "tile": rank-trained by default (scores; `predicts_absolute` False), or MSE (seconds)."""
+
+    name = "gnn"
+
+    def __init__(self, task: str = "fusion", target: str = "tpu", batch_size: int = 256, **config: Any):
+        self.config = normalize_config(dict(config, task=task, target=target))
+        self.task, self.target = self.config["task"], self.config["target"]
+        self.batch_size = int(batch_size)
+        torch.manual_seed(int(config.get("seed", 0) or 0))
+        self.net = GnnNet(self.config)
+        self.node_scaler = FeatureScaler()
+        self.tile_scaler = FeatureScaler()
+        self.history: list = []
+        self._prep_cache: dict = {}
+        self._mask = None
+
+    @property
+    def predicts_absolute(self) -> bool:  # type: ignore[override]
+        return self.config["loss"] == "mse"
+
+    # ---- features
+    def _static_mask(self) -> np.ndarray:
+        if self._mask is None:
+            m = np.ones(NODE_DIM, np.float32)
+            if not self.config["static_features"]:
+                m[list(STATIC_COLUMNS)] = 0.0
+            self._mask = m
+        return self._mask
+
+    def prepare_graph(self, g: KernelGraph) -> tuple:
+        """(scaled node features, opcodes, edge_index) of a graph, cached by hash."""
+        key = g.hash or id(g)
+        p = self._prep_cache.get(key)
+        if p is None:
+            x = self.node_scaler.transform(g.node_feat) * self._static_mask()
+            p = (x.astype(np.float32), g.opcode, g.edge_index)
+            if len(self._prep_cache) > 100_000:
+                self._prep_cache.clear()
+            self._prep_cache[key] = p
+        return p
+
+    def scale_tiles(self, tile_feat: np.ndarray) -> np.ndarray:
+        tf = np.asarray(tile_feat, np.float32).reshape(-1, TILE_DIM)
+        if self.task == "fusion":
+            return np.zeros_like(tf)
+        return self.tile_scaler.transform(tf)
+
+    def fit_scalers(self, graphs: Sequence[KernelGraph], tile_feat: np.ndarray) -> None:
+        self.node_scaler = FeatureScaler().fit([g.node_feat for g in graphs])
+        tf = np.asarray(tile_feat, np.float32).reshape(-1, TILE_DIM)
+        self.tile_scaler = FeatureScaler().fit(tf if len(tf) else np.zeros((1, TILE_DIM), np.float32))
+        self._prep_cache.clear()
+
+    # ---- inference
+    def forward_graphs(self, graphs: Sequence[KernelGraph], tile_feat: Optional[np.ndarray] = None) -> np.ndarray:
+        """Raw network outputs (log seconds or scores) for graphs with raw tile features."""
+        n = len(graphs)
+        if n == 0:
+            return np.zeros(0)
+        if not self.node_scaler.fitted:
+            raise ValueError("the GNN cost model is not trained (fit or load it first)")
+        tf = np.zeros((n, TILE_DIM), np.float32) if tile_feat is None else np.asarray(tile_feat, np.float32)
+        tfs = self.scale_tiles(tf)
+        out = np.empty(n)
+        self.net.eval()
+        bs = self.batch_size
+        with torch.inference_mode():
+            for s in range(0, n, bs):
+                preps = [self.prepare_graph(g) for g in graphs[s:s + bs]]
+                b = collate([p[0] for p in preps], [p[1] for p in preps], [p[2] for p in preps], tfs[s:s + bs])
+                out[s:s + bs] = self.net(b).double().numpy()
+        return out
+
+    def predict_graphs(self, graphs: Sequence[KernelGraph], tile_feat: Optional[np.ndarray] = None) -> np.ndarray:
+        raw = self.forward_graphs(graphs, tile_feat)
+        return np.exp(np.clip(raw, -60, 20)) if self.predicts_absolute else raw
+
+    def predict(self, kernels: Sequence[Any], tiles: Optional[Sequence[Any]] = None) -> np.ndarray:
+        kernels = list(kernels)
+        if not kernels:
+            return np.zeros(0)
+        graphs = [kernel_graph(k, self.target) for k in kernels]
+        tf = np.zeros((len(kernels), TILE_DIM), np.float32)
+        if self.task == "tile":
+            tl = list(tiles) if tiles is not None else [None] * len(kernels)
+            cache: dict = {}
+            for i, (k, g, t) in enumerate(zip(kernels, graphs, tl)):
+                if t is None:
+                    t = _default_tile(k, self.target)
+                key = (g.hash, getattr(t, "key", lambda: str(t))())
+                r = cache.get(key)
+                if r is None:
+                    r = cache[key] = tile_features(g.tiled_dims, t)
+                tf[i] = r
+        return self.predict_graphs(graphs, tf)
+
+    # ---- training
+    def fit(self, dataset: Any, validation: Any = None, **train_kw: Any) -> "GnnCostModel":
+        """Train on a `autotune.dataset.Dataset` (its train and validation splits) or on `Samples`."""
+        from .train import fit_gnn
+        if hasattr(dataset, "load") and validation is None:
+            train = dataset.load("train")
+            try:
+                validation = dataset.load("validation")
+            except ValueError:
+                validation = None
+            if dataset.task != self.task:
+                raise ValueError(f"dataset is for task {dataset.task!r}, the model for {self.task!r}")
+        else:
+            train = dataset
+        fit_gnn(self, train, validation, **train_kw)
+        return self
+
+    # ---- persistence
+    def state(self) -> dict:
+        return {"format": "autotune-gnn", "version": FORMAT_VERSION, "config": self.config,
+                "task": self.task, "target": self.target, "state_dict": self.net.state_dict(),
+                "node_scaler": self.node_scaler.state_dict(), "tile_scaler": self.tile_scaler.state_dict(),
+                "node_dim": NODE_DIM, "tile_dim": TILE_DIM, "num_opcodes": NUM_OPCODES, "history": self.history}
+
+    def save(self, path: str) -> None:
+        tmp = f"{path}.tmp{os.getpid()}"
+        torch.save(self.state(), tmp)
+        os.replace(tmp, path)
+
+    @classmethod
+    def load(cls, path: str, task: Optional[str] = None, target: Optional[str] = None) -> "GnnCostModel":
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+        except OSError as e:
+            raise ValueError(f"cannot read GNN model {path}: {e.strerror or e}") from None
+        try:
+            st = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
+        except Exception as e:  # noqa: BLE001 - any unpickling failure is a corrupt file
+            raise ValueError(f"{path} is not a GNN cost model file (corrupt or wrong format: {type(e).__name__})") from None
+        if not isinstance(st, dict) or st.get("format") != "autotune-gnn":
+            raise ValueError(f"{path} is not a GNN cost model file")
+        if st.get("version") != FORMAT_VERSION:
+            raise ValueError(f"{path}: GNN model format version {st.get('version')} is not supported "
+                             f"(expected {FORMAT_VERSION})")
+        if st.get("node_dim") != NODE_DIM or st.get("tile_dim") != TILE_DIM or st.get("num_opcodes") != NUM_OPCODES:
+            raise ValueError(f"{path}: the model was trained with another feature layout "
+                             f"({st.get('node_dim')}+{st.get('tile_dim')} features, now {NODE_DIM}+{TILE_DIM})")
+        if task is not None and st["task"] != task:
+            raise ValueError(f"{path} is a GNN model for the {st['task']} task, not {task}")
+        if target is not None and st["target"] != target:
+            raise ValueError(f"{path} is a GNN model for target {st['target']}, not {target}")
+        cfg = dict(st["config"])
+        m = cls(**cfg)
+        try:
+            m.net.load_state_dict(st["state_dict"])
+        except (RuntimeError, KeyError) as e:
+            raise ValueError(f"{path}: weights do not match the model configuration ({str(e).splitlines()[0]})") from None
+        m.node_scaler = FeatureScaler.from_state(st["node_scaler"])
+        m.tile_scaler = FeatureScaler.from_state(st["tile_scaler"])
+        m.history = list(st.get("history", []))
+        return m
+
+
+_DEFAULTS: dict = {}
+
+
+def _default_tile(kernel: Any, target: str) -> Any:
+    key = (kernel.hash, target)
+    t = _DEFAULTS.get(key)
+    if t is None:
+        from autotune.tiles import TileSpace
+        t = _DEFAULTS[key] = TileSpace(kernel, target).default()
+    return t
+
+
+register_cost_model("gnn", GnnCostModel)

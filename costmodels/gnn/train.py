@@ -1,0 +1,196 @@
+"""Training loop of the GNN cost model.
+
+* Examples are drawn evenly across model families (each family equally likely per draw; within a
+  family uniformly), as the paper does so that large families do not dominate.
+* Fusion (loss "mse"): batches of examples, MSE on log runtime.
+* Tiles (loss "rank"): batches of kernels (groups), up to `tiles_per_kernel` tiles each; pairwise
+  hinge or logistic loss over the pairs of tiles of the same kernel whose runtimes differ.
+* After every epoch the validation split is scored (fusion: mean squared log error; tiles: 1 -
+  ordered-pair accuracy); the best epoch's weights are kept (checkpoint selection) and training stops
+  after `patience` epochs without improvement.
+
+`Samples` (autotune.dataset) provides: graphs (KernelGraph list), graph (sample -> graph index),
+tile_feat ([S, TILE_DIM] raw), runtime (seconds), family_of_sample (family id per sample).
+"""
+from __future__ import annotations
+
+import copy
+import math
+import sys
+import time
+from typing import Any, Optional
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from autotune.metrics import ordered_pair_accuracy
+
+from .layers import collate
+
+__all__ = ["fit_gnn", "pairwise_rank_loss", "family_weights"]
+
+
+def pairwise_rank_loss(scores: torch.Tensor, y: torch.Tensor, group: torch.Tensor, kind: str = "hinge",
+                       margin: float = 0.1) -> torch.Tensor:
+    """Pairwise loss over pairs (i, j) of the same group with y_i < y_j: the score of the faster
+    item should be lower. hinge: relu(margin - (s_j - s_i)); logistic: softplus(-(s_j - s_i))."""
+    same = group[:, None] == group[None, :]
+    faster = y[:, None] < y[None, :]
+    pair = same & faster
+    if not bool(pair.any()):
+        return scores.sum() * 0.0
+    diff = scores[None, :] - scores[:, None]  # s_j - s_i
+    d = diff[pair]
+    if kind == "logistic":
+        return F.softplus(-d).mean()
+    return F.relu(margin - d).mean()
+
+
+def family_weights(family: np.ndarray) -> np.ndarray:
+    """Sampling probability per item so that every family is drawn equally often."""
+    fam = np.asarray(family)
+    if len(fam) == 0:
+        return np.zeros(0)
+    _, inv, counts = np.unique(fam, return_inverse=True, return_counts=True)
+    w = 1.0 / counts[inv]
+    return w / w.sum()
+
+
+class _Prepared:
+    """Scaled per-graph arrays and per-sample targets of one split."""
+
+    def __init__(self, model: Any, samples: Any):
+        self.graphs = [model.prepare_graph(g) for g in samples.graphs]
+        self.graph = np.asarray(samples.graph, np.int64)
+        self.tile = model.scale_tiles(samples.tile_feat)
+        rt = np.asarray(samples.runtime, np.float64)
+        ok = np.isfinite(rt) & (rt > 0)
+        self.keep = np.nonzero(ok)[0]
+        self.y = np.log(np.where(ok, rt, 1.0))
+        self.family = np.asarray(samples.family_of_sample())
+        self.n = len(self.keep)
+
+    def batch(self, idx: np.ndarray):
+        gi = self.graph[idx]
+        preps = [self.graphs[g] for g in gi]
+        b = collate([p[0] for p in preps], [p[1] for p in preps], [p[2] for p in preps], self.tile[idx])
+        return b, torch.from_numpy(self.y[idx].astype(np.float32)), torch.from_numpy(gi)
+
+
+def _score_outputs(model: Any, data: _Prepared, max_items: int = 20000, seed: int = 0) -> tuple:
+    idx = data.keep
+    if len(idx) > max_items:
+        idx = np.sort(np.random.default_rng(seed).choice(idx, max_items, replace=False))
+    out = np.empty(len(idx))
+    model.net.eval()
+    bs = model.batch_size
+    with torch.inference_mode():
+        for s in range(0, len(idx), bs):
+            b, _, _ = data.batch(idx[s:s + bs])
+            out[s:s + bs] = model.net(b).double().numpy()
+    return idx, out
+
+
+def _validate(model: Any, data: _Prepared) -> float:
+    """Lower is better: mean squared log error (mse) or 1 - ordered-pair accuracy (rank)."""
+    idx, out = _score_outputs(model, data)
+    if not len(idx):
+        return float("nan")
+    if model.config["loss"] == "mse":
+        return float(np.mean((out - data.y[idx]) ** 2))
+    acc = ordered_pair_accuracy(out, data.y[idx], groups=data.graph[idx])
+    return 1.0 - acc if math.isfinite(acc) else float("nan")
+
+
+def _batches_fusion(data: _Prepared, batch_size: int, rng: np.random.Generator, steps: int):
+    p = family_weights(data.family[data.keep])
+    for _ in range(steps):
+        yield rng.choice(data.keep, size=min(batch_size, max(data.n, 1)), replace=True, p=p)
+
+
+def _batches_tile(data: _Prepared, batch_size: int, tiles_per_kernel: int, rng: np.random.Generator, steps: int):
+    by_graph: dict = {}
+    for i in data.keep:
+        by_graph.setdefault(int(data.graph[i]), []).append(i)
+    groups = [np.asarray(v) for v in by_graph.values() if len(v) >= 2] or [np.asarray(v) for v in by_graph.values()]
+    gfam = np.array([data.family[g[0]] for g in groups])
+    p = family_weights(gfam)
+    per = max(2, min(tiles_per_kernel, batch_size))
+    n_groups = max(1, batch_size // per)
+    for _ in range(steps):
+        chosen = rng.choice(len(groups), size=n_groups, replace=True, p=p)
+        parts = []
+        for c in chosen:
+            g = groups[c]
+            parts.append(g if len(g) <= per else rng.choice(g, per, replace=False))
+        yield np.concatenate(parts)
+
+
+def fit_gnn(model: Any, train: Any, validation: Any = None, *, epochs: int = 20, batch_size: int = 64,
+            lr: float = 1e-3, weight_decay: float = 0.0, patience: int = 5, steps_per_epoch: Optional[int] = None,
+            tiles_per_kernel: int = 16, seed: int = 0, progress: Optional[bool] = None,
+            time_limit_s: Optional[float] = None, log=None) -> list:
+    """Train `model` (a GnnCostModel) in place; returns the per-epoch history."""
+    if len(train.graph) == 0:
+        raise ValueError("the training split has no samples")
+    torch.manual_seed(seed)
+    rng = np.random.default_rng(seed)
+    model.fit_scalers(train.graphs, train.tile_feat)
+    tr = _Prepared(model, train)
+    if tr.n == 0:
+        raise ValueError("the training split has no successful measurements")
+    va = _Prepared(model, validation) if validation is not None and len(validation.graph) else None
+    if va is not None and va.n == 0:
+        va = None
+    rank = model.config["loss"] == "rank"
+    if steps_per_epoch is None:
+        steps_per_epoch = max(1, math.ceil(tr.n / batch_size))
+    opt = torch.optim.Adam(model.net.parameters(), lr=lr, weight_decay=weight_decay)
+    show = progress if progress is not None else sys.stderr.isatty()
+    best = (float("inf"), None, -1)
+    history: list = []
+    t0 = time.monotonic()
+    bad = 0
+    try:
+        from tqdm import tqdm
+    except ImportError:  # pragma: no cover
+        tqdm = None
+    for ep in range(int(epochs)):
+        model.net.train()
+        it = (_batches_tile(tr, batch_size, tiles_per_kernel, rng, steps_per_epoch) if rank
+              else _batches_fusion(tr, batch_size, rng, steps_per_epoch))
+        if show and tqdm is not None:
+            it = tqdm(it, total=steps_per_epoch, desc=f"epoch {ep + 1}/{epochs}", leave=False, file=sys.stderr)
+        total = 0.0
+        for idx in it:
+            b, y, g = tr.batch(idx)
+            out = model.net(b)
+            if rank:
+                loss = pairwise_rank_loss(out, y, g, model.config["rank_loss"], float(model.config["margin"]))
+            else:
+                loss = F.mse_loss(out, y)
+            opt.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.net.parameters(), 5.0)
+            opt.step()
+            total += float(loss)
+        train_loss = total / steps_per_epoch
+        val = _validate(model, va) if va is not None else train_loss
+        rec = {"epoch": ep + 1, "train_loss": train_loss, "val": val, "seconds": time.monotonic() - t0}
+        history.append(rec)
+        if log is not None:
+            log(rec)
+        if math.isfinite(val) and val < best[0] - 1e-9:
+            best = (val, copy.deepcopy(model.net.state_dict()), ep + 1)
+            bad = 0
+        else:
+            bad += 1
+            if bad >= patience:
+                break
+        if time_limit_s is not None and time.monotonic() - t0 > time_limit_s:
+            break
+    if best[1] is not None:
+        model.net.load_state_dict(best[1])
+    model.history = history + [{"best_epoch": best[2], "best_val": best[0]}]
+    return model.history
