@@ -148,6 +148,27 @@ class TpuRules(FusionRules):
             return co in ELEMENTWISE or co in ("reshape", "bitcast", "broadcast")
         return True
 
+    @staticmethod
+    def is_relayout(comp: Computation, n: int) -> bool:
+        """A reshape/transpose that changes the two minor (tiled) dimensions: a relayout copy on TPU,
+        not a bitcast."""
+        ins = comp.instructions[n]
+        if ins.opcode not in ("reshape", "transpose") or not comp.operands[n]:
+            return False
+        src = comp.instructions[comp.operands[n][0]].shape
+        a = [d for d in src.dims if d != 1][-2:]
+        b = [d for d in ins.shape.dims if d != 1][-2:]
+        return a != b or ins.opcode == "transpose" and tuple(ins.parsed.get("dimensions", ()))[-1:] != (ins.shape.rank - 1,)
+
+    def default_edge(self, space: "FusionSpace", e: int) -> bool:
+        ci, p, c = space.edge_comp[e], space.edge_prod[e], space.edge_cons[e]
+        comp = space.program.computations[ci]
+        # XLA:TPU fuses only elementwise epilogues into dot/convolution output fusions: a relayout
+        # reshape/transpose after a hero's elementwise chain starts a new kernel.
+        if space.hero_upstream(ci, p) and self.is_relayout(comp, c):
+            return False
+        return super().default_edge(space, e)
+
 
 class CpuRules(FusionRules):
     """XLA:CPU's CpuInstructionFusion: loop fusion of elementwise/data-movement/reduce ops, output
@@ -209,7 +230,7 @@ class CpuRules(FusionRules):
         dots = [m for m in members if ins[m].opcode == "dot"]
         if dots:
             return len(members) == 2 and len(dots) == 1 and ins[root].opcode == "add"
-        return _single_function_partition(comp, root, members)
+        return _single_function_partition(comp, root, members) and _selects_ok(comp, members)
 
     def fusion_kind(self, comp: Computation, root: int, members: Sequence[int]) -> str:
         if any(comp.instructions[m].opcode == "dot" for m in members):
@@ -276,6 +297,32 @@ def _single_function_partition(comp: Computation, root: int, members: Sequence[i
         else:
             ids[m] = (first[0], next_indexing)
             next_indexing += 1
+    return True
+
+
+def _selects_ok(comp: Computation, members: Sequence[int]) -> bool:
+    """A `select` inside a hand-made fusion must not take its on_true value from another member
+    when its predicate is a non-scalar kernel input.
+
+    XLA's verifier re-infers the select's shape from the predicate's shape (which, as a fusion
+    parameter, has a layout) and then reads `on_true.layout()`; after the StableHLO round trip
+    inner instructions have none ("Check failed: has_layout()" in ShapeInference::InferSelectShape).
+    The algebraic simplifier also rewrites select(not(p), a, b) into select(p, b, a), so with a
+    fused `not` of an input as predicate, neither branch may be a member.
+    """
+    mset = set(members)
+    ins = comp.instructions
+    for m in members:
+        if ins[m].opcode != "select":
+            continue
+        pred, on_true, on_false = comp.operands[m][:3]
+        if ins[pred].shape.rank == 0:
+            continue
+        if pred not in mset:
+            if on_true in mset:
+                return False
+        elif ins[pred].opcode == "not" and (on_true in mset or on_false in mset):
+            return False
     return True
 
 
@@ -416,11 +463,26 @@ class FusionSpace:
         self._is_const = [[is_scalar_constant(i) for i in c.instructions] for c in comps]
         self._hash_cache: dict[tuple, str] = {}
         self._node_costs: Optional[list] = None
+        self._hero_up: Optional[list] = None
         self._default: Optional[FusionConfig] = None
         self._state_cache: "OrderedDict[bytes, FusionState]" = OrderedDict()
         self.state_cache_size = 64
 
     # ---- structure queries
+    def hero_upstream(self, ci: int, n: int) -> bool:
+        """n is a dot/convolution, or an elementwise op fed (through elementwise ops) by one."""
+        if self._hero_up is None:
+            self._hero_up = []
+            for c, comp in enumerate(self.program.computations):
+                up = [False] * len(comp)
+                for k, ins in enumerate(comp.instructions):
+                    if ins.opcode in ("dot", "convolution"):
+                        up[k] = True
+                    elif ins.opcode in ELEMENTWISE or ins.opcode == "broadcast":
+                        up[k] = any(up[o] for o in comp.operands[k])
+                self._hero_up.append(up)
+        return self._hero_up[ci][n]
+
     def fusible_into_all_users(self, ci: int, p: int) -> bool:
         return not self.pinned[ci][p]
 

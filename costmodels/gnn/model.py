@@ -142,6 +142,7 @@ class GnnCostModel(CostModel):
         self.node_scaler = FeatureScaler()
         self.tile_scaler = FeatureScaler()
         self.history: list = []
+        self.y_mu, self.y_sigma = 0.0, 1.0  # log-runtime standardization (fitted on the training split)
         self._prep_cache: dict = {}
         self._mask = None
 
@@ -204,7 +205,9 @@ class GnnCostModel(CostModel):
 
     def predict_graphs(self, graphs: Sequence[KernelGraph], tile_feat: Optional[np.ndarray] = None) -> np.ndarray:
         raw = self.forward_graphs(graphs, tile_feat)
-        return np.exp(np.clip(raw, -60, 20)) if self.predicts_absolute else raw
+        if not self.predicts_absolute:
+            return raw
+        return np.exp(np.clip(self.y_mu + self.y_sigma * raw, -80, 20))
 
     def predict(self, kernels: Sequence[Any], tiles: Optional[Sequence[Any]] = None) -> np.ndarray:
         kernels = list(kernels)
@@ -247,7 +250,8 @@ class GnnCostModel(CostModel):
         return {"format": "autotune-gnn", "version": FORMAT_VERSION, "config": self.config,
                 "task": self.task, "target": self.target, "state_dict": self.net.state_dict(),
                 "node_scaler": self.node_scaler.state_dict(), "tile_scaler": self.tile_scaler.state_dict(),
-                "node_dim": NODE_DIM, "tile_dim": TILE_DIM, "num_opcodes": NUM_OPCODES, "history": self.history}
+                "node_dim": NODE_DIM, "tile_dim": TILE_DIM, "num_opcodes": NUM_OPCODES, "history": self.history,
+                "y_mu": self.y_mu, "y_sigma": self.y_sigma}
 
     def save(self, path: str) -> None:
         tmp = f"{path}.tmp{os.getpid()}"
@@ -286,6 +290,7 @@ class GnnCostModel(CostModel):
         m.node_scaler = FeatureScaler.from_state(st["node_scaler"])
         m.tile_scaler = FeatureScaler.from_state(st["tile_scaler"])
         m.history = list(st.get("history", []))
+        m.y_mu, m.y_sigma = float(st.get("y_mu", 0.0)), float(st.get("y_sigma", 1.0))
         return m
 
 

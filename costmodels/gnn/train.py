@@ -67,7 +67,8 @@ class _Prepared:
         rt = np.asarray(samples.runtime, np.float64)
         ok = np.isfinite(rt) & (rt > 0)
         self.keep = np.nonzero(ok)[0]
-        self.y = np.log(np.where(ok, rt, 1.0))
+        # standardized log runtime (the model's y_mu / y_sigma, fitted on the training split)
+        self.y = (np.log(np.where(ok, rt, 1.0)) - model.y_mu) / model.y_sigma
         self.family = np.asarray(samples.family_of_sample())
         self.n = len(self.keep)
 
@@ -137,6 +138,10 @@ def fit_gnn(model: Any, train: Any, validation: Any = None, *, epochs: int = 20,
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
     model.fit_scalers(train.graphs, train.tile_feat)
+    rt = np.asarray(train.runtime, np.float64)
+    ly = np.log(rt[np.isfinite(rt) & (rt > 0)])
+    if len(ly):
+        model.y_mu, model.y_sigma = float(ly.mean()), float(max(ly.std(), 1e-3))
     tr = _Prepared(model, train)
     if tr.n == 0:
         raise ValueError("the training split has no successful measurements")
@@ -174,7 +179,7 @@ def fit_gnn(model: Any, train: Any, validation: Any = None, *, epochs: int = 20,
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.net.parameters(), 5.0)
             opt.step()
-            total += float(loss)
+            total += float(loss.detach())
         train_loss = total / steps_per_epoch
         val = _validate(model, va) if va is not None else train_loss
         rec = {"epoch": ep + 1, "train_loss": train_loss, "val": val, "seconds": time.monotonic() - t0}

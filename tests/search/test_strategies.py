@@ -84,6 +84,9 @@ def test_ask_contract(name, space, cost):
 def test_tell_tolerates_order_subsets_failures_and_strangers(name, space, cost):
     s = make(name, space)
     cfgs = s.ask(8)
+    if len(cfgs) < 3:  # the hill climber first asks for its starting point alone
+        s.tell(cfgs, cost.many(cfgs))
+        cfgs = s.ask(8)
     costs = cost.many(cfgs)
     # reversed order, one never told, one failure (inf), one NaN, plus a configuration never asked
     told = list(reversed(cfgs[1:]))
@@ -196,8 +199,12 @@ def test_annealing_heads_are_detached_and_never_worse_than_failures(space, cost)
             assert np.all(s.head_costs[started] <= before[started])
         else:
             s.tell(cfgs, costs)
-        for h in s.heads:  # memory stays bounded: no head keeps a chain of ancestors alive
-            assert h is None or h.parent is None or h.parent.parent is None
+        heads = {id(h) for h in s.heads}
+        for h in s.heads:  # memory stays bounded: an ancestor that is no longer a head is detached
+            a = h.parent if h is not None else None
+            while a is not None and id(a) in heads:
+                a = a.parent
+            assert a is None or a.parent is None
     assert s.n_restarts > 0
     assert np.all(np.isfinite(s.head_costs))
 
