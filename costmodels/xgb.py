@@ -1,0 +1,223 @@
+"""XGBoost baseline cost model on kernel-level features (AutoTVM-style, Kaufman et al. section 6).
+
+Feature vector of a (kernel, tile) item (`kernel_vector`):
+  opcode histogram over `OPCODE_VOCAB` (counts of nodes per opcode, parameters included)
+  ++ kernel-level features (`KERNEL_FEATURE_NAMES`: static metrics, sizes, fusion kind, ...)
+  ++ column-wise mean and max of the raw node features (shapes, layouts, windows, ...)
+  ++ tile features (`TILE_FEATURE_NAMES`; zero for the fusion task).
+Tasks: "fusion" uses reg:squarederror on standardized log runtime (predicts seconds); "tile" uses
+rank:pairwise with one query group per kernel (predicts scores, lower = faster).
+"""
+from __future__ import annotations
+
+import base64
+import json
+import os
+from typing import Any, Optional, Sequence
+
+import numpy as np
+
+from autotune.features import (KERNEL_FEATURE_NAMES, NODE_DIM, NUM_OPCODES, STATIC_COLUMNS, TILE_DIM, KernelGraph,
+                               kernel_graph, tile_features)
+
+from .base import CostModel, register_cost_model
+
+__all__ = ["XgbCostModel", "kernel_vector", "KERNEL_VECTOR_DIM", "FORMAT_VERSION"]
+
+FORMAT_VERSION = 1
+KERNEL_VECTOR_DIM = NUM_OPCODES + len(KERNEL_FEATURE_NAMES) + 2 * NODE_DIM + TILE_DIM
+
+_STATIC_CACHE: dict = {}
+
+
+def _static_part(g: KernelGraph) -> np.ndarray:
+    key = g.hash or id(g)
+    v = _STATIC_CACHE.get(key)
+    if v is None:
+        hist = np.bincount(g.opcode, minlength=NUM_OPCODES)[:NUM_OPCODES].astype(np.float32)
+        nf = g.node_feat
+        mean = nf.mean(axis=0) if len(nf) else np.zeros(NODE_DIM, np.float32)
+        mx = nf.max(axis=0) if len(nf) else np.zeros(NODE_DIM, np.float32)
+        v = np.concatenate([hist, g.kernel_feat.astype(np.float32), mean, mx]).astype(np.float32)
+        if len(_STATIC_CACHE) > 200_000:
+            _STATIC_CACHE.clear()
+        _STATIC_CACHE[key] = v
+    return v
+
+
+def kernel_vector(g: KernelGraph, tile_feat: Optional[np.ndarray] = None) -> np.ndarray:
+    """The `KERNEL_VECTOR_DIM` feature vector of one kernel graph and raw tile features."""
+    tf = np.zeros(TILE_DIM, np.float32) if tile_feat is None else np.asarray(tile_feat, np.float32)
+    return np.concatenate([_static_part(g), tf])
+
+
+def _matrix(graphs: Sequence[KernelGraph], tile_feat: Optional[np.ndarray], static: bool) -> np.ndarray:
+    X = np.zeros((len(graphs), KERNEL_VECTOR_DIM), np.float32)
+    for i, g in enumerate(graphs):
+        X[i, :KERNEL_VECTOR_DIM - TILE_DIM] = _static_part(g)
+    if tile_feat is not None and len(graphs):
+        X[:, KERNEL_VECTOR_DIM - TILE_DIM:] = tile_feat
+    if not static:
+        base = NUM_OPCODES + len(KERNEL_FEATURE_NAMES)
+        cols = list(range(NUM_OPCODES, NUM_OPCODES + 5))  # kernel-level static metrics
+        for c in STATIC_COLUMNS:
+            cols += [base + c, base + NODE_DIM + c]
+        X[:, cols] = 0.0
+    return X
+
+
+class XgbCostModel(CostModel):
+    """Gradient-boosted trees on kernel-level features."""
+
+    name = "xgboost"
+
+    def __init__(self, task: str = "fusion", target: str = "tpu", n_estimators: int = 300, max_depth: int = 6,
+                 learning_rate: float = 0.1, subsample: float = 0.9, seed: int = 0, static_features: bool = True,
+                 early_stopping_rounds: int = 30, nthread: Optional[int] = None, **_: Any):
+        if task not in ("fusion", "tile"):
+            raise ValueError(f"task must be fusion or tile, not {task!r}")
+        self.task, self.target = task, target
+        self.params = {"n_estimators": int(n_estimators), "max_depth": int(max_depth),
+                       "learning_rate": float(learning_rate), "subsample": float(subsample), "seed": int(seed),
+                       "static_features": bool(static_features), "early_stopping_rounds": int(early_stopping_rounds)}
+        self.nthread = nthread
+        self.booster = None
+        self.y_mu, self.y_sigma = 0.0, 1.0
+        self.best_iteration: Optional[int] = None
+
+    @property
+    def predicts_absolute(self) -> bool:  # type: ignore[override]
+        return self.task == "fusion"
+
+    # ---- training
+    def _xy(self, samples: Any) -> tuple:
+        rt = np.asarray(samples.runtime, np.float64)
+        ok = np.nonzero(np.isfinite(rt) & (rt > 0))[0]
+        graphs = [samples.graphs[samples.graph[i]] for i in ok]
+        tf = samples.tile_feat[ok] if self.task == "tile" else None
+        X = _matrix(graphs, tf, self.params["static_features"])
+        ly = np.log(rt[ok])
+        groups = np.asarray(samples.program, np.int64)[ok] * 10_000_000 + np.asarray(samples.graph, np.int64)[ok]
+        return X, ly, groups
+
+    def _dmatrix(self, X: np.ndarray, ly: np.ndarray, groups: np.ndarray):
+        import xgboost as xgb
+        y = (ly - self.y_mu) / self.y_sigma
+        if self.task == "tile":
+            order = np.argsort(groups, kind="stable")
+            return xgb.DMatrix(X[order], label=-y[order], qid=groups[order], nthread=self.nthread or -1)
+        return xgb.DMatrix(X, label=y, nthread=self.nthread or -1)
+
+    def fit(self, dataset: Any, validation: Any = None, verbose: bool = False) -> "XgbCostModel":
+        import xgboost as xgb
+        if hasattr(dataset, "load") and validation is None:
+            if getattr(dataset, "task", self.task) != self.task:
+                raise ValueError(f"dataset is for task {dataset.task!r}, the model for {self.task!r}")
+            train = dataset.load("train")
+            try:
+                validation = dataset.load("validation")
+            except ValueError:
+                validation = None
+        else:
+            train = dataset
+        X, ly, g = self._xy(train)
+        if len(X) == 0:
+            raise ValueError("the training split has no successful measurements")
+        self.y_mu, self.y_sigma = float(ly.mean()), float(max(ly.std(), 1e-3))
+        dtrain = self._dmatrix(X, ly, g)
+        p = self.params
+        params = {"max_depth": p["max_depth"], "eta": p["learning_rate"], "subsample": p["subsample"],
+                  "seed": p["seed"], "objective": "rank:pairwise" if self.task == "tile" else "reg:squarederror",
+                  "tree_method": "hist", "verbosity": 0}
+        if self.nthread:
+            params["nthread"] = self.nthread
+        evals = []
+        if validation is not None and len(validation.graph):
+            Xv, lyv, gv = self._xy(validation)
+            if len(Xv):
+                evals = [(self._dmatrix(Xv, lyv, gv), "validation")]
+        kw = {}
+        if evals and p["early_stopping_rounds"] > 0:
+            kw["early_stopping_rounds"] = p["early_stopping_rounds"]
+        self.booster = xgb.train(params, dtrain, num_boost_round=p["n_estimators"], evals=evals,
+                                 verbose_eval=verbose, **kw)
+        self.best_iteration = getattr(self.booster, "best_iteration", None) if kw else None
+        return self
+
+    # ---- inference
+    def predict_graphs(self, graphs: Sequence[KernelGraph], tile_feat: Optional[np.ndarray] = None) -> np.ndarray:
+        import xgboost as xgb
+        if self.booster is None:
+            raise ValueError("the XGBoost cost model is not trained (fit or load it first)")
+        if not len(graphs):
+            return np.zeros(0)
+        X = _matrix(graphs, tile_feat if self.task == "tile" else None, self.params["static_features"])
+        kw = {}
+        if self.best_iteration is not None:
+            kw["iteration_range"] = (0, int(self.best_iteration) + 1)
+        out = self.booster.predict(xgb.DMatrix(X, nthread=self.nthread or -1), **kw).astype(np.float64)
+        if self.task == "tile":
+            return -out  # higher relevance = faster; scores: lower = faster
+        return np.exp(np.clip(self.y_mu + self.y_sigma * out, -80, 20))
+
+    def predict(self, kernels: Sequence[Any], tiles: Optional[Sequence[Any]] = None) -> np.ndarray:
+        kernels = list(kernels)
+        if not kernels:
+            return np.zeros(0)
+        graphs = [kernel_graph(k, self.target) for k in kernels]
+        tf = None
+        if self.task == "tile":
+            from costmodels.gnn.model import _default_tile
+            tl = list(tiles) if tiles is not None else [None] * len(kernels)
+            tf = np.stack([tile_features(g.tiled_dims, t if t is not None else _default_tile(k, self.target))
+                           for k, g, t in zip(kernels, graphs, tl)])
+        return self.predict_graphs(graphs, tf)
+
+    # ---- persistence
+    def save(self, path: str) -> None:
+        if self.booster is None:
+            raise ValueError("cannot save an untrained XGBoost cost model")
+        raw = bytes(self.booster.save_raw("json"))
+        doc = {"format": "autotune-xgb", "version": FORMAT_VERSION, "task": self.task, "target": self.target,
+               "params": self.params, "y_mu": self.y_mu, "y_sigma": self.y_sigma,
+               "best_iteration": self.best_iteration, "feature_dim": KERNEL_VECTOR_DIM,
+               "booster": base64.b64encode(raw).decode("ascii")}
+        tmp = f"{path}.tmp{os.getpid()}"
+        with open(tmp, "w") as f:
+            json.dump(doc, f)
+        os.replace(tmp, path)
+
+    @classmethod
+    def load(cls, path: str, task: Optional[str] = None, target: Optional[str] = None) -> "XgbCostModel":
+        import xgboost as xgb
+        try:
+            with open(path) as f:
+                doc = json.load(f)
+        except OSError as e:
+            raise ValueError(f"cannot read XGBoost model {path}: {e.strerror or e}") from None
+        except (ValueError, UnicodeDecodeError):
+            raise ValueError(f"{path} is not an XGBoost cost model file (corrupt or wrong format)") from None
+        if not isinstance(doc, dict) or doc.get("format") != "autotune-xgb":
+            raise ValueError(f"{path} is not an XGBoost cost model file")
+        if doc.get("version") != FORMAT_VERSION:
+            raise ValueError(f"{path}: XGBoost model format version {doc.get('version')} is not supported")
+        if doc.get("feature_dim") != KERNEL_VECTOR_DIM:
+            raise ValueError(f"{path}: the model was trained with another feature layout")
+        if task is not None and doc["task"] != task:
+            raise ValueError(f"{path} is an XGBoost model for the {doc['task']} task, not {task}")
+        if target is not None and doc["target"] != target:
+            raise ValueError(f"{path} is an XGBoost model for target {doc['target']}, not {target}")
+        m = cls(doc["task"], doc["target"], **doc["params"])
+        try:
+            b = xgb.Booster()
+            b.load_model(bytearray(base64.b64decode(doc["booster"])))
+        except Exception as e:  # noqa: BLE001
+            raise ValueError(f"{path}: corrupt booster ({type(e).__name__})") from None
+        m.booster = b
+        m.y_mu, m.y_sigma = float(doc["y_mu"]), float(doc["y_sigma"])
+        m.best_iteration = doc.get("best_iteration")
+        return m
+
+
+register_cost_model("xgboost", XgbCostModel)
+register_cost_model("xgb", XgbCostModel)
