@@ -739,12 +739,12 @@ class FusionSpace:
 
     def _kernel_ok_fast(self, comp: Computation, ci: int, root: int, members: tuple) -> bool:
         """The target's kernel rule, with the common hero-count check done by a set intersection."""
+        if not self.rules.hero_count_only:
+            return self.rules.kernel_ok(comp, root, members)
         heroes = self._hero_sets[ci]
         if not heroes or heroes.isdisjoint(members):
             return True
-        if self.rules.hero_count_only:
-            return len(heroes.intersection(members)) <= self.rules.max_heroes
-        return self.rules.kernel_ok(comp, root, members)
+        return len(heroes.intersection(members)) <= self.rules.max_heroes
 
     def flip_valid(self, bits: bytearray, e: int) -> bool:
         """Whether flipping edge e (already applied to `bits`) leaves every touched kernel legal."""

@@ -302,6 +302,34 @@ def _remove_noops(comp: HloComputation) -> None:
             ins.operands = [alias.get(o, o) for o in ins.operands]
 
 
+def _degenerate_reduces(comp: HloComputation) -> None:
+    """Rewrite a reduce that only drops size-1 dimensions (same element count in and out) as a
+    reshape of its operand, as XLA's algebraic simplifier does (the init value being the reducer's
+    identity). Left as a reduce, the simplifier rewrites it *inside* a hand-made fusion into a
+    reshape whose shape the verifier then rejects ("Fused computation shape ... is not equal to the
+    fusion shape")."""
+    by_name = {i.name: i for i in comp.instructions}
+    for ins in comp.instructions:
+        if ins.opcode != "reduce" or ins.shape.is_tuple or len(ins.operands) != 2:
+            continue
+        operand = by_name[ins.operands[0]]
+        if operand.shape.is_tuple or any(d < 0 for d in operand.shape.dims):
+            continue
+        if _elements(operand.shape.dims) != _elements(ins.shape.dims):
+            continue
+        ins.opcode = "reshape"
+        ins.operands = [ins.operands[0]]
+        ins.attrs = {k: v for k, v in ins.attrs.items() if k == "metadata"}
+        ins.parsed = {}
+
+
+def _elements(dims) -> int:
+    n = 1
+    for d in dims:
+        n *= d
+    return n
+
+
 def _dce(comp: HloComputation) -> None:
     by_name = {i.name: i for i in comp.instructions}
     live: set[str] = set()
@@ -426,6 +454,7 @@ def _normalize(module: HloModule) -> Program:
             _inline_calls(comp, comps, namer, done)
             _forward_tuples(comp)
             _fold_splats(comp)
+            _degenerate_reduces(comp)
             _remove_noops(comp)
             _dce(comp)
         for ins in comp.instructions:

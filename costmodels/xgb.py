@@ -103,9 +103,15 @@ class XgbCostModel(CostModel):
     def _dmatrix(self, X: np.ndarray, ly: np.ndarray, groups: np.ndarray):
         import xgboost as xgb
         y = (ly - self.y_mu) / self.y_sigma
-        if self.task == "tile":
+        if self.task == "tile":  # integer relevance: dense rank of speed inside each kernel's group
+            from scipy.stats import rankdata
             order = np.argsort(groups, kind="stable")
-            return xgb.DMatrix(X[order], label=-y[order], qid=groups[order], nthread=self.nthread or -1)
+            g, yy = groups[order], y[order]
+            rel = np.zeros(len(yy))
+            starts = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
+            for a, b in zip(starts, np.r_[starts[1:], len(g)]):
+                rel[a:b] = rankdata(-yy[a:b], method="dense") - 1
+            return xgb.DMatrix(X[order], label=rel, qid=g, nthread=self.nthread or -1)
         return xgb.DMatrix(X, label=y, nthread=self.nthread or -1)
 
     def fit(self, dataset: Any, validation: Any = None, verbose: bool = False) -> "XgbCostModel":
@@ -129,6 +135,8 @@ class XgbCostModel(CostModel):
         params = {"max_depth": p["max_depth"], "eta": p["learning_rate"], "subsample": p["subsample"],
                   "seed": p["seed"], "objective": "rank:pairwise" if self.task == "tile" else "reg:squarederror",
                   "tree_method": "hist", "verbosity": 0}
+        if self.task == "tile":
+            params.update({"eval_metric": "ndcg", "ndcg_exp_gain": False})
         if self.nthread:
             params["nthread"] = self.nthread
         evals = []

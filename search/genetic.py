@@ -98,13 +98,14 @@ class GeneticSearch(Strategy):
             n_new, make = self.pop_size, (lambda: self.space.random(self.rng))
             first = self._fresh(self.space.default)
             self._queue = [first] if first is not None else []
-        while len(self._queue) < n_new:
+        for _ in range(2 * n_new):  # bounded: a nearly exhausted space yields a short generation
+            if len(self._queue) >= n_new:
+                break
             cfg = self._fresh(make)
             if cfg is None:  # the neighbourhood of the parents is used up: explore
                 cfg = self._fresh(lambda: self.space.random(self.rng))
-            if cfg is None:
-                break
-            self._queue.append(cfg)
+            if cfg is not None:
+                self._queue.append(cfg)
 
     # ---- protocol
     def ask(self, n: int) -> list:
