@@ -132,7 +132,8 @@ class Tuner:
                  evaluator: Any = None, hw_budget: Any = None, top_k_verify: int = 10,
                  out_dir: "str | Path | None" = None, batch_size: int = 64, checkpoint_every_s: float = 5.0,
                  progress: bool = True, on_batch: Optional[Callable[[dict], None]] = None,
-                 max_evaluations: Optional[int] = None):
+                 max_evaluations: Optional[int] = None,
+                 on_config: Optional[Callable[[FusionConfig, float], None]] = None):
         from hardware.base import Budget
 
         self.space = space
@@ -150,6 +151,7 @@ class Tuner:
         self.progress = progress
         self.on_batch = on_batch
         self.max_evaluations = max_evaluations
+        self.on_config = on_config  # called once per fresh configuration (e.g. to charge hardware time)
         self.cost = ProgramCost(space, cost_model.predict if hasattr(cost_model, "predict") else cost_model)
         self.evaluations = 0
         self.history: list = []
@@ -268,8 +270,12 @@ class Tuner:
                 if not cfgs:
                     self._stop = "strategy_finished"
                     break
-                fresh = sum(1 for c in cfgs if c.key() not in seen)
+                fresh_idx = [i for i, c in enumerate(cfgs) if c.key() not in seen]
+                fresh = len(fresh_idx)
                 costs = self.cost(cfgs)
+                if self.on_config is not None:
+                    for i in fresh_idx:
+                        self.on_config(cfgs[i], float(costs[i]))
                 self.strategy.tell(cfgs, costs)
                 self.evaluations += fresh
                 before = self.best_cost

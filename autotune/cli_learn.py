@@ -1,0 +1,290 @@
+"""Command-line commands for learned cost models: `dataset build`, `train`, `evaluate`.
+
+They are plain click commands (not attached to a group here); autotune/cli.py attaches them to the
+`autotune` group:
+
+    autotune dataset build --programs DIR --task fusion|tile --evaluator sim|xla [--target T]
+                           [--configs-per-program N] [--split-file F] --out DIR
+    autotune train --model gnn|xgboost --task fusion|tile --data DIR --out MODEL [--seed S]
+                   [--epochs N] [--reduction node|column|lstm|transformer] [--encoder sage|gat|none]
+                   [--loss rank|mse] [--no-static-features] [--edge-direction both|in|out]
+    autotune evaluate --model M [--model M2 ...] --data DIR [--split test|validation|train|all] [--json]
+
+In `evaluate`, M is "analytical" (the predictions stored in the dataset), "gnn" or "xgboost" (a fresh
+model with default settings trained on the dataset's train split), or a saved model file. Errors are
+one line on stderr with exit status 2.
+"""
+from __future__ import annotations
+
+import functools
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any, Callable, Optional, Sequence
+
+import click
+import numpy as np
+
+__all__ = ["dataset", "build", "train", "evaluate", "LearnError", "load_model_file", "evaluate_models"]
+
+
+class LearnError(click.ClickException):
+    """One-line user error (exit status 2)."""
+
+    exit_code = 2
+
+    def show(self, file=None) -> None:
+        click.echo(f"autotune: error: {self.format_message()}", err=True)
+
+
+def _friendly(fn: Callable) -> Callable:
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except click.ClickException:
+            raise
+        except (ValueError, KeyError, OSError) as e:
+            msg = f"unknown name {e}" if isinstance(e, KeyError) else (str(e).splitlines()[0] if str(e) else type(e).__name__)
+            raise LearnError(msg) from None
+    return wrapper
+
+
+# --------------------------------------------------------------------------------------------------
+@click.group("dataset")
+def dataset() -> None:
+    """Generate and inspect training datasets for learned cost models."""
+
+
+@dataset.command("build")
+@click.option("--programs", "programs_dir", required=True, type=click.Path(exists=True),
+              help="Directory of .hlo programs (or one .hlo file).")
+@click.option("--task", type=click.Choice(["fusion", "tile"]), required=True)
+@click.option("--evaluator", type=click.Choice(["sim", "xla"]), default="sim", show_default=True)
+@click.option("--target", default="tpu", show_default=True)
+@click.option("--configs-per-program", type=click.IntRange(1, 100000), default=8, show_default=True,
+              help="Fusion configurations sampled per program (tile task: at most 4 are used).")
+@click.option("--max-tiles", type=click.IntRange(1, 100000), default=64, show_default=True,
+              help="Tile task: at most this many tiles per kernel (random subset + the default).")
+@click.option("--split-file", type=click.Path(exists=True, dir_okay=False), default=None,
+              help='JSON {"train": [...], "validation": [...], "test": [...]} of program names.')
+@click.option("--program", "only", multiple=True, help="Only these programs (names; repeatable).")
+@click.option("--store", default=None, help="Measurement store path ('none' for memory); default: the "
+              "default store for xla, none for sim.")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False))
+@_friendly
+def build(programs_dir: str, task: str, evaluator: str, target: str, configs_per_program: int, max_tiles: int,
+          split_file: Optional[str], only: Sequence[str], store: Optional[str], seed: int, out_dir: str) -> None:
+    """Measure random fusion configurations' kernels (or every tile of kernels) into a dataset."""
+    from .dataset import build_dataset
+    from .store import open_store
+
+    st = None
+    if store is not None or evaluator == "xla":
+        st = open_store(store)
+
+    def log(name: str, rec: dict) -> None:
+        click.echo(f"{name}: {rec['n_kernels']} kernels, {rec['n_samples']} samples "
+                   f"({rec['n_failed']} failed) -> {rec['split']}", err=True)
+
+    ds = build_dataset(programs_dir, task, evaluator, target, configs_per_program, out_dir, split_file, seed,
+                       max_tiles_per_kernel=max_tiles, programs=list(only) or None, store=st,
+                       progress=sys.stderr.isatty(), log=log)
+    counts = {s: len(ds.programs_in(s)) for s in ("train", "validation", "test")}
+    click.echo(f"wrote {out_dir}: {len(ds.programs)} programs ({counts['train']} train, {counts['validation']} "
+               f"validation, {counts['test']} test), {len(ds)} samples")
+
+
+# --------------------------------------------------------------------------------------------------
+def _make_model(model: str, task: str, target: str, opts: dict) -> Any:
+    if model == "gnn":
+        from costmodels.gnn import GnnCostModel
+        return GnnCostModel(task, target, reduction=opts.get("reduction"), encoder=opts.get("encoder"),
+                            loss=opts.get("loss"), static_features=opts.get("static_features", True),
+                            edge_direction=opts.get("edge_direction"), hidden=opts.get("hidden"),
+                            layers=opts.get("layers"), seed=opts.get("seed", 0))
+    if model in ("xgboost", "xgb"):
+        from costmodels.xgb import XgbCostModel
+        return XgbCostModel(task, target, seed=opts.get("seed", 0), static_features=opts.get("static_features", True),
+                            n_estimators=opts.get("n_estimators") or 300)
+    raise ValueError(f"unknown model {model!r} (use gnn or xgboost)")
+
+
+def _fit(m: Any, ds: Any, opts: dict) -> None:
+    from costmodels.gnn import GnnCostModel
+    if isinstance(m, GnnCostModel):
+        m.fit(ds, epochs=opts.get("epochs") or 20, batch_size=opts.get("batch_size") or 64,
+              lr=opts.get("lr") or 1e-3, seed=opts.get("seed", 0), progress=sys.stderr.isatty())
+    else:
+        m.fit(ds)
+
+
+@click.command("train")
+@click.option("--model", type=click.Choice(["gnn", "xgboost"]), required=True)
+@click.option("--task", type=click.Choice(["fusion", "tile"]), required=True)
+@click.option("--data", "data_dir", required=True, type=click.Path(exists=True, file_okay=False))
+@click.option("--out", "out_path", required=True, type=click.Path(dir_okay=False))
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--epochs", type=click.IntRange(1, 100000), default=None, help="GNN epochs (default 20).")
+@click.option("--batch-size", type=click.IntRange(2, 100000), default=None)
+@click.option("--lr", type=float, default=None)
+@click.option("--hidden", type=click.IntRange(1, 4096), default=None)
+@click.option("--layers", type=click.IntRange(0, 64), default=None)
+@click.option("--reduction", type=click.Choice(["node", "per-node", "column", "lstm", "transformer"]), default=None)
+@click.option("--encoder", type=click.Choice(["sage", "gat", "none"]), default=None)
+@click.option("--loss", type=click.Choice(["rank", "mse"]), default=None,
+              help="Default: rank for tiles, mse (log runtime) for fusion.")
+@click.option("--no-static-features", is_flag=True, help="Drop the static performance features.")
+@click.option("--edge-direction", type=click.Choice(["both", "in", "out"]), default=None)
+@click.option("--n-estimators", type=click.IntRange(1, 100000), default=None, help="XGBoost rounds.")
+@_friendly
+def train(model: str, task: str, data_dir: str, out_path: str, seed: int, epochs: Optional[int],
+          batch_size: Optional[int], lr: Optional[float], hidden: Optional[int], layers: Optional[int],
+          reduction: Optional[str], encoder: Optional[str], loss: Optional[str], no_static_features: bool,
+          edge_direction: Optional[str], n_estimators: Optional[int]) -> None:
+    """Train a GNN or XGBoost cost model on a dataset's train split (validation for model selection)."""
+    from .dataset import Dataset
+    ds = Dataset.open(data_dir)
+    if ds.task != task:
+        raise LearnError(f"{data_dir} is a {ds.task} dataset, not {task}")
+    opts = dict(seed=seed, epochs=epochs, batch_size=batch_size, lr=lr, hidden=hidden, layers=layers,
+                reduction=reduction, encoder=encoder, loss=loss, static_features=not no_static_features,
+                edge_direction=edge_direction, n_estimators=n_estimators)
+    m = _make_model(model, task, ds.target, opts)
+    _fit(m, ds, opts)
+    m.save(out_path)
+    extra = ""
+    hist = getattr(m, "history", None)
+    if hist and "best_epoch" in hist[-1]:
+        extra = f" (best epoch {hist[-1]['best_epoch']}, validation {hist[-1]['best_val']:.4g})"
+    click.echo(f"wrote {out_path}: {model} {task} model{extra}")
+
+
+# --------------------------------------------------------------------------------------------------
+def load_model_file(path: str, task: Optional[str] = None, target: Optional[str] = None) -> Any:
+    """A saved GNN (torch) or XGBoost (JSON) cost model, by content."""
+    from costmodels.gnn import GnnCostModel
+    from costmodels.xgb import XgbCostModel
+    p = Path(path)
+    if not p.is_file():
+        raise ValueError(f"model file {path} does not exist")
+    head = p.read_bytes()[:64].lstrip()
+    loader = XgbCostModel.load if head.startswith(b"{") else GnnCostModel.load
+    return loader(str(p), task=task, target=target)
+
+
+def _nan_to_none(x: Any) -> Any:
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    if isinstance(x, dict):
+        return {k: _nan_to_none(v) for k, v in x.items()}
+    return x
+
+
+def evaluate_models(models: dict, ds: Any, split: str = "test") -> dict:
+    """{"programs": {name: {model: {metric: value}}}, "summary": {model: {metric: mean}},
+    "median": {model: {metric: median}}}; `models` maps a label to a model or "analytical"."""
+    from .metrics import fusion_metrics, tile_metrics
+    names = ds.programs_in(split)
+    if not names:
+        raise ValueError(f"dataset {ds.root} has no programs in the {split} split")
+    per: dict = {}
+    for name, s in ds.iter_programs(split):
+        ok = np.isfinite(s.runtime) & (s.runtime > 0)
+        if not ok.any():
+            continue
+        s = s.select(np.nonzero(ok)[0])
+        row: dict = {}
+        for label, m in models.items():
+            if isinstance(m, str) and m == "analytical":
+                pred, absolute = s.analytical, True
+            else:
+                pred = m.predict_graphs(s.sample_graphs(), s.tile_feat)
+                absolute = bool(getattr(m, "predicts_absolute", True))
+            if ds.task == "fusion":
+                met = fusion_metrics(pred, s.runtime)
+                if not absolute:
+                    met.pop("mape")
+            else:
+                met = tile_metrics(pred, s.runtime, s.graph, absolute=absolute)
+                met.pop("pair_acc", None)
+            row[label] = met
+        per[name] = row
+    summary: dict = {}
+    median: dict = {}
+    for label in models:
+        keys = sorted({k for r in per.values() for k in r.get(label, {})})
+        summary[label], median[label] = {}, {}
+        for k in keys:
+            vals = np.array([r[label][k] for r in per.values() if k in r.get(label, {})], float)
+            vals = vals[np.isfinite(vals)]
+            summary[label][k] = float(vals.mean()) if len(vals) else float("nan")
+            median[label][k] = float(np.median(vals)) if len(vals) else float("nan")
+    return {"task": ds.task, "split": split, "programs": per, "summary": summary, "median": median}
+
+
+_ORDER = ("mape", "kendall", "tile_ape", "top1", "top5", "top10")
+
+
+def _fmt(k: str, v: Optional[float]) -> str:
+    if v is None or not math.isfinite(v):
+        return "-"
+    if k in ("mape", "tile_ape"):
+        return f"{v:.1f}%"
+    if k.startswith("top"):
+        return f"{100 * v:.1f}%"
+    return f"{v:.3f}"
+
+
+def _table(res: dict) -> str:
+    models = list(res["summary"])
+    cols = [(m, k) for m in models for k in _ORDER if k in res["summary"][m]]
+    header = ["program"] + [f"{m}:{k}" for m, k in cols]
+    rows = []
+    for name, r in sorted(res["programs"].items()):
+        rows.append([name] + [_fmt(k, r.get(m, {}).get(k)) for m, k in cols])
+    rows.append(["median"] + [_fmt(k, res["median"][m].get(k)) for m, k in cols])
+    rows.append(["mean"] + [_fmt(k, res["summary"][m].get(k)) for m, k in cols])
+    widths = [max(len(x[i]) for x in [header] + rows) for i in range(len(header))]
+    lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(line, widths)))
+             for line in [header] + rows]
+    lines.insert(1, "-" * len(lines[0]))
+    lines.insert(len(lines) - 2, "-" * len(lines[0]))
+    return "\n".join(lines)
+
+
+@click.command("evaluate")
+@click.option("--model", "model_specs", multiple=True, required=True,
+              help="gnn, xgboost, analytical, or a saved model file (repeatable).")
+@click.option("--data", "data_dir", required=True, type=click.Path(exists=True, file_okay=False))
+@click.option("--split", type=click.Choice(["test", "validation", "train", "all"]), default="test", show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+@click.option("--seed", type=int, default=0, show_default=True)
+@_friendly
+def evaluate(model_specs: Sequence[str], data_dir: str, split: str, as_json: bool, seed: int) -> None:
+    """Per-program accuracy of cost models on a dataset split (the paper's Table 2 metrics)."""
+    from .dataset import Dataset
+    ds = Dataset.open(data_dir)
+    models: dict = {}
+    for spec in model_specs:
+        key = spec.strip().lower()
+        if key == "analytical":
+            models["analytical"] = "analytical"
+        elif key in ("gnn", "xgboost", "xgb"):
+            click.echo(f"training a default {key} model on the train split of {data_dir}", err=True)
+            m = _make_model(key, ds.task, ds.target, {"seed": seed})
+            _fit(m, ds, {"seed": seed})
+            models[key] = m
+        else:
+            m = load_model_file(spec, task=ds.task, target=ds.target)
+            label = Path(spec).stem
+            while label in models:
+                label += "'"
+            models[label] = m
+    res = evaluate_models(models, ds, split)
+    if as_json:
+        click.echo(json.dumps(_nan_to_none(res), indent=2, sort_keys=True))
+    else:
+        click.echo(_table(res))
