@@ -279,7 +279,7 @@ def evaluate(model_specs: Sequence[str], data_dir: str, split: str, as_json: boo
             models[key] = m
         else:
             m = load_model_file(spec, task=ds.task, target=ds.target)
-            label = Path(spec).stem
+            label = Path(spec).name
             while label in models:
                 label += "'"
             models[label] = m

@@ -67,9 +67,10 @@ class AnalyticalCostModel(CostModel):
         if not kernels:
             return np.zeros(0)
         s = self.spec
-        b, T, ks, kp, _ = batch_inputs(kernels, tiles, s, default_tile=_default_tile)
-        launch = s.kernel_launch_s
         untiled = tiles is None
+        # Untiled (fusion task): the formula needs no tile, so skip finding the default one.
+        b, T, ks, kp, _ = batch_inputs(kernels, tiles, s, default_tile=None if untiled else _default_tile)
+        launch = s.kernel_launch_s
         if untiled:
             comp = (b["hero_flops"] / s.peak_flops + (b["vec_flops"] + b["lhs_vec"] + b["rhs_vec"]) / s.vector_flops
                     + (b["trans"] + b["lhs_trans"] + b["rhs_trans"]) / s.transcendental_per_s)

@@ -157,3 +157,17 @@ def test_no_fusible_edges(tmp_path):
     prog.write_text("HloModule m\nENTRY e {\n  x = f32[8] parameter(0)\n  ROOT y = f32[8] exponential(x)\n}\n")
     r = _cli("fusion", str(prog), "--budget", "5s", "--out", str(tmp_path / "o"), "--store", "none")
     assert r.returncode == 2 and "no fusible" in r.stderr
+
+
+def test_tile_command(tmp_path):
+    out = tmp_path / "tile"
+    r = _cli("tile", os.path.join(HLO, "resnet_small_infer.hlo"), "--top-k", "5", "--out", str(out),
+             "--store", "none", "--cost-model", "analytical")
+    assert r.returncode == 0, r.stderr
+    rep = json.loads((out / "report.json").read_text())
+    rows = json.loads((out / "tiles.json").read_text())["kernels"]
+    assert rep["kernels_tuned"] == len(rows) > 0 and rep["speedup"] >= 1.0
+    for row in rows:  # the default tile is always measured: the choice is never worse than it
+        assert row["chosen_s"] <= row["default_s"] + 1e-15 and row["measured"] >= 1
+    r = _cli("tile", SMALL, "--cost-model", "nope", "--out", str(tmp_path / "t2"), "--store", "none")
+    assert r.returncode == 2 and "unknown cost model" in r.stderr
