@@ -161,7 +161,8 @@ def _default_evaluator(target: str) -> str:
 
 
 def make_evaluator(name: Optional[str], target: str, store: Optional[str] = None, seed: int = 0,
-                   budget: Any = None, noise: Optional[float] = None):
+                   budget: Any = None, noise: Optional[float] = None, scheduler: Optional[str] = None,
+                   workers: int = 1):
     """Evaluator by name for a target: `sim` (TPU-like simulator) or `xla` (real XLA on this machine)."""
     from autotune.store import open_store
     name = name or _default_evaluator(target)
@@ -179,7 +180,8 @@ def make_evaluator(name: Optional[str], target: str, store: Optional[str] = None
         except ImportError:
             raise UserError("the xla evaluator needs jax/jaxlib: pip install 'autotune[xla]'") from None
         from hardware.xla import XlaEvaluator
-        return XlaEvaluator(target=target, budget=budget, store=st, seed=seed)
+        return XlaEvaluator(target=target, budget=budget, store=st, seed=seed, n_workers=workers,
+                            scheduler=scheduler)
     raise UserError(f"unknown evaluator {name!r} (known: {', '.join(EVALUATORS)})")
 
 
@@ -335,20 +337,25 @@ def fusion(program: str, budget: str, cost_model: Optional[str], strategy: str, 
 @click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False), default=None,
               help="Fusion configuration (best_config.json); default: the compiler's heuristic.")
 @click.option("--store", default=None, help="Measurement store (SQLite path, or 'none').")
+@click.option("--scheduler", default=None, help="xla: send kernels to a dask.distributed scheduler (tcp://HOST:PORT).")
+@click.option("--workers", default=1, show_default=True, type=int,
+              help="xla: local worker processes measuring in parallel (timings interfere on small machines).")
 @click.option("--end-to-end", "end_to_end", is_flag=True,
               help="xla evaluator: also time the whole fused program, and XLA's own default compilation.")
 @click.option("--seed", default=0, show_default=True, type=int)
 @click.option("--json", "as_json", is_flag=True)
 @_friendly
 def measure(program: str, evaluator: Optional[str], target: str, config_path: Optional[str], store: Optional[str],
-            end_to_end: bool, seed: int, as_json: bool) -> None:
+            scheduler: Optional[str], workers: int, end_to_end: bool, seed: int, as_json: bool) -> None:
     """Measure every kernel of a fusion configuration (and the program total) on an evaluator."""
     from .fusion import FusionSpace
 
     prog, _ = _load(program)
     space = FusionSpace(prog, target)
     cfg = _load_config(space, config_path)
-    ev = make_evaluator(evaluator, target, store, seed)
+    if (scheduler or workers > 1) and (evaluator or _default_evaluator(target)) != "xla":
+        raise UserError("--scheduler/--workers apply to the xla evaluator (the simulator is vectorized in-process)")
+    ev = make_evaluator(evaluator, target, store, seed, scheduler=scheduler, workers=workers)
     try:
         kernels = space.kernels(cfg)
         ms = ev.measure(kernels)

@@ -205,10 +205,11 @@ def node_features(ins: Any, *, is_parameter: bool = False, is_root: bool = False
             _fill(row, name + "_0", [_sl2(v) for v in vals])
             row[_COL[name + "_sum"]] = _sl2(sum(vals))
         row[_COL["window_reversals"]] = float(sum(bool(w.reversal) for w in win))
-    fg = p.get("feature_group_count")
+    conv = ins.opcode == "convolution"
+    fg = p.get("feature_group_count", 1 if conv else None)
     if fg is not None:
         row[_COL["feature_group_count"]] = _l2(fg)
-    bg = p.get("batch_group_count")
+    bg = p.get("batch_group_count", 1 if conv else None)
     if bg is not None:
         row[_COL["batch_group_count"]] = _l2(bg)
     dl = p.get("dim_labels")
@@ -498,7 +499,8 @@ def _tg_row(ins: Any, is_root: bool) -> list:
         r += [dl.out_batch, dl.out_feature] + _tg_block(dl.out_spatial, 2, False)
     else:
         r += [0.0] * 12
-    r += [float(p.get("feature_group_count") or 0), float(p.get("batch_group_count") or 0)]  # 105, 106
+    dflt = 1.0 if ins.opcode == "convolution" else 0.0
+    r += [float(p.get("feature_group_count") or dflt), float(p.get("batch_group_count") or dflt)]  # 105, 106
     sl = p.get("slice") or ()
     r += _tg_block([s.start for s in sl], 2)                           # 107-110 slice start (2, sum, prod)
     r += _tg_block([s.stride for s in sl], 2)                          # 111-114 slice stride

@@ -257,6 +257,19 @@ def _attached_computations(module: HloModule, roots: Sequence[str]) -> list[HloC
 # Whole-program emission
 
 
+# How to compile an emitted (fused) program on XLA:CPU so that it runs exactly our kernels
+# (shared/DESIGN.md): `hardware.xla.compile_hlo(text, **EMITTED_CPU_COMPILE_OPTIONS)`.
+# * disable_fusion: XLA's fusion passes would otherwise fuse the instructions we left outside
+#   fusions (reshapes, transposes, dots' neighbours) into our kernels, so the measured program would
+#   no longer be the configuration. With it, XLA:CPU only wraps the remaining lone ops into
+#   single-op `wrapped_*` loop fusions and keeps dots as library calls.
+# * reshape-mover disabled: it treats a hand-made fusion of elementwise ops as an elementwise
+#   instruction and sinks a degenerate reshape through it by cloning the fusion with a new shape but
+#   the old fused computation -> "Fused computation shape ... is not equal to the fusion shape".
+EMITTED_CPU_COMPILE_OPTIONS = {"disable_fusion": True,
+                               "xla_flags": {"xla_disable_hlo_passes": "reshape-mover"}}
+
+
 def emit_fused_module(space: "FusionSpace", cfg: "FusionConfig", metadata: bool = True) -> HloModule:
     """The program with one `fusion` instruction per kernel (kinds from the target's rules).
 
@@ -355,4 +368,4 @@ def emit_fused_text(space: "FusionSpace", cfg: "FusionConfig", metadata: bool = 
     return emit_fused_module(space, cfg, metadata).to_text()
 
 
-__all__ = ["Kernel", "emit_fused_module", "emit_fused_text", "instruction_signature", "shape_signature"]
+__all__ = ["Kernel", "EMITTED_CPU_COMPILE_OPTIONS", "emit_fused_module", "emit_fused_text", "instruction_signature", "shape_signature"]

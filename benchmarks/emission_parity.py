@@ -104,7 +104,11 @@ def child(path: str, spec: str, refpath: str, disable_fusion: bool) -> dict:
     space = FusionSpace(prog, "cpu")
     cfg = make_config(space, spec)
     fused = emit_fused_text(space, cfg, metadata=False)
-    c = compile_hlo(fused, disable_fusion=disable_fusion)
+    from autotune.kernel import EMITTED_CPU_COMPILE_OPTIONS
+    opts = dict(EMITTED_CPU_COMPILE_OPTIONS)
+    if not disable_fusion:
+        opts["disable_fusion"] = False
+    c = compile_hlo(fused, **opts)
     out = c(*inputs)
     ref = np.load(refpath)
     ref = [ref[f"arr_{i}"] for i in range(len(ref.files))]

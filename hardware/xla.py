@@ -596,6 +596,17 @@ def _measure_in_process(req: dict) -> dict:
             "compile_s": compiled.compile_seconds}
 
 
+def _pool_measure(req: dict) -> Measurement:
+    """One kernel request as a MeasurementPool/dask task (module level: picklable)."""
+    resp = _measure_in_process(req)
+    if resp.get("status") != "ok":
+        return Measurement.failure(resp.get("status", "worker_error: no status"))
+    repeats = list(resp["repeats"])
+    cv = statistics.stdev(repeats) / statistics.fmean(repeats) if len(repeats) > 1 else 0.0
+    return Measurement(float(resp["seconds"]), extra={"repeats": repeats, "number": resp["number"],
+                                                      "compile_s": resp["compile_s"], "cv": cv})
+
+
 def _worker_main(conn: Any) -> None:
     """Worker loop: handshake, then answer measure requests until it receives None."""
     try:
@@ -761,9 +772,16 @@ class XlaEvaluator(Evaluator):
     def __init__(self, target: Optional[str] = None, budget: "Budget | str | float | None" = None,
                  store: Any = None, *, timing: TimingOptions = TimingOptions(),
                  timeout_s: float = 60.0, seed: int = 0, disable_fusion: bool = False,
-                 xla_flags: Optional[dict[str, Any]] = None, startup_timeout_s: float = 120.0):
+                 xla_flags: Optional[dict[str, Any]] = None, startup_timeout_s: float = 120.0,
+                 n_workers: int = 1, scheduler: Optional[str] = None):
         _require_jaxlib()
         self.timing = timing
+        # n_workers > 1 or a dask scheduler ("tcp://HOST:PORT"): kernels go through a MeasurementPool
+        # (same failure semantics: crashes and timeouts become failed Measurements).
+        self._pool = None
+        if n_workers > 1 or scheduler:
+            from .pool import MeasurementPool
+            self._pool = MeasurementPool(n_workers=n_workers, timeout=timeout_s, scheduler=scheduler)
         self.timeout_s = timeout_s
         self.seed = seed
         self.disable_fusion = disable_fusion
@@ -798,6 +816,8 @@ class XlaEvaluator(Evaluator):
             "repeats": repeats, "number": resp["number"], "compile_s": resp["compile_s"], "cv": cv})
 
     def _measure_batch(self, kernels: Sequence[KernelLike], tiles: Sequence[Any]) -> list[Measurement]:
+        if self._pool is not None:
+            return self._measure_pooled(kernels, tiles)
         out: list[Measurement] = []
         for k, t in zip(kernels, tiles):
             if self.budget.exhausted:
@@ -815,6 +835,24 @@ class XlaEvaluator(Evaluator):
             out.append(m)
         return out
 
+    def _measure_pooled(self, kernels: Sequence[KernelLike], tiles: Sequence[Any]) -> list[Measurement]:
+        out: list[Optional[Measurement]] = [None] * len(kernels)
+        reqs, idx = [], []
+        faults = _faults_from_env()
+        for i, k in enumerate(kernels):
+            try:
+                text = k.to_hlo_module()
+            except Exception as exc:
+                out[i] = Measurement.failure(f"emit_error: {type(exc).__name__}: {_first_line(exc)}")
+                continue
+            reqs.append({"text": text, "seed": self.seed, "timing": asdict(self.timing),
+                         "disable_fusion": self.disable_fusion, "xla_flags": self.xla_flags,
+                         "fault": faults.get(k.hash) or faults.get("*")})
+            idx.append(i)
+        for i, m in zip(idx, self._pool.map(_pool_measure, reqs)):
+            out[i] = m
+        return out  # type: ignore[return-value]
+
     def measure_program(self, hlo_text: str) -> Measurement:
         """Time a whole (possibly fused) program end to end, on the same path as kernels.
 
@@ -828,6 +866,9 @@ class XlaEvaluator(Evaluator):
 
     def close(self) -> None:
         self._worker.close()
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = None
 
     def __enter__(self) -> "XlaEvaluator":
         return self

@@ -1,0 +1,198 @@
+"""GNN cost model: layers, batching, reductions, losses, training, save/load (tiny sizes)."""
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from autotune.dataset import build_dataset
+from autotune.features import NODE_DIM, TILE_DIM, kernel_graph
+from autotune.fusion import FusionSpace
+from autotune.metrics import ordered_pair_accuracy
+from autotune.program import Program
+from costmodels.gnn import GnnCostModel, GnnNet, pairwise_rank_loss
+from costmodels.gnn.layers import (DirectedSAGEConv, GATConv, collate, scatter_max, scatter_mean, scatter_sum,
+                                   segment_softmax)
+from costmodels.gnn.model import normalize_config
+from costmodels.gnn.train import family_weights
+
+ROOT = Path(__file__).resolve().parents[2]
+PROGRAMS = ["vae_small_infer", "lstm_small_infer", "autoencoder_small_infer"]
+TINY = dict(hidden=16, embedding=8, layers=2)
+
+
+@pytest.fixture(scope="module")
+def progs(tmp_path_factory):
+    d = tmp_path_factory.mktemp("progs")
+    for p in PROGRAMS:
+        shutil.copy(ROOT / "examples" / "hlo" / f"{p}.hlo", d / f"{p}.hlo")
+    return d
+
+
+@pytest.fixture(scope="module")
+def fusion_ds(progs, tmp_path_factory):
+    return build_dataset(progs, "fusion", "sim", configs_per_program=3, out_dir=tmp_path_factory.mktemp("f"))
+
+
+@pytest.fixture(scope="module")
+def tile_ds(progs, tmp_path_factory):
+    return build_dataset(progs, "tile", "sim", configs_per_program=1, out_dir=tmp_path_factory.mktemp("t"),
+                         max_tiles_per_kernel=16)
+
+
+@pytest.fixture(scope="module")
+def kernels():
+    prog = Program.from_file(str(ROOT / "examples/hlo/lstm_small_infer.hlo"))
+    space = FusionSpace(prog, "tpu")
+    return [k for k in space.kernels(space.default()) if not k.is_trivial]
+
+
+def test_scatter_ops():
+    src = torch.tensor([[1.0, -1.0], [3.0, 5.0], [2.0, 0.0]])
+    idx = torch.tensor([0, 0, 2])
+    assert scatter_sum(src, idx, 3).tolist() == [[4.0, 4.0], [0.0, 0.0], [2.0, 0.0]]
+    assert scatter_mean(src, idx, 3).tolist() == [[2.0, 2.0], [0.0, 0.0], [2.0, 0.0]]
+    assert scatter_max(src, idx, 3).tolist() == [[3.0, 5.0], [0.0, 0.0], [2.0, 0.0]]
+    sm = segment_softmax(torch.tensor([[0.0], [0.0], [1.0]]), torch.tensor([1, 1, 0]), 2)
+    assert sm.squeeze(1).tolist() == pytest.approx([0.5, 0.5, 1.0])
+
+
+def test_collate_offsets_edges_and_early_join():
+    x1, x2 = np.ones((2, 3), np.float32), np.zeros((3, 3), np.float32)
+    e1, e2 = np.array([[0], [1]]), np.array([[0, 1], [2, 2]])
+    b = collate([x1, x2], [np.array([1, 2]), np.array([3, 4, 5])], [e1, e2], np.array([[7.0], [9.0]]))
+    assert b.num_graphs == 2 and b.num_nodes == 5
+    assert b.edge_index.tolist() == [[0, 2, 3], [1, 4, 4]]
+    assert b.graph.tolist() == [0, 0, 1, 1, 1] and b.pos.tolist() == [0, 1, 0, 1, 2]
+    assert b.x[:, 3].tolist() == [7, 7, 9, 9, 9]  # tile features on every node
+
+
+def test_directed_sage_respects_direction():
+    ei = torch.tensor([[0], [1]])  # 0 -> 1
+    for direction, dep in (("in", (1, 0)), ("out", (0, 1))):
+        torch.manual_seed(0)
+        conv = DirectedSAGEConv(4, 4, direction=direction)
+        x = torch.randn(2, 4, requires_grad=True)
+        out = conv(x, ei)
+        node, other = dep  # `node` may depend on `other`; the reverse must not hold
+        g = torch.autograd.grad(out[other].sum(), x, retain_graph=True)[0]
+        assert torch.all(g[node] == 0)
+    out = DirectedSAGEConv(4, 8)(torch.randn(5, 4), torch.tensor([[0, 1, 2], [1, 2, 3]]))
+    assert out.shape == (5, 8)
+    assert torch.allclose(out.norm(dim=1)[out.norm(dim=1) > 0], torch.ones(1), atol=1e-5)
+    with pytest.raises(ValueError):
+        DirectedSAGEConv(4, 4, direction="sideways")
+
+
+def test_gat_shapes_and_heads():
+    conv = GATConv(6, 8, heads=2)
+    out = conv(torch.randn(4, 6), torch.tensor([[0, 1], [2, 3]]))
+    assert out.shape == (4, 8) and torch.isfinite(out).all()
+    with pytest.raises(ValueError):
+        GATConv(6, 7, heads=2)
+
+
+@pytest.mark.parametrize("encoder,reduction", [("sage", "column"), ("sage", "node"), ("sage", "lstm"),
+                                               ("sage", "transformer"), ("gat", "column"), ("none", "lstm")])
+def test_batching_is_invariant(encoder, reduction, kernels):
+    torch.manual_seed(0)
+    cfg = normalize_config(dict(TINY, encoder=encoder, reduction=reduction))
+    net = GnnNet(cfg).eval()
+    gs = [kernel_graph(k) for k in kernels[:6]]
+    feats = [np.random.default_rng(i).random((g.num_nodes, NODE_DIM)).astype(np.float32) for i, g in enumerate(gs)]
+    tiles = np.zeros((len(gs), TILE_DIM), np.float32)
+    with torch.no_grad():
+        together = net(collate(feats, [g.opcode for g in gs], [g.edge_index for g in gs], tiles))
+        alone = [float(net(collate([f], [g.opcode], [g.edge_index], tiles[:1]))[0]) for f, g in zip(feats, gs)]
+    assert together.shape == (len(gs),)
+    assert together.tolist() == pytest.approx(alone, rel=1e-4, abs=1e-5)
+
+
+def test_config_validation():
+    with pytest.raises(ValueError, match="encoder"):
+        normalize_config({"encoder": "gcn"})
+    with pytest.raises(ValueError, match="reduction"):
+        normalize_config({"reduction": "sum"})
+    assert normalize_config({"task": "tile"})["loss"] == "rank"
+    assert normalize_config({"task": "fusion"})["loss"] == "mse"
+    assert normalize_config({"reduction": "per-node"})["reduction"] == "node"
+
+
+def test_pairwise_rank_loss_by_hand():
+    y = torch.tensor([1.0, 2.0, 1.0, 5.0])
+    g = torch.tensor([0, 0, 1, 2])
+    s = torch.tensor([0.0, 1.0, 3.0, 3.0], requires_grad=True)
+    # one pair (0, 1): s1 - s0 = 1 >= margin -> 0
+    assert float(pairwise_rank_loss(s, y, g, "hinge", 0.1)) == 0.0
+    s2 = torch.tensor([1.0, 0.0, 0.0, 0.0])
+    assert float(pairwise_rank_loss(s2, y, g, "hinge", 0.1)) == pytest.approx(1.1)
+    assert float(pairwise_rank_loss(s2, y, g, "logistic")) == pytest.approx(np.log1p(np.e))
+    assert float(pairwise_rank_loss(s2, y, torch.arange(4))) == 0.0  # no pairs
+
+
+def test_family_weights_are_even():
+    w = family_weights(np.array(["a", "a", "a", "b"]))
+    assert w.tolist() == pytest.approx([1 / 6, 1 / 6, 1 / 6, 1 / 2])
+
+
+def test_fusion_training_save_load(fusion_ds, kernels, tmp_path):
+    m = GnnCostModel("fusion", **TINY)
+    m.fit(fusion_ds, epochs=4, batch_size=32, progress=False)
+    assert m.history[-1]["best_epoch"] >= 1
+    p = m.predict(kernels)
+    assert p.shape == (len(kernels),) and np.all(p > 0) and np.all(np.isfinite(p))
+    assert m.predicts_absolute
+    # predictions from kernels equal predictions from their graphs
+    assert np.allclose(p, m.predict_graphs([kernel_graph(k) for k in kernels]))
+    path = tmp_path / "m.pt"
+    m.save(str(path))
+    m2 = GnnCostModel.load(str(path), task="fusion", target="tpu")
+    assert np.allclose(m2.predict(kernels), p)
+    with pytest.raises(ValueError, match="tile task"):
+        GnnCostModel.load(str(path), task="tile")
+    with pytest.raises(ValueError, match="target"):
+        GnnCostModel.load(str(path), target="cpu")
+    bad = tmp_path / "bad.pt"
+    bad.write_bytes(b"garbage")
+    with pytest.raises(ValueError, match="not a GNN"):
+        GnnCostModel.load(str(bad))
+    with pytest.raises(ValueError, match="cannot read"):
+        GnnCostModel.load(str(tmp_path / "missing.pt"))
+    st = m.state()
+    st["version"] = 99
+    torch.save(st, tmp_path / "v.pt")
+    with pytest.raises(ValueError, match="version"):
+        GnnCostModel.load(str(tmp_path / "v.pt"))
+
+
+def test_untrained_model_refuses_to_predict(kernels):
+    with pytest.raises(ValueError, match="not trained"):
+        GnnCostModel("fusion", **TINY).predict(kernels[:1])
+
+
+def test_wrong_dataset_task(tile_ds):
+    with pytest.raises(ValueError, match="task"):
+        GnnCostModel("fusion", **TINY).fit(tile_ds, epochs=1)
+
+
+def test_tile_rank_training_learns(tile_ds, kernels):
+    torch.manual_seed(0)
+    m = GnnCostModel("tile", **TINY)
+    train = tile_ds.load("all")
+    m.fit(train, None, epochs=6, batch_size=64, lr=3e-3, progress=False)
+    assert not m.predicts_absolute
+    s = m.predict_graphs(train.sample_graphs(), train.tile_feat)
+    acc = ordered_pair_accuracy(s, train.runtime, train.graph)
+    assert acc > 0.6, acc
+    # predict on live kernels: default tiles when none are given
+    assert np.isfinite(m.predict(kernels[:3])).all()
+
+
+def test_early_stopping_keeps_best(fusion_ds):
+    m = GnnCostModel("fusion", encoder="none", **TINY)
+    hist = m.fit(fusion_ds, epochs=50, batch_size=16, lr=0.5, patience=2, progress=False).history
+    epochs = [h for h in hist if "epoch" in h]
+    assert len(epochs) < 50
+    best = hist[-1]
+    assert best["best_val"] == min(h["val"] for h in epochs)
