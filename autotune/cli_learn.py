@@ -8,6 +8,7 @@ They are plain click commands (not attached to a group here); autotune/cli.py at
     autotune train --model gnn|xgboost --task fusion|tile --data DIR --out MODEL [--seed S]
                    [--epochs N] [--reduction node|column|lstm|transformer] [--encoder sage|gat|none]
                    [--loss rank|mse] [--no-static-features] [--edge-direction both|in|out]
+                   [--no-kernel-features] [--hidden H] [--layers K] [--batch-size B] [--lr LR]
     autotune evaluate --model M [--model M2 ...] --data DIR [--split test|validation|train|all] [--json]
 
 In `evaluate`, M is "analytical" (the predictions stored in the dataset), "gnn" or "xgboost" (a fresh
@@ -104,7 +105,8 @@ def _make_model(model: str, task: str, target: str, opts: dict) -> Any:
         return GnnCostModel(task, target, reduction=opts.get("reduction"), encoder=opts.get("encoder"),
                             loss=opts.get("loss"), static_features=opts.get("static_features", True),
                             edge_direction=opts.get("edge_direction"), hidden=opts.get("hidden"),
-                            layers=opts.get("layers"), seed=opts.get("seed", 0))
+                            layers=opts.get("layers"), seed=opts.get("seed", 0),
+                            graph_features=opts.get("kernel_features", True))
     if model in ("xgboost", "xgb"):
         from costmodels.xgb import XgbCostModel
         return XgbCostModel(task, target, seed=opts.get("seed", 0), static_features=opts.get("static_features", True),
@@ -138,12 +140,14 @@ def _fit(m: Any, ds: Any, opts: dict) -> None:
               help="Default: rank for tiles, mse (log runtime) for fusion.")
 @click.option("--no-static-features", is_flag=True, help="Drop the static performance features.")
 @click.option("--edge-direction", type=click.Choice(["both", "in", "out"]), default=None)
+@click.option("--no-kernel-features", is_flag=True,
+              help="GNN: no kernel-level features joined before the head (graph information only).")
 @click.option("--n-estimators", type=click.IntRange(1, 100000), default=None, help="XGBoost rounds.")
 @_friendly
 def train(model: str, task: str, data_dir: str, out_path: str, seed: int, epochs: Optional[int],
           batch_size: Optional[int], lr: Optional[float], hidden: Optional[int], layers: Optional[int],
           reduction: Optional[str], encoder: Optional[str], loss: Optional[str], no_static_features: bool,
-          edge_direction: Optional[str], n_estimators: Optional[int]) -> None:
+          edge_direction: Optional[str], no_kernel_features: bool, n_estimators: Optional[int]) -> None:
     """Train a GNN or XGBoost cost model on a dataset's train split (validation for model selection)."""
     from .dataset import Dataset
     ds = Dataset.open(data_dir)
@@ -151,7 +155,7 @@ def train(model: str, task: str, data_dir: str, out_path: str, seed: int, epochs
         raise LearnError(f"{data_dir} is a {ds.task} dataset, not {task}")
     opts = dict(seed=seed, epochs=epochs, batch_size=batch_size, lr=lr, hidden=hidden, layers=layers,
                 reduction=reduction, encoder=encoder, loss=loss, static_features=not no_static_features,
-                edge_direction=edge_direction, n_estimators=n_estimators)
+                edge_direction=edge_direction, n_estimators=n_estimators, kernel_features=not no_kernel_features)
     m = _make_model(model, task, ds.target, opts)
     _fit(m, ds, opts)
     m.save(out_path)

@@ -220,8 +220,10 @@ def resolve_evaluator(evaluator: Any, target: str = "tpu", store: Any = None) ->
         from hardware.simulator import TpuSimulator
         return TpuSimulator(target, store=store)
     if name == "xla":
+        if target.startswith("tpu"):
+            raise ValueError("the xla evaluator measures on this machine's backend: use --target cpu (or gpu)")
         from hardware.xla import XlaEvaluator
-        return XlaEvaluator(target if target != "tpu" else None, store=store)
+        return XlaEvaluator(target, store=store)
     raise ValueError(f"unknown evaluator {evaluator!r} (use sim or xla)")
 
 
@@ -388,7 +390,22 @@ def build_dataset(programs_dir: "str | os.PathLike", task: str, evaluator: Any, 
                     "feature_version": FEATURE_VERSION, "node_dim": NODE_DIM, "tile_dim": TILE_DIM,
                     "evaluator": evaluator if isinstance(evaluator, str) else getattr(evaluator, "name", "custom"),
                     "seed": seed, "configs_per_program": configs_per_program, "programs": {}}
+    if task == "tile" and isinstance(evaluator, str) and evaluator.strip().lower() == "xla":
+        raise ValueError("tile datasets need a tile-aware evaluator (sim); XLA:CPU does not take tile sizes")
     ev = resolve_evaluator(evaluator, target, store)
+    try:
+        return _build_all(files, task, ev, target, configs_per_program, out, mpath, manifest, split, families,
+                          seed, max_tiles_per_kernel, progress, log)
+    finally:
+        if isinstance(evaluator, str):
+            try:
+                ev.close()
+            except Exception:  # noqa: BLE001
+                pass
+
+
+def _build_all(files, task, ev, target, configs_per_program, out, mpath, manifest, split, families, seed,
+               max_tiles_per_kernel, progress, log) -> "Dataset":
     namespace = getattr(ev, "store_namespace", None)
     if namespace and "evaluator_namespace" not in manifest:
         manifest["evaluator_namespace"] = namespace

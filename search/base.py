@@ -28,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import importlib.util
+import inspect
 import math
 import sys
 from abc import ABC, abstractmethod
@@ -109,7 +110,10 @@ class Strategy(ABC):
 
     def __init__(self, space: Any, seed: Optional[int] = None, **params: Any):
         if params:
-            raise TypeError(f"{type(self).__name__} got unknown parameter(s): {', '.join(sorted(params))}")
+            known = [p for p in inspect.signature(type(self).__init__).parameters
+                     if p not in ("self", "space", "seed", "params")]
+            raise TypeError(f"{type(self).__name__} got unknown parameter(s): {', '.join(sorted(params))} "
+                            f"(accepted: {', '.join(known) or 'none'})")
         self.space = space
         self.seed = seed
         self.rng = np.random.default_rng(seed)

@@ -27,6 +27,7 @@ class GraphBatch:
     pos: torch.Tensor          # [N] long: position of the node inside its graph
     lengths: torch.Tensor      # [B] long: nodes per graph
     num_graphs: int
+    gfeat: Optional[torch.Tensor] = None  # [B, K] per-graph features (late join), optional
 
     @property
     def num_nodes(self) -> int:
@@ -34,9 +35,9 @@ class GraphBatch:
 
 
 def collate(node_feats: Sequence[np.ndarray], opcodes: Sequence[np.ndarray], edges: Sequence[np.ndarray],
-            extra: Optional[np.ndarray] = None) -> GraphBatch:
+            extra: Optional[np.ndarray] = None, graph_feat: Optional[np.ndarray] = None) -> GraphBatch:
     """One disjoint graph from per-graph arrays. `extra[i]` (a row per graph) is appended to every
-    node of graph i (tile features: the paper's early join)."""
+    node of graph i (tile features: the paper's early join); `graph_feat[i]` is kept per graph."""
     lengths = np.fromiter((len(a) for a in node_feats), np.int64, len(node_feats))
     offsets = np.concatenate([[0], np.cumsum(lengths)[:-1]]) if len(lengths) else np.zeros(0, np.int64)
     x = np.concatenate(node_feats, axis=0) if len(node_feats) else np.zeros((0, 0), np.float32)
@@ -53,7 +54,8 @@ def collate(node_feats: Sequence[np.ndarray], opcodes: Sequence[np.ndarray], edg
                       torch.from_numpy(np.concatenate(opcodes).astype(np.int64)) if len(opcodes) else
                       torch.zeros(0, dtype=torch.long),
                       torch.from_numpy(ei.astype(np.int64)), torch.from_numpy(graph), torch.from_numpy(pos),
-                      torch.from_numpy(lengths), len(lengths))
+                      torch.from_numpy(lengths), len(lengths),
+                      None if graph_feat is None else torch.from_numpy(np.ascontiguousarray(graph_feat, np.float32)))
 
 
 def scatter_sum(src: torch.Tensor, index: torch.Tensor, n: int) -> torch.Tensor:

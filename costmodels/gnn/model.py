@@ -8,6 +8,7 @@
            column      column-wise mean and max over the nodes, concatenated
            lstm        LSTM over the nodes in topological order, last hidden state
            transformer Transformer encoder over the nodes (padding-masked), mean over the nodes
+      (++ scaled kernel-level features `KERNEL_FEATURE_NAMES`, late join; config graph_features)
       -> MLP head -> one value: log seconds (loss "mse", fusion) or a rank score (loss "rank", tiles)
 """
 from __future__ import annotations
@@ -22,8 +23,11 @@ import torch
 from torch import nn
 import torch.nn.functional as F
 
-from autotune.features import (NODE_DIM, NUM_OPCODES, STATIC_COLUMNS, TILE_DIM, FeatureScaler, kernel_graph,
-                               tile_features, KernelGraph)
+from autotune.features import (KERNEL_FEATURE_NAMES, NODE_DIM, NUM_OPCODES, STATIC_COLUMNS, TILE_DIM, FeatureScaler,
+                               KernelGraph, kernel_graph, tile_features)
+
+KDIM = len(KERNEL_FEATURE_NAMES)
+KERNEL_STATIC = (0, 1, 2, 3, 4)  # flops, transcendentals, bytes read/written, intensity
 from costmodels.base import CostModel, register_cost_model
 
 from .layers import DirectedSAGEConv, GATConv, GraphBatch, collate, scatter_max, scatter_mean, scatter_sum, to_padded
@@ -40,7 +44,7 @@ DEFAULT_CONFIG: dict = {
     "task": "fusion", "target": "tpu", "encoder": "sage", "reduction": "column", "layers": 3,
     "hidden": 64, "embedding": 32, "edge_direction": "both", "aggr": "mean", "heads": 4,
     "transformer_layers": 1, "loss": None, "rank_loss": "hinge", "margin": 0.1, "static_features": True,
-    "dropout": 0.0,
+    "dropout": 0.0, "graph_features": True,
 }
 
 
@@ -85,8 +89,10 @@ class GnnNet(nn.Module):
         self.dropout = float(cfg.get("dropout", 0.0))
         red = cfg["reduction"]
         self.reduction = red
+        self.gdim = KDIM if cfg.get("graph_features", True) else 0
         if red == "node":
             self.head = nn.Sequential(nn.Linear(H, H), nn.ReLU(), nn.Linear(H, 1))
+            self.ghead = nn.Linear(self.gdim, 1) if self.gdim else None
         else:
             if red == "column":
                 rd = 2 * H
@@ -99,7 +105,12 @@ class GnnNet(nn.Module):
                 self.transformer = nn.TransformerEncoder(layer, int(cfg["transformer_layers"]),
                                                          enable_nested_tensor=False)
                 rd = H
-            self.head = nn.Sequential(nn.Linear(rd, H), nn.ReLU(), nn.Linear(H, 1))
+            self.head = nn.Sequential(nn.Linear(rd + self.gdim, H), nn.ReLU(), nn.Linear(H, 1))
+
+    def _gfeat(self, b: GraphBatch) -> torch.Tensor:
+        if b.gfeat is None:
+            return torch.zeros((b.num_graphs, self.gdim), dtype=b.x.dtype)
+        return b.gfeat
 
     def forward(self, b: GraphBatch) -> torch.Tensor:
         h = F.relu(self.inp(torch.cat([self.embed(b.opcode), b.x], dim=1)))
@@ -109,7 +120,10 @@ class GnnNet(nn.Module):
                 h = F.dropout(h, self.dropout)
         B = b.num_graphs
         if self.reduction == "node":
-            return scatter_sum(self.head(h).squeeze(-1), b.graph, B)
+            out = scatter_sum(self.head(h).squeeze(-1), b.graph, B)
+            if self.ghead is not None:
+                out = out + self.ghead(self._gfeat(b)).squeeze(-1)
+            return out
         if self.reduction == "column":
             g = torch.cat([scatter_mean(h, b.graph, B), scatter_max(h, b.graph, B)], dim=1)
         elif self.reduction == "lstm":
@@ -123,6 +137,8 @@ class GnnNet(nn.Module):
             out = self.transformer(seq, src_key_padding_mask=mask)
             keep = (~mask).unsqueeze(-1).to(out.dtype)
             g = (out * keep).sum(1) / keep.sum(1).clamp(min=1.0)
+        if self.gdim:
+            g = torch.cat([g, self._gfeat(b)], dim=1)
         return self.head(g).squeeze(-1)
 
 
@@ -141,6 +157,7 @@ class GnnCostModel(CostModel):
         self.net = GnnNet(self.config)
         self.node_scaler = FeatureScaler()
         self.tile_scaler = FeatureScaler()
+        self.kernel_scaler = FeatureScaler()
         self.history: list = []
         self.y_mu, self.y_sigma = 0.0, 1.0  # log-runtime standardization (fitted on the training split)
         self._prep_cache: dict = {}
@@ -165,7 +182,10 @@ class GnnCostModel(CostModel):
         p = self._prep_cache.get(key)
         if p is None:
             x = self.node_scaler.transform(g.node_feat) * self._static_mask()
-            p = (x.astype(np.float32), g.opcode, g.edge_index)
+            kf = self.kernel_scaler.transform(g.kernel_feat[None, :])[0]
+            if not self.config["static_features"]:
+                kf[list(KERNEL_STATIC)] = 0.0
+            p = (x.astype(np.float32), g.opcode, g.edge_index, kf.astype(np.float32))
             if len(self._prep_cache) > 100_000:
                 self._prep_cache.clear()
             self._prep_cache[key] = p
@@ -179,6 +199,7 @@ class GnnCostModel(CostModel):
 
     def fit_scalers(self, graphs: Sequence[KernelGraph], tile_feat: np.ndarray) -> None:
         self.node_scaler = FeatureScaler().fit([g.node_feat for g in graphs])
+        self.kernel_scaler = FeatureScaler().fit(np.stack([g.kernel_feat for g in graphs]))
         tf = np.asarray(tile_feat, np.float32).reshape(-1, TILE_DIM)
         self.tile_scaler = FeatureScaler().fit(tf if len(tf) else np.zeros((1, TILE_DIM), np.float32))
         self._prep_cache.clear()
@@ -199,7 +220,8 @@ class GnnCostModel(CostModel):
         with torch.inference_mode():
             for s in range(0, n, bs):
                 preps = [self.prepare_graph(g) for g in graphs[s:s + bs]]
-                b = collate([p[0] for p in preps], [p[1] for p in preps], [p[2] for p in preps], tfs[s:s + bs])
+                b = collate([p[0] for p in preps], [p[1] for p in preps], [p[2] for p in preps], tfs[s:s + bs],
+                            np.stack([p[3] for p in preps]))
                 out[s:s + bs] = self.net(b).double().numpy()
         return out
 
@@ -250,6 +272,7 @@ class GnnCostModel(CostModel):
         return {"format": "autotune-gnn", "version": FORMAT_VERSION, "config": self.config,
                 "task": self.task, "target": self.target, "state_dict": self.net.state_dict(),
                 "node_scaler": self.node_scaler.state_dict(), "tile_scaler": self.tile_scaler.state_dict(),
+                "kernel_scaler": self.kernel_scaler.state_dict(),
                 "node_dim": NODE_DIM, "tile_dim": TILE_DIM, "num_opcodes": NUM_OPCODES, "history": self.history,
                 "y_mu": self.y_mu, "y_sigma": self.y_sigma}
 
@@ -289,6 +312,7 @@ class GnnCostModel(CostModel):
             raise ValueError(f"{path}: weights do not match the model configuration ({str(e).splitlines()[0]})") from None
         m.node_scaler = FeatureScaler.from_state(st["node_scaler"])
         m.tile_scaler = FeatureScaler.from_state(st["tile_scaler"])
+        m.kernel_scaler = FeatureScaler.from_state(st["kernel_scaler"])
         m.history = list(st.get("history", []))
         m.y_mu, m.y_sigma = float(st.get("y_mu", 0.0)), float(st.get("y_sigma", 1.0))
         return m

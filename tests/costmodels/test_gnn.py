@@ -122,7 +122,7 @@ def test_config_validation():
 def test_pairwise_rank_loss_by_hand():
     y = torch.tensor([1.0, 2.0, 1.0, 5.0])
     g = torch.tensor([0, 0, 1, 2])
-    s = torch.tensor([0.0, 1.0, 3.0, 3.0], requires_grad=True)
+    s = torch.tensor([0.0, 1.0, 3.0, 3.0])
     # one pair (0, 1): s1 - s0 = 1 >= margin -> 0
     assert float(pairwise_rank_loss(s, y, g, "hinge", 0.1)) == 0.0
     s2 = torch.tensor([1.0, 0.0, 0.0, 0.0])
@@ -149,7 +149,7 @@ def test_fusion_training_save_load(fusion_ds, kernels, tmp_path):
     m.save(str(path))
     m2 = GnnCostModel.load(str(path), task="fusion", target="tpu")
     assert np.allclose(m2.predict(kernels), p)
-    with pytest.raises(ValueError, match="tile task"):
+    with pytest.raises(ValueError, match="fusion task, not tile"):
         GnnCostModel.load(str(path), task="tile")
     with pytest.raises(ValueError, match="target"):
         GnnCostModel.load(str(path), target="cpu")
@@ -196,3 +196,28 @@ def test_early_stopping_keeps_best(fusion_ds):
     assert len(epochs) < 50
     best = hist[-1]
     assert best["best_val"] == min(h["val"] for h in epochs)
+
+
+def test_cli_train_and_evaluate_gnn(fusion_ds, tmp_path):
+    import json
+    from click.testing import CliRunner
+    from autotune.cli_learn import evaluate, train
+    out = tmp_path / "g.pt"
+    r = CliRunner()
+    res = r.invoke(train, ["--model", "gnn", "--task", "fusion", "--data", str(fusion_ds.root), "--out", str(out),
+                           "--epochs", "1", "--hidden", "8", "--layers", "1", "--reduction", "per-node",
+                           "--encoder", "gat", "--no-static-features", "--edge-direction", "in",
+                           "--no-kernel-features"])
+    assert res.exit_code == 0, res.output
+    m = GnnCostModel.load(str(out))
+    assert m.config["reduction"] == "node" and m.config["encoder"] == "gat"
+    assert m.config["static_features"] is False and m.config["edge_direction"] == "in"
+    assert m.config["graph_features"] is False
+    res = r.invoke(evaluate, ["--model", str(out), "--data", str(fusion_ds.root), "--split", "all", "--json"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert set(doc["summary"]["g.pt"]) == {"mape", "kendall"}
+    res = r.invoke(train, ["--model", "gnn", "--task", "fusion", "--data", str(fusion_ds.root), "--out", str(out),
+                           "--loss", "rank", "--epochs", "1", "--hidden", "8"])
+    assert res.exit_code == 0, res.output
+    assert not GnnCostModel.load(str(out)).predicts_absolute

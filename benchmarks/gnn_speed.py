@@ -1,0 +1,139 @@
+"""GNN cost model speed: inference (kernels/s at a batch size) and training (samples/s).
+
+    python benchmarks/gnn_speed.py [--programs resnet_small_train bert_small_infer ...] [--batch 256]
+                                   [--threads 2] [--seconds 3] [--json out.json]
+
+Measures, on the unique kernels of the default and a few random fusion configurations of the
+programs:
+* featurization: kernel -> KernelGraph (cold, not cached), kernels/s;
+* inference: `GnnCostModel.predict_graphs` at the batch size, features cached (the tuner's steady
+  state: kernels are memoized by hash), kernels/s, per encoder x reduction;
+* inference through `predict(kernels)` (graph cache warm), kernels/s;
+* training: optimizer steps on random log-runtime targets (fusion, MSE) and on groups of tiles
+  (rank loss), samples/s.
+The target in the issue is >= 5,000 kernels/s inference at batch 256 on 2 cores.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+
+def _rate(fn, n_items: int, seconds: float) -> float:
+    fn()  # warm-up
+    t0 = time.perf_counter()
+    reps = 0
+    while True:
+        fn()
+        reps += 1
+        dt = time.perf_counter() - t0
+        if dt >= seconds:
+            return reps * n_items / dt
+
+
+def main(argv=None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--programs", nargs="*", default=["resnet_small_train", "bert_small_infer", "lstm_small_infer"])
+    ap.add_argument("--batch", type=int, default=256)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--seconds", type=float, default=3.0)
+    ap.add_argument("--hidden", type=int, default=64)
+    ap.add_argument("--layers", type=int, default=3)
+    ap.add_argument("--quick", action="store_true", help="Only the default configuration (column, sage).")
+    ap.add_argument("--json", dest="json_out", default=None)
+    a = ap.parse_args(argv)
+
+    import torch
+    torch.set_num_threads(a.threads)
+    from autotune import features as F
+    from autotune.fusion import FusionSpace
+    from autotune.program import Program
+    from costmodels.gnn import GnnCostModel
+    from costmodels.gnn.layers import collate
+    from costmodels.gnn.train import pairwise_rank_loss
+
+    root = Path(__file__).resolve().parents[1] / "examples" / "hlo"
+    rng = np.random.default_rng(0)
+    kernels: dict = {}
+    for p in a.programs:
+        space = FusionSpace(Program.from_file(str(root / f"{p}.hlo")), "tpu")
+        for cfg in [space.default()] + [space.random(rng) for _ in range(3)]:
+            for k in space.kernels(cfg):
+                if not k.is_trivial:
+                    kernels.setdefault(k.hash, k)
+    ks = list(kernels.values())
+    results: dict = {"kernels": len(ks), "batch": a.batch, "threads": a.threads, "hidden": a.hidden,
+                     "layers": a.layers, "python": platform.python_version(), "torch": torch.__version__,
+                     "cpu": platform.processor() or platform.machine()}
+
+    # featurization (cold)
+    t0 = time.perf_counter()
+    F.clear_cache()
+    graphs = [F.kernel_graph(k) for k in ks]
+    results["featurize_kernels_per_s"] = len(ks) / (time.perf_counter() - t0)
+    nodes = np.array([g.num_nodes for g in graphs])
+    results["nodes_per_kernel_mean"] = float(nodes.mean())
+    results["nodes_per_kernel_max"] = int(nodes.max())
+
+    batch = [graphs[i % len(graphs)] for i in range(a.batch)]
+    tf = np.zeros((a.batch, F.TILE_DIM), np.float32)
+    combos = [("sage", "column")] if a.quick else [("sage", "column"), ("sage", "node"), ("sage", "lstm"),
+                                                      ("sage", "transformer"), ("gat", "column"), ("none", "column")]
+    inf: dict = {}
+    for enc, red in combos:
+        m = GnnCostModel("fusion", encoder=enc, reduction=red, hidden=a.hidden, layers=a.layers)
+        m.fit_scalers(graphs, tf)
+        inf[f"{enc}/{red}"] = _rate(lambda: m.predict_graphs(batch), a.batch, a.seconds)
+    results["inference_kernels_per_s"] = inf
+
+    m = GnnCostModel("fusion", hidden=a.hidden, layers=a.layers)
+    m.fit_scalers(graphs, tf)
+    kb = [ks[i % len(ks)] for i in range(a.batch)]
+    results["predict_kernels_per_s"] = _rate(lambda: m.predict(kb), a.batch, a.seconds)
+
+    # training steps
+    tr: dict = {}
+    for loss in ("mse", "rank"):
+        m = GnnCostModel("fusion" if loss == "mse" else "tile", hidden=a.hidden, layers=a.layers, loss=loss)
+        m.fit_scalers(graphs, tf)
+        opt = torch.optim.Adam(m.net.parameters(), lr=1e-3)
+        bs = 64
+        preps = [m.prepare_graph(batch[i]) for i in range(bs)]
+        y = torch.from_numpy(rng.normal(size=bs).astype(np.float32))
+        grp = torch.arange(bs) // 16
+        b = collate([p[0] for p in preps], [p[1] for p in preps], [p[2] for p in preps], tf[:bs],
+                    np.stack([p[3] for p in preps]))
+
+        def step():
+            m.net.train()
+            out = m.net(b)
+            lo = torch.nn.functional.mse_loss(out, y) if loss == "mse" else pairwise_rank_loss(out, y, grp)
+            opt.zero_grad()
+            lo.backward()
+            opt.step()
+        tr[loss] = _rate(step, bs, a.seconds)
+    results["train_samples_per_s"] = tr
+
+    print(f"{len(ks)} kernels ({results['nodes_per_kernel_mean']:.1f} nodes mean, "
+          f"{results['nodes_per_kernel_max']} max), torch {torch.__version__}, {a.threads} threads")
+    print(f"featurization (cold):        {results['featurize_kernels_per_s']:10,.0f} kernels/s")
+    for k, v in inf.items():
+        print(f"inference {k:<18} {v:10,.0f} kernels/s (batch {a.batch}, features cached)")
+    print(f"predict(kernels), warm:      {results['predict_kernels_per_s']:10,.0f} kernels/s")
+    for k, v in tr.items():
+        print(f"training ({k}):              {v:10,.0f} samples/s (batch 64)")
+    if a.json_out:
+        Path(a.json_out).write_text(json.dumps(results, indent=2))
+    return results
+
+
+if __name__ == "__main__":
+    main()

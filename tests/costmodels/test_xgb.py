@@ -1,0 +1,132 @@
+"""XGBoost baseline cost model, and the train/evaluate commands (tiny datasets)."""
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from autotune.cli_learn import dataset as dataset_cmd, evaluate as evaluate_cmd, train as train_cmd
+from autotune.dataset import build_dataset
+from autotune.features import NUM_OPCODES, kernel_graph
+from autotune.fusion import FusionSpace
+from autotune.metrics import ordered_pair_accuracy
+from autotune.program import Program
+from costmodels.base import get_cost_model
+from costmodels.xgb import KERNEL_VECTOR_DIM, XgbCostModel, kernel_vector
+
+ROOT = Path(__file__).resolve().parents[2]
+PROGRAMS = ["vae_small_infer", "lstm_small_infer", "autoencoder_small_infer"]
+SMALL = dict(n_estimators=30, max_depth=4, nthread=1)
+
+
+@pytest.fixture(scope="module")
+def progs(tmp_path_factory):
+    d = tmp_path_factory.mktemp("progs")
+    for p in PROGRAMS:
+        shutil.copy(ROOT / "examples" / "hlo" / f"{p}.hlo", d / f"{p}.hlo")
+    return d
+
+
+@pytest.fixture(scope="module")
+def fusion_ds(progs, tmp_path_factory):
+    return build_dataset(progs, "fusion", "sim", configs_per_program=3, out_dir=tmp_path_factory.mktemp("f"))
+
+
+@pytest.fixture(scope="module")
+def tile_ds(progs, tmp_path_factory):
+    return build_dataset(progs, "tile", "sim", configs_per_program=1, out_dir=tmp_path_factory.mktemp("t"),
+                         max_tiles_per_kernel=16)
+
+
+@pytest.fixture(scope="module")
+def kernels():
+    prog = Program.from_file(str(ROOT / "examples/hlo/vae_small_infer.hlo"))
+    space = FusionSpace(prog, "tpu")
+    return [k for k in space.kernels(space.default()) if not k.is_trivial]
+
+
+def test_kernel_vector(kernels):
+    g = kernel_graph(kernels[0])
+    v = kernel_vector(g)
+    assert v.shape == (KERNEL_VECTOR_DIM,)
+    assert v[:NUM_OPCODES].sum() == g.num_nodes  # opcode histogram
+    assert np.isfinite(v).all()
+
+
+def test_fusion_regression_save_load(fusion_ds, kernels, tmp_path):
+    m = XgbCostModel("fusion", **SMALL).fit(fusion_ds)
+    p = m.predict(kernels)
+    assert p.shape == (len(kernels),) and (p > 0).all() and m.predicts_absolute
+    train = fusion_ds.load("train")
+    fit = m.predict_graphs(train.sample_graphs())
+    assert np.corrcoef(np.log(fit), np.log(train.runtime))[0, 1] > 0.8
+    path = tmp_path / "x.json"
+    m.save(str(path))
+    m2 = XgbCostModel.load(str(path), task="fusion", target="tpu")
+    assert np.allclose(m2.predict(kernels), p)
+    with pytest.raises(ValueError, match="fusion task, not tile"):
+        XgbCostModel.load(str(path), task="tile")
+    path.write_text("{\"format\": \"autotune-xgb\", \"version\": 1, \"feature_dim\": 3}")
+    with pytest.raises(ValueError, match="feature layout"):
+        XgbCostModel.load(str(path))
+    path.write_text("garbage")
+    with pytest.raises(ValueError, match="not an XGBoost"):
+        XgbCostModel.load(str(path))
+    with pytest.raises(ValueError, match="untrained"):
+        XgbCostModel("fusion").save(str(path))
+
+
+def test_tile_ranking(tile_ds, kernels):
+    m = XgbCostModel("tile", **SMALL).fit(tile_ds.load("all"))
+    assert not m.predicts_absolute
+    s = tile_ds.load("all")
+    acc = ordered_pair_accuracy(m.predict_graphs(s.sample_graphs(), s.tile_feat), s.runtime, s.graph)
+    assert acc > 0.7, acc
+    assert np.isfinite(m.predict(kernels[:3])).all()
+
+
+def test_registry_names():
+    assert isinstance(get_cost_model("xgboost"), XgbCostModel)
+
+
+def test_cli_build_train_evaluate(progs, tmp_path):
+    r = CliRunner()
+    out = tmp_path / "ds"
+    res = r.invoke(dataset_cmd, ["build", "--programs", str(progs), "--task", "fusion", "--evaluator", "sim",
+                                 "--configs-per-program", "2", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    assert (out / "manifest.json").is_file()
+    model = tmp_path / "m.json"
+    res = r.invoke(train_cmd, ["--model", "xgboost", "--task", "fusion", "--data", str(out), "--out", str(model),
+                               "--n-estimators", "10"])
+    assert res.exit_code == 0, res.output
+    res = r.invoke(evaluate_cmd, ["--model", "analytical", "--model", str(model), "--data", str(out),
+                                  "--split", "all", "--json"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert set(doc["programs"]) == set(PROGRAMS)
+    assert set(doc["summary"]) == {"analytical", "m.json"}
+    assert set(doc["summary"]["m.json"]) == {"mape", "kendall"}
+    res = r.invoke(evaluate_cmd, ["--model", "analytical", "--data", str(out), "--split", "all"])
+    assert res.exit_code == 0 and "median" in res.output and "mean" in res.output
+    # errors: one line, exit status 2
+    res = r.invoke(train_cmd, ["--model", "xgboost", "--task", "tile", "--data", str(out), "--out", str(model)])
+    assert res.exit_code == 2 and "fusion dataset, not tile" in res.output
+    res = r.invoke(evaluate_cmd, ["--model", str(tmp_path / "nope.pt"), "--data", str(out)])
+    assert res.exit_code == 2 and "does not exist" in res.output
+    bad = tmp_path / "bad.pt"
+    bad.write_bytes(b"\x00junk")
+    res = r.invoke(evaluate_cmd, ["--model", str(bad), "--data", str(out)])
+    assert res.exit_code == 2 and "not a GNN" in res.output
+    res = r.invoke(train_cmd, ["--model", "xgboost", "--task", "fusion", "--data", str(tmp_path), "--out", str(model)])
+    assert res.exit_code == 2 and "not a dataset" in res.output
+
+
+def test_cli_tile_evaluate_metrics(tile_ds):
+    res = CliRunner().invoke(evaluate_cmd, ["--model", "analytical", "--data", str(tile_ds.root), "--split", "all",
+                                            "--json"])
+    assert res.exit_code == 0, res.output
+    summ = json.loads(res.stdout)["summary"]["analytical"]
+    assert {"tile_ape", "top1", "top5", "top10", "kendall", "mape"} <= set(summ)
