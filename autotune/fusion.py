@@ -846,11 +846,28 @@ class FusionSpace:
         st = self._state_cache.get(key)
         if st is not None:
             return st
-        parent = cfg.parent
-        if parent is not None and parent.key() in self._state_cache and cfg.flips:
-            st = self._state_cache[parent.key()].derive(cfg)
-        else:
+        # Derive from the nearest cached ancestor along the parent chain (a random walk of a few
+        # moves from a cached configuration), else build from scratch.
+        path = []
+        node = cfg
+        base = None
+        while node is not None and node.flips and len(path) < 256:
+            path.append(node)
+            parent = node.parent
+            if parent is None:
+                break
+            base = self._state_cache.get(parent.key())
+            if base is not None:
+                break
+            node = parent
+        if base is None:
             st = FusionState.build(self, cfg.bits)
+        else:
+            st = base
+            for node in reversed(path):
+                st = st.derive(node)
+                if node is not cfg:
+                    self._remember(node.key(), st)
         self._remember(key, st)
         return st
 

@@ -163,3 +163,16 @@ def test_neighbor_flips_exactly_one_edge(bert_space):
     nb = bert_space.neighbor(cfg, rng)
     diff = np.flatnonzero(nb.to_array() != cfg.to_array())
     assert len(diff) == 1 and nb.flips == (int(diff[0]),)
+
+
+def test_state_derived_along_a_random_walk(bert_space):
+    rng = np.random.default_rng(5)
+    sp = bert_space
+    start = sp.default()
+    sp.state(start)
+    cfg = start
+    for _ in range(12):  # unevaluated intermediate configurations
+        cfg = sp.neighbor(cfg, rng)
+    inc = sp.state(cfg)
+    full = FusionState.build(sp, cfg.bits)
+    assert {k: v.hash for k, v in inc.kernels.items()} == {k: v.hash for k, v in full.kernels.items()}
