@@ -43,7 +43,9 @@ def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--programs", nargs="*", default=["resnet_small_train", "bert_small_infer", "lstm_small_infer"])
     ap.add_argument("--batch", type=int, default=256)
-    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=2, help="torch threads (process-wide)")
+    ap.add_argument("--model-threads", type=int, default=1,
+                    help="GnnCostModel(threads=...): threads while it predicts/trains (0: leave as set)")
     ap.add_argument("--seconds", type=float, default=3.0)
     ap.add_argument("--hidden", type=int, default=64)
     ap.add_argument("--layers", type=int, default=3)
@@ -70,7 +72,7 @@ def main(argv=None) -> dict:
                 if not k.is_trivial:
                     kernels.setdefault(k.hash, k)
     ks = list(kernels.values())
-    results: dict = {"kernels": len(ks), "batch": a.batch, "threads": a.threads, "hidden": a.hidden,
+    results: dict = {"kernels": len(ks), "batch": a.batch, "threads": a.threads, "model_threads": a.model_threads, "hidden": a.hidden,
                      "layers": a.layers, "python": platform.python_version(), "torch": torch.__version__,
                      "cpu": platform.processor() or platform.machine()}
 
@@ -89,12 +91,13 @@ def main(argv=None) -> dict:
                                                       ("sage", "transformer"), ("gat", "column"), ("none", "column")]
     inf: dict = {}
     for enc, red in combos:
-        m = GnnCostModel("fusion", encoder=enc, reduction=red, hidden=a.hidden, layers=a.layers)
+        m = GnnCostModel("fusion", encoder=enc, reduction=red, hidden=a.hidden, layers=a.layers,
+                          threads=a.model_threads or None)
         m.fit_scalers(graphs, tf)
         inf[f"{enc}/{red}"] = _rate(lambda: m.predict_graphs(batch), a.batch, a.seconds)
     results["inference_kernels_per_s"] = inf
 
-    m = GnnCostModel("fusion", hidden=a.hidden, layers=a.layers)
+    m = GnnCostModel("fusion", hidden=a.hidden, layers=a.layers, threads=a.model_threads or None)
     m.fit_scalers(graphs, tf)
     kb = [ks[i % len(ks)] for i in range(a.batch)]
     results["predict_kernels_per_s"] = _rate(lambda: m.predict(kb), a.batch, a.seconds)
@@ -102,7 +105,8 @@ def main(argv=None) -> dict:
     # training steps
     tr: dict = {}
     for loss in ("mse", "rank"):
-        m = GnnCostModel("fusion" if loss == "mse" else "tile", hidden=a.hidden, layers=a.layers, loss=loss)
+        m = GnnCostModel("fusion" if loss == "mse" else "tile", hidden=a.hidden, layers=a.layers, loss=loss,
+                         threads=a.model_threads or None)
         m.fit_scalers(graphs, tf)
         opt = torch.optim.Adam(m.net.parameters(), lr=1e-3)
         bs = 64
@@ -119,7 +123,9 @@ def main(argv=None) -> dict:
             opt.zero_grad()
             lo.backward()
             opt.step()
-        tr[loss] = _rate(step, bs, a.seconds)
+        from costmodels.gnn.model import torch_threads
+        with torch_threads(m.threads):
+            tr[loss] = _rate(step, bs, a.seconds)
     results["train_samples_per_s"] = tr
 
     print(f"{len(ks)} kernels ({results['nodes_per_kernel_mean']:.1f} nodes mean, "

@@ -46,7 +46,7 @@ class SimulatedAnnealing(Strategy):
 
     def __init__(self, space: Any, seed: Optional[int] = None, n_chains: int = 64, t_start: float = 0.003,
                  t_end: float = 3e-5, n_steps: int = 300, eps: float = 0.05, patience: int = 20,
-                 retries: int = 8, **params: Any):
+                 retries: int = 8, init_random: float = 0.25, **params: Any):
         super().__init__(space, seed, **params)
         if n_chains < 1:
             raise ValueError("n_chains must be >= 1")
@@ -60,6 +60,7 @@ class SimulatedAnnealing(Strategy):
         self.eps = float(eps)
         self.patience = max(1, int(patience))
         self.retries = max(1, int(retries))
+        self.init_random = float(init_random)
         self.heads: list = [None] * self.n_chains          # chain heads (None: not started yet)
         self.head_costs = np.full(self.n_chains, math.inf)
         self.stale = np.zeros(self.n_chains, dtype=np.int64)  # proposals since the last improvement
@@ -86,9 +87,16 @@ class SimulatedAnnealing(Strategy):
 
     # ---- ask
     def _initial(self, i: int) -> Any:
-        if i == 0 and key_hash(self.space.encode(self.space.default())) not in self.visited:
-            return self.space.default()
-        return self.space.random(self.rng)
+        """Chain 0 starts at the default; the others at random configurations (a share
+        `init_random`) or at the default perturbed with a log-uniform mutation rate."""
+        default = self.space.default()
+        if i == 0 and key_hash(self.space.encode(default)) not in self.visited:
+            return default
+        n_edges = getattr(self.space, "n_edges", 0)
+        if self.rng.random() < self.init_random or not n_edges or not hasattr(self.space, "mutate"):
+            return self.space.random(self.rng)
+        rate = math.exp(self.rng.uniform(math.log(1.0 / n_edges), math.log(0.2)))
+        return self.space.mutate(default, self.rng, max(rate, 1.0 / n_edges))
 
     def _candidate(self, i: int) -> Any:
         head = self.heads[i]

@@ -149,10 +149,12 @@ class GnnCostModel(CostModel):
 
     name = "gnn"
 
-    def __init__(self, task: str = "fusion", target: str = "tpu", batch_size: int = 256, **config: Any):
+    def __init__(self, task: str = "fusion", target: str = "tpu", batch_size: int = 256, threads: Optional[int] = 1,
+                 **config: Any):
         self.config = normalize_config(dict(config, task=task, target=target))
         self.task, self.target = self.config["task"], self.config["target"]
         self.batch_size = int(batch_size)
+        self.threads = threads  # torch intra-op threads while predicting/training (None: leave as is)
         torch.manual_seed(int(config.get("seed", 0) or 0))
         self.net = GnnNet(self.config)
         self.node_scaler = FeatureScaler()
@@ -217,7 +219,7 @@ class GnnCostModel(CostModel):
         out = np.empty(n)
         self.net.eval()
         bs = self.batch_size
-        with torch.inference_mode():
+        with torch.inference_mode(), torch_threads(self.threads):
             for s in range(0, n, bs):
                 preps = [self.prepare_graph(g) for g in graphs[s:s + bs]]
                 b = collate([p[0] for p in preps], [p[1] for p in preps], [p[2] for p in preps], tfs[s:s + bs],
@@ -264,7 +266,8 @@ class GnnCostModel(CostModel):
                 raise ValueError(f"dataset is for task {dataset.task!r}, the model for {self.task!r}")
         else:
             train = dataset
-        fit_gnn(self, train, validation, **train_kw)
+        with torch_threads(self.threads):
+            fit_gnn(self, train, validation, **train_kw)
         return self
 
     # ---- persistence
@@ -319,6 +322,27 @@ class GnnCostModel(CostModel):
 
 
 _DEFAULTS: dict = {}
+
+
+class torch_threads:
+    """Run torch ops with `n` intra-op threads, restoring the previous setting afterwards. Our graphs
+    are small: on a loaded 2-core machine two OpenMP threads spin against each other and run up to
+    100x slower than one (benchmarks/gnn_speed.py), so the model uses 1 thread by default."""
+
+    def __init__(self, n: Optional[int]):
+        self.n = n
+        self.prev = None
+
+    def __enter__(self) -> "torch_threads":
+        if self.n:
+            self.prev = torch.get_num_threads()
+            if self.prev != self.n:
+                torch.set_num_threads(self.n)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.n and self.prev is not None and self.prev != self.n:
+            torch.set_num_threads(self.prev)
 
 
 def _default_tile(kernel: Any, target: str) -> Any:

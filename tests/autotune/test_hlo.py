@@ -285,3 +285,13 @@ def test_random_corruptions_raise_only_parse_errors(text):
         return
     # Whatever parses must print and re-parse.
     parse_hlo(m.to_text())
+
+
+@pytest.mark.parametrize("path", EXTERNAL + CORPUS[::4], ids=os.path.basename)
+def test_printed_text_is_accepted_by_xla(path):
+    """Print-back is valid HLO for XLA's own parser (jaxlib), when jax is installed."""
+    pytest.importorskip("jax")
+    from hardware.xla import parse_hlo_text
+    printed = parse_hlo_file(path).to_text()
+    parse_hlo_text(printed)
+    parse_hlo_text(parse_hlo(printed).to_text(percent=not parse_hlo(printed).percent))  # other name style

@@ -221,3 +221,15 @@ def test_cli_train_and_evaluate_gnn(fusion_ds, tmp_path):
                            "--loss", "rank", "--epochs", "1", "--hidden", "8"])
     assert res.exit_code == 0, res.output
     assert not GnnCostModel.load(str(out)).predicts_absolute
+
+
+def test_thread_setting_is_restored(fusion_ds, kernels):
+    from costmodels.gnn.model import torch_threads
+    before = torch.get_num_threads()
+    with torch_threads(1):
+        assert torch.get_num_threads() == 1
+    assert torch.get_num_threads() == before
+    m = GnnCostModel("fusion", **TINY)
+    m.fit(fusion_ds, epochs=1, progress=False)
+    m.predict(kernels[:2])
+    assert torch.get_num_threads() == before
