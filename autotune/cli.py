@@ -488,6 +488,16 @@ def tile(program: str, top_k: int, cost_model: Optional[str], evaluator: str, ta
     click.echo(f"results in {out}/ (report.json, tiles.json)")
 
 
+def _attach_learning_commands() -> None:
+    """`dataset build`, `train`, `evaluate` live in cli_learn.py (learned cost models)."""
+    from .cli_learn import dataset, evaluate, train
+    for cmd in (dataset, train, evaluate):
+        main.add_command(cmd)
+
+
+_attach_learning_commands()
+
+
 def run() -> None:  # pragma: no cover - console entry point alias
     main()
 

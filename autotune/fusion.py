@@ -241,16 +241,101 @@ class CpuRules(FusionRules):
         return ins.opcode in self.fusible and ins.opcode != "dot"
 
     def default_edge(self, space: "FusionSpace", e: int) -> bool:
+        """XLA:CPU's CpuInstructionFusion::ShouldFuse plus InstructionFusion's global rules:
+
+        * output fusion of a matrix-vector dot into its single `add` user;
+        * an expensive producer is not fused where the consumer's kernel would reuse its elements
+          (ReusesOperandElements, through the fused path to the kernel root: a broadcast, pad value,
+          dynamic-slice, ... anywhere downstream), nor duplicated into several kernels;
+        * ComputeGloballyUnfusible: a producer with several users whose operands are bigger than
+          its output (e.g. an add of two full arrays) is duplicated only if *every* user can fuse
+          it; otherwise it stays a kernel of its own. Reduce users never can here: XLA:CPU 0.10.2
+          turns reductions into YNNPACK library fusions (`__ynn_fusion`) before loop fusion.
+        """
         ci, p, c = space.edge_comp[e], space.edge_prod[e], space.edge_cons[e]
         comp = space.program.computations[ci]
         pins, cins = comp.instructions[p], comp.instructions[c]
         if self._output_fusable(comp, p, c):
             return True
-        # Expensive producers are not fused into consumers that reuse operand elements, nor duplicated.
+        info = _default_info(space, ci)
+        if info.no_duplicate[p]:
+            return False
         if self.is_expensive(pins):
-            if _reuses_operand_elements(cins) or not space.fusible_into_all_users(ci, p):
+            if not space.fusible_into_all_users(ci, p):
+                return False
+            if _operand_reuse(comp, c, p) or info.reused(c):
                 return False
         return True
+
+
+class _DefaultInfo:
+    """Per-computation facts for CpuRules.default_edge (memoized on the space)."""
+
+    def __init__(self, space: "FusionSpace", ci: int):
+        comp = space.program.computations[ci]
+        self.space, self.ci, self.comp = space, ci, comp
+        ins = comp.instructions
+        n = len(ins)
+        self.no_duplicate = [False] * n
+        for p in range(n):
+            users = comp.users[p]
+            if len(users) <= 1 or space.node_class[ci][p] != NODE_FUSIBLE:
+                continue
+            out_b = ins[p].shape.bytes if not ins[p].shape.is_tuple else 0
+            in_b = sum(ins[o].shape.bytes for o in dict.fromkeys(comp.operands[p])
+                       if not ins[o].shape.is_tuple)
+            if in_b <= out_b:
+                continue
+            fusible_users = {u for _, u in space.out_edges[ci][p]}
+            all_fusible = all(
+                ins[u].opcode != "reduce" and (u in fusible_users or ins[u].opcode in _XLA_LOOP_FUSIBLE_EXTRA)
+                for u in users)
+            if not all_fusible:
+                self.no_duplicate[p] = True
+        self._reused: dict[int, bool] = {}
+
+    def reused(self, n: int) -> bool:
+        """Whether n's value would be read more than once per element by the kernel it is fused into
+        by default (some fused path from n to the root goes through an element-reusing op)."""
+        memo = self._reused
+        if n in memo:
+            return memo[n]
+        space, ci, comp = self.space, self.ci, self.comp
+        rules = space.rules
+        # Iterative post-order over default-fused out-edges (consumers first).
+        stack = [(n, False)]
+        while stack:
+            m, done = stack.pop()
+            if m in memo:
+                continue
+            outs = space.out_edges[ci][m]
+            # Users through ops XLA would fuse but our `cpu` rules keep out of fusions (a reshape
+            # is a bitcast on XLA:CPU): the reuse analysis looks through them.
+            if comp.instructions[m].opcode in _TRANSPARENT:
+                through = [u for u in comp.users[m] if not _operand_reuse(comp, u, m)] \
+                    if all(not _operand_reuse(comp, u, m) for u in comp.users[m]) else [m]
+                if through == [m]:
+                    memo[m] = True
+                    continue
+            elif rules.is_expensive(comp.instructions[m]):
+                through = []  # an expensive m is not fused where it would be reused
+            else:
+                through = [u for u in comp.users[m] if comp.instructions[u].opcode in _TRANSPARENT]
+            if not done:
+                stack.append((m, True))
+                stack.extend((u, False) for _, u in outs if u not in memo)
+                stack.extend((u, False) for u in through if u not in memo)
+                continue
+            r = any(memo.get(u, False) for u in through)
+            for e, u in outs:
+                if r:
+                    break
+                if not rules.default_edge(space, e):
+                    continue
+                if _operand_reuse(comp, u, m) or memo.get(u, False):
+                    r = True
+            memo[m] = r
+        return memo[n]
 
 
 # HloInstruction::IsOpElementwise(opcode): `map` is elementwise only per instance, not per opcode.
@@ -323,6 +408,48 @@ def _selects_ok(comp: Computation, members: Sequence[int]) -> bool:
                 return False
         elif ins[pred].opcode == "not" and (on_true in mset or on_false in mset):
             return False
+    return True
+
+
+# Users XLA:CPU's loop fusion can take a producer into although our `cpu` rules keep them unfused
+# (emission through StableHLO): layout ops, and convolutions, whose operands XLA:CPU first copies
+# into its preferred layout with a (fusible) transpose.
+_XLA_LOOP_FUSIBLE_EXTRA = frozenset({"reshape", "bitcast", "transpose", "concatenate", "copy", "convolution"})
+_TRANSPARENT = frozenset({"reshape", "bitcast", "transpose"})
+
+
+def _default_info(space: "FusionSpace", ci: int) -> _DefaultInfo:
+    cache = space.__dict__.setdefault("_cpu_default_info", {})
+    info = cache.get(ci)
+    if info is None:
+        info = cache[ci] = _DefaultInfo(space, ci)
+    return info
+
+
+# HloInstruction::OperandElementUse: ops that read an operand's elements at most once each
+# (kUse / kUsePermutingElements); every other non-elementwise op reuses them (kReuse).
+_PERMUTING = frozenset({"bitcast", "concatenate", "reshape", "reverse", "slice", "transpose", "gather",
+                        "copy"})
+
+
+def _operand_reuse(comp: Computation, c: int, p: int) -> bool:
+    """XLA's ReusesOperandElements(consumer, operand index of p) (any index p occupies)."""
+    ins = comp.instructions[c]
+    op = ins.opcode
+    idx = [k for k, o in enumerate(comp.operands[c]) if o == p]
+    if op in _XLA_ELEMENTWISE_OPCODES or op in _PERMUTING:
+        return False
+    if op == "pad":
+        return any(k > 0 for k in idx)
+    if op == "reduce":
+        n_in = len(comp.operands[c]) // 2
+        return any(k >= n_in for k in idx)
+    if op == "dynamic-update-slice":
+        return any(k >= 2 for k in idx)
+    if op == "dot" and ins.shape.rank <= 1:
+        ops = comp.operands[c]
+        other = comp.instructions[ops[1 - idx[0]]] if len(ops) == 2 and idx and idx[0] < 2 else None
+        return not (other is not None and other.shape.rank <= 1)
     return True
 
 

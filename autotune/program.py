@@ -323,6 +323,33 @@ def _degenerate_reduces(comp: HloComputation) -> None:
         ins.parsed = {}
 
 
+_NO_CSE = SIDE_EFFECTING | {"parameter", "custom-call", "rng-bit-generator", "while", "conditional",
+                            "call", "all-reduce", "all-gather", "all-to-all", "reduce-scatter",
+                            "collective-permute", "partition-id", "replica-id", "opt-barrier",
+                            "add-dependency", "domain"}
+
+
+def _cse(comp: HloComputation) -> None:
+    """Merge identical instructions (same opcode, shape, operands, attributes), as XLA's HloCSE does
+    before fusion. Left duplicated, two copies of e.g. one reshape become two operands of a fusion
+    that XLA merges into one after our emission, and the now-shared fused broadcasts of that value
+    break the fused computation's single-function partition (see fusion._single_function_partition)."""
+    seen: dict[tuple, str] = {}
+    alias: dict[str, str] = {}
+    for ins in comp.instructions:
+        if alias:
+            ins.operands = [alias.get(o, o) for o in ins.operands]
+        if ins.opcode in _NO_CSE or ins.is_root:
+            continue
+        key = (ins.opcode, ins.shape.to_text(), tuple(ins.operands), ins.literal,
+               tuple(sorted((k, v) for k, v in ins.attrs.items() if k != "metadata")))
+        prev = seen.get(key)
+        if prev is None:
+            seen[key] = ins.name
+        else:
+            alias[ins.name] = prev
+
+
 def _elements(dims) -> int:
     n = 1
     for d in dims:
@@ -456,6 +483,7 @@ def _normalize(module: HloModule) -> Program:
             _fold_splats(comp)
             _degenerate_reduces(comp)
             _remove_noops(comp)
+            _cse(comp)
             _dce(comp)
         for ins in comp.instructions:
             if ins.opcode == "while":

@@ -74,6 +74,19 @@ def output_error(out, ref) -> tuple[float, bool]:
     return worst, ok
 
 
+def parity_inputs(text: str) -> list:
+    """`hardware.xla.random_inputs(text, seed=0)`, with rank-0/1 float parameters made
+    non-negative. Rank-1 parameters of the corpus are normalization statistics and biases; a
+    negative random "variance" makes rsqrt produce NaNs inside the program, which a later relu
+    `maximum(x, 0)` then drops or keeps depending on the kernel that runs it (XLA:CPU's library and
+    vectorized kernels do not all propagate NaN the same way), so outputs would differ for reasons
+    unrelated to fusion. Weights and activations (rank >= 2) keep their signs."""
+    import numpy as np
+    from hardware.xla import random_inputs
+    out = random_inputs(text, seed=0)
+    return [np.abs(a) if a.dtype.kind == "f" and a.ndim <= 1 else a for a in out]
+
+
 def make_config(space, spec: str):
     import numpy as np
     if spec == "default":
@@ -89,9 +102,9 @@ def make_config(space, spec: str):
 def child(path: str, spec: str, refpath: str, disable_fusion: bool) -> dict:
     """Runs in a subprocess: compile + run one configuration (or the reference)."""
     import numpy as np
-    from hardware.xla import compile_hlo, random_inputs
+    from hardware.xla import compile_hlo
     text = Path(path).read_text()
-    inputs = random_inputs(text, seed=0)
+    inputs = parity_inputs(text)
     if spec == "reference":
         c = compile_hlo(text)
         out = c(*inputs)
@@ -115,6 +128,52 @@ def child(path: str, spec: str, refpath: str, disable_fusion: bool) -> dict:
     err, ok = output_error(out, ref)
     return {"compile_s": c.compile_seconds, "err": err, "ok": ok, "kernels": len(space.state(cfg).refs()),
             "fused_edges": cfg.count(), "edges": space.n_edges}
+
+
+def check_program(path: str, specs: list[str]) -> dict:
+    """In-process (run it in a subprocess: XLA aborts on bad modules): reference once, then for each
+    configuration emit, re-parse (our parser and XLA's), compile once, run, compare.
+    Returns {spec: {"ok", "err", "compile_s", "reparse"}} plus "_reference_compile_s"."""
+    from autotune.fusion import FusionSpace
+    from autotune.hlo import parse_hlo
+    from autotune.kernel import EMITTED_CPU_COMPILE_OPTIONS, emit_fused_text
+    from autotune.program import Program
+    from hardware.xla import compile_hlo, parse_hlo_text
+    text = Path(path).read_text()
+    inputs = parity_inputs(text)
+    c = compile_hlo(text)
+    ref = c(*inputs)
+    out: dict = {"_reference_compile_s": c.compile_seconds}
+    space = FusionSpace(Program.from_text(text, filename=path), "cpu")
+    for spec in specs:
+        cfg = make_config(space, spec)
+        fused = emit_fused_text(space, cfg, metadata=False)
+        parse_hlo(fused)
+        parse_hlo_text(fused)
+        c = compile_hlo(fused, **EMITTED_CPU_COMPILE_OPTIONS)
+        err, ok = output_error(c(*inputs), ref)
+        out[spec] = {"ok": ok, "err": err, "compile_s": c.compile_seconds, "reparse": True,
+                     "kernels": len(space.state(cfg).refs())}
+    return out
+
+
+def run_check_program(path: str, specs: list[str], timeout: float = 600) -> dict:
+    """`check_program` in a subprocess; {"status": "ok"|"crash: ..."|"timeout", "results": {...}}."""
+    code = (f"import sys, json; sys.path.insert(0, {str(ROOT)!r}); "
+            "import benchmarks.emission_parity as m; "
+            f"print('RESULT', json.dumps(m.check_program({path!r}, {specs!r})))")
+    try:
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout,
+                           cwd=str(ROOT))
+    except subprocess.TimeoutExpired:
+        return {"status": "timeout", "results": {}}
+    for line in r.stdout.splitlines():
+        if line.startswith("RESULT "):
+            return {"status": "ok", "results": json.loads(line[7:])}
+    lines = (r.stderr or "").splitlines()
+    why = next((l for l in lines if "Check failed" in l), None) or next(
+        (l for l in reversed(lines) if l.strip()), f"exit {r.returncode}")
+    return {"status": f"crash: {why.strip()[:300]}", "results": {}}
 
 
 def run_child(path: str, spec: str, refpath: str, disable_fusion: bool, timeout: float = 600) -> dict:
@@ -147,6 +206,7 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--xla-fusion", choices=["off", "on"], default="off")
     ap.add_argument("--json", default="")
+    ap.add_argument("--jobs", type=int, default=2, help="programs checked in parallel")
     args = ap.parse_args(argv)
     manifest = json.loads((CORPUS / "manifest.json").read_text())
     names = [m["name"] for m in manifest]
@@ -154,32 +214,47 @@ def main(argv=None) -> int:
         want = args.programs.split(",")
         names = [n for n in names if n in want]
     specs = ["default"] + [f"random:{args.seed * 1000 + k}" for k in range(args.configs)]
-    rows = []
     tmp = tempfile.mkdtemp(prefix="parity_")
-    print("| program | configs ok | max err | ref compile s | max emitted compile s | failures |")
-    print("|---|---|---|---|---|---|")
-    for name in names:
+    disable = args.xla_fusion == "off"
+
+    def one(name: str) -> dict:
         path = str(CORPUS / f"{name}.hlo")
-        refpath = os.path.join(tmp, f"{name}.npz")
-        ref = run_child(path, "reference", refpath, False)
-        results = {}
-        if ref["status"] != "ok":
-            results = {s: {"status": "reference failed: " + ref["status"]} for s in specs}
-        else:
-            for s in specs:
-                results[s] = run_child(path, s, refpath, args.xla_fusion == "off")
-        nok = sum(r["status"] == "ok" for r in results.values())
+        t0 = time.perf_counter()
+        results: dict = {}
+        ref_s = None
+        if disable:  # fast path: one subprocess for the reference and every configuration
+            res = run_check_program(path, specs)
+            if res["status"] == "ok":
+                ref_s = res["results"].pop("_reference_compile_s")
+                for sp_, r in res["results"].items():
+                    r["status"] = "ok" if r["ok"] else "mismatch"
+                results = res["results"]
+        if not results:  # a crash (or fusion on): one subprocess per configuration, to say which
+            refpath = os.path.join(tmp, f"{name}.npz")
+            ref = run_child(path, "reference", refpath, False)
+            ref_s = ref.get("compile_s")
+            for sp_ in specs:
+                results[sp_] = (run_child(path, sp_, refpath, disable) if ref["status"] == "ok"
+                                else {"status": "reference failed: " + ref["status"]})
         errs = [r["err"] for r in results.values() if "err" in r]
         cts = [r["compile_s"] for r in results.values() if "compile_s" in r]
-        fails = "; ".join(f"{s}: {r['status']}" for s, r in results.items() if r["status"] != "ok")
-        row = {"program": name, "ok": nok, "n": len(specs), "max_err": max(errs) if errs else None,
-               "ref_compile_s": ref.get("compile_s"), "compile_s": max(cts) if cts else None,
-               "results": results}
-        rows.append(row)
-        me = f"{row['max_err']:.2e}" if row["max_err"] is not None else "-"
-        rc = f"{row['ref_compile_s']:.2f}" if row["ref_compile_s"] is not None else "-"
-        ec = f"{row['compile_s']:.2f}" if row["compile_s"] is not None else "-"
-        print(f"| {name} | {nok}/{len(specs)} | {me} | {rc} | {ec} | {fails[:200]} |", flush=True)
+        return {"program": name, "ok": sum(r["status"] == "ok" for r in results.values()), "n": len(specs),
+                "max_err": max(errs) if errs else None, "ref_compile_s": ref_s,
+                "compile_s": max(cts) if cts else None, "wall_s": time.perf_counter() - t0,
+                "results": results}
+
+    print("| program | configs ok | max err | ref compile s | max emitted compile s | failures |")
+    print("|---|---|---|---|---|---|")
+    from concurrent.futures import ThreadPoolExecutor
+    rows = []
+    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        for row in pool.map(one, names):
+            rows.append(row)
+            fails = "; ".join(f"{s_}: {r['status']}" for s_, r in row["results"].items() if r["status"] != "ok")
+            me = f"{row['max_err']:.2e}" if row["max_err"] is not None else "-"
+            rc = f"{row['ref_compile_s']:.2f}" if row["ref_compile_s"] is not None else "-"
+            ec = f"{row['compile_s']:.2f}" if row["compile_s"] is not None else "-"
+            print(f"| {row['program']} | {row['ok']}/{row['n']} | {me} | {rc} | {ec} | {fails[:200]} |", flush=True)
     tot = sum(r["ok"] for r in rows)
     n = sum(r["n"] for r in rows)
     print(f"\n{tot}/{n} configurations ok over {len(rows)} programs "

@@ -114,7 +114,7 @@ def main(argv=None) -> dict:
         y = torch.from_numpy(rng.normal(size=bs).astype(np.float32))
         grp = torch.arange(bs) // 16
         b = collate([p[0] for p in preps], [p[1] for p in preps], [p[2] for p in preps], tf[:bs],
-                    np.stack([p[3] for p in preps]))
+                    np.concatenate([np.stack([p[3] for p in preps]), tf[:bs]], axis=1))
 
         def step():
             m.net.train()

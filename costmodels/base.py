@@ -82,7 +82,8 @@ class EvaluatorCostModel(CostModel):
 # --------------------------------------------------------------------------------------------------
 _REGISTRY: dict[str, Callable[..., CostModel]] = {}
 _BUILTIN_MODULES = {"analytical": "costmodels.analytical", "sim": "hardware.simulator",
-                    "simulator": "hardware.simulator"}
+                    "simulator": "hardware.simulator", "gnn": "costmodels.gnn", "xgboost": "costmodels.xgb",
+                    "xgb": "costmodels.xgb"}
 
 
 def register_cost_model(name: str, cls: Callable[..., CostModel]) -> None:

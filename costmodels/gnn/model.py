@@ -8,13 +8,13 @@
            column      column-wise mean and max over the nodes, concatenated
            lstm        LSTM over the nodes in topological order, last hidden state
            transformer Transformer encoder over the nodes (padding-masked), mean over the nodes
-      (++ scaled kernel-level features `KERNEL_FEATURE_NAMES`, late join; config graph_features)
+      (++ scaled kernel-level features `KERNEL_FEATURE_NAMES`, config graph_features)
+      (++ scaled tile features again, the late join; config late_join; tile task only)
       -> MLP head -> one value: log seconds (loss "mse", fusion) or a rank score (loss "rank", tiles)
 """
 from __future__ import annotations
 
 import io
-import math
 import os
 from typing import Any, Optional, Sequence
 
@@ -44,7 +44,7 @@ DEFAULT_CONFIG: dict = {
     "task": "fusion", "target": "tpu", "encoder": "sage", "reduction": "column", "layers": 3,
     "hidden": 64, "embedding": 32, "edge_direction": "both", "aggr": "mean", "heads": 4,
     "transformer_layers": 1, "loss": None, "rank_loss": "hinge", "margin": 0.1, "static_features": True,
-    "dropout": 0.0, "graph_features": True,
+    "dropout": 0.0, "graph_features": True, "late_join": True,
 }
 
 
@@ -89,7 +89,11 @@ class GnnNet(nn.Module):
         self.dropout = float(cfg.get("dropout", 0.0))
         red = cfg["reduction"]
         self.reduction = red
-        self.gdim = KDIM if cfg.get("graph_features", True) else 0
+        # per-graph features come in as [kernel features (KDIM) | tile features (TILE_DIM)]
+        cols = (list(range(KDIM)) if cfg.get("graph_features", True) else []) + \
+            (list(range(KDIM, KDIM + TILE_DIM)) if cfg.get("late_join", True) and cfg["task"] == "tile" else [])
+        self.register_buffer("gcols", torch.tensor(cols, dtype=torch.long), persistent=False)
+        self.gdim = len(cols)
         if red == "node":
             self.head = nn.Sequential(nn.Linear(H, H), nn.ReLU(), nn.Linear(H, 1))
             self.ghead = nn.Linear(self.gdim, 1) if self.gdim else None
@@ -110,7 +114,7 @@ class GnnNet(nn.Module):
     def _gfeat(self, b: GraphBatch) -> torch.Tensor:
         if b.gfeat is None:
             return torch.zeros((b.num_graphs, self.gdim), dtype=b.x.dtype)
-        return b.gfeat
+        return b.gfeat.index_select(1, self.gcols)
 
     def forward(self, b: GraphBatch) -> torch.Tensor:
         h = F.relu(self.inp(torch.cat([self.embed(b.opcode), b.x], dim=1)))
@@ -219,12 +223,17 @@ class GnnCostModel(CostModel):
         out = np.empty(n)
         self.net.eval()
         bs = self.batch_size
+        # sequence reductions pad every graph to the longest in the batch: batch similar sizes together
+        order = (np.argsort([g.num_nodes for g in graphs], kind="stable")
+                 if self.config["reduction"] in ("lstm", "transformer") else np.arange(n))
         with torch.inference_mode(), torch_threads(self.threads):
             for s in range(0, n, bs):
-                preps = [self.prepare_graph(g) for g in graphs[s:s + bs]]
-                b = collate([p[0] for p in preps], [p[1] for p in preps], [p[2] for p in preps], tfs[s:s + bs],
-                            np.stack([p[3] for p in preps]))
-                out[s:s + bs] = self.net(b).double().numpy()
+                idx = order[s:s + bs]
+                preps = [self.prepare_graph(graphs[i]) for i in idx]
+                t = tfs[idx]
+                b = collate([p[0] for p in preps], [p[1] for p in preps], [p[2] for p in preps], t,
+                            np.concatenate([np.stack([p[3] for p in preps]), t], axis=1))
+                out[idx] = self.net(b).double().numpy()
         return out
 
     def predict_graphs(self, graphs: Sequence[KernelGraph], tile_feat: Optional[np.ndarray] = None) -> np.ndarray:

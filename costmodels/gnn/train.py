@@ -75,8 +75,9 @@ class _Prepared:
     def batch(self, idx: np.ndarray):
         gi = self.graph[idx]
         preps = [self.graphs[g] for g in gi]
-        b = collate([p[0] for p in preps], [p[1] for p in preps], [p[2] for p in preps], self.tile[idx],
-                    np.stack([p[3] for p in preps]))
+        t = self.tile[idx]
+        b = collate([p[0] for p in preps], [p[1] for p in preps], [p[2] for p in preps], t,
+                    np.concatenate([np.stack([p[3] for p in preps]), t], axis=1))
         return b, torch.from_numpy(self.y[idx].astype(np.float32)), torch.from_numpy(gi)
 
 

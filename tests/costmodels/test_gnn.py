@@ -233,3 +233,12 @@ def test_thread_setting_is_restored(fusion_ds, kernels):
     m.fit(fusion_ds, epochs=1, progress=False)
     m.predict(kernels[:2])
     assert torch.get_num_threads() == before
+
+
+def test_length_bucketing_keeps_order(fusion_ds, kernels):
+    m = GnnCostModel("fusion", reduction="lstm", batch_size=4, **TINY)
+    m.fit(fusion_ds, epochs=1, progress=False)
+    gs = [kernel_graph(k) for k in kernels[:10]]
+    together = m.predict_graphs(gs)
+    alone = [float(m.predict_graphs([g])[0]) for g in gs]
+    assert together.tolist() == pytest.approx(alone, rel=1e-4)
