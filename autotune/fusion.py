@@ -261,7 +261,9 @@ class CpuRules(FusionRules):
         if info.no_duplicate[p]:
             return False
         if self.is_expensive(pins):
-            if not space.fusible_into_all_users(ci, p):
+            # InstructionFusion: an expensive producer is never duplicated (FusionWouldDuplicate:
+            # it has a user other than this consumer), even when every user could fuse it.
+            if len(comp.users[p]) > 1 or not space.fusible_into_all_users(ci, p):
                 return False
             if _operand_reuse(comp, c, p) or info.reused(c):
                 return False
