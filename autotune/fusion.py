@@ -281,8 +281,8 @@ class _DefaultInfo:
         self.no_duplicate = [False] * n
         for p in range(n):
             users = comp.users[p]
-            if len(users) <= 1 or space.node_class[ci][p] != NODE_FUSIBLE:
-                continue
+            if len(users) <= 1 or space.node_class[ci][p] != NODE_FUSIBLE or ins[p].shape.rank == 0:
+                continue  # (scalars, e.g. index arithmetic, are duplicated freely: measured)
             out_b = ins[p].shape.bytes if not ins[p].shape.is_tuple else 0
             in_b = sum(ins[o].shape.bytes for o in dict.fromkeys(comp.operands[p])
                        if not ins[o].shape.is_tuple)
