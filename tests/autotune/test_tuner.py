@@ -171,3 +171,13 @@ def test_tile_command(tmp_path):
         assert row["chosen_s"] <= row["default_s"] + 1e-15 and row["measured"] >= 1
     r = _cli("tile", SMALL, "--cost-model", "nope", "--out", str(tmp_path / "t2"), "--store", "none")
     assert r.returncode == 2 and "unknown cost model" in r.stderr
+
+
+def test_custom_strategy_through_cli(tmp_path):
+    out = tmp_path / "custom"
+    r = _cli("fusion", SMALL, "--strategy", "examples/custom_strategy.py:HillClimb", "--budget", "4s",
+             "--hw-budget", "0", "--out", str(out), "--store", "none", "--cost-model", "analytical")
+    assert r.returncode == 0, r.stderr
+    rep = json.loads((out / "report.json").read_text())
+    assert rep["strategy"] == "hillclimb"
+    assert rep["evaluations"] > 0 and rep["best_cost_s"] <= rep["default_cost_s"]
