@@ -21,7 +21,10 @@ What it adds to textbook annealing, each for a reason:
   accepted only when Metropolis says so);
 - starting points: chain 0 at the default, a share `init_random` at random configurations, the
   rest at the default mutated with a log-uniform rate (the default is a strong baseline here, unlike
-  in AutoTVM's setting, and pure random starts cost most of a small budget);
+  in AutoTVM's setting, and pure random starts cost most of a small budget); on large programs
+  (more than 2,000 fusible edges) random walks of 1-64 neighbor moves from the default instead, and
+  the epsilon share walks from the global best: a random configuration of a 10k-edge program has
+  thousands of kernels the cost model has never seen;
 - chain restarts: a chain that made no improvement in `patience` proposals, or that cannot find
   an unvisited neighbor, restarts from the global best;
 - persistence: chains, visited set and the position in the temperature schedule survive across
@@ -93,13 +96,32 @@ class SimulatedAnnealing(Strategy):
         return self._exhausted
 
     # ---- ask
+    # On large programs a random configuration shares almost no kernel with anything priced so far
+    # (thousands of new kernels for the cost model); there, starting points and the epsilon share
+    # are short random walks of neighbor moves, which the tuner prices incrementally.
+    LARGE_SPACE_EDGES = 2000
+
+    def _large(self) -> bool:
+        return getattr(self.space, "n_edges", 0) > self.LARGE_SPACE_EDGES
+
+    def _walk(self, start: Any, max_steps: int = 64) -> Any:
+        """A random walk of 1..max_steps (log-uniform) neighbor moves from `start`."""
+        steps = int(math.exp(self.rng.uniform(0.0, math.log(max_steps))))
+        cfg = start
+        for _ in range(max(1, steps)):
+            cfg = self.space.neighbor(cfg, self.rng)
+        return cfg
+
     def _initial(self, i: int) -> Any:
         """Chain 0 starts at the default; the others at random configurations (a share
-        `init_random`) or at the default perturbed with a log-uniform mutation rate."""
+        `init_random`) or at the default perturbed with a log-uniform mutation rate (on large
+        programs: a random walk from the default)."""
         default = self.space.default()
         if i == 0 and key_hash(self.space.encode(default)) not in self.visited:
             return default
         n_edges = getattr(self.space, "n_edges", 0)
+        if self._large():
+            return self._walk(default)
         if self.rng.random() < self.init_random or not n_edges or not hasattr(self.space, "mutate"):
             return self.space.random(self.rng)
         rate = math.exp(self.rng.uniform(math.log(1.0 / n_edges), math.log(0.2)))
@@ -110,6 +132,8 @@ class SimulatedAnnealing(Strategy):
         if head is None:
             return self._initial(i)
         if self.eps > 0 and self.rng.random() < self.eps:
+            if self._large():
+                return self._walk(self.best.config if self.best.config is not None else head)
             return self.space.random(self.rng)
         return self.space.neighbor(head, self.rng)
 
