@@ -105,12 +105,15 @@ class FusionRules:
         return ins.opcode in EXPENSIVE and ins.shape.dtype not in ("s8", "s16", "s32", "s64", "u8", "u16",
                                                                    "u32", "u64", "pred")
 
+    # Fusion kind: the first entry whose opcodes the kernel contains, else kLoop.
+    kind_opcodes: tuple = ((frozenset({"dot", "convolution"}), "kOutput"),
+                           (frozenset({"reduce", "reduce-window"}), "kInput"))
+
     def fusion_kind(self, comp: Computation, root: int, members: Sequence[int]) -> str:
         ops = {comp.instructions[m].opcode for m in members}
-        if ops & {"dot", "convolution"}:
-            return "kOutput"
-        if ops & {"reduce", "reduce-window"}:
-            return "kInput"
+        for opcodes, kind in self.kind_opcodes:
+            if not opcodes.isdisjoint(ops):
+                return kind
         return "kLoop"
 
     def wrap_single(self, ins: HloInstruction) -> bool:
@@ -232,10 +235,7 @@ class CpuRules(FusionRules):
             return len(members) == 2 and len(dots) == 1 and ins[root].opcode == "add"
         return _single_function_partition(comp, root, members) and _selects_ok(comp, members)
 
-    def fusion_kind(self, comp: Computation, root: int, members: Sequence[int]) -> str:
-        if any(comp.instructions[m].opcode == "dot" for m in members):
-            return "kOutput"
-        return "kLoop"
+    kind_opcodes = ((frozenset({"dot"}), "kOutput"),)
 
     def wrap_single(self, ins: HloInstruction) -> bool:
         return ins.opcode in self.fusible and ins.opcode != "dot"
@@ -590,12 +590,15 @@ class FusionSpace:
         self._sigs: Optional[list[list[int]]] = None
         self._shape_sigs: list[list[int]] = []
         self._is_const = [[is_scalar_constant(i) for i in c.instructions] for c in comps]
+        self._node_bytes: Optional[list] = None
+        self._kind_nodes: Optional[list] = None
+        self._node_sums: Optional[list] = None
         self._hash_cache: dict[tuple, str] = {}
         self._node_costs: Optional[list] = None
         self._hero_up: Optional[list] = None
         self._default: Optional[FusionConfig] = None
         self._state_cache: "OrderedDict[bytes, FusionState]" = OrderedDict()
-        self.state_cache_size = 64
+        self.state_cache_size = 1024  # > chains x proposals in flight: a chain head must stay derivable
 
     # ---- structure queries
     def hero_upstream(self, ci: int, n: int) -> bool:
@@ -667,6 +670,35 @@ class FusionSpace:
             self._sigs = [[instruction_signature(i, module, cache) for i in c.instructions] for c in comps]
             self._shape_sigs = [[shape_signature(i.shape) for i in c.instructions] for c in comps]
         return self._sigs
+
+    def fusion_kind(self, ci: int, root: int, members: Sequence[int]) -> str:
+        """rules.fusion_kind, by set intersection with per-computation node sets (search hot path)."""
+        if self._kind_nodes is None:
+            self._kind_nodes = [[(frozenset(n for n, i in enumerate(c.instructions) if i.opcode in ops), kind)
+                                 for ops, kind in self.rules.kind_opcodes] for c in self.program.computations]
+        for nodes, kind in self._kind_nodes[ci]:
+            if nodes and not nodes.isdisjoint(members):
+                return kind
+        return "kLoop"
+
+    def node_sums(self, ci: int) -> tuple:
+        """(flops, transcendentals, output bytes, scalar-constant set) per instruction of a computation."""
+        if self._node_sums is None:
+            self._node_sums = [None] * len(self.program.computations)
+        t = self._node_sums[ci]
+        if t is None:
+            costs = self.node_costs[ci]
+            t = self._node_sums[ci] = ([c.flops for c in costs], [c.transcendentals for c in costs],
+                                       self.node_bytes[ci],
+                                       frozenset(n for n, k in enumerate(self._is_const[ci]) if k))
+        return t
+
+    @property
+    def node_bytes(self) -> list:
+        """Per-instruction output size in bytes, of every computation."""
+        if self._node_bytes is None:
+            self._node_bytes = [[float(i.shape.bytes) for i in c.instructions] for c in self.program.computations]
+        return self._node_bytes
 
     @property
     def node_costs(self) -> list:
@@ -885,6 +917,8 @@ class FusionSpace:
             return cfg
         bits = bytearray(cfg.bits)
         parent = self._state_cache.get(cfg.key())
+        if parent is not None:
+            self._state_cache.move_to_end(cfg.key())
         for _ in range(tries):
             e = int(rng.integers(self.n_edges))
             bits[e] ^= 1
@@ -974,6 +1008,7 @@ class FusionSpace:
         key = cfg.key()
         st = self._state_cache.get(key)
         if st is not None:
+            self._state_cache.move_to_end(key)  # LRU: chain heads and the best stay derivable
             return st
         # Derive from the nearest cached ancestor along the parent chain (a random walk of a few
         # moves from a cached configuration), else build from scratch.

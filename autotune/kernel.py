@@ -8,6 +8,7 @@ import hashlib
 import itertools
 import struct
 from functools import cached_property
+from itertools import chain
 from typing import TYPE_CHECKING, Optional, Sequence
 
 from .hlo import CALLED_COMPUTATION_ATTRS, HloComputation, HloInstruction, HloModule, Shape
@@ -85,16 +86,27 @@ class Kernel:
     `multiplicity` is how many times it runs per program execution (while trip counts).
     """
 
-    def __init__(self, space: "FusionSpace", comp: int, root: int, members: tuple, hash: str):
+    def __init__(self, space: "FusionSpace", comp: int, root: int, members: tuple, hash: Optional[str] = None):
         self.space = space
         self.comp = comp
         self.root = root
         self.members = members
-        self.hash = hash
+        self._hash = hash
+
+    @property
+    def hash(self) -> str:
+        """Canonical hash (computed on first use: cheap cost models never need it)."""
+        if self._hash is None:
+            self._hash = self.space.kernel_hash(self.comp, self.root, self.members)
+        return self._hash
+
+    @hash.setter
+    def hash(self, value: str) -> None:
+        self._hash = value
 
     @classmethod
     def from_ref(cls, space: "FusionSpace", ref: "KernelRef") -> "Kernel":
-        return cls(space, ref.comp, ref.root, ref.members, ref.hash)
+        return cls(space, ref.comp, ref.root, ref.members, ref._hash)
 
     def __repr__(self) -> str:
         ops = ",".join(i.opcode for i in self.instructions[:6])
@@ -137,22 +149,29 @@ class Kernel:
 
     @property
     def fusion_kind(self) -> str:
-        return self.space.rules.fusion_kind(self.computation, self.root, self.members)
+        return self.space.fusion_kind(self.comp, self.root, self.members)
 
     @property
     def is_trivial(self) -> bool:
         """Only bitcasts: no data moves, no time."""
-        return all(i.opcode == "bitcast" for i in self.instructions)
+        insts = self.computation.instructions
+        return all(insts[m].opcode == "bitcast" for m in self.members)
 
     # ---- static metrics (HloCostAnalysis-like, bytes at the kernel boundary)
     @cached_property
     def cost(self):
         from .analysis import Cost
-        costs = self.space.node_costs[self.comp]
-        flops = sum(costs[m].flops for m in self.members)
-        trans = sum(costs[m].transcendentals for m in self.members)
-        read = sum(s.bytes for s in self.input_shapes)
-        return Cost(flops, trans, read, self.output_shape.bytes)
+        space, members = self.space, self.members
+        flops, trans, nbytes, consts = space.node_sums(self.comp)
+        # Bytes read: each distinct external operand once, scalar constants excluded (order does
+        # not matter here, so set algebra instead of the canonical input walk; this is the inner
+        # loop of fusion search with cheap cost models).
+        ops = space.program.computations[self.comp].operands
+        ext = set(chain.from_iterable(map(ops.__getitem__, members)))
+        ext.difference_update(members)
+        ext -= consts
+        return Cost(sum(map(flops.__getitem__, members)), sum(map(trans.__getitem__, members)),
+                    sum(map(nbytes.__getitem__, ext)), nbytes[self.root])
 
     @property
     def flops(self) -> float:

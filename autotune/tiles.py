@@ -94,6 +94,24 @@ class TileConfig:
         return self.key()
 
 
+def hero_flops(ins: Any, opshapes: Sequence[Shape]) -> float:
+    """Matrix-unit flops of a dot/convolution (2 x output elements x contracted size), as
+    `TilingInfo` counts them; 0.0 when its dimension numbers cannot be read."""
+    try:
+        out, lhs, rhs = ins.shape, opshapes[0], opshapes[1]
+        if ins.opcode == "convolution":
+            dl = ins.parsed["dim_labels"]
+            cin = rhs.dims[dl.kernel_input_feature]
+            wsz = float(np.prod([rhs.dims[d] for d in dl.kernel_spatial])) if dl.kernel_spatial else 1.0
+            K = cin * wsz
+        else:
+            lc = tuple(ins.parsed.get("lhs_contracting_dims", ()) or ())
+            K = float(np.prod([lhs.dims[d] for d in lc])) if lc else 1.0
+        return 2.0 * float(max(out.elements, 1)) * K
+    except Exception:  # noqa: BLE001 - odd dims: no matrix-unit work (as TilingInfo's fallback)
+        return 0.0
+
+
 # --------------------------------------------------------------------------------------------------
 class TilingInfo:
     """Per-kernel static tiling description (cached by kernel hash and target): the tiled shape and a

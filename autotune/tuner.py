@@ -53,27 +53,38 @@ class TuningResult:
 
 
 class ProgramCost:
-    """Program cost of fusion configurations from a kernel cost function, memoized by kernel hash.
+    """Program cost of fusion configurations from a kernel cost function, memoized per kernel.
 
     `kernel_cost(kernels) -> array of seconds` is any CostModel's predict (or an evaluator's
     measurements). A configuration derived by `space.neighbor` is priced incrementally from its
     parent: only the kernels the move changed are looked up.
+
+    The memo is keyed by canonical kernel hash (`dedup=True`, the default: equal kernels at
+    different places in the program are priced once, which pays for learned models and hardware),
+    or by the kernel's place, (computation, members), when pricing a kernel costs less than hashing
+    it (`dedup=False`, the analytical model: CostModel.dedup_by_hash).
     """
 
-    def __init__(self, space: FusionSpace, kernel_cost: Callable[[list], np.ndarray]):
+    def __init__(self, space: FusionSpace, kernel_cost: Callable[[list], np.ndarray], dedup: bool = True):
         self.space = space
         self.kernel_cost = kernel_cost
-        self.memo: dict[str, float] = {}
+        self.dedup = dedup
+        self.memo: dict = {}
         self.config_cost: dict[bytes, float] = {}
         self.kernel_calls = 0
         self.kernels_priced = 0
 
+    def _key(self, r: Any) -> Any:
+        return r.hash if self.dedup else (r.comp, r.members)
+
     def _price(self, refs: Sequence) -> None:
         from .kernel import Kernel
-        todo: dict[str, Any] = {}
+        todo: dict = {}
+        memo = self.memo
         for r in refs:
-            if r.hash not in self.memo and r.hash not in todo:
-                todo[r.hash] = r
+            k = self._key(r)
+            if k not in memo and k not in todo:
+                todo[k] = r
         if not todo:
             return
         kernels = [Kernel.from_ref(self.space, r) for r in todo.values()]
@@ -82,46 +93,87 @@ class ProgramCost:
             raise TuningError(f"cost model returned {costs.shape} costs for {len(kernels)} kernels")
         self.kernel_calls += 1
         self.kernels_priced += len(kernels)
-        for h, c in zip(todo, costs):
-            self.memo[h] = float(c) if np.isfinite(c) else math.inf
+        for k, c in zip(todo, costs):
+            memo[k] = float(c) if np.isfinite(c) else math.inf
+
+    def kernel_costs(self, refs: Sequence) -> list:
+        """Memoized costs of kernel refs (pricing the ones not seen yet)."""
+        self._price(refs)
+        return [self.memo[self._key(r)] for r in refs]
+
+    # A configuration reached by a short walk of neighbor moves (e.g. a chain restart) is priced
+    # through its unpriced ancestors, each by its move's delta, up to this many steps back.
+    MAX_CHAIN = 64
+
+    def _chain(self, c: FusionConfig) -> Optional[list]:
+        """[c, parent, ...] up to a priced ancestor (excluded) whose state is cached, each with a
+        move delta; None when there is none within MAX_CHAIN steps (price c from scratch)."""
+        space = self.space
+        chain = []
+        node = c
+        while len(chain) < self.MAX_CHAIN:
+            parent = node.parent
+            if node.delta is None or parent is None:
+                return None
+            pk = parent.key()
+            if pk not in space._state_cache:
+                return None
+            chain.append(node)
+            if pk in self.config_cost:
+                return chain
+            node = parent
+        return None
 
     def __call__(self, cfgs: Sequence[FusionConfig]) -> np.ndarray:
         """Costs of configurations (one batched kernel-cost call for all new kernels)."""
         space = self.space
         states = [space.state(c) for c in cfgs]
+        chains: list = []
         new_refs = []
         for c, st in zip(cfgs, states):
-            parent = c.parent
-            if c.delta is not None and parent is not None and parent.key() in self.config_cost:
-                new_refs.extend(st.kernels[k] for k, m in c.delta.items() if m is not None)
-            else:
-                new_refs.extend(st.refs())
+            ch = None if c.key() in self.config_cost else self._chain(c)
+            chains.append(ch)
+            if ch is None:
+                if c.key() not in self.config_cost:
+                    new_refs.extend(st.refs())
+                continue
+            for node in ch:
+                nst = st if node is c else space._state_cache.get(node.key())
+                if nst is None:  # an intermediate state was evicted: price c from scratch
+                    chains[-1] = None
+                    new_refs.extend(st.refs())
+                    break
+                new_refs.extend(nst.kernels[k] for k, m in node.delta.items() if m is not None)
         self._price(new_refs)
         out = np.empty(len(cfgs))
         mult = space.multiplicity
         memo = self.memo
-        for i, (c, st) in enumerate(zip(cfgs, states)):
-            key = c.key()
-            if key in self.config_cost:
-                out[i] = self.config_cost[key]
+        key = self._key
+        cache = space._state_cache
+        for i, (c, st, ch) in enumerate(zip(cfgs, states, chains)):
+            ck = c.key()
+            if ck in self.config_cost:
+                out[i] = self.config_cost[ck]
                 continue
-            parent = c.parent
-            pk = parent.key() if parent is not None else None
-            if c.delta is not None and pk in self.config_cost and pk in space._state_cache:
-                pst = space._state_cache[pk]
-                cost = self.config_cost[pk]
-                for k, m in c.delta.items():
-                    old = pst.kernels.get(k)
-                    if old is not None:
-                        cost -= memo[old.hash] * mult[k[0]]
-                    if m is not None:
-                        cost += memo[st.kernels[k].hash] * mult[k[0]]
+            if ch is not None:
+                cost = self.config_cost[ch[-1].parent.key()]
+                for node in reversed(ch):
+                    pst = cache[node.parent.key()]
+                    nst = st if node is c else cache[node.key()]
+                    for k, m in node.delta.items():
+                        old = pst.kernels.get(k)
+                        if old is not None:
+                            cost -= memo[key(old)] * mult[k[0]]
+                        if m is not None:
+                            cost += memo[key(nst.kernels[k])] * mult[k[0]]
             else:
-                cost = sum(memo[r.hash] * mult[r.comp] for r in st.refs())
-            self.config_cost[key] = cost
+                cost = sum(memo[key(r)] * mult[r.comp] for r in st.refs())
+            self.config_cost[ck] = cost
             out[i] = cost
         if len(self.config_cost) > 2_000_000:
             self.config_cost.clear()
+        if len(memo) > 2_000_000:
+            memo.clear()
         return out
 
 
@@ -152,7 +204,8 @@ class Tuner:
         self.on_batch = on_batch
         self.max_evaluations = max_evaluations
         self.on_config = on_config  # called once per fresh configuration (e.g. to charge hardware time)
-        self.cost = ProgramCost(space, cost_model.predict if hasattr(cost_model, "predict") else cost_model)
+        self.cost = ProgramCost(space, cost_model.predict if hasattr(cost_model, "predict") else cost_model,
+                                dedup=getattr(cost_model, "dedup_by_hash", True))
         self.evaluations = 0
         self.history: list = []
         self.best: Optional[FusionConfig] = None

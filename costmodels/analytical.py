@@ -45,6 +45,44 @@ def _default_tile(info: Any, kernel: Any) -> Any:
 
 
 _DEFAULTS: dict = {}
+_UNTILED: dict = {}
+_NO_ATTR = object()
+
+
+def untiled_rows(kernels: Sequence[Any]) -> np.ndarray:
+    """Per kernel [hero flops, flops, transcendentals, bytes read + written, kind index, trivial],
+    cached by kernel hash (the same numbers `TilingInfo` holds, without its tile geometry)."""
+    from autotune.tiles import KIND_INDEX, hero_flops
+    out = np.empty((len(kernels), 6))
+    for i, k in enumerate(kernels):
+        # Cached by hash when the kernel already has one; never hashed just for this cache.
+        h = getattr(k, "_hash", _NO_ATTR)
+        if h is _NO_ATTR:
+            h = k.hash
+        row = _UNTILED.get(h) if h is not None else None
+        if row is None:
+            c = k.cost
+            hf = 0.0
+            comp = getattr(k, "computation", None)
+            if comp is not None:
+                for m in k.members:
+                    ins = comp.instructions[m]
+                    if ins.opcode in ("dot", "convolution"):
+                        hf = hero_flops(ins, [comp.instructions[o].shape for o in comp.operands[m]])
+                        break
+            try:
+                kind = KIND_INDEX.get(k.fusion_kind, 0)
+            except Exception:  # noqa: BLE001 - duck-typed kernels without fusion rules
+                kind = 0
+            row = (hf, max(c.flops, 0.0), max(c.transcendentals, 0.0),
+                   max(c.bytes_read, 0.0) + max(c.bytes_written, 0.0), kind,
+                   float(bool(getattr(k, "is_trivial", False))))
+            if h is not None:
+                if len(_UNTILED) > 500_000:
+                    _UNTILED.clear()
+                _UNTILED[h] = row
+        out[i] = row
+    return out
 
 
 class AnalyticalCostModel(CostModel):
@@ -52,6 +90,7 @@ class AnalyticalCostModel(CostModel):
 
     name = "analytical"
     predicts_absolute = True
+    dedup_by_hash = False  # pricing a kernel costs less than its canonical hash (see ProgramCost)
 
     def __init__(self, target: Any = "tpu", scales: Optional[dict] = None):
         from hardware.targets import get_target
@@ -67,26 +106,27 @@ class AnalyticalCostModel(CostModel):
         if not kernels:
             return np.zeros(0)
         s = self.spec
-        untiled = tiles is None
-        # Untiled (fusion task): the formula needs no tile, so skip finding the default one.
-        b, T, ks, kp, _ = batch_inputs(kernels, tiles, s, default_tile=None if untiled else _default_tile)
         launch = s.kernel_launch_s
-        if untiled:
-            comp = (b["hero_flops"] / s.peak_flops + (b["vec_flops"] + b["lhs_vec"] + b["rhs_vec"]) / s.vector_flops
-                    + (b["trans"] + b["lhs_trans"] + b["rhs_trans"]) / s.transcendental_per_s)
-            xfer = (b["bytes_read"] + b["bytes_written"]) / s.hbm_bytes_per_s
-            t = np.maximum(comp, xfer) + launch
-        else:
-            sub, lanes = s.vector_shape
-            g = io_geometry(b, T, sub, lanes)
-            mxu = g["mxu_tile"] * np.where(b["K_pad"] > 0, kp / np.maximum(b["K_pad"], 1e-30), 1.0)
-            c_tile = mxu / s.peak_flops + (g["vec_tile"] / s.vector_flops
-                                            + g["trans_tile"] / s.transcendental_per_s) / ks
-            n_dma = (g["in_tile"] > 0).sum(axis=1) + 1
-            x_tile = (g["in_tile"].sum(axis=1) + g["out_tile"]) / s.hbm_bytes_per_s + n_dma * s.dma_setup_s
-            t = g["n"] * ks * np.maximum(c_tile, x_tile / ks) + launch
-        kind = b["kind"].astype(int)
         sc = np.array([self.scales[k] for k in KINDS])
+        if tiles is None:
+            # Untiled (fusion task): five static numbers per kernel, no tile geometry (this is the
+            # inner loop of fusion search, where most kernels are seen once).
+            b = untiled_rows(kernels)
+            comp = (b[:, 0] / s.peak_flops + np.maximum(b[:, 1] - b[:, 0], 0.0) / s.vector_flops
+                    + b[:, 2] / s.transcendental_per_s)
+            xfer = b[:, 3] / s.hbm_bytes_per_s
+            t = np.maximum(comp, xfer) + launch
+            return np.where(b[:, 5] > 0, 0.0, t * sc[b[:, 4].astype(int)])
+        b, T, ks, kp, _ = batch_inputs(kernels, tiles, s, default_tile=_default_tile)
+        sub, lanes = s.vector_shape
+        g = io_geometry(b, T, sub, lanes)
+        mxu = g["mxu_tile"] * np.where(b["K_pad"] > 0, kp / np.maximum(b["K_pad"], 1e-30), 1.0)
+        c_tile = mxu / s.peak_flops + (g["vec_tile"] / s.vector_flops
+                                        + g["trans_tile"] / s.transcendental_per_s) / ks
+        n_dma = (g["in_tile"] > 0).sum(axis=1) + 1
+        x_tile = (g["in_tile"].sum(axis=1) + g["out_tile"]) / s.hbm_bytes_per_s + n_dma * s.dma_setup_s
+        t = g["n"] * ks * np.maximum(c_tile, x_tile / ks) + launch
+        kind = b["kind"].astype(int)
         return np.where(b["trivial"] > 0, 0.0, t * sc[kind])  # bitcast-only kernels: no time
 
     # ---- fitting
@@ -99,8 +139,7 @@ class AnalyticalCostModel(CostModel):
         self.scales = {k: 1.0 for k in KINDS}
         pred = self.predict(kernels, tiles)
         self.scales = saved
-        b, *_ = batch_inputs(kernels, None, self.spec)
-        kind = b["kind"].astype(int)
+        kind = untiled_rows(kernels)[:, 4].astype(int)
         ok = np.isfinite(y) & (y > 0) & np.isfinite(pred) & (pred > 0)
         new = dict(self.scales)
         for i, k in enumerate(KINDS):

@@ -31,6 +31,9 @@ class CostModel(ABC):
 
     name: str = "costmodel"
     predicts_absolute: bool = True
+    # Whether a search should price equal kernels (same canonical hash) once: worth it for learned
+    # models and hardware; a model whose prediction costs less than hashing sets it False.
+    dedup_by_hash: bool = True
 
     @abstractmethod
     def predict(self, kernels: Sequence[Any], tiles: Optional[Sequence[Any]] = None) -> np.ndarray:

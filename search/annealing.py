@@ -104,7 +104,7 @@ class SimulatedAnnealing(Strategy):
     def _large(self) -> bool:
         return getattr(self.space, "n_edges", 0) > self.LARGE_SPACE_EDGES
 
-    def _walk(self, start: Any, max_steps: int = 64) -> Any:
+    def _walk(self, start: Any, max_steps: int = 8) -> Any:
         """A random walk of 1..max_steps (log-uniform) neighbor moves from `start`."""
         steps = int(math.exp(self.rng.uniform(0.0, math.log(max_steps))))
         cfg = start
