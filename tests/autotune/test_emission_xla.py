@@ -35,7 +35,14 @@ SPECS = ["default", "random:0", "random:1"]
 FULL = os.environ.get("AUTOTUNE_FULL_XLA_TESTS") == "1"
 
 # Programs whose emitted forms are known to fail, with why (see the emission report).
-KNOWN_FAILURES: dict[str, str] = {}
+KNOWN_FAILURES: dict[str, str] = {
+    # Only in the full sweep (not in the default subset). Measured 2026-11-22: random:1 reaches
+    # 1.43e-4 on a bias gradient (a per-channel sum with cancellation); XLA's own compile of the
+    # original program with its fusion pass disabled differs from its default compile by 1.38e-4 on
+    # the same output, so the difference is f32 summation order inside XLA, not our emission.
+    "ssd_medium_train": "XLA:CPU itself differs by 1.38e-4 between its fused and unfused compiles "
+                        "of this program (f32 summation order); see BENCHMARKS.md, emission parity",
+}
 
 
 def _programs() -> list[str]:
