@@ -5,6 +5,10 @@ The cost of a configuration is the TPU simulator's noise-free program time (hard
 the paper's hardware-only search), so the speedup is what the simulated TPU would see.
 
     python benchmarks/search_strategies.py [--budget 60] [--programs GLOB] [--workers 2] [--json OUT]
+        [--log runs.jsonl]
+
+Each finished (program, strategy) run is appended to `--log` at once; a rerun with the same log
+skips the runs already there (a long sweep survives an interruption).
 """
 from __future__ import annotations
 
@@ -16,7 +20,7 @@ import platform
 import statistics
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
@@ -47,15 +51,33 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", default=None, help="write raw results here")
+    ap.add_argument("--log", default=None, help="append each finished run here (JSON lines); resume from it")
     args = ap.parse_args()
     paths = sorted(glob.glob(args.programs))
     jobs = [(p, s, args.budget, args.seed) for p in paths for s in STRATEGIES]
+    rows: list = []
+    if args.log and os.path.exists(args.log):
+        with open(args.log) as f:
+            rows = [json.loads(line) for line in f if line.strip()]
+        done = {(r["program"], r["strategy"], r["seed"]) for r in rows if r.get("budget_s") == args.budget}
+        rows = [r for r in rows if r.get("budget_s") == args.budget]
+        jobs = [j for j in jobs if (os.path.basename(j[0])[:-4], j[1], j[3]) not in done]
     t0 = time.time()
     with ProcessPoolExecutor(args.workers) as ex:
-        rows = list(ex.map(run_one, jobs))
-    by = {}
-    for r in rows:
+        futures = [ex.submit(run_one, j) for j in jobs]
+        for n, fut in enumerate(as_completed(futures), 1):
+            r = fut.result()
+            r["budget_s"] = args.budget
+            rows.append(r)
+            if args.log:
+                with open(args.log, "a") as f:
+                    f.write(json.dumps(r) + "\n")
+            print(f"[{n}/{len(jobs)}] {r['program']} {r['strategy']}: x{r['speedup']:.3f} "
+                  f"({r['evaluations']:,} evaluations)", file=sys.stderr, flush=True)
+    by: dict = {}
+    for r in sorted(rows, key=lambda r: r["program"]):
         by.setdefault(r["program"], {})[r["strategy"]] = r
+    by = {p: d for p, d in by.items() if all(s in d for s in STRATEGIES)}
     print(f"# search strategies, {args.budget:g} s each, simulator cost; {platform.machine()} "
           f"{os.cpu_count()} cores, {args.workers} in parallel; {time.time() - t0:.0f} s total\n")
     print("| program | " + " | ".join(f"{s} speedup (evals)" for s in STRATEGIES) + " |")

@@ -384,6 +384,7 @@ _ALIASES = {
     "tpu": "tpu-v3", "tpuv3": "tpu-v3", "tpu_v3": "tpu-v3", "v3": "tpu-v3",
     "tpuv2": "tpu-v2", "tpu_v2": "tpu-v2", "v2": "tpu-v2",
     "host": "cpu", "cpu": "cpu",
+    "gpu": "h100",  # the GPU spec shipped here; the xla evaluator's default target on a CUDA backend
     "nvidia-h100": "h100", "h100-sxm": "h100", "h100-sxm5": "h100",
 }
 
