@@ -242,3 +242,22 @@ def test_length_bucketing_keeps_order(fusion_ds, kernels):
     together = m.predict_graphs(gs)
     alone = [float(m.predict_graphs([g])[0]) for g in gs]
     assert together.tolist() == pytest.approx(alone, rel=1e-4)
+
+
+def test_analytical_baseline_scales_fitted_on_train(fusion_ds):
+    from autotune.cli_learn import _KINDS, FittedAnalytical, _graph_kind, evaluate_models, fit_analytical_scales
+    scales = fit_analytical_scales(fusion_ds, "train")
+    assert set(scales) == set(_KINDS) and all(v > 0 for v in scales.values())
+    fitted = FittedAnalytical(scales)
+    # On the split the scales were fitted on, each kind's mean log residual is zero.
+    resid: dict = {}
+    for _, s in fusion_ds.iter_programs("train"):
+        pred = fitted.apply(s)
+        for i in range(len(s)):
+            y, p = s.runtime[i], pred[i]
+            if np.isfinite(y) and y > 0 and np.isfinite(p) and p > 0:
+                resid.setdefault(_graph_kind(s.graphs[int(s.graph[i])]), []).append(np.log(y) - np.log(p))
+    assert resid and all(abs(np.mean(v)) < 1e-9 for v in resid.values())
+    out = evaluate_models({"analytical": fitted, "analytical-raw": "analytical"}, fusion_ds, "all")
+    assert set(out["summary"]) == {"analytical", "analytical-raw"}
+    assert set(out["summary"]["analytical"]) == {"mape", "kendall"}
