@@ -270,10 +270,15 @@ def _run_dir(program: str, out: Optional[str], kind: str) -> Path:
 @click.option("--max-evals", "max_evals", default=None, type=int,
               help="Stop after this many configurations (with --seed: a reproducible run).")
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
+@click.option("--scheduler", default=None,
+              help="xla: measure on a dask.distributed cluster (tcp://HOST:PORT) instead of local workers.")
+@click.option("--workers", default=1, show_default=True, type=click.IntRange(1, 256),
+              help="xla: parallel local measuring processes.")
 @_friendly
 def fusion(program: str, budget: str, cost_model: Optional[str], strategy: str, evaluator: Optional[str],
            target: str, hw_budget: str, top_k: int, seed: int, out_dir: Optional[str], resume_dir: Optional[str],
-           store: Optional[str], batch_size: int, max_evals: Optional[int], no_progress: bool) -> None:
+           store: Optional[str], batch_size: int, max_evals: Optional[int], no_progress: bool,
+           scheduler: Optional[str], workers: int) -> None:
     """Search fusion configurations of PROGRAM with a cost model, verify the best on hardware."""
     from hardware.base import Budget, parse_duration
     from search.base import get_strategy
@@ -290,9 +295,11 @@ def fusion(program: str, budget: str, cost_model: Optional[str], strategy: str, 
     if space.n_edges == 0:
         raise UserError(f"{program}: no fusible producer->consumer edges on target {target}; nothing to tune")
     strategy_cls = get_strategy(strategy)
+    if (scheduler or workers > 1) and (evaluator or _default_evaluator(target)) != "xla":
+        raise UserError("--scheduler/--workers apply to the xla evaluator (the simulator is vectorized in-process)")
     out = Path(resume_dir) if resume_dir and not out_dir else _run_dir(program, out_dir, "fusion")
     out.mkdir(parents=True, exist_ok=True)
-    ev = make_evaluator(evaluator, target, store, seed)
+    ev = make_evaluator(evaluator, target, store, seed, scheduler=scheduler, workers=workers)
     model, model_name = make_cost_model(cost_model, "fusion", target, ev)
     # --budget is the total wall clock: search gets what hardware verification does not.
     search_budget = total

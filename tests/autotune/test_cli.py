@@ -76,3 +76,11 @@ def test_bad_config_is_one_line_exit_2(tmp_path):
     cfg.write_text("{not json")
     r = _run("emit", PROG, "--config", str(cfg), "-o", str(tmp_path / "o.hlo"))
     assert r.returncode == 2 and "invalid JSON" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_fusion_scheduler_needs_the_xla_evaluator(tmp_path):
+    r = CliRunner().invoke(main, ["fusion", PROG, "--budget", "5s", "--scheduler", "tcp://127.0.0.1:1",
+                                  "--out", str(tmp_path / "run")])
+    assert r.exit_code == 2
+    assert "--scheduler/--workers apply to the xla evaluator" in r.output
+    assert not (tmp_path / "run").exists()  # refused before anything was written
