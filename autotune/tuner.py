@@ -185,7 +185,8 @@ class Tuner:
                  out_dir: "str | Path | None" = None, batch_size: int = 64, checkpoint_every_s: float = 5.0,
                  progress: bool = True, on_batch: Optional[Callable[[dict], None]] = None,
                  max_evaluations: Optional[int] = None,
-                 on_config: Optional[Callable[[FusionConfig, float], None]] = None):
+                 on_config: Optional[Callable[[FusionConfig, float], None]] = None,
+                 include_default: bool = True):
         from hardware.base import Budget
 
         self.space = space
@@ -204,6 +205,8 @@ class Tuner:
         self.on_batch = on_batch
         self.max_evaluations = max_evaluations
         self.on_config = on_config  # called once per fresh configuration (e.g. to charge hardware time)
+        # False: the default is priced (for the speedup) but is no candidate: a search from scratch.
+        self.include_default = include_default
         self.cost = ProgramCost(space, cost_model.predict if hasattr(cost_model, "predict") else cost_model,
                                 dedup=getattr(cost_model, "dedup_by_hash", True))
         self.evaluations = 0
@@ -297,7 +300,7 @@ class Tuner:
         default = self.space.default()
         if math.isnan(self.default_cost):
             self.default_cost = float(self.cost([default])[0])
-        if self.best is None:
+        if self.best is None and self.include_default:
             self._note([default], np.array([self.default_cost]))
             self.history.append((self._elapsed(), self.evaluations, self.best_cost))
         bar = self._progress_bar()

@@ -64,9 +64,12 @@ def run_one(job: dict) -> dict:
     default_true = true_cost(space.default())
     B = job["hw_budget"]
     # 1. hardware-only search with the full budget
+    start = job.get("start", "default")   # "random": the search knows nothing of the default
+    from_default = start == "default"
     clock = HardwareClock(job["compile_s"], job["repeats"])
-    t = Tuner(space, hw.simulate, get_strategy("annealing")(space, seed=job["seed"]),
-              budget=Budget(B, clock=clock.now), progress=False, on_config=lambda c, v: clock.charge(v))
+    t = Tuner(space, hw.simulate, get_strategy("annealing")(space, seed=job["seed"], start=start),
+              budget=Budget(B, clock=clock.now), progress=False, on_config=lambda c, v: clock.charge(v),
+              include_default=from_default)
     r_hw = t.run()
     hw_only = true_cost(r_hw.best)
     # 2. cost-model search (wall clock), then B/10 of hardware verification in predicted order
@@ -77,12 +80,14 @@ def run_one(job: dict) -> dict:
         from autotune.cli import _load_model_file, shipped_model
         path = job["cost_model"] if os.path.exists(job["cost_model"]) else shipped_model("gnn", "fusion", "tpu")
         model = _load_model_file(str(path), "fusion", "tpu")
-    t2 = Tuner(space, model.predict, get_strategy("annealing")(space, seed=job["seed"]),
-               budget=job["model_seconds"], progress=False, top_k_verify=1000)
+    t2 = Tuner(space, model.predict, get_strategy("annealing")(space, seed=job["seed"], start=start),
+               budget=job["model_seconds"], progress=False, top_k_verify=1000, include_default=from_default)
     t2.run()
     clock2 = HardwareClock(job["compile_s"], job["repeats"])
-    best_cfg, best_m = space.default(), measured(space.default())
-    clock2.charge(best_m)
+    best_cfg, best_m = None, math.inf
+    if from_default:
+        best_cfg, best_m = space.default(), measured(space.default())
+        clock2.charge(best_m)
     for _, cfg in t2.top_predicted():
         if clock2.t >= B / 10:
             break
@@ -91,7 +96,8 @@ def run_one(job: dict) -> dict:
         if m < best_m:
             best_cfg, best_m = cfg, m
     guided = true_cost(best_cfg)
-    return {"program": os.path.basename(job["program"])[:-4], "seed": job["seed"], "default_s": default_true,
+    return {"program": os.path.basename(job["program"])[:-4], "seed": job["seed"], "start": start,
+            "default_s": default_true,
             "hw_only_s": hw_only, "hw_only_configs": clock.measured, "guided_s": guided,
             "guided_configs": clock2.measured, "hw_only_speedup": default_true / hw_only,
             "guided_speedup": default_true / guided}

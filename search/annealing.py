@@ -49,15 +49,19 @@ class SimulatedAnnealing(Strategy):
     `n_steps` (steps per annealing round), `eps` (share of fresh random proposals), `patience`
     (non-improving proposals before a chain restarts from the global best), `retries` (redraws of
     an already visited proposal), `init_random` (share of chains starting at random configurations
-    rather than perturbed defaults). The first step proposes the chains' starting points.
+    rather than perturbed defaults), `start` ("random": every chain starts at a random configuration,
+    as the paper's search from a random configuration). The first step proposes the chains'
+    starting points.
     """
 
     name = "annealing"
 
     def __init__(self, space: Any, seed: Optional[int] = None, n_chains: int = 64, t_start: float = 0.003,
                  t_end: float = 3e-5, n_steps: int = 300, eps: float = 0.05, patience: int = 8,
-                 retries: int = 8, init_random: float = 0.25, **params: Any):
+                 retries: int = 8, init_random: float = 0.25, start: str = "default", **params: Any):
         super().__init__(space, seed, **params)
+        if start not in ("default", "random"):
+            raise ValueError(f"start must be 'default' or 'random', not {start!r}")
         if n_chains < 1:
             raise ValueError("n_chains must be >= 1")
         if not (t_start >= t_end > 0):
@@ -71,6 +75,7 @@ class SimulatedAnnealing(Strategy):
         self.patience = max(1, int(patience))
         self.retries = max(1, int(retries))
         self.init_random = float(init_random)
+        self.start = start
         self.heads: list = [None] * self.n_chains          # chain heads (None: not started yet)
         self.head_costs = np.full(self.n_chains, math.inf)
         self.stale = np.zeros(self.n_chains, dtype=np.int64)  # proposals since the last improvement
@@ -116,6 +121,8 @@ class SimulatedAnnealing(Strategy):
         """Chain 0 starts at the default; the others at random configurations (a share
         `init_random`) or at the default perturbed with a log-uniform mutation rate (on large
         programs: a random walk from the default)."""
+        if self.start == "random":
+            return self.space.random(self.rng)
         default = self.space.default()
         if i == 0 and key_hash(self.space.encode(default)) not in self.visited:
             return default
