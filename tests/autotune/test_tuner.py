@@ -181,3 +181,20 @@ def test_custom_strategy_through_cli(tmp_path):
     rep = json.loads((out / "report.json").read_text())
     assert rep["strategy"] == "hillclimb"
     assert rep["evaluations"] > 0 and rep["best_cost_s"] <= rep["default_cost_s"]
+
+
+def test_tuner_without_default_searches_from_scratch(space):
+    """include_default=False: the default is priced for the speedup but never becomes the answer."""
+    from search.annealing import SimulatedAnnealing
+    default_key = space.encode(space.default())
+    default_hashes = {k.hash for k in space.kernels(space.default())}
+
+    def cost(kernels):  # the default is the unique best configuration: its kernels are nearly free
+        return np.array([1e-9 if k.hash in default_hashes else 1e-6 for k in kernels])
+    for include in (True, False):
+        t = Tuner(space, cost, SimulatedAnnealing(space, seed=0, n_chains=4, start="random"), budget=None,
+                  max_evaluations=40, progress=False, include_default=include)
+        r = t.run()
+        assert math.isfinite(r.default_cost) and r.best is not None
+        assert (space.encode(r.best) == default_key) == include
+    assert all(space.encode(c) != default_key for _, c in t.top_predicted())

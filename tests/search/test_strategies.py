@@ -300,3 +300,13 @@ def test_random_interleavings_keep_the_contract(data, name, program):
         costs = [data.draw(st.sampled_from([1.0, 2.0, 3.0, math.inf])) * 1e-6 for _ in told]
         s.tell(told + told[:1], costs + costs[:1])  # a duplicate tell as well
     assert all(space.is_valid(c) for c in outstanding)
+
+
+def test_annealing_random_start_never_starts_at_the_default(space):
+    from search.annealing import SimulatedAnnealing
+    default = space.encode(space.default())
+    first = SimulatedAnnealing(space, seed=0, n_chains=16, start="random").ask(16)
+    assert len(first) == 16 and all(space.encode(c) != default for c in first)
+    assert any(space.encode(c) == default for c in SimulatedAnnealing(space, seed=0, n_chains=16).ask(16))
+    with pytest.raises(ValueError, match="start"):
+        SimulatedAnnealing(space, seed=0, start="best")
