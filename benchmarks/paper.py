@@ -291,10 +291,13 @@ def section_tile_sim(ctx: Ctx) -> dict:
                      + f"Median tile-size APE: GNN {_f(md_['gnn']['tile_ape'], 'tile_ape')}, XGBoost "
                        f"{_f(md_['xgboost']['tile_ape'], 'tile_ape')}, analytical {_f(md_['analytical']['tile_ape'], 'tile_ape')}.")
     fam, rnd = out["data"]["family"]["median"], out["data"]["random"]["median"]
+    worse = fam["gnn"]["tile_ape"] > rnd["gnn"]["tile_ape"]
     parts.append(f"From the random to the family split the GNN's median tile-size APE goes from "
                  f"{_f(rnd['gnn']['tile_ape'], 'tile_ape')} to {_f(fam['gnn']['tile_ape'], 'tile_ape')} "
-                 f"(analytical: {_f(rnd['analytical']['tile_ape'], 'tile_ape')} to {_f(fam['analytical']['tile_ape'], 'tile_ape')}); "
-                 "the paper's Table 8 reports the learned model losing ground on dissimilar programs.")
+                 f"(analytical: {_f(rnd['analytical']['tile_ape'], 'tile_ape')} to {_f(fam['analytical']['tile_ape'], 'tile_ape')}): "
+                 + ("worse on unseen families, as the paper's Table 8 reports for dissimilar programs"
+                    if worse else "no loss on unseen families here, unlike the paper's Table 8")
+                 + ". The two splits test different programs, so this comparison is indicative only.")
     out["markdown"] = (f"Dataset: {len(ds)} (kernel, tile) samples on the simulator, up to {ctx.q(16, 64)} tiles per "
                        "kernel (a random subset plus the default). Metrics per test program: tile-size APE "
                        "(runtime-weighted slowdown of the model's top-1 tiles), mean Kendall tau within kernels, "
