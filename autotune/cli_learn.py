@@ -254,6 +254,7 @@ def evaluate_models(models: dict, ds: Any, split: str = "test") -> dict:
                 met = fusion_metrics(pred, s.runtime)
                 if not absolute:
                     met.pop("mape")
+                    met.pop("mape_all")
             else:
                 met = tile_metrics(pred, s.runtime, s.graph, absolute=absolute)
                 met.pop("pair_acc", None)
@@ -272,13 +273,13 @@ def evaluate_models(models: dict, ds: Any, split: str = "test") -> dict:
     return {"task": ds.task, "split": split, "programs": per, "summary": summary, "median": median}
 
 
-_ORDER = ("mape", "kendall", "tile_ape", "top1", "top5", "top10")
+_ORDER = ("mape", "kendall", "mape_all", "kendall_all", "tile_ape", "top1", "top5", "top10")
 
 
 def _fmt(k: str, v: Optional[float]) -> str:
     if v is None or not math.isfinite(v):
         return "-"
-    if k in ("mape", "tile_ape"):
+    if k in ("mape", "mape_all", "tile_ape"):
         return f"{v:.1f}%"
     if k.startswith("top"):
         return f"{100 * v:.1f}%"

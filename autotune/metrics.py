@@ -6,6 +6,7 @@
 * `ordered_pair_accuracy(pred, true, groups=None)`: fraction of pairs with different true values that
   the prediction orders the same way (within each group when groups are given; predicted ties count
   as half).
+* `fusion_metrics(pred, true)`: MAPE and Kendall over kernels >= 5 us (the paper's Table 2), and over all.
 * `tile_size_ape(pred, true, groups)`: the paper's tile-size APE, in percent: over the kernels K of a
   program, 100 * sum_k |t_k(argmin pred) - min_i t_ki| / sum_k min_i t_ki, where t_ki is the true
   runtime of tile i of kernel k. Runtime-weighted, so it is the relative program slowdown caused by
@@ -23,7 +24,7 @@ from typing import Optional, Sequence
 import numpy as np
 
 __all__ = ["mape", "kendall", "ordered_pair_accuracy", "tile_size_ape", "topk_slowdown", "group_indices",
-           "fusion_metrics", "tile_metrics"]
+           "fusion_metrics", "tile_metrics", "FUSION_MIN_RUNTIME_S"]
 
 
 def _arr(x: Sequence[float]) -> np.ndarray:
@@ -139,9 +140,18 @@ def topk_slowdown(pred: Sequence[float], true: Sequence[float], groups: Sequence
     return float(np.mean(vals)) if vals else float("nan")
 
 
-def fusion_metrics(pred: Sequence[float], true: Sequence[float]) -> dict:
-    """The fusion-task metrics of one program: mape (percent) and kendall."""
-    return {"mape": mape(pred, true), "kendall": kendall(pred, true)}
+FUSION_MIN_RUNTIME_S = 5e-6
+
+
+def fusion_metrics(pred: Sequence[float], true: Sequence[float], min_runtime_s: float = FUSION_MIN_RUNTIME_S) -> dict:
+    """The fusion-task metrics of one program: mape (percent) and kendall over the kernels whose true
+    runtime is at least `min_runtime_s` (5 us, as the paper: tiny kernels barely affect a program's
+    runtime), with `n_kernels` of them; `mape_all` and `kendall_all` over every kernel."""
+    p, t = _arr(pred), _arr(true)
+    _check(p, t)
+    big = np.isfinite(t) & (t >= min_runtime_s)
+    return {"mape": mape(p[big], t[big]), "kendall": kendall(p[big], t[big]), "n_kernels": int(big.sum()),
+            "mape_all": mape(p, t), "kendall_all": kendall(p, t)}
 
 
 def tile_metrics(pred: Sequence[float], true: Sequence[float], groups: Sequence, absolute: bool = False) -> dict:

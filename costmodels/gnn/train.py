@@ -4,7 +4,8 @@
   family uniformly), as the paper does so that large families do not dominate.
 * Fusion (loss "mse"): batches of examples, MSE on log runtime.
 * Tiles (loss "rank"): batches of kernels (groups), up to `tiles_per_kernel` tiles each; pairwise
-  hinge or logistic loss over the pairs of tiles of the same kernel whose runtimes differ.
+  hinge or logistic loss over the pairs of tiles of the same kernel whose runtimes differ. Fusion
+  with loss "rank" (an ablation): the same, with the kernels of one program as the group.
 * After every epoch the validation split is scored (fusion: mean squared log error; tiles: 1 -
   ordered-pair accuracy); the best epoch's weights are kept (checkpoint selection) and training stops
   after `patience` epochs without improvement.
@@ -71,6 +72,9 @@ class _Prepared:
         self.y = (np.log(np.where(ok, rt, 1.0)) - model.y_mu) / model.y_sigma
         self.family = np.asarray(samples.family_of_sample())
         self.n = len(self.keep)
+        # rank-loss pairs: tiles of one kernel (tile task); kernels of one program (fusion task, where
+        # every sample is its own kernel graph, so grouping by graph would leave no pairs at all)
+        self.group = np.asarray(samples.program, np.int64) if model.task == "fusion" else self.graph
 
     def batch(self, idx: np.ndarray):
         gi = self.graph[idx]
@@ -78,7 +82,7 @@ class _Prepared:
         t = self.tile[idx]
         b = collate([p[0] for p in preps], [p[1] for p in preps], [p[2] for p in preps], t,
                     np.concatenate([np.stack([p[3] for p in preps]), t], axis=1))
-        return b, torch.from_numpy(self.y[idx].astype(np.float32)), torch.from_numpy(gi)
+        return b, torch.from_numpy(self.y[idx].astype(np.float32)), torch.from_numpy(self.group[idx])
 
 
 def _score_outputs(model: Any, data: _Prepared, max_items: int = 20000, seed: int = 0) -> tuple:
@@ -102,7 +106,7 @@ def _validate(model: Any, data: _Prepared) -> float:
         return float("nan")
     if model.config["loss"] == "mse":
         return float(np.mean((out - data.y[idx]) ** 2))
-    acc = ordered_pair_accuracy(out, data.y[idx], groups=data.graph[idx])
+    acc = ordered_pair_accuracy(out, data.y[idx], groups=data.group[idx])
     return 1.0 - acc if math.isfinite(acc) else float("nan")
 
 
@@ -115,7 +119,7 @@ def _batches_fusion(data: _Prepared, batch_size: int, rng: np.random.Generator, 
 def _batches_tile(data: _Prepared, batch_size: int, tiles_per_kernel: int, rng: np.random.Generator, steps: int):
     by_graph: dict = {}
     for i in data.keep:
-        by_graph.setdefault(int(data.graph[i]), []).append(i)
+        by_graph.setdefault(int(data.group[i]), []).append(i)
     groups = [np.asarray(v) for v in by_graph.values() if len(v) >= 2] or [np.asarray(v) for v in by_graph.values()]
     gfam = np.array([data.family[g[0]] for g in groups])
     p = family_weights(gfam)

@@ -70,7 +70,16 @@ def test_nonfinite_predictions_rank_last():
 
 def test_metric_bundles():
     f = fusion_metrics([1, 2, 3], [1, 2, 3])
-    assert f == {"mape": 0.0, "kendall": pytest.approx(1.0)}
+    assert f == {"mape": 0.0, "kendall": pytest.approx(1.0), "n_kernels": 3, "mape_all": 0.0,
+                 "kendall_all": pytest.approx(1.0)}
+    # The paper's metrics count kernels >= 5 us only: the tiny kernels' 50% errors and inverted order
+    # show only in the *_all metrics.
+    us = 1e-6
+    f = fusion_metrics([3 * us, 1 * us, 10 * us, 20 * us], [1 * us, 2 * us, 10 * us, 22 * us])
+    assert f["n_kernels"] == 2 and f["kendall"] == pytest.approx(1.0)
+    assert f["mape"] == pytest.approx(100 * (2 / 22) / 2)
+    assert f["mape_all"] == pytest.approx(100 * (2 + 0.5 + 0 + 2 / 22) / 4)
+    assert f["kendall_all"] < 1.0
     t = tile_metrics([1, 2, 1, 2], [1, 2, 1, 2], [0, 0, 1, 1], absolute=True)
     assert t["tile_ape"] == 0.0 and t["top1"] == 0.0 and t["top5"] == 0.0 and t["top10"] == 0.0
     assert t["kendall"] == pytest.approx(1.0) and t["mape"] == 0.0 and t["pair_acc"] == 1.0

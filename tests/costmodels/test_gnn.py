@@ -216,7 +216,7 @@ def test_cli_train_and_evaluate_gnn(fusion_ds, tmp_path):
     res = r.invoke(evaluate, ["--model", str(out), "--data", str(fusion_ds.root), "--split", "all", "--json"])
     assert res.exit_code == 0, res.output
     doc = json.loads(res.stdout)
-    assert set(doc["summary"]["g.pt"]) == {"mape", "kendall"}
+    assert set(doc["summary"]["g.pt"]) == {"mape", "kendall", "n_kernels", "mape_all", "kendall_all"}
     res = r.invoke(train, ["--model", "gnn", "--task", "fusion", "--data", str(fusion_ds.root), "--out", str(out),
                            "--loss", "rank", "--epochs", "1", "--hidden", "8"])
     assert res.exit_code == 0, res.output
@@ -260,4 +260,4 @@ def test_analytical_baseline_scales_fitted_on_train(fusion_ds):
     assert resid and all(abs(np.mean(v)) < 1e-9 for v in resid.values())
     out = evaluate_models({"analytical": fitted, "analytical-raw": "analytical"}, fusion_ds, "all")
     assert set(out["summary"]) == {"analytical", "analytical-raw"}
-    assert set(out["summary"]["analytical"]) == {"mape", "kendall"}
+    assert set(out["summary"]["analytical"]) == {"mape", "kendall", "n_kernels", "mape_all", "kendall_all"}

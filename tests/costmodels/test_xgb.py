@@ -108,7 +108,7 @@ def test_cli_build_train_evaluate(progs, tmp_path):
     doc = json.loads(res.stdout)
     assert set(doc["programs"]) == set(PROGRAMS)
     assert set(doc["summary"]) == {"analytical", "m.json"}
-    assert set(doc["summary"]["m.json"]) == {"mape", "kendall"}
+    assert set(doc["summary"]["m.json"]) == {"mape", "kendall", "n_kernels", "mape_all", "kendall_all"}
     res = r.invoke(evaluate_cmd, ["--model", "analytical", "--data", str(out), "--split", "all"])
     assert res.exit_code == 0 and "median" in res.output and "mean" in res.output
     # errors: one line, exit status 2

@@ -1,0 +1,98 @@
+"""benchmarks/paper_ablations.py: the subsampled dataset view and a tiny end-to-end ablation run
+(two variants per task, one short epoch) on datasets built from three small corpus programs."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from autotune.dataset import build_dataset
+
+ROOT = Path(__file__).resolve().parents[2]
+PROGRAMS = ["vae_small_infer", "lstm_small_infer", "autoencoder_small_infer"]  # three families: 1/1/1 split
+
+
+def _module():
+    spec = importlib.util.spec_from_file_location("paper_ablations", ROOT / "benchmarks" / "paper_ablations.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.fixture(scope="module")
+def pa():
+    return _module()
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    progs = tmp_path_factory.mktemp("progs")
+    for p in PROGRAMS:
+        shutil.copy(ROOT / "examples" / "hlo" / f"{p}.hlo", progs / f"{p}.hlo")
+    fusion = build_dataset(progs, "fusion", "sim", configs_per_program=2, out_dir=tmp_path_factory.mktemp("f"))
+    tile = build_dataset(progs, "tile", "sim", configs_per_program=1, out_dir=tmp_path_factory.mktemp("t"),
+                         max_tiles_per_kernel=8)
+    return fusion, tile
+
+
+def test_variants_one_change_each(pa):
+    for task, loss in (("fusion", "mse"), ("tile", "rank")):
+        vs = pa.variants(task, seed_repeats=1)
+        assert vs[0].key == "baseline" and vs[0].opts == {} and loss in vs[0].label.lower().replace("log", "")
+        assert vs[1].seed_offset == 1
+        assert {v.key for v in vs} >= {"reduction=node", "reduction=lstm", "reduction=transformer", "encoder=gat",
+                                       "encoder=none", "static=off", "edges=in", "edges=out",
+                                       "loss=rank" if loss == "mse" else "loss=mse"}
+        assert all(len(v.opts) <= 1 for v in vs)
+
+
+def test_subset_view_caps_are_seeded(pa, data):
+    _, tile = data
+    st = pa.Settings(epochs=1, train_kernels_per_program=3, tiles_per_kernel=2)
+    a, b = pa.SubsetDataset(tile, st, seed=0), pa.SubsetDataset(tile, st, seed=0)
+    s, s2 = a.load("train"), b.load("train")
+    assert s.tile_keys == s2.tile_keys and len(s.graphs) <= 3
+    counts = np.bincount(s.graph)
+    assert counts.max() <= 2
+    # every kept kernel keeps its default tile
+    assert all(s.is_default[s.graph == g].any() for g in range(len(s.graphs)))
+    assert a.programs_in("test") == tile.programs_in("test")
+
+
+def test_tiny_ablation_run(pa, data, tmp_path):
+    fusion, tile = data
+    st = pa.Settings(epochs=1, steps_per_epoch=4, hidden=8, batch_size=16, fusion_min_runtime_s=0.0)
+    res = pa.run(tmp_path / "results", quick=True, seed=0, fusion_data=fusion.root, tile_data=tile.root,
+                 log=lambda s: None, only=["baseline", "loss=rank", "loss=mse"],
+                 settings={"fusion": st, "tile": st})
+    assert res["name"] == "ablations" and set(res) >= {"title", "markdown", "data", "plots"}
+    json.dumps(res["data"])
+    for p in res["plots"]:
+        assert (tmp_path / "results" / p).is_file()
+        assert f"results/{p}" in res["markdown"]
+    md = res["markdown"]
+    assert "### Fusion task" in md and "### Tile task" in md and "**baseline**" in md
+    tasks = res["data"]["tasks"]
+    fz = {r["key"]: r for r in tasks["fusion"]["rows"]}
+    tl = {r["key"]: r for r in tasks["tile"]["rows"]}
+    assert set(fz) == {"baseline", "loss=rank"} and set(tl) == {"baseline", "loss=mse"}
+    # a rank-trained fusion model has no MAPE ("-" in the table); the MSE one has one
+    assert fz["loss=rank"]["metrics"]["main"]["mape_summary"] is None
+    assert "| loss: pairwise rank | - | - |" in md
+    assert fz["baseline"]["metrics"]["main"]["mape_summary"] >= 0
+    # the rank loss on fusion has pairs (kernels of one program): its validation score is defined
+    assert fz["loss=rank"]["best_epoch"] == 1
+    for rows in (fz, tl):
+        for r in rows.values():
+            assert r["train_s"] >= 0 and r["epochs_run"] == 1
+            for view in r["metrics"].values():
+                k = view["kendall_summary"]
+                assert k is not None and math.isfinite(k) and -1 <= k <= 1
+    for r in tl.values():
+        m = r["metrics"]["main"]
+        assert m["tile_ape_summary"] >= 0 and m["top1_summary"] >= 0
