@@ -30,6 +30,7 @@ import datetime as _dt
 import glob
 import json
 import math
+import multiprocessing
 import os
 import platform
 import random
@@ -407,7 +408,8 @@ def _search_plot(ctx: Ctx, rows: list, fname: str, title: str) -> None:
     ax.set_ylabel("speedup over default config")
     ax.axhline(1.0, color="k", lw=0.6)
     ax.set_title(title, fontsize=9)
-    ax.legend(fontsize=7)
+    ax.set_ylim(bottom=0.0, top=ax.get_ylim()[1] * 1.3)  # room for the legend above the bars
+    ax.legend(fontsize=7, ncol=2, loc="upper center")
     fig.tight_layout()
     fig.savefig(ctx.results / fname, dpi=120)
     plt.close(fig)
@@ -453,7 +455,8 @@ def section_fusion_search_sim(ctx: Ctx) -> dict:
              "cost_model": model_path, "start": start}
             for start in ("default", "random") for p in progs for s in (0, 1, 2)]
     ctx.log(f"  fusion search (sim): {len(jobs)} runs of ~{msec + 2:.0f} s on 2 workers")
-    with ProcessPoolExecutor(2) as ex:
+    # spawn, not fork: this process has run torch's thread pools, which a forked child can deadlock on
+    with ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn")) as ex:
         rows = list(ex.map(paper_claim.run_one, jobs))
     _search_plot(ctx, rows, "fusion_search_sim.png", f"simulator, B = {B:g} s of simulated hardware time")
     table, wins, n = _search_table(rows)
