@@ -72,6 +72,7 @@ class Ctx:
     def __init__(self, quick: bool, work: Path, out: Path, seed: int, log: Log):
         self.quick, self.work, self.out, self.seed, self.log = quick, work, out, seed, log
         self.results = out / "results"
+        self.reused: list = []  # datasets/models of an earlier run in the work folder that a section reused
         self.results.mkdir(parents=True, exist_ok=True)
         work.mkdir(parents=True, exist_ok=True)
 
@@ -98,6 +99,8 @@ class Ctx:
             programs = [p.stem for p in sorted(HLO.glob("*_small_*.hlo"))]
         cfgs = {"fusion": self.q(3, 8), "tile": self.q(2, 4)}[task] if evaluator == "sim" else self.q(3, 6)
         t0 = time.time()
+        if (out / "manifest.json").exists():
+            self.reused.append(name)
         self.log(f"dataset {name}: building/resuming in {out}")
         try:
             ds = build_dataset(HLO, task, ev, target, cfgs, out, seed=self.seed,
@@ -121,6 +124,7 @@ class Ctx:
         ext = "pt" if kind == "gnn" else "json"
         path = self.work / f"{tag}_{kind}.{ext}"
         if path.exists():
+            self.reused.append(path.name)
             return load_model_file(str(path), task=ds.task, target=ds.target)
         epochs = {"fusion": self.q(4, 20), "tile": self.q(2, 4)}[ds.task]
         o = {"seed": self.seed, "epochs": epochs, **opts}
@@ -142,7 +146,7 @@ def md_table(header: list, rows: list, align: Optional[list] = None) -> str:
 def _f(v: Any, kind: str) -> str:
     if v is None or (isinstance(v, float) and not math.isfinite(v)):
         return "-"
-    if kind in ("mape", "tile_ape"):
+    if kind in ("mape", "mape_all", "tile_ape"):
         return f"{v:.1f}%"
     if kind.startswith("top"):
         return f"{100 * v:.2f}%"
@@ -577,8 +581,9 @@ def section_ablations(ctx: Ctx) -> dict:
 def run_section(ctx: Ctx, name: str) -> dict:
     ctx.log(f"== {name}: {TITLES[name]}")
     t0 = time.time()
+    ctx.reused = []
     res = globals()[f"section_{name}"](ctx)
-    res.update(name=name, title=TITLES[name], seconds=round(time.time() - t0, 1), quick=ctx.quick,
+    res.update(reused=sorted(set(ctx.reused)), name=name, title=TITLES[name], seconds=round(time.time() - t0, 1), quick=ctx.quick,
                date=_dt.date.today().isoformat(), machine=f"{platform.machine()}, {os.cpu_count()} cores, "
                f"Python {platform.python_version()}")
     res.setdefault("plots", [])
@@ -612,7 +617,8 @@ def write_results_md(out: Path) -> Path:
     for s in secs:
         lines += [f"## {s['title']}", "",
                   f"*{'quick' if s['quick'] else 'full'} mode, {s['date']}, {s['machine']}, {s['seconds']:.0f} s "
-                  f"(`--only {s['name']}`)*", "", s["markdown"].strip(), ""]
+                  + (f"(reusing {', '.join(s['reused'])} from an earlier run) " if s.get("reused") else "")
+                  + f"(`--only {s['name']}`)*", "", s["markdown"].strip(), ""]
     path = out / "results.md"
     path.write_text("\n".join(lines))
     return path

@@ -10,6 +10,7 @@ in quick mode, twice in full mode) so that the table shows how large a differenc
 
     python benchmarks/paper_ablations.py --fusion-data DS/fusion --tile-data DS/tile [--quick]
         [--out docs/results] [--seed 0] [--json OUT] [--only baseline reduction=lstm ...]
+        [--epochs N] [--steps-per-epoch N]   (override the mode's training length, both tasks)
 
 Datasets come from `autotune dataset build --task fusion|tile`. Quick mode (~3 min on 2 loaded
 cores) trains each variant for a few hundred steps on a seeded subsample of kernels per program; full
@@ -562,11 +563,15 @@ def main(argv: Optional[list] = None) -> dict:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--only", nargs="*", default=None, help="variant keys (e.g. baseline reduction=lstm)")
     ap.add_argument("--json", dest="json_out", type=Path, default=None, help="also write the raw results here")
+    ap.add_argument("--epochs", type=int, default=None, help="override the mode's epochs (both tasks)")
+    ap.add_argument("--steps-per-epoch", type=int, default=None, help="override the mode's steps per epoch")
     a = ap.parse_args(argv)
+    over = {k: v for k, v in (("epochs", a.epochs), ("steps_per_epoch", a.steps_per_epoch)) if v is not None}
+    settings = {t: replace(st, **over) for t, st in (QUICK if a.quick else FULL).items()} if over else None
     if a.fusion_data is None and a.tile_data is None:
         ap.error("give --fusion-data and/or --tile-data")
     res = run(a.out, quick=a.quick, seed=a.seed, fusion_data=a.fusion_data, tile_data=a.tile_data,
-              log=lambda s: print(s, file=sys.stderr, flush=True), only=a.only)
+              log=lambda s: print(s, file=sys.stderr, flush=True), only=a.only, settings=settings)
     if a.json_out:
         a.json_out.write_text(json.dumps(res["data"], indent=1))
     print(res["markdown"])

@@ -56,3 +56,4 @@ def test_md_table_and_formats():
     t = paper.md_table(["a", "b"], [["x", paper._f(0.123, "mape")], ["y", paper._f(float("nan"), "kendall")]])
     assert t.splitlines() == ["| a | b |", "|---|---:|", "| x | 0.1% |", "| y | - |"]
     assert paper._f(1.23456, "x") == "1.235x" and paper._f(0.05, "top1") == "5.00%"
+    assert paper._f(12.345, "mape_all") == "12.3%" and paper._f(0.5, "kendall_all") == "0.500"
