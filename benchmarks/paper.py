@@ -62,6 +62,9 @@ TITLES = {
     "tile_online": "AutoTVM Figures 4/5 analog: online tile search (item 5)",
     "ablations": "Ablations, paper Tables 3-4 (item 6)",
 }
+# docs/results.md in the issue's order: the two Table 2 fusion analogs, the tile table, Figures 4-5, ...
+ORDER = ["fusion_sim", "fusion_xla", "tile_sim", "tile_autotune", "fusion_search_sim", "fusion_search_xla",
+         "tile_online", "ablations", "calibration"]
 Log = Callable[[str], None]
 
 
@@ -604,10 +607,9 @@ def _json_default(o: Any) -> Any:
 def write_results_md(out: Path) -> Path:
     """docs/results.md from every saved section (in the issue's order)."""
     secs = []
-    for name in SIM_SECTIONS[1:4] + ["fusion_xla"] + ["tile_autotune", "fusion_search_sim", "fusion_search_xla",
-                                                        "tile_online", "ablations", "calibration"]:
+    for name in ORDER:
         p = out / "results" / f"{name}.json"
-        if p.exists() and name not in [s["name"] for s in secs]:
+        if p.exists():
             secs.append(json.loads(p.read_text()))
     lines = ["# Results: the papers' headline claims, reproduced", "",
              "Regenerate with `python benchmarks/paper.py [--quick]` (simulator) and "
@@ -615,10 +617,13 @@ def write_results_md(out: Path) -> Path:
              "`docs/results/<section>.json`. Every number below was measured by that command; the line under each "
              "heading says when, where, and in which mode.", ""]
     for s in secs:
+        body = s["markdown"].strip()
+        if body.startswith("## "):  # a section module's own title: this page gives the title
+            body = body.split("\n", 1)[1].strip() if "\n" in body else ""
         lines += [f"## {s['title']}", "",
                   f"*{'quick' if s['quick'] else 'full'} mode, {s['date']}, {s['machine']}, {s['seconds']:.0f} s "
                   + (f"(reusing {', '.join(s['reused'])} from an earlier run) " if s.get("reused") else "")
-                  + f"(`--only {s['name']}`)*", "", s["markdown"].strip(), ""]
+                  + f"(`--only {s['name']}`)*", "", body, ""]
     path = out / "results.md"
     path.write_text("\n".join(lines))
     return path

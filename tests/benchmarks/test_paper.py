@@ -43,13 +43,14 @@ def test_random_split_view_reassigns_programs_not_samples(tile_ds, tmp_path):
 def test_results_md_orders_saved_sections(tmp_path):
     res = tmp_path / "results"
     res.mkdir()
-    for name, body in (("calibration", "CAL-BODY"), ("fusion_sim", "FUSION-BODY")):
+    for name, body in (("calibration", "CAL-BODY"), ("fusion_sim", "FUSION-BODY"), ("ablations", "## Own title\n\nABL")):
         (res / f"{name}.json").write_text(json.dumps({
             "name": name, "title": paper.TITLES[name], "markdown": body, "quick": True, "date": "2026-01-01",
             "machine": "m", "seconds": 1.0}))
     text = paper.write_results_md(tmp_path).read_text()
     assert text.index("FUSION-BODY") < text.index("CAL-BODY")  # the order: Table 2 first
-    assert text.count("## ") == 2 and "quick mode" in text
+    assert text.index("FUSION-BODY") < text.index("ABL") < text.index("CAL-BODY")
+    assert text.count("## ") == 3 and "Own title" not in text and "quick mode" in text
 
 
 def test_md_table_and_formats():
