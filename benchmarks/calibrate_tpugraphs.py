@@ -41,7 +41,9 @@ from autotune.tiles import TileConfig, tiling_info  # noqa: E402
 from costmodels.analytical import AnalyticalCostModel  # noqa: E402
 from hardware.simulator import DEFAULTS, TpuSimulator  # noqa: E402
 
-DATA = os.environ.get("TPUGRAPHS_TILES", "/work/shared/tpugraphs/tile_kernels.json")
+# ../shared beside the repository root (as CI and the developers have it), or $TPUGRAPHS_TILES
+DATA = os.environ.get("TPUGRAPHS_TILES", os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))), "shared", "tpugraphs", "tile_kernels.json"))
 _FREE = {"parameter", "constant", "tuple", "get-tuple-element"}
 
 

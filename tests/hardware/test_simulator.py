@@ -159,7 +159,9 @@ def test_calibration_on_tpugraphs_v3():
     """Regression guard for the calibrated constants (skipped where the shared data is absent)."""
     import importlib.util
     import os
-    path = os.environ.get("TPUGRAPHS_TILES", "/work/shared/tpugraphs/tile_kernels.json")
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    path = os.environ.get("TPUGRAPHS_TILES", os.path.join(os.path.dirname(repo), "shared", "tpugraphs",
+                                                          "tile_kernels.json"))
     if not os.path.exists(path):
         pytest.skip("TpuGraphs tile data not available")
     here = os.path.dirname(os.path.abspath(__file__))
