@@ -122,6 +122,15 @@ def test_fusion_command_outputs(tmp_path):
     parse_hlo_file(str(out / "fused.hlo"))
 
 
+def test_default_hw_budget_is_a_tenth_of_the_budget(tmp_path):
+    """The README's `autotune fusion PROG --budget 1m` form: no --hw-budget, verification gets B/10."""
+    out = tmp_path / "run"
+    r = _cli("fusion", SMALL, "--budget", "4s", "--out", str(out), "--store", "none", "--cost-model", "analytical")
+    assert r.returncode == 0, r.stderr
+    rep = json.loads((out / "report.json").read_text())
+    assert rep["hw_budget_s"] == pytest.approx(0.4) and rep["measured_best_s"] is not None
+
+
 def test_sigterm_keeps_results(tmp_path):
     out = tmp_path / "run"
     p = subprocess.Popen([sys.executable, "-m", "autotune.cli", "fusion", os.path.join(HLO, "bert_small_infer.hlo"),
