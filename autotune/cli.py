@@ -302,6 +302,8 @@ def fusion(program: str, budget: str, cost_model: Optional[str], strategy: str, 
     strategy_cls = get_strategy(strategy)
     if (scheduler or workers > 1) and (evaluator or _default_evaluator(target)) != "xla":
         raise UserError("--scheduler/--workers apply to the xla evaluator (the simulator is vectorized in-process)")
+    if total is not None and 0 < total <= hw and (cost_model or "").strip().lower() != "hardware":
+        raise UserError(f"--hw-budget {hw_budget} leaves nothing of --budget {budget} for the search")
     out = Path(resume_dir) if resume_dir and not out_dir else _run_dir(program, out_dir, "fusion")
     out.mkdir(parents=True, exist_ok=True)
     ev = make_evaluator(evaluator, target, store, seed, scheduler=scheduler, workers=workers)

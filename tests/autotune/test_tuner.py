@@ -159,6 +159,8 @@ def test_fusion_command_errors(tmp_path, args, fragment):
     r = _cli("fusion", SMALL, "--out", str(tmp_path / "o"), "--store", "none", *args)
     assert r.returncode == 2, (r.stdout, r.stderr)
     assert fragment in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    if fragment == "leaves nothing":  # refused before anything is written
+        assert not (tmp_path / "o").exists()
 
 
 def test_no_fusible_edges(tmp_path):
