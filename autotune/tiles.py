@@ -160,6 +160,7 @@ class TilingInfo:
         self.m_mask = np.zeros(self.rank, bool)
         self.n_mask = np.zeros(self.rank, bool)
         self.n_const = 1.0
+        self.m_scale = 1.0  # dot rows per tiled-shape element when the hero is not aligned with it
         self.win = np.ones(self.rank)
         self.stride = np.ones(self.rank)
         self.din = np.array(self.dims, float)
@@ -314,8 +315,13 @@ class TilingInfo:
             for d in range(self.rank):
                 (self.n_mask if d in n_dims else self.m_mask)[d] = True
         else:
+            # The tiled shape is not the hero's output (e.g. a dot whose result is sliced into a
+            # dynamic-update-slice root): a tile needs its share of the hero's M rows, each N wide.
+            # (Counting every tiled element as a row of N over-counted such kernels by E / M: 4096x
+            # for the LSTM cell of lstm_medium_train.)
             self.m_mask[:] = True
             self.n_const = float(np.prod([out.dims[d] for d in n_dims])) if n_dims else 1.0
+            self.m_scale = hero_out_elems / self.n_const / max(self.elements, 1.0)
 
     def _alpha(self, elements: float) -> float:
         if self.elements <= 1.0:
@@ -424,6 +430,7 @@ class TilingInfo:
             "flops": self.flops, "vec_flops": self.vec_flops, "hero_flops": self.hero_flops,
             "trans": self.trans_rest, "lhs_vec": self.lhs_vec, "rhs_vec": self.rhs_vec,
             "lhs_trans": self.lhs_trans, "rhs_trans": self.rhs_trans, "trivial": float(self.trivial), "K": self.K, "K_pad": self.K_pad, "n_const": self.n_const,
+            "m_scale": self.m_scale,
             "is_mxu": float(self.hero is not None), "kind": float(self.kind),
             "bytes_read": self.bytes_read, "bytes_written": self.bytes_written,
         }
@@ -609,7 +616,7 @@ def io_geometry(b: dict, T: np.ndarray, sublanes: int = 8, lanes: int = 128) -> 
     in_run = np.where(same, run_same, b["in_maxrun"])
     in_run = np.maximum(np.minimum(in_run, in_tile), 1.0)
     # ---- compute
-    Tm = np.prod(np.where(b["mmask"], T, 1.0), axis=1)
+    Tm = np.prod(np.where(b["mmask"], T, 1.0), axis=1) * b["m_scale"]
     Tn = np.prod(np.where(b["nmask"], T, 1.0), axis=1) * b["n_const"]
     mxu_tile = np.where(b["is_mxu"] > 0,
                         2.0 * np.ceil(Tm / sublanes) * sublanes * b["K_pad"] * np.ceil(Tn / lanes) * lanes, 0.0)

@@ -138,7 +138,7 @@ class TpuSimulator(Evaluator):
     """TPU v3-like (default) or v2-like kernel simulator; an Evaluator and a CostModel-like `simulate`."""
 
     name = "sim"
-    version = "1"
+    version = "2"  # 2: hero rows of kernels whose tiled shape is not the dot output (tiles.m_scale)
 
     def __init__(self, target: str = "tpu", noise: Optional[float] = None, seed: int = 0,
                  budget: Any = None, store: Any = None, constants: Optional[SimConstants] = None,

@@ -172,3 +172,37 @@ add {
     sp = TileSpace(k)
     assert sp.shape == (1024,)
     assert {t.dims for t in sp.tiles()} == {(1024,)}
+
+
+# An LSTM cell's shape: a dot whose result is sliced and written into a loop buffer, so the tiled shape
+# (the dynamic-update-slice output, 32x4x128) is not the dot's output (4x512).
+CELL = """
+  h = f32[4,128]{1,0} parameter(0)
+  w = f32[128,512]{1,0} parameter(1)
+  bias = f32[4,512]{1,0} parameter(2)
+  buf = f32[32,4,128]{2,1,0} parameter(3)
+  i = s32[] parameter(4)
+  z = s32[] constant(0)
+  d = f32[4,512]{1,0} dot(h, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  a = f32[4,512]{1,0} add(d, bias)
+  s = f32[4,128]{1,0} slice(a), slice={[0:4], [0:128]}
+  r = f32[1,4,128]{2,1,0} reshape(s)
+  ROOT u = f32[32,4,128]{2,1,0} dynamic-update-slice(buf, r, i, z, z)"""
+
+
+def test_hero_not_aligned_with_the_tiled_shape_counts_its_own_rows():
+    from autotune.tiles import io_geometry, stack_rows
+    k = one_kernel(CELL)
+    assert {"dot", "slice", "dynamic-update-slice"} <= set(k.opcodes)
+    info = tiling_info(k, "tpu")
+    assert info.hero == "dot" and info.shape.dims == (32, 4, 128) and not info.n_mask.any()
+    assert info.m_scale == pytest.approx(4 / (32 * 4 * 128))
+    space = TileSpace(k, "tpu")
+    tiles = space.tiles()
+    g = io_geometry(stack_rows([info.row] * len(tiles)), space.to_array(tiles))
+    total = g["mxu_tile"] * g["n"]
+    # the whole dot is 2*4*128*512 flops; a tile pads its rows to 8 sublanes and recomputes at most
+    # its share (version 1 of the model counted every one of the 16384 tiled elements as a row: 4096x)
+    assert np.all(total >= info.hero_flops)
+    assert total[tiles.index(space.default())] <= 2.0 * info.hero_flops
+    assert np.all(total <= 2.0 * info.hero_flops * g["n"])
