@@ -221,9 +221,7 @@ class SubsetDataset:
                     yield p, s
 
     def load(self, split: str = "train") -> Any:
-        """All capped samples of a split. Validation samples come sorted by kernel size: the training
-        loop scores them in index order, and the sequence reductions pad each batch to its largest
-        kernel (unsorted, Transformer validation was ~30x slower)."""
+        """All capped samples of a split (validation is scored in size-sorted batches by the model)."""
         from autotune.dataset import Samples
         key = ("load", split)
         if key in self._cache:
@@ -232,9 +230,6 @@ class SubsetDataset:
         if not parts:
             raise ValueError(f"dataset {self.root} has no samples in the {split} split")
         s = Samples.concat(parts)
-        if split == "validation":
-            sizes = np.array([g.num_nodes for g in s.graphs])[s.graph]
-            s = _compact(s.select(np.argsort(sizes, kind="stable")))
         s.tile_feat  # noqa: B018 - computed once here, shared by every variant
         self._cache[key] = s
         return s

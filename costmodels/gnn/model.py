@@ -48,6 +48,13 @@ DEFAULT_CONFIG: dict = {
 }
 
 
+def collate_prepared(preps: Sequence[tuple], tfs: np.ndarray) -> GraphBatch:
+    """One batch from `GnnCostModel.prepare_graph` tuples (node features, opcodes, edges, kernel
+    features) and their scaled tile features; the kernel-level input is kernel + tile features."""
+    return collate([p[0] for p in preps], [p[1] for p in preps], [p[2] for p in preps], tfs,
+                   np.concatenate([np.stack([p[3] for p in preps]), tfs], axis=1))
+
+
 def normalize_config(cfg: dict) -> dict:
     out = dict(DEFAULT_CONFIG)
     out.update({k: v for k, v in cfg.items() if v is not None})
@@ -219,20 +226,22 @@ class GnnCostModel(CostModel):
         if not self.node_scaler.fitted:
             raise ValueError("the GNN cost model is not trained (fit or load it first)")
         tf = np.zeros((n, TILE_DIM), np.float32) if tile_feat is None else np.asarray(tile_feat, np.float32)
-        tfs = self.scale_tiles(tf)
+        return self.forward_prepared([self.prepare_graph(g) for g in graphs], self.scale_tiles(tf))
+
+    def forward_prepared(self, preps: Sequence[tuple], tfs: np.ndarray) -> np.ndarray:
+        """Raw network outputs for `prepare_graph` tuples and scaled tile features, in batches
+        (inference, and validation scoring during training)."""
+        n = len(preps)
         out = np.empty(n)
         self.net.eval()
         bs = self.batch_size
         # sequence reductions pad every graph to the longest in the batch: batch similar sizes together
-        order = (np.argsort([g.num_nodes for g in graphs], kind="stable")
+        order = (np.argsort([len(p[0]) for p in preps], kind="stable")
                  if self.config["reduction"] in ("lstm", "transformer") else np.arange(n))
         with torch.inference_mode(), torch_threads(self.threads):
             for s in range(0, n, bs):
                 idx = order[s:s + bs]
-                preps = [self.prepare_graph(graphs[i]) for i in idx]
-                t = tfs[idx]
-                b = collate([p[0] for p in preps], [p[1] for p in preps], [p[2] for p in preps], t,
-                            np.concatenate([np.stack([p[3] for p in preps]), t], axis=1))
+                b = collate_prepared([preps[i] for i in idx], tfs[idx])
                 out[idx] = self.net(b).double().numpy()
         return out
 

@@ -27,7 +27,7 @@ import torch.nn.functional as F
 
 from autotune.metrics import ordered_pair_accuracy
 
-from .layers import collate
+from .model import collate_prepared
 
 __all__ = ["fit_gnn", "pairwise_rank_loss", "family_weights"]
 
@@ -77,11 +77,7 @@ class _Prepared:
         self.group = np.asarray(samples.program, np.int64) if model.task == "fusion" else self.graph
 
     def batch(self, idx: np.ndarray):
-        gi = self.graph[idx]
-        preps = [self.graphs[g] for g in gi]
-        t = self.tile[idx]
-        b = collate([p[0] for p in preps], [p[1] for p in preps], [p[2] for p in preps], t,
-                    np.concatenate([np.stack([p[3] for p in preps]), t], axis=1))
+        b = collate_prepared([self.graphs[g] for g in self.graph[idx]], self.tile[idx])
         return b, torch.from_numpy(self.y[idx].astype(np.float32)), torch.from_numpy(self.group[idx])
 
 
@@ -90,19 +86,9 @@ def _score_outputs(model: Any, data: _Prepared, max_items: int = 20000, seed: in
     idx = data.keep
     if len(idx) > max_items:
         idx = np.sort(np.random.default_rng(seed).choice(idx, max_items, replace=False))
-    # batch by kernel size: a batch pads to its largest kernel (Transformer reduction), so stored
-    # order made validation ~30x slower than sorted order; outputs go back to idx's order
-    sizes = np.array([len(data.graphs[g][0]) for g in data.graph[idx]], np.int64)
-    order = np.argsort(sizes, kind="stable")
-    out = np.empty(len(idx))
-    model.net.eval()
-    bs = model.batch_size
-    with torch.inference_mode():
-        for s in range(0, len(idx), bs):
-            sel = order[s:s + bs]
-            b, _, _ = data.batch(idx[sel])
-            out[sel] = model.net(b).double().numpy()
-    return idx, out
+    # the model's own inference batching (by kernel size for the sequence reductions, which pad a
+    # batch to its largest kernel: stored order made Transformer validation ~30x slower)
+    return idx, model.forward_prepared([data.graphs[g] for g in data.graph[idx]], data.tile[idx])
 
 
 def _validate(model: Any, data: _Prepared) -> float:
