@@ -479,6 +479,40 @@ def section_fusion_search_sim(ctx: Ctx) -> dict:
     return {"markdown": md, "data": rows, "plots": ["fusion_search_sim.png"]}
 
 
+def _verify_end_to_end(ev: Any, texts: Any, seconds: float, default_text: Optional[str],
+                       screen_share: float = 2 / 3, finalists: int = 2) -> tuple:
+    """Hardware verification on a noisy machine: time candidate programs end to end in the order given
+    for `screen_share` of the budget (once each), then race the `finalists` fastest (and the default,
+    when given) against each other, interleaved, until the budget is spent; the lowest minimum wins.
+    One timing per candidate keeps whichever got a lucky run (the winner's curse: XLA:CPU timings vary
+    ~12% run to run here, more than most fusion gains); interference only slows runs, so the minimum
+    over repeated timings is the estimate. Returns (best text or None, programs timed)."""
+    from hardware.base import Budget
+    budget = Budget(seconds)
+    timings: dict = {}
+    n = 0
+    for text in texts:
+        if budget.elapsed >= seconds * screen_share:
+            break
+        if text in timings:
+            continue
+        m = ev.measure_program(text)
+        n += 1
+        timings[text] = [m.seconds if m.ok else math.inf]
+    ok = [t for t in timings if math.isfinite(min(timings[t]))]
+    race = sorted(ok, key=lambda t: min(timings[t]))[:finalists]
+    if default_text is not None and default_text in ok and default_text not in race:
+        race.append(default_text)
+    while len(race) > 1 and not budget.exhausted:
+        for text in race:
+            if budget.exhausted:
+                break
+            m = ev.measure_program(text)
+            n += 1
+            timings[text].append(m.seconds if m.ok else math.inf)
+    return (min(race, key=lambda t: min(timings[t])) if race else None), n
+
+
 def _xla_search_job(job: dict) -> dict:
     """Figure 5 on real XLA:CPU: hardware-only annealing (kernels measured by XLA, wall-clock budget B)
     against model search + B/10 of end-to-end verification; both judged by interleaved end-to-end timing."""
@@ -506,18 +540,11 @@ def _xla_search_job(job: dict) -> dict:
         t2 = Tuner(space, model.predict, get_strategy("annealing")(space, seed=seed, start=start),
                    budget=job["model_seconds"], progress=False, top_k_verify=200, include_default=from_default)
         t2.run()
-        verify = Budget(B / 10)
-        best_text, best_m, n_ver = None, math.inf, 0
+        default_text = emit_fused_text(space, space.default(), metadata=False)
         cands = ([space.default()] if from_default else []) + [c for _, c in t2.top_predicted()]
-        for cfg in cands:
-            if verify.exhausted:
-                break
-            text = emit_fused_text(space, cfg, metadata=False)
-            m = ev.measure_program(text)
-            n_ver += 1
-            if m.ok and m.seconds < best_m:
-                best_text, best_m = text, m.seconds
-        texts = {"default": emit_fused_text(space, space.default(), metadata=False),
+        best_text, n_ver = _verify_end_to_end(ev, (emit_fused_text(space, c, metadata=False) for c in cands),
+                                              B / 10, default_text if from_default else None)
+        texts = {"default": default_text,
                  "hw_only": emit_fused_text(space, r_hw.best, metadata=False), "guided": best_text}
         times: dict = {k: [] for k in texts}
         for _ in range(job["rounds"]):
@@ -559,7 +586,10 @@ def section_fusion_search_xla(ctx: Ctx) -> dict:
           "hardware time. Hardware only: annealing whose cost is the sum of the kernels' runtimes, each kernel "
           "compiled and timed by XLA (memoized by kernel hash). Model + B/10: annealing for "
           f"{msec:g} s against {'the ' + Path(model_path).name + ' model of item 1' if model_path != 'analytical' else 'the analytical cpu model (the learned models of item 1 did not beat it)'}, "
-          "then whole fused programs of its best predictions compiled and timed end to end until B/10 is spent. "
+          "then whole fused programs of its best predictions compiled and timed end to end within B/10: each once, "
+          "in predicted order, for two thirds of it, then the two fastest and the default raced (timed again, "
+          "interleaved) for the last third, the lowest minimum kept (one timing each would keep whichever got a "
+          "lucky run). "
           "Quality: the kept configuration's end-to-end time (min of 5 interleaved rounds with the default) as "
           "speedup over the default configuration; 3 seeds, median (min-max).\n\n" + table
           + f"\n\nModel + B/10 matches or beats hardware-only search in {wins} of {n} cases. Timing noise on this "
