@@ -221,7 +221,7 @@ def section_calibration(ctx: Ctx) -> dict:
           + md_table(["model", "tile-size APE", "top-1 slowdown", "top-5 slowdown", "Kendall tau", "MAPE"], rows)
           + f"\n\nXLA's default picks are hard to beat on real hardware: its tile-size APE on these kernels is "
           f"{xla_ape:.2f}% ({xla_ape_all:.2f}% over all {len(raw)}, including three reshapes whose measured "
-          "variants differ in what our tile model does not describe), against {loko['sim']['mean']['project_metrics']['tile_ape']:.1f}% for the simulator "
+          f"variants differ in what our tile model does not describe), against {loko['sim']['mean']['project_metrics']['tile_ape']:.1f}% for the simulator "
           f"(leave-one-kernel-out) and {dflt['analytical']['mean']['project_metrics']['tile_ape']:.1f}% for the "
           "analytical model. Per-kernel numbers: `benchmarks/calibrate_tpugraphs.py --fit`.")
     return {"markdown": md, "data": {"calibration": out, "xla_default_tile_ape": xla_ape,

@@ -108,3 +108,23 @@ def test_verify_end_to_end_never_keeps_a_failed_candidate(monkeypatch):
     # from a random start there is no default to race against: the finalists race each other
     best, _, calls = _verify(monkeypatch, {"a": [1.05, 0.7], "b": [1.0], "c": [1.1]}, ["a", "b", "c"], 8.0, None, 0.3)
     assert best == "a" and set(calls[3:]) == {"a", "b"}
+
+
+def test_no_format_field_in_a_plain_string_literal():
+    # a "{x['a']:.1f}" piece of an implicitly concatenated report line that lost its f prefix prints
+    # the braces into docs/results.md instead of the number
+    import io
+    import re
+    import tokenize
+    field = re.compile(r"\{[A-Za-z_][\w\[\]'\"\.]*(![rsa])?(:[^{}]*)?\}")
+    bad = []
+    for name in ("paper.py", "paper_ablations.py", "paper_tile_online.py"):
+        src = (Path(paper.__file__).parent / name).read_text()
+        for tok in tokenize.generate_tokens(io.StringIO(src).readline):
+            if tok.type != tokenize.STRING:
+                continue
+            prefix = re.match(r"[A-Za-z]*", tok.string).group(0).lower()
+            docstring = tok.string[len(prefix):].startswith(('"""', "'''"))
+            if "f" not in prefix and not docstring and field.search(tok.string):
+                bad.append(f"{name}:{tok.start[0]}: {tok.string[:60]}")
+    assert not bad, bad
