@@ -489,28 +489,28 @@ def _verify_end_to_end(ev: Any, texts: Any, seconds: float, default_text: Option
     over repeated timings is the estimate. Returns (best text or None, programs timed)."""
     from hardware.base import Budget
     budget = Budget(seconds)
-    timings: dict = {}
-    n = 0
+    timings: dict = {}  # text -> seconds of each timing (inf: failed)
+
+    def time_once(text: str) -> None:
+        m = ev.measure_program(text)
+        timings.setdefault(text, []).append(m.seconds if m.ok else math.inf)
+
     for text in texts:
         if budget.elapsed >= seconds * screen_share:
             break
-        if text in timings:
-            continue
-        m = ev.measure_program(text)
-        n += 1
-        timings[text] = [m.seconds if m.ok else math.inf]
+        if text not in timings:
+            time_once(text)
     ok = [t for t in timings if math.isfinite(min(timings[t]))]
     race = sorted(ok, key=lambda t: min(timings[t]))[:finalists]
-    if default_text is not None and default_text in ok and default_text not in race:
+    if default_text in ok and default_text not in race:
         race.append(default_text)
     while len(race) > 1 and not budget.exhausted:
         for text in race:
             if budget.exhausted:
                 break
-            m = ev.measure_program(text)
-            n += 1
-            timings[text].append(m.seconds if m.ok else math.inf)
-    return (min(race, key=lambda t: min(timings[t])) if race else None), n
+            time_once(text)
+    best = min(race, key=lambda t: min(timings[t])) if race else None
+    return best, sum(map(len, timings.values()))
 
 
 def _xla_search_job(job: dict) -> dict:

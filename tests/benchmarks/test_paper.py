@@ -8,6 +8,8 @@ import numpy as np
 import pytest
 
 from autotune.dataset import build_dataset
+from hardware.base import Budget as _REAL_BUDGET
+from hardware.base import Measurement
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -60,10 +62,6 @@ def test_md_table_and_formats():
     assert paper._f(12.345, "mape_all") == "12.3%" and paper._f(0.5, "kendall_all") == "0.500"
 
 
-
-from hardware.base import Budget as _REAL_BUDGET  # noqa: E402
-
-
 class _ScriptedTimer:
     """End-to-end timings from a script per program text (the last value repeats); each timing
     advances a fake clock by one second."""
@@ -74,7 +72,6 @@ class _ScriptedTimer:
         self.calls: list = []
 
     def measure_program(self, text: str):
-        from hardware.base import Measurement
         self.clock["t"] += 1.0
         self.calls.append(text)
         seq = self.script[text]
