@@ -20,7 +20,8 @@ Figure 5) on this machine's real XLA through jaxlib. Sections:
 
 Each section's result (markdown, raw data, plots) is saved in OUT/results/<section>.json as soon as it
 is done, and OUT/results.md is rewritten from every saved section after each one: an interrupted run
-resumes where it stopped (datasets resume per program, XLA measurements come from the store).
+resumes where it stopped (datasets resume per program, XLA measurements come from the store, and the
+long sections' finished jobs, searches and ablation variants, are kept in WORK/<mode>/jobs/).
 `--quick` finishes in under 20 minutes on 2 cores per evaluator; the full run takes hours.
 """
 from __future__ import annotations
@@ -37,7 +38,7 @@ import random
 import statistics
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any, Callable, Optional
 
@@ -81,6 +82,11 @@ class Ctx:
 
     def q(self, quick_value: Any, full_value: Any) -> Any:
         return quick_value if self.quick else full_value
+
+    def jobs(self, section: str) -> Any:
+        """The section's finished jobs (work folder): a long section resumes at its first unfinished job."""
+        from joblog import JobLog
+        return JobLog(self.work / "jobs" / f"{section}.jsonl")
 
     # datasets ------------------------------------------------------------------------------
     def dataset(self, task: str, evaluator: str = "sim") -> Any:
@@ -461,10 +467,18 @@ def section_fusion_search_sim(ctx: Ctx) -> dict:
     jobs = [{"program": p, "seed": s, "hw_budget": B, "model_seconds": msec, "compile_s": 1.0, "repeats": 10,
              "cost_model": model_path, "start": start}
             for start in ("default", "random") for p in progs for s in (0, 1, 2)]
-    ctx.log(f"  fusion search (sim): {len(jobs)} runs of ~{msec + 2:.0f} s on 2 workers")
+    done = ctx.jobs("fusion_search_sim")
+    todo = [j for j in jobs if done.get(j) is None]
+    ctx.log(f"  fusion search (sim): {len(todo)} runs of ~{msec + 2:.0f} s on 2 workers"
+            + (f" ({len(jobs) - len(todo)} done in an earlier run)" if len(todo) < len(jobs) else ""))
     # spawn, not fork: this process has run torch's thread pools, which a forked child can deadlock on
     with ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn")) as ex:
-        rows = list(ex.map(paper_claim.run_one, jobs))
+        futures = {ex.submit(paper_claim.run_one, j): j for j in todo}
+        for k, fut in enumerate(as_completed(futures), 1):
+            done.put(futures[fut], fut.result())
+            if k % 6 == 0 or k == len(todo):
+                ctx.log(f"  fusion search (sim): {k}/{len(todo)} runs done")
+    rows = [done.get(j) for j in jobs]
     _search_plot(ctx, rows, "fusion_search_sim.png", f"simulator, B = {B:g} s of simulated hardware time")
     table, wins, n = _search_table(rows)
     md = (f"B = {B:g} s ({B / 60:g} minutes) of simulated hardware time; a measured configuration costs a 1 s "
@@ -571,15 +585,20 @@ def section_fusion_search_xla(ctx: Ctx) -> dict:
     B, msec = ctx.q(30.0, 120.0), ctx.q(5.0, 20.0)
     starts = ctx.q(("default",), ("default", "random"))
     rows = []
+    done = ctx.jobs("fusion_search_xla")
+    n_jobs = len(starts) * len(progs) * 3
     for start in starts:
         for p in progs:
             for s in (0, 1, 2):
                 job = {"program": str(HLO / f"{p}.hlo"), "seed": s, "start": start, "hw_budget": B,
                        "model_seconds": msec, "cost_model": model_path, "rounds": 5}
-                r = _xla_search_job(job)
+                r = done.get(job)
+                if r is None:
+                    r = _xla_search_job(job)
+                    done.put(job, r)
                 rows.append(r)
-                ctx.log(f"  xla search {p} {start} seed {s}: hw-only {r['hw_only_speedup']:.3f}x "
-                        f"({r['hw_only_configs']} configs), guided {r['guided_speedup']:.3f}x")
+                ctx.log(f"  xla search [{len(rows)}/{n_jobs}] {p} {start} seed {s}: hw-only "
+                        f"{r['hw_only_speedup']:.3f}x ({r['hw_only_configs']} configs), guided {r['guided_speedup']:.3f}x")
     _search_plot(ctx, rows, "fusion_search_xla.png", f"XLA:CPU, B = {B:g} s of real measurement")
     table, wins, n = _search_table(rows)
     md = (f"Real XLA:CPU on this machine ({platform.machine()}, {os.cpu_count()} cores). B = {B:g} s of wall-clock "
@@ -607,7 +626,7 @@ def section_ablations(ctx: Ctx) -> dict:
     import paper_ablations
     fusion, tile = ctx.dataset("fusion", "sim"), ctx.dataset("tile", "sim")
     return paper_ablations.run(ctx.results, quick=ctx.quick, seed=ctx.seed, fusion_data=fusion.root,
-                               tile_data=tile.root, log=ctx.log)
+                               tile_data=tile.root, log=ctx.log, done=ctx.jobs("ablations"))
 
 
 # -------------------------------------------------------------------------------------- driver
@@ -682,14 +701,18 @@ def main(argv: Optional[list] = None) -> None:
         print(f"[{time.time() - t_start:7.0f} s] {msg}", file=sys.stderr, flush=True)
 
     if not args.quick:
-        log("full mode: this takes hours on 2 cores (about 1 h for the xla sections); progress is logged and an "
-            "interrupted run resumes (saved sections are skipped, datasets resume per program)")
+        log("full mode: this takes hours on 2 cores (the xla sections: a dataset measured for real, then 36 searches "
+            "of about 2.5 min each); progress is logged and an "
+            "interrupted run resumes (saved sections are skipped, datasets resume per program, finished "
+            "searches and ablation variants are kept)")
     ctx = Ctx(args.quick, Path(args.work) / mode, Path(args.out), args.seed, log)
     for i, name in enumerate(sections, 1):
         saved = ctx.results / f"{name}.json"
         if saved.exists() and not args.redo and json.loads(saved.read_text()).get("quick") == args.quick:
             log(f"[{i}/{len(sections)}] {name}: saved result kept (--redo recomputes)")
             continue
+        if args.redo:
+            ctx.jobs(name).clear()
         log(f"[{i}/{len(sections)}] {name}")
         run_section(ctx, name)
     log(f"wrote {write_results_md(ctx.out)}")

@@ -283,8 +283,9 @@ def train_and_evaluate(task: str, variant: Variant, train_view: SubsetDataset, t
 
 
 def run_task(task: str, data: Path, settings: Settings, seed: int = 0, only: Optional[list] = None,
-             log: Callable[[str], Any] = print) -> dict:
-    """All variants of one task on one dataset: {"task", "settings", "sizes", "rows", ...}."""
+             log: Callable[[str], Any] = print, done: Any = None) -> dict:
+    """All variants of one task on one dataset: {"task", "settings", "sizes", "rows", ...}. `done` (a
+    benchmarks/joblog.JobLog) keeps each finished variant, so that an interrupted run resumes."""
     from autotune.dataset import Dataset
     ds = Dataset.open(data)
     if ds.task != task:
@@ -312,7 +313,13 @@ def run_task(task: str, data: Path, settings: Settings, seed: int = 0, only: Opt
     for v in variants(task, settings.seed_repeats):
         if only is not None and v.key not in only:
             continue
-        row = train_and_evaluate(task, v, train_view, test_views, settings, seed)
+        job = {"task": task, "variant": asdict(v), "settings": asdict(settings), "seed": seed,
+               "data": str(Path(data).resolve())}
+        row = done.get(job) if done is not None else None
+        if row is None:
+            row = train_and_evaluate(task, v, train_view, test_views, settings, seed)
+            if done is not None:
+                done.put(job, row)
         rows.append(row)
         main = row["metrics"]["main"]
         shown = (f"Kendall {main['kendall_summary']:.3f} MAPE {main['mape_summary']:.1f}%" if task == "fusion"
@@ -530,9 +537,10 @@ def _markdown(results: dict, quick: bool, seed: int, wall_s: float, plot: Option
 
 def run(out_dir: Path, quick: bool = True, seed: int = 0, fusion_data: Optional[Path] = None,
         tile_data: Optional[Path] = None, log: Callable[[str], Any] = print, only: Optional[list] = None,
-        settings: Optional[dict] = None) -> dict:
+        settings: Optional[dict] = None, done: Any = None) -> dict:
     """Run every ablation variant of both tasks; returns {"name", "title", "markdown", "data", "plots"}.
-    `settings` ({task: Settings}) overrides QUICK/FULL; `only` restricts to these variant keys."""
+    `settings` ({task: Settings}) overrides QUICK/FULL; `only` restricts to these variant keys; `done`
+    (a JobLog) keeps finished variants for a resumed run."""
     if fusion_data is None and tile_data is None:
         raise ValueError("pass fusion_data and/or tile_data (directories made by `autotune dataset build`)")
     out_dir = Path(out_dir)
@@ -543,7 +551,7 @@ def run(out_dir: Path, quick: bool = True, seed: int = 0, fusion_data: Optional[
     results: dict = {}
     for task, data in (("fusion", fusion_data), ("tile", tile_data)):
         if data is not None:
-            results[task] = run_task(task, Path(data), chosen[task], seed, only, log)
+            results[task] = run_task(task, Path(data), chosen[task], seed, only, log, done)
     wall = time.perf_counter() - t0
     plots = []
     if _plot(results, out_dir / "ablations.png"):

@@ -125,3 +125,25 @@ def test_no_format_field_in_a_plain_string_literal():
             if "f" not in prefix and not docstring and field.search(tok.string):
                 bad.append(f"{name}:{tok.start[0]}: {tok.string[:60]}")
     assert not bad, bad
+
+
+def test_xla_search_section_resumes_at_its_first_unfinished_job(tmp_path, monkeypatch):
+    ctx = paper.Ctx(True, tmp_path / "work", tmp_path / "out", 0, lambda s: None)
+    (ctx.results / "fusion_xla.json").write_text(json.dumps({"best_model": "m.json", "beats_analytical": False}))
+    calls = []
+
+    def fake_job(job):
+        calls.append(job)
+        if len(calls) == 4:
+            raise KeyboardInterrupt  # the run is stopped during its fourth search
+        return {"program": Path(job["program"]).stem, "seed": job["seed"], "start": job["start"],
+                "times_s": {"default": 1.0, "hw_only": 1.0, "guided": 0.9}, "hw_only_configs": 3,
+                "guided_verified": 2, "hw_only_speedup": 1.0, "guided_speedup": 1 / 0.9}
+
+    monkeypatch.setattr(paper, "_xla_search_job", fake_job)
+    with pytest.raises(KeyboardInterrupt):
+        paper.section_fusion_search_xla(ctx)
+    assert len(calls) == 4 and all(j["cost_model"] == "analytical" for j in calls)
+    res = paper.section_fusion_search_xla(ctx)  # resumed: the three finished searches are not run again
+    assert len(calls) == 4 + 3 and calls[4] == calls[3]
+    assert len(res["data"]) == 6 and "in 2 of 2 cases" in res["markdown"]  # (program, start) cases

@@ -6,6 +6,8 @@ import importlib.util
 import json
 import math
 import shutil
+import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +16,9 @@ import pytest
 from autotune.dataset import build_dataset
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from joblog import JobLog  # noqa: E402
+
 PROGRAMS = ["vae_small_infer", "lstm_small_infer", "autoencoder_small_infer"]  # three families: 1/1/1 split
 
 
@@ -96,3 +101,22 @@ def test_tiny_ablation_run(pa, data, tmp_path):
     for r in tl.values():
         m = r["metrics"]["main"]
         assert m["tile_ape_summary"] >= 0 and m["top1_summary"] >= 0
+
+
+def test_finished_variants_are_kept_for_a_resumed_run(pa, data, tmp_path, monkeypatch):
+    fusion, _ = data
+    st = pa.Settings(epochs=1, steps_per_epoch=2, hidden=8, batch_size=16, fusion_min_runtime_s=0.0)
+    done = JobLog(tmp_path / "jobs.jsonl")
+    first = pa.run(tmp_path / "r1", quick=True, fusion_data=fusion.root, log=lambda s: None, only=["baseline"],
+                   settings={"fusion": st}, done=done)
+
+    def no_training(*a, **k):
+        raise AssertionError("a finished variant was trained again")
+
+    monkeypatch.setattr(pa, "train_and_evaluate", no_training)
+    again = pa.run(tmp_path / "r2", quick=True, fusion_data=fusion.root, log=lambda s: None, only=["baseline"],
+                   settings={"fusion": st}, done=JobLog(tmp_path / "jobs.jsonl"))
+    assert again["data"]["tasks"]["fusion"]["rows"] == first["data"]["tasks"]["fusion"]["rows"]
+    with pytest.raises(AssertionError, match="trained again"):  # other settings: a new job
+        pa.run(tmp_path / "r3", quick=True, fusion_data=fusion.root, log=lambda s: None, only=["baseline"],
+               settings={"fusion": replace(st, steps_per_epoch=3)}, done=JobLog(tmp_path / "jobs.jsonl"))

@@ -1,0 +1,68 @@
+"""Finished jobs of a long benchmark section, one JSON line each, so that an interrupted section resumes
+at its first unfinished job instead of from scratch (a full paper run's sections take up to hours).
+
+A job is a JSON-able dict of every parameter that determines its result; its canonical JSON is the key,
+so a job whose settings changed is run afresh. Lines are appended and flushed as jobs finish; a line
+cut short by a kill is ignored on the next read.
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Optional
+
+__all__ = ["JobLog"]
+
+
+def _plain(o: Any) -> Any:
+    """numpy scalars/arrays (and anything else json cannot write) as plain values."""
+    if hasattr(o, "tolist"):
+        return o.tolist()
+    if hasattr(o, "item"):
+        return o.item()
+    return str(o)
+
+
+class JobLog:
+    """Append-only record of finished jobs: `get(job)` is the saved row or None, `put(job, row)` saves one."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self._rows: dict = {}
+        if self.path.exists():
+            text = self.path.read_text()
+            if text and not text.endswith("\n"):  # cut short by a kill: the next line starts on its own
+                with open(self.path, "a") as f:
+                    f.write("\n")
+            for line in text.splitlines():
+                try:
+                    rec = json.loads(line)
+                    self._rows[rec["key"]] = rec["row"]
+                except (ValueError, KeyError, TypeError):
+                    continue  # a line cut short by a kill
+
+    @staticmethod
+    def key(job: dict) -> str:
+        return json.dumps(job, sort_keys=True, default=_plain)
+
+    def get(self, job: dict) -> Optional[dict]:
+        return self._rows.get(self.key(job))
+
+    def put(self, job: dict, row: dict) -> None:
+        k = self.key(job)
+        line = json.dumps({"key": k, "row": row}, default=_plain)  # inf/nan as Infinity/NaN: read back as floats
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.path, "a") as f:
+            f.write(line + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+        self._rows[k] = json.loads(line)["row"]  # as a later read will see it
+
+    def clear(self) -> None:
+        self._rows.clear()
+        if self.path.exists():
+            self.path.unlink()
+
+    def __len__(self) -> int:
+        return len(self._rows)
