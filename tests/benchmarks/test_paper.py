@@ -147,3 +147,11 @@ def test_xla_search_section_resumes_at_its_first_unfinished_job(tmp_path, monkey
     res = paper.section_fusion_search_xla(ctx)  # resumed: the three finished searches are not run again
     assert len(calls) == 4 + 3 and calls[4] == calls[3]
     assert len(res["data"]) == 6 and "in 2 of 2 cases" in res["markdown"]  # (program, start) cases
+
+
+def test_split_move_calls_small_changes_level():
+    assert paper._split_move(2.27, 2.35) == "about level"  # 0.08 points
+    assert paper._split_move(1.0, 2.3) == "worse on unseen families"
+    assert paper._split_move(18.4, 8.2) == "better on unseen families"
+    assert paper._split_move(10.0, 12.0) == "about level"  # 2 points, but under a quarter of 10
+    assert paper._split_move(None, 2.0) == "-"
