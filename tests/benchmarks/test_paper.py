@@ -143,7 +143,7 @@ def test_xla_search_section_resumes_at_its_first_unfinished_job(tmp_path, monkey
     monkeypatch.setattr(paper, "_xla_search_job", fake_job)
     with pytest.raises(KeyboardInterrupt):
         paper.section_fusion_search_xla(ctx)
-    assert len(calls) == 4 and all(j["cost_model"] == "analytical" for j in calls)
+    assert len(calls) == 4 and all(j["cost_model"] == "analytical" and j["hw_chains"] == 8 for j in calls)
     res = paper.section_fusion_search_xla(ctx)  # resumed: the three finished searches are not run again
     assert len(calls) == 4 + 3 and calls[4] == calls[3]
     assert len(res["data"]) == 6 and "in 2 of 2 cases" in res["markdown"]  # (program, start) cases
