@@ -14,7 +14,7 @@ in quick mode, twice in full mode) so that the table shows how large a differenc
 
 Datasets come from `autotune dataset build --task fusion|tile`. Quick mode (~3 min on 2 loaded
 cores) trains each variant for a few hundred steps on a seeded subsample of kernels per program; full
-mode (fusion variants: 140-280 s each on 2 cores, 2026-11-23) trains about as long as the shipped
+mode (fusion variants: 25-846 s each on 2 cores, 2026-11-23) trains about as long as the shipped
 models (see QUICK and FULL). Fusion metrics are computed on kernels >= 5 us as in the paper (plus every
 kernel, for comparison with BENCHMARKS.md).
 """
@@ -63,7 +63,7 @@ class Settings:
 
 
 # Quick: ~3 min for both tasks on 2 loaded cores (an optimizer step takes ~8-12 ms, 2-7x that for the
-# LSTM and Transformer reductions); full: 140-280 s per fusion variant here (about the shipped models'
+# LSTM and Transformer reductions); full: 25-846 s per fusion variant here (about the shipped models'
 # training: 20 x 300 fusion steps, 4 x 1500 tile steps). Both are bounded by steps, whatever the dataset's size.
 # Tile kernels keep at most `tiles_per_kernel` tiles (so tile-size APE is the regret among those).
 QUICK = {
