@@ -16,12 +16,8 @@ __all__ = ["JobLog"]
 
 
 def _plain(o: Any) -> Any:
-    """numpy scalars/arrays (and anything else json cannot write) as plain values."""
-    if hasattr(o, "tolist"):
-        return o.tolist()
-    if hasattr(o, "item"):
-        return o.item()
-    return str(o)
+    """numpy scalars/arrays (both have tolist) as plain values; anything else json cannot write as text."""
+    return o.tolist() if hasattr(o, "tolist") else str(o)
 
 
 class JobLog:

@@ -52,6 +52,8 @@ HLO = ROOT / "examples" / "hlo"
 SIM_SECTIONS = ["calibration", "fusion_sim", "tile_sim", "tile_autotune", "fusion_search_sim", "tile_online",
                 "ablations"]
 XLA_SECTIONS = ["fusion_xla", "fusion_search_xla"]
+# XLA Figure 5, hardware-only annealing chains per start: every random start costs a whole program's kernels
+XLA_HW_CHAINS = {"default": 8, "random": 1}
 TITLES = {
     "calibration": "Real TPU v3 check: simulator and analytical model against measured tiles (item 7)",
     "fusion_sim": "Table 2 analog, fusion task, simulator (item 1)",
@@ -604,7 +606,7 @@ def section_fusion_search_xla(ctx: Ctx) -> dict:
         for p in progs:
             for s in (0, 1, 2):
                 job = {"program": str(HLO / f"{p}.hlo"), "seed": s, "start": start, "hw_budget": B,
-                       "hw_chains": 8 if start == "default" else 1, "model_seconds": msec,
+                       "hw_chains": XLA_HW_CHAINS[start], "model_seconds": msec,
                        "cost_model": model_path, "rounds": 5}
                 r = done.get(job)
                 if r is None:
@@ -617,10 +619,11 @@ def section_fusion_search_xla(ctx: Ctx) -> dict:
     table, wins, n = _search_table(rows)
     md = (f"Real XLA:CPU on this machine ({platform.machine()}, {os.cpu_count()} cores). B = {B:g} s of wall-clock "
           "hardware time. Hardware only: annealing whose cost is the sum of the kernels' runtimes, each kernel "
-          "compiled and timed by XLA (memoized by kernel hash); 8 chains from the default, 1 chain from a random "
-          "start (each random start costs a whole program's kernels, ~0.2 s each here: about 250 kernels for "
-          "bert_small_infer, so 8 random starts would not all be measured within B); a search that measured no whole "
-          "configuration within B counts as 0x (nothing to ship). Model + B/10: annealing for "
+          f"compiled and timed by XLA (memoized by kernel hash); {XLA_HW_CHAINS['default']} chains from the "
+          f"default, {XLA_HW_CHAINS['random']} from a random start (each random start costs a whole program's "
+          f"kernels, ~0.2 s each here: about 250 kernels for bert_small_infer, so {XLA_HW_CHAINS['default']} random "
+          "starts would not all be measured within B); a search that measured no whole configuration within B "
+          "counts as 0x (nothing to ship). Model + B/10: annealing for "
           f"{msec:g} s against {'the ' + Path(model_path).name + ' model of item 1' if model_path != 'analytical' else 'the analytical cpu model (the learned models of item 1 did not beat it)'}, "
           "then whole fused programs of its best predictions compiled and timed end to end within B/10: each once, "
           "in predicted order, for two thirds of it, then the two fastest and the default raced (timed again, "
