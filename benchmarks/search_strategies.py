@@ -44,6 +44,22 @@ def run_one(args: tuple) -> dict:
             "best_s": r.best_cost, "speedup": r.speedup, "evaluations": r.evaluations, "seed": seed}
 
 
+def _read_log(path: str) -> list:
+    """Finished runs from the log; a line cut short by a kill is skipped (and ended, so appends start clean)."""
+    with open(path) as f:
+        text = f.read()
+    if text and not text.endswith("\n"):
+        with open(path, "a") as f:
+            f.write("\n")
+    rows = []
+    for line in text.splitlines():
+        try:
+            rows.append(json.loads(line))
+        except ValueError:
+            continue
+    return [r for r in rows if isinstance(r, dict) and {"program", "strategy", "seed"} <= r.keys()]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--budget", type=float, default=60.0, help="seconds per (program, strategy)")
@@ -57,8 +73,7 @@ def main() -> None:
     jobs = [(p, s, args.budget, args.seed) for p in paths for s in STRATEGIES]
     rows: list = []
     if args.log and os.path.exists(args.log):
-        with open(args.log) as f:
-            rows = [json.loads(line) for line in f if line.strip()]
+        rows = _read_log(args.log)
         done = {(r["program"], r["strategy"], r["seed"]) for r in rows if r.get("budget_s") == args.budget}
         rows = [r for r in rows if r.get("budget_s") == args.budget]
         jobs = [j for j in jobs if (os.path.basename(j[0])[:-4], j[1], j[3]) not in done]
@@ -72,6 +87,8 @@ def main() -> None:
             if args.log:
                 with open(args.log, "a") as f:
                     f.write(json.dumps(r) + "\n")
+                    f.flush()
+                    os.fsync(f.fileno())
             print(f"[{n}/{len(jobs)}] {r['program']} {r['strategy']}: x{r['speedup']:.3f} "
                   f"({r['evaluations']:,} evaluations)", file=sys.stderr, flush=True)
     by: dict = {}
