@@ -14,8 +14,8 @@ in quick mode, twice in full mode) so that the table shows how large a differenc
 
 Datasets come from `autotune dataset build --task fusion|tile`. Quick mode (~3 min on 2 loaded
 cores) trains each variant for a few hundred steps on a seeded subsample of kernels per program; full
-mode (fusion variants: 25-846 s each on 2 cores, 2026-11-23) trains about as long as the shipped
-models (see QUICK and FULL). Fusion metrics are computed on kernels >= 5 us as in the paper (plus every
+mode (training and scoring on 2 cores, 2026-11-23/24: fusion variants 26-861 s each, 2,087 s in all; tile
+variants 15-136 s each, 796 s in all) trains about as long as the shipped models (see QUICK and FULL). Fusion metrics are computed on kernels >= 5 us as in the paper (plus every
 kernel, for comparison with BENCHMARKS.md).
 """
 
@@ -310,13 +310,14 @@ def run_task(task: str, data: Path, settings: Settings, seed: int = 0, only: Opt
                 raise
     log(f"[ablations] {task}: {sizes['train']['samples']} train / {sizes['validation']['samples']} "
         f"validation / {sizes['test']['samples']} test samples (setup {time.perf_counter() - t0:.1f} s)")
-    rows = []
+    rows, resumed = [], 0
     for v in variants(task, settings.seed_repeats):
         if only is not None and v.key not in only:
             continue
         job = {"task": task, "variant": asdict(v), "settings": asdict(settings), "seed": seed,
                "data": str(Path(data).resolve())}
         row = done.get(job) if done is not None else None
+        resumed += row is not None
         if row is None:
             row = train_and_evaluate(task, v, train_view, test_views, settings, seed)
             if done is not None:
@@ -329,7 +330,8 @@ def run_task(task: str, data: Path, settings: Settings, seed: int = 0, only: Opt
             f"eval {row['eval_s']:.1f} s")
     return {"task": task, "data": str(data), "settings": asdict(settings), "seed": seed,
             "dataset_programs": {s: len(ds.programs_in(s)) for s in ("train", "validation", "test")},
-            "dataset_samples": len(ds), "sizes": sizes, "rows": rows, "seconds": time.perf_counter() - t0}
+            "dataset_samples": len(ds), "sizes": sizes, "rows": rows, "seconds": time.perf_counter() - t0,
+            "resumed": resumed, "variant_s": sum(r["train_s"] + r["eval_s"] for r in rows)}
 
 
 # --------------------------------------------------------------------------------------------------
@@ -383,6 +385,16 @@ def _effects(res: dict) -> tuple:
     return {k: sign * (v - b) for k, v in vals.items() if not k.startswith("baseline")}, max(2 * spread, floor)
 
 
+def _seed_range(res: dict) -> tuple:
+    """(lowest, highest) change of the primary metric among the baseline's seeds, signed as in `_effects`."""
+    key, higher, _, _ = _PRIMARY[res["task"]]
+    vals = {r["key"]: r["metrics"]["main"].get(key, float("nan")) for r in res["rows"]}
+    b = vals.get("baseline", float("nan"))
+    sign = 1.0 if higher else -1.0
+    ds = [sign * (v - b) for k, v in vals.items() if k.startswith("baseline") and math.isfinite(v)]
+    return (min(ds), max(ds)) if ds else (0.0, 0.0)
+
+
 def _verdict(delta: Optional[float], noise: float) -> str:
     if delta is None or not math.isfinite(delta):
         return "n/a"
@@ -427,9 +439,16 @@ def _reading(results: dict, quick: bool) -> str:
         worse = [f"{labels[k]} ({fmt.format(d[k] if task == 'fusion' else -d[k])})" for k in beyond if d[k] < 0]
         better = [f"{labels[k]} ({fmt.format(d[k] if task == 'fusion' else -d[k])})" for k in beyond[::-1] if d[k] > 0]
         metric = ("Kendall tau on kernels >= 5 us" if task == "fusion" else "tile-size APE")
-        out.append(f"{task.capitalize()} ({metric}; noise band ±{noise:.3g}{'' if task == 'fusion' else ' pp'} from "
-                   f"the baseline's seeds): worse than the baseline beyond noise: {', '.join(worse) or 'none'}; "
-                   f"better: {', '.join(better) or 'none'}.")
+        lo, hi = _seed_range(res)
+        floor = _PRIMARY[task][2]  # beyond every seed by at least the metric's floor, so not a hair's breadth
+        outside = [f"{labels[k]} ({fmt.format(d[k] if task == 'fusion' else -d[k])})" for k in sorted(d, key=d.get)
+                   if k not in beyond and math.isfinite(d[k]) and (d[k] >= hi + floor or d[k] <= lo - floor)]
+        out.append(f"{task.capitalize()} ({metric}; noise band ±{noise:.3g}{'' if task == 'fusion' else ' pp'}, "
+                   f"twice the spread of the baseline's seeds): worse than the baseline beyond noise: "
+                   f"{', '.join(worse) or 'none'}; better: {', '.join(better) or 'none'}"
+                   + (f"; beyond every seed's result by at least {floor:g}{'' if task == 'fusion' else ' pp'} but inside the "
+                      f"band: {', '.join(outside)}" if outside else "")
+                   + ".")
         for claim, v in _claims(task, d, noise):
             if v != "n/a":  # n/a: a variant the claim needs was not run
                 {"better": agree, "worse": disagree, "same": unclear}[v].append(f"{claim} ({task})")
@@ -487,12 +506,24 @@ def _json_safe(x: Any) -> Any:
     return x
 
 
+def _task_time(res: dict) -> str:
+    """The task's time; where variants were kept from an interrupted start, also their measured total."""
+    text = f"{res['seconds']:.0f} s for the task"
+    if res.get("resumed"):
+        text += (f" ({res['resumed']} of {len(res['rows'])} variants kept from an earlier, interrupted start; "
+                 f"training and scoring of all variants: {res['variant_s']:,.0f} s)")
+    return text
+
+
 def _markdown(results: dict, quick: bool, seed: int, wall_s: float, plot: Optional[str]) -> str:
     parts = ["## Ablations (paper Tables 3 and 4)", ""]
     parts.append(f"One GNN per variant, trained on the train split with the validation split for checkpoint "
                  f"selection, scored on the held-out test families with `evaluate_models` (`autotune evaluate`'s "
-                 f"metrics); {'quick' if quick else 'full'} mode, seed {seed}, {wall_s / 60:.1f} min in all on "
-                 f"{os.cpu_count()} cores ({platform.processor() or platform.machine()}). The baseline is the "
+                 f"metrics); {'quick' if quick else 'full'} mode, seed {seed}, {wall_s / 60:.1f} min in all"
+                 + (f" (training and scoring of every variant, some of them in an earlier, interrupted start: "
+                    f"{sum(r.get('variant_s', 0.0) for r in results.values()) / 60:.1f} min)"
+                    if any(r.get("resumed") for r in results.values()) else "")
+                 + f" on {os.cpu_count()} cores ({platform.processor() or platform.machine()}). The baseline is the "
                  f"project's default GNN for the task; every other row changes one thing. The \"seed +k\" "
                  f"rows retrain the baseline with seed {seed}+k: differences of that size are noise. Everything "
                  f"ran with fixed seeds (model initialization, batches and the subsamples: seed {seed}).")
@@ -516,7 +547,7 @@ def _markdown(results: dict, quick: bool, seed: int, wall_s: float, plot: Option
                      f"{sz['test']['samples']:,} test samples ({sz['test']['programs']} programs)"
                      + (f"; caps: {', '.join(caps)}" if caps else "") +
                      f". At most {st['epochs']} epochs of {steps}, batch {st['batch_size']}, lr {st['lr']:g}, "
-                     f"hidden {hidden}; {res['seconds']:.0f} s for the task.")
+                     f"hidden {hidden}; {_task_time(res)}.")
         if task == "fusion":
             allsz = res["sizes"]["test_all"]
             parts.append(f"MAPE and Kendall tau per test program over its kernels >= "

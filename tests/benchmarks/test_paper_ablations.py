@@ -117,6 +117,24 @@ def test_finished_variants_are_kept_for_a_resumed_run(pa, data, tmp_path, monkey
     again = pa.run(tmp_path / "r2", quick=True, fusion_data=fusion.root, log=lambda s: None, only=["baseline"],
                    settings={"fusion": st}, done=JobLog(tmp_path / "jobs.jsonl"))
     assert again["data"]["tasks"]["fusion"]["rows"] == first["data"]["tasks"]["fusion"]["rows"]
+    assert first["data"]["tasks"]["fusion"]["resumed"] == 0 and "interrupted start" not in first["markdown"]
+    assert again["data"]["tasks"]["fusion"]["resumed"] == 1  # the text says the time is not this run's alone
+    assert "1 of 1 variants kept from an earlier, interrupted start" in again["markdown"]
     with pytest.raises(AssertionError, match="trained again"):  # other settings: a new job
         pa.run(tmp_path / "r3", quick=True, fusion_data=fusion.root, log=lambda s: None, only=["baseline"],
                settings={"fusion": replace(st, steps_per_epoch=3)}, done=JobLog(tmp_path / "jobs.jsonl"))
+
+
+def test_reading_names_variants_outside_every_seed_but_inside_the_band(pa):
+    def row(key, ape):
+        return {"key": key, "label": key, "metrics": {"main": {"tile_ape_summary": ape}}}
+    res = {"task": "tile", "rows": [row("baseline", 4.5), row("baseline+seed1", 5.7), row("baseline+seed2", 4.1),
+                                    row("loss=mse", 2.2), row("encoder=gat", 4.8), row("reduction=node", 9.0),
+                                    row("edges=in", 3.9)]}
+    assert pa._seed_range(res) == pytest.approx((-1.2, 0.4))
+    text = pa._reading({"tile": res}, quick=False)
+    assert "noise band ±3.2 pp" in text  # twice the seeds' spread of 1.6 pp
+    assert "worse than the baseline beyond noise: reduction=node (+4.50 pp)" in text
+    assert "beyond every seed's result by at least 0.5 pp but inside the band: loss=mse (-2.30 pp)" in text
+    assert "encoder=gat" not in text  # inside the seeds' range
+    assert "edges=in" not in text  # below every seed, by less than the 0.5 pp floor
