@@ -138,3 +138,25 @@ def test_reading_names_variants_outside_every_seed_but_inside_the_band(pa):
     assert "beyond every seed's result by at least 0.5 pp but inside the band: loss=mse (-2.30 pp)" in text
     assert "encoder=gat" not in text  # inside the seeds' range
     assert "edges=in" not in text  # below every seed, by less than the 0.5 pp floor
+
+
+def test_the_loss_is_repeated_with_seeds_and_judged_on_every_seed(pa):
+    vs = {v.key: v for v in pa.variants("tile", seed_repeats=2)}
+    assert vs["loss=mse+seed2"].opts == {"loss": "mse"} and vs["loss=mse+seed2"].seed_offset == 2
+
+    def row(key, ape):
+        return {"key": key, "label": key, "metrics": {"main": {"tile_ape_summary": ape}}}
+    rank = [row("baseline", 4.5), row("baseline+seed1", 5.7), row("baseline+seed2", 4.1)]
+    mse = [row("loss=mse", 2.2), row("loss=mse+seed1", 2.6), row("loss=mse+seed2", 2.2)]
+    res = {"task": "tile", "rows": rank + mse}
+    d, noise = pa._effects(res)
+    assert set(d) == {"loss=mse"}  # seed repeats are not separate variants
+    claims = dict(pa._claims("tile", d, noise, res))
+    assert claims["rank loss beats MSE"] == "worse"  # every MSE seed beats every rank seed: contradicted
+    assert dict(pa._claims("tile", d, noise))["rank loss beats MSE"] == "same"  # one seed each: within the band
+    text = pa._reading({"tile": res}, quick=False)
+    assert "MSE (log runtime) mean 2.33% (range 2.20-2.60%)" in text
+    assert "Contradicted: rank loss beats MSE (tile)" in text
+    overlap = {"task": "tile", "rows": rank + [row("loss=mse", 4.0), row("loss=mse+seed1", 4.8)]}
+    d, noise = pa._effects(overlap)
+    assert dict(pa._claims("tile", d, noise, overlap))["rank loss beats MSE"] == "same"
