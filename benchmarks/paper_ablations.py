@@ -289,6 +289,16 @@ def train_and_evaluate(task: str, variant: Variant, train_view: SubsetDataset, t
     return row
 
 
+_MODEL_KEYS = ("encoder", "reduction", "loss", "static_features", "edge_direction")
+
+
+def _same_model(task: str, variant: Variant, row: dict) -> bool:
+    """Whether a kept row's model is the one the variant means now (the job key holds the variant's
+    changes, not the task's defaults, which may have changed since)."""
+    want = {**default_config(task), **variant.opts}
+    return all(row.get("config", {}).get(k) == want.get(k) for k in _MODEL_KEYS)
+
+
 def run_task(task: str, data: Path, settings: Settings, seed: int = 0, only: Optional[list] = None,
              log: Callable[[str], Any] = print, done: Any = None) -> dict:
     """All variants of one task on one dataset: {"task", "settings", "sizes", "rows", ...}. `done` (a
@@ -323,6 +333,9 @@ def run_task(task: str, data: Path, settings: Settings, seed: int = 0, only: Opt
         job = {"task": task, "variant": asdict(v), "settings": asdict(settings), "seed": seed,
                "data": str(Path(data).resolve())}
         row = done.get(job) if done is not None else None
+        if row is not None and not _same_model(task, v, row):
+            log(f"[ablations] {task} {v.key}: the kept result was trained with other GNN defaults; training again")
+            row = None
         resumed += row is not None
         if row is None:
             row = train_and_evaluate(task, v, train_view, test_views, settings, seed)

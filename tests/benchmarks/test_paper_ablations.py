@@ -120,6 +120,13 @@ def test_finished_variants_are_kept_for_a_resumed_run(pa, data, tmp_path, monkey
     assert first["data"]["tasks"]["fusion"]["resumed"] == 0 and "interrupted start" not in first["markdown"]
     assert again["data"]["tasks"]["fusion"]["resumed"] == 1  # the text says the time is not this run's alone
     assert "1 of 1 variants kept from an earlier, interrupted start" in again["markdown"]
+    # a kept row whose model no longer matches the task's defaults (they changed) is trained again
+    real_default = pa.default_config
+    monkeypatch.setattr(pa, "default_config", lambda task: dict(real_default(task), loss="rank"))
+    with pytest.raises(AssertionError, match="trained again"):
+        pa.run(tmp_path / "r4", quick=True, fusion_data=fusion.root, log=lambda s: None, only=["baseline"],
+               settings={"fusion": st}, done=JobLog(tmp_path / "jobs.jsonl"))
+    monkeypatch.setattr(pa, "default_config", real_default)
     with pytest.raises(AssertionError, match="trained again"):  # other settings: a new job
         pa.run(tmp_path / "r3", quick=True, fusion_data=fusion.root, log=lambda s: None, only=["baseline"],
                settings={"fusion": replace(st, steps_per_epoch=3)}, done=JobLog(tmp_path / "jobs.jsonl"))
