@@ -574,6 +574,14 @@ def _task_time(res: dict) -> str:
     return text
 
 
+def _shown_path(path: str) -> str:
+    """A path as the text shows it: relative to the repository when inside it (the JSON keeps it whole)."""
+    try:
+        return str(Path(path).resolve().relative_to(Path(ROOT).resolve()))
+    except ValueError:
+        return str(path)
+
+
 def _markdown(results: dict, quick: bool, seed: int, wall_s: float, plot: Optional[str]) -> str:
     parts = ["## Ablations (paper Tables 3 and 4)", ""]
     parts.append(f"One GNN per variant, trained on the train split with the validation split for checkpoint "
@@ -598,7 +606,7 @@ def _markdown(results: dict, quick: bool, seed: int, wall_s: float, plot: Option
         steps = (f"{st['steps_per_epoch']} steps" if st["steps_per_epoch"]
                  else "one pass over the train samples")
         hidden = res["rows"][0]["config"]["hidden"] if res["rows"] else "-"
-        parts.append(f"Dataset `{res['data']}` ({res['dataset_samples']:,} samples; "
+        parts.append(f"Dataset `{_shown_path(res['data'])}` ({res['dataset_samples']:,} samples; "
                      f"{res['dataset_programs']['train']}/{res['dataset_programs']['validation']}/"
                      f"{res['dataset_programs']['test']} train/validation/test programs). Used: "
                      f"{sz['train']['samples']:,} train samples ({sz['train']['kernels']:,} kernels of "
