@@ -12,12 +12,43 @@ import os
 from pathlib import Path
 from typing import Any, Optional
 
-__all__ = ["JobLog"]
+__all__ = ["JobLog", "read_records", "append_record"]
 
 
 def _plain(o: Any) -> Any:
     """numpy scalars/arrays (both have tolist) as plain values; anything else json cannot write as text."""
     return o.tolist() if hasattr(o, "tolist") else str(o)
+
+
+def read_records(path: Path) -> list:
+    """The JSON values of a JSON-lines file, one per whole line; a line cut short by a kill is skipped,
+    and ended so that the next append starts on its own line."""
+    path = Path(path)
+    if not path.exists():
+        return []
+    text = path.read_text()
+    if text and not text.endswith("\n"):
+        with open(path, "a") as f:
+            f.write("\n")
+    out = []
+    for line in text.splitlines():
+        try:
+            out.append(json.loads(line))
+        except ValueError:
+            continue
+    return out
+
+
+def append_record(path: Path, record: Any) -> str:
+    """Append one JSON line and fsync it (it survives a kill right after); returns the line written."""
+    path = Path(path)
+    line = json.dumps(record, default=_plain)  # inf/nan as Infinity/NaN: read back as floats
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as f:
+        f.write(line + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+    return line
 
 
 class JobLog:
@@ -26,17 +57,9 @@ class JobLog:
     def __init__(self, path: Path):
         self.path = Path(path)
         self._rows: dict = {}
-        if self.path.exists():
-            text = self.path.read_text()
-            if text and not text.endswith("\n"):  # cut short by a kill: the next line starts on its own
-                with open(self.path, "a") as f:
-                    f.write("\n")
-            for line in text.splitlines():
-                try:
-                    rec = json.loads(line)
-                    self._rows[rec["key"]] = rec["row"]
-                except (ValueError, KeyError, TypeError):
-                    continue  # a line cut short by a kill
+        for rec in read_records(self.path):
+            if isinstance(rec, dict) and "key" in rec and "row" in rec:
+                self._rows[rec["key"]] = rec["row"]
 
     @staticmethod
     def key(job: dict) -> str:
@@ -47,12 +70,7 @@ class JobLog:
 
     def put(self, job: dict, row: dict) -> None:
         k = self.key(job)
-        line = json.dumps({"key": k, "row": row}, default=_plain)  # inf/nan as Infinity/NaN: read back as floats
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.path, "a") as f:
-            f.write(line + "\n")
-            f.flush()
-            os.fsync(f.fileno())
+        line = append_record(self.path, {"key": k, "row": row})
         self._rows[k] = json.loads(line)["row"]  # as a later read will see it
 
     def clear(self) -> None:

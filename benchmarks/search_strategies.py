@@ -24,6 +24,8 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+from joblog import append_record, read_records  # noqa: E402
 
 STRATEGIES = ("annealing", "genetic", "random")
 
@@ -45,19 +47,8 @@ def run_one(args: tuple) -> dict:
 
 
 def _read_log(path: str) -> list:
-    """Finished runs from the log; a line cut short by a kill is skipped (and ended, so appends start clean)."""
-    with open(path) as f:
-        text = f.read()
-    if text and not text.endswith("\n"):
-        with open(path, "a") as f:
-            f.write("\n")
-    rows = []
-    for line in text.splitlines():
-        try:
-            rows.append(json.loads(line))
-        except ValueError:
-            continue
-    return [r for r in rows if isinstance(r, dict) and {"program", "strategy", "seed"} <= r.keys()]
+    """Finished runs from the log (`joblog.read_records`: a line cut short by a kill is skipped)."""
+    return [r for r in read_records(path) if isinstance(r, dict) and {"program", "strategy", "seed"} <= r.keys()]
 
 
 def main() -> None:
@@ -70,6 +61,8 @@ def main() -> None:
     ap.add_argument("--log", default=None, help="append each finished run here (JSON lines); resume from it")
     args = ap.parse_args()
     paths = sorted(glob.glob(args.programs))
+    if not paths:
+        sys.exit(f"search_strategies.py: no HLO files match {args.programs}")
     jobs = [(p, s, args.budget, args.seed) for p in paths for s in STRATEGIES]
     rows: list = []
     if args.log and os.path.exists(args.log):
@@ -85,10 +78,7 @@ def main() -> None:
             r["budget_s"] = args.budget
             rows.append(r)
             if args.log:
-                with open(args.log, "a") as f:
-                    f.write(json.dumps(r) + "\n")
-                    f.flush()
-                    os.fsync(f.fileno())
+                append_record(args.log, r)
             print(f"[{n}/{len(jobs)}] {r['program']} {r['strategy']}: x{r['speedup']:.3f} "
                   f"({r['evaluations']:,} evaluations)", file=sys.stderr, flush=True)
     by: dict = {}
