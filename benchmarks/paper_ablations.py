@@ -66,8 +66,8 @@ class Settings:
 
 
 # Quick: ~3 min for both tasks on 2 loaded cores (an optimizer step takes ~8-12 ms, 2-7x that for the
-# LSTM and Transformer reductions); full: 25-846 s per fusion variant here (about the shipped models'
-# training: 20 x 300 fusion steps, 4 x 1500 tile steps). Both are bounded by steps, whatever the dataset's size.
+# LSTM and Transformer reductions); full: about the shipped models' training (20 x 300 fusion steps,
+# 4 x 1500 tile steps; measured times in the module docstring). Both are bounded by steps, whatever the dataset's size.
 # Tile kernels keep at most `tiles_per_kernel` tiles (so tile-size APE is the regret among those).
 QUICK = {
     "fusion": Settings(epochs=2, steps_per_epoch=200, train_kernels_per_program=150, val_kernels_per_program=60,
@@ -289,16 +289,6 @@ def train_and_evaluate(task: str, variant: Variant, train_view: SubsetDataset, t
     return row
 
 
-_MODEL_KEYS = ("encoder", "reduction", "loss", "static_features", "edge_direction")
-
-
-def _same_model(task: str, variant: Variant, row: dict) -> bool:
-    """Whether a kept row's model is the one the variant means now (the job key holds the variant's
-    changes, not the task's defaults, which may have changed since)."""
-    want = {**default_config(task), **variant.opts}
-    return all(row.get("config", {}).get(k) == want.get(k) for k in _MODEL_KEYS)
-
-
 def run_task(task: str, data: Path, settings: Settings, seed: int = 0, only: Optional[list] = None,
              log: Callable[[str], Any] = print, done: Any = None) -> dict:
     """All variants of one task on one dataset: {"task", "settings", "sizes", "rows", ...}. `done` (a
@@ -330,12 +320,10 @@ def run_task(task: str, data: Path, settings: Settings, seed: int = 0, only: Opt
     for v in variants(task, settings.seed_repeats):
         if only is not None and v.key not in only:
             continue
-        job = {"task": task, "variant": asdict(v), "settings": asdict(settings), "seed": seed,
-               "data": str(Path(data).resolve())}
+        # the model as resolved now (the task's defaults may change), not only the variant's changes
+        job = {"task": task, "variant": asdict(v), "model": {**default_config(task), **v.opts},
+               "settings": asdict(settings), "seed": seed, "data": str(Path(data).resolve())}
         row = done.get(job) if done is not None else None
-        if row is not None and not _same_model(task, v, row):
-            log(f"[ablations] {task} {v.key}: the kept result was trained with other GNN defaults; training again")
-            row = None
         resumed += row is not None
         if row is None:
             row = train_and_evaluate(task, v, train_view, test_views, settings, seed)
@@ -392,17 +380,26 @@ def _table(res: dict) -> str:
 _PRIMARY = {"fusion": ("kendall_summary", True, 0.03, "Kendall"), "tile": ("tile_ape_summary", False, 0.5, "pp")}
 
 
+def _changes(res: dict) -> dict:
+    """Every row's change of the primary metric vs the baseline (seed 0), signed so that > 0 is better."""
+    key, higher, _, _ = _PRIMARY[res["task"]]
+    vals = {r["key"]: r["metrics"]["main"].get(key, float("nan")) for r in res["rows"]}
+    b = vals.get("baseline", float("nan"))
+    return {k: (1.0 if higher else -1.0) * (v - b) for k, v in vals.items()}
+
+
+def _seed_range(res: dict) -> tuple:
+    """(lowest, highest) change of the primary metric among the baseline's seeds, signed as in `_effects`."""
+    ds = [x for k, x in _changes(res).items() if k.startswith("baseline") and math.isfinite(x)]
+    return (min(ds), max(ds)) if ds else (0.0, 0.0)
+
+
 def _effects(res: dict) -> tuple:
     """(per-variant change of the primary metric vs the baseline, signed so that > 0 is better; the
     noise band: twice the spread of the baseline's seeds, at least the metric's floor)."""
-    key, higher, floor, _ = _PRIMARY[res["task"]]
-    vals = {r["key"]: r["metrics"]["main"].get(key, float("nan")) for r in res["rows"]}
-    b = vals.get("baseline", float("nan"))
-    seeds = [v for k, v in vals.items() if k.startswith("baseline") and math.isfinite(v)]
-    spread = (max(seeds) - min(seeds)) if len(seeds) > 1 else 0.0
-    sign = 1.0 if higher else -1.0
-    return ({k: sign * (v - b) for k, v in vals.items() if not k.startswith("baseline") and "+seed" not in k},
-            max(2 * spread, floor))
+    lo, hi = _seed_range(res)
+    d = {k: x for k, x in _changes(res).items() if not k.startswith("baseline") and "+seed" not in k}
+    return d, max(2 * (hi - lo), _PRIMARY[res["task"]][2])
 
 
 def _loss_seeds(res: dict) -> dict:
@@ -428,25 +425,15 @@ def _seeded_verdict(good: list, bad: list, higher: bool) -> str:
     return "better" if min(g) > max(b) else ("worse" if max(g) < min(b) else "same")
 
 
-def _seed_range(res: dict) -> tuple:
-    """(lowest, highest) change of the primary metric among the baseline's seeds, signed as in `_effects`."""
-    key, higher, _, _ = _PRIMARY[res["task"]]
-    vals = {r["key"]: r["metrics"]["main"].get(key, float("nan")) for r in res["rows"]}
-    b = vals.get("baseline", float("nan"))
-    sign = 1.0 if higher else -1.0
-    ds = [sign * (v - b) for k, v in vals.items() if k.startswith("baseline") and math.isfinite(v)]
-    return (min(ds), max(ds)) if ds else (0.0, 0.0)
-
-
 def _verdict(delta: Optional[float], noise: float) -> str:
     if delta is None or not math.isfinite(delta):
         return "n/a"
     return "better" if delta > noise else ("worse" if delta < -noise else "same")
 
 
-def _claims(task: str, d: dict, noise: float, res: Optional[dict] = None) -> list:
+def _claims(task: str, d: dict, noise: float, loss_seeds: Optional[dict] = None) -> list:
     """(claim, verdict) for the paper's findings that apply to the task; d is `_effects`' first item. The
-    loss claim uses every seed of both losses where `res` has repeats of both (`_seeded_verdict`)."""
+    loss claim uses every seed of both losses where `loss_seeds` (`_loss_seeds`) has repeats of both."""
     base = default_config(task)
 
     def val(key: str, option: str) -> float:  # the change of a variant; 0 for the baseline's own option
@@ -461,7 +448,7 @@ def _claims(task: str, d: dict, noise: float, res: Optional[dict] = None) -> lis
             _verdict(best("reduction", ("column", "transformer")) - best("reduction", ("node", "lstm")), noise)),
            ("GraphSAGE beats GAT and no GNN", _verdict(val("encoder", "sage") - best("encoder", ("gat", "none")), noise))]
     good, bad = ("rank", "mse") if task == "tile" else ("mse", "rank")
-    seeds = _loss_seeds(res) if res is not None else {}
+    seeds = loss_seeds or {}
     if len(seeds.get(good, [])) > 1 and len(seeds.get(bad, [])) > 1:
         loss_verdict = _seeded_verdict(seeds[good], seeds[bad], _PRIMARY[task][1])
     else:
@@ -508,7 +495,7 @@ def _reading(results: dict, quick: bool) -> str:
                            f"{_LOSS[k]} mean {fmt_v.format(float(np.mean(x)))}{unit} (range "
                            f"{fmt_v.format(min(x))}-{fmt_v.format(max(x))}{unit})" for k, x in seeds.items())
                        + "; the loss finding counts only when every seed of one loss beats every seed of the other.")
-        for claim, v in _claims(task, d, noise, res):
+        for claim, v in _claims(task, d, noise, seeds):
             if v != "n/a":  # n/a: a variant the claim needs was not run
                 {"better": agree, "worse": disagree, "same": unclear}[v].append(f"{claim} ({task})")
     out.append("Of the paper's findings, reproduced here: " + ("; ".join(agree) or "none") + ". Contradicted: "

@@ -158,7 +158,7 @@ def test_the_loss_is_repeated_with_seeds_and_judged_on_every_seed(pa):
     res = {"task": "tile", "rows": rank + mse}
     d, noise = pa._effects(res)
     assert set(d) == {"loss=mse"}  # seed repeats are not separate variants
-    claims = dict(pa._claims("tile", d, noise, res))
+    claims = dict(pa._claims("tile", d, noise, pa._loss_seeds(res)))
     assert claims["rank loss beats MSE"] == "worse"  # every MSE seed beats every rank seed: contradicted
     assert dict(pa._claims("tile", d, noise))["rank loss beats MSE"] == "same"  # one seed each: within the band
     text = pa._reading({"tile": res}, quick=False)
@@ -166,4 +166,4 @@ def test_the_loss_is_repeated_with_seeds_and_judged_on_every_seed(pa):
     assert "Contradicted: rank loss beats MSE (tile)" in text
     overlap = {"task": "tile", "rows": rank + [row("loss=mse", 4.0), row("loss=mse+seed1", 4.8)]}
     d, noise = pa._effects(overlap)
-    assert dict(pa._claims("tile", d, noise, overlap))["rank loss beats MSE"] == "same"
+    assert dict(pa._claims("tile", d, noise, pa._loss_seeds(overlap)))["rank loss beats MSE"] == "same"
