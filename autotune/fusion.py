@@ -19,7 +19,7 @@ from typing import Iterable, Optional, Sequence
 
 import numpy as np
 
-from .hlo import HloInstruction
+from .hlo import DTYPE_BYTES, HloInstruction
 from .program import Computation, Program
 
 # --------------------------------------------------------------------------------------------------
@@ -56,6 +56,11 @@ NODE_FREE, NODE_CONTROL, NODE_OPAQUE, NODE_FUSIBLE = 0, 1, 2, 3
 _CONST_MARK = -(1 << 40)
 
 
+def changes_bit_width(ins: HloInstruction, operand: HloInstruction) -> bool:
+    """A bitcast-convert between element types of different sizes (it changes the rank)."""
+    return DTYPE_BYTES.get(ins.shape.dtype, 0) != DTYPE_BYTES.get(operand.shape.dtype, 0)
+
+
 def is_scalar_constant(ins: HloInstruction) -> bool:
     return ins.opcode == "constant" and not ins.shape.is_tuple and ins.shape.rank == 0
 
@@ -68,7 +73,7 @@ class FusionRules:
     """Which edges may fuse, which kernels are legal, and the compiler's default choice, for a target."""
 
     name = "base"
-    hero_count_only = False  # kernel_ok is exactly "at most max_heroes heroes" (enables a fast path)
+    hero_count_only = False  # kernel_ok holds for kernels without a `checked` opcode (enables a fast path)
     inline_constants = True  # scalar constants are cloned into fused computations (else: operands)
     fusible: frozenset = frozenset()
     heroes: frozenset = frozenset()
@@ -137,6 +142,25 @@ class TpuRules(FusionRules):
     hero_count_only = True
     fusible = ELEMENTWISE | LAYOUT | {"reduce", "dot", "convolution", "reduce-window", "dynamic-update-slice"}
     heroes = frozenset({"dot", "convolution", "reduce", "reduce-window"})
+    # Kernels holding none of these are legal whatever else they hold (the search's fast path).
+    checked = heroes | {"dynamic-update-slice"}
+
+    def kernel_ok(self, comp: Computation, root: int, members: Sequence[int]) -> bool:
+        """At most one hero; a dot/convolution's kernel continues through elementwise ops only (an
+        output fusion's epilogue), checked over every path from the hero, not edge by edge; and an
+        in-place dynamic-update-slice root keeps its buffer's other readers safe (in_place_ok)."""
+        ins = comp.instructions
+        heroes = [m for m in members if ins[m].opcode in self.heroes]
+        if len(heroes) > self.max_heroes:
+            return False
+        mset = members if isinstance(members, (set, frozenset)) else set(members)
+        if heroes and ins[heroes[0]].opcode in ("dot", "convolution"):
+            down = _downstream(comp, heroes[0], mset)
+            if any(not is_elementwise(comp, m) and ins[m].opcode != "bitcast" for m in down):
+                return False
+        if ins[root].opcode == "dynamic-update-slice" and not in_place_ok(comp, root, mset):
+            return False
+        return True
 
     def edge_ok(self, comp: Computation, p: int, c: int) -> bool:
         pi, ci = comp.instructions[p], comp.instructions[c]
@@ -205,8 +229,15 @@ class CpuRules(FusionRules):
 
     def node_ok(self, comp: Computation, n: int) -> bool:
         # XLA:CPU never fuses reductions over major dimensions (and its simplifier rewrites them
-        # inside hand-made fusions into shapes the verifier rejects).
-        return comp.instructions[n].opcode != "reduce" or self._reduces_minor(comp, n)
+        # inside hand-made fusions into shapes the verifier rejects). A bitcast-convert between
+        # element types of different widths adds or drops a minor dimension: not elementwise for
+        # XLA, and its loop emitter needs layouts the StableHLO round trip drops (measured: XLA:CPU
+        # aborts in SymbolicMap or segfaults on `u64[2] bitcast-convert(u32[2,2])` in a fusion,
+        # the rng_bit_generator key of jax.random's "rbg" implementation).
+        ins = comp.instructions[n]
+        if ins.opcode == "bitcast-convert":
+            return not changes_bit_width(ins, comp.instructions[comp.operands[n][0]])
+        return ins.opcode != "reduce" or self._reduces_minor(comp, n)
 
     def _output_fusable(self, comp: Computation, p: int, c: int) -> bool:
         return (comp.instructions[c].opcode == "add" and self._matvec_dot(comp.instructions[p])
@@ -236,6 +267,44 @@ class CpuRules(FusionRules):
         return _single_function_partition(comp, root, members) and _selects_ok(comp, members)
 
     kind_opcodes = ((frozenset({"dot"}), "kOutput"),)
+
+    # Ops XLA:CPU compiles anywhere inside a hand-made kLoop fusion (measured with jaxlib 0.10.2,
+    # see loop_fusion_compiles); a dot only of kernel inputs with one contracting dimension and no
+    # batch dimensions, `dynamic-update-slice` only as
+    # the root with its update and indices kernel inputs.
+    _LOOP_SAFE = (ELEMENTWISE - {"map"}) | {"broadcast", "slice", "pad", "reverse", "iota", "dynamic-slice",
+                                            "reduce", "reduce-window", "convolution", "dot"}
+
+    @classmethod
+    def loop_fusion_compiles(cls, comp: Computation, root: int, members: Sequence[int]) -> bool:
+        """Whether XLA:CPU compiles `members` as one kLoop fusion: what this machine can check of a
+        configuration made for another target (whose kinds and contents XLA:CPU may not take).
+
+        Measured on one-fusion modules (jaxlib 0.10.2, HLO -> StableHLO -> XLA:CPU): kInput is
+        rejected, kOutput takes only dot + add; in kLoop, a transpose, concatenate, gather, sort,
+        reshape, bitcast or width-changing bitcast-convert aborts the compiler ("has_layout()" and
+        indexing checks; a reshape only at some positions, e.g. f32[32] reshape(f32[1,1,1,32])
+        feeding a multiply), so do a dot of a value computed in the fusion or with several
+        contracting or any batch dimensions, and a dynamic-update-slice unless
+        its update and indices are kernel inputs; the emitter partition and select rules of
+        `kernel_ok` apply as for `cpu` kernels."""
+        ins = comp.instructions
+        mset = set(members)
+        for m in members:
+            op = ins[m].opcode
+            if op == "dynamic-update-slice":
+                if m != root or any(o in mset for o in comp.operands[m][1:]):
+                    return False
+            elif op == "dot":
+                p = ins[m].parsed
+                if any(o in mset for o in comp.operands[m]) or p.get("lhs_batch_dims") \
+                        or len(p.get("lhs_contracting_dims", ())) != 1:
+                    return False
+            elif op not in cls._LOOP_SAFE or not is_elementwise(comp, m) and op in ELEMENTWISE:
+                return False
+            elif op == "reduce" and not cls._reduces_minor(comp, m):
+                return False
+        return _single_function_partition(comp, root, members) and _selects_ok(comp, members)
 
     def wrap_single(self, ins: HloInstruction) -> bool:
         return ins.opcode in self.fusible and ins.opcode != "dot"
@@ -338,6 +407,95 @@ class _DefaultInfo:
                     r = True
             memo[m] = r
         return memo[n]
+
+
+def is_elementwise(comp: Computation, n: int) -> bool:
+    """XLA's HloInstruction::IsElementwise for instruction n (a bitcast-convert that changes the
+    element width changes the shape, so it is not)."""
+    ins = comp.instructions[n]
+    if ins.opcode == "bitcast-convert":
+        return not changes_bit_width(ins, comp.instructions[comp.operands[n][0]])
+    return ins.opcode in ELEMENTWISE
+
+
+def _downstream(comp: Computation, n: int, mset) -> list[int]:
+    """Members reachable from n through users inside the kernel (n excluded)."""
+    out: list[int] = []
+    seen = {n}
+    stack = [n]
+    while stack:
+        for u in comp.users[stack.pop()]:
+            if u in mset and u not in seen:
+                seen.add(u)
+                out.append(u)
+                stack.append(u)
+    return out
+
+
+def _const_value(ins: HloInstruction):
+    if ins.opcode != "constant" or ins.shape.is_tuple or ins.shape.rank != 0:
+        return None
+    try:
+        return int(float(ins.literal))
+    except (TypeError, ValueError):
+        return None
+
+
+def _same_index(comp: Computation, a: int, b: int) -> bool:
+    """Two index operands that are the same value: one instruction, or equal integer constants."""
+    if a == b:
+        return True
+    va, vb = _const_value(comp.instructions[a]), _const_value(comp.instructions[b])
+    return va is not None and va == vb
+
+
+def _slices_updated_region(comp: Computation, s: int, dus: int) -> bool:
+    """A slice/dynamic-slice reading exactly the region `dus` writes (same shape and start indices)."""
+    ins = comp.instructions
+    update = comp.operands[dus][1]
+    if ins[s].shape.dims != ins[update].shape.dims:
+        return False
+    dus_idx = comp.operands[dus][2:]
+    if ins[s].opcode == "dynamic-slice":
+        return len(comp.operands[s]) - 1 == len(dus_idx) and all(
+            _same_index(comp, a, b) for a, b in zip(comp.operands[s][1:], dus_idx))
+    if ins[s].opcode == "slice":
+        dims = ins[s].parsed.get("slice", ())
+        return len(dims) == len(dus_idx) and all(
+            d.stride == 1 and _const_value(ins[i]) == d.start for d, i in zip(dims, dus_idx))
+    return False
+
+
+def in_place_ok(comp: Computation, dus: int, mset) -> bool:
+    """Kernel-level form of XLA's InstructionFusion::ShouldFuseInPlaceOp for a dynamic-update-slice
+    root that updates a kernel input in place: the kernel must not read that buffer anywhere the
+    update may already have written. Members reading it through elementwise ops are fine; any other
+    reader must be a slice/dynamic-slice of exactly the updated region whose value reaches the
+    update through elementwise ops only (XLA's IsSafeToFuseSliceIntoDusFusion). A buffer computed
+    inside the kernel is not updated in place."""
+    ops = comp.operands[dus]
+    buf = ops[0]
+    if buf in mset:
+        return True
+    if buf in ops[1:]:
+        return False
+    ins = comp.instructions
+    seen = {buf}
+    stack = [buf]
+    while stack:
+        n = stack.pop()
+        for u in comp.users[n]:
+            if u not in mset or u in seen or u == dus:
+                continue  # (the update itself, or a value computed elementwise from the buffer)
+            seen.add(u)
+            if is_elementwise(comp, u):
+                stack.append(u)
+                continue
+            if not _slices_updated_region(comp, u, dus):
+                return False
+            if any(d != dus and not is_elementwise(comp, d) for d in _downstream(comp, u, mset)):
+                return False
+    return True
 
 
 # HloInstruction::IsOpElementwise(opcode): `map` is elementwise only per instance, not per opcode.
@@ -586,6 +744,9 @@ class FusionSpace:
             self.pinned.append(pinned)
             self.is_hero.append([i.opcode in self.rules.heroes for i in comp.instructions])
         self._hero_sets = [frozenset(n for n, h in enumerate(hs) if h) for hs in self.is_hero]
+        checked_ops = getattr(self.rules, "checked", self.rules.heroes)
+        self._checked_sets = [frozenset(n for n, i in enumerate(c.instructions) if i.opcode in checked_ops)
+                              for c in comps]
         self.n_edges = len(self.edge_comp)
         self._sigs: Optional[list[list[int]]] = None
         self._shape_sigs: list[list[int]] = []
@@ -899,13 +1060,17 @@ class FusionSpace:
         return delta
 
     def _kernel_ok_fast(self, comp: Computation, ci: int, root: int, members: tuple) -> bool:
-        """The target's kernel rule, with the common hero-count check done by a set intersection."""
+        """The target's kernel rule; kernels without a hero or an in-place update are legal by
+        construction on targets that say so (rules.checked), a set intersection decides that."""
         if not self.rules.hero_count_only:
             return self.rules.kernel_ok(comp, root, members)
-        heroes = self._hero_sets[ci]
-        if not heroes or heroes.isdisjoint(members):
+        checked = self._checked_sets[ci]
+        if not checked or checked.isdisjoint(members):
             return True
-        return len(heroes.intersection(members)) <= self.rules.max_heroes
+        heroes = self._hero_sets[ci]
+        if len(heroes.intersection(members)) > self.rules.max_heroes:
+            return False
+        return self.rules.kernel_ok(comp, root, members)
 
     def flip_valid(self, bits: bytearray, e: int) -> bool:
         """Whether flipping edge e (already applied to `bits`) leaves every touched kernel legal."""

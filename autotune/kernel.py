@@ -9,7 +9,7 @@ import itertools
 import struct
 from functools import cached_property
 from itertools import chain
-from typing import TYPE_CHECKING, Optional, Sequence
+from typing import TYPE_CHECKING, Callable, Optional, Sequence
 
 from .hlo import CALLED_COMPUTATION_ATTRS, HloComputation, HloInstruction, HloModule, Shape
 
@@ -289,12 +289,18 @@ EMITTED_CPU_COMPILE_OPTIONS = {"disable_fusion": True,
                                "xla_flags": {"xla_disable_hlo_passes": "reshape-mover"}}
 
 
-def emit_fused_module(space: "FusionSpace", cfg: "FusionConfig", metadata: bool = True) -> HloModule:
+def emit_fused_module(space: "FusionSpace", cfg: "FusionConfig", metadata: bool = True,
+                      kind: Optional[str] = None,
+                      keep: Optional[Callable[["KernelRef"], bool]] = None) -> HloModule:
     """The program with one `fusion` instruction per kernel (kinds from the target's rules).
 
     Kernel roots keep their names as the fusion instruction, so nothing outside changes; members
     are cloned into each fused computation that holds them. Single-instruction kernels are wrapped
     too where the target's compiler would otherwise re-fuse them (XLA:CPU keeps hand-made fusions).
+
+    For checking a configuration on another compiler than its target's: `kind` gives every fusion
+    that kind (kinds say how to generate code, not what is computed), and kernels for which
+    `keep(ref)` is False are emitted as their plain instructions.
     """
     from .fusion import NODE_FUSIBLE, is_scalar_constant
 
@@ -319,15 +325,19 @@ def emit_fused_module(space: "FusionSpace", cfg: "FusionConfig", metadata: bool 
     for ci, comp in enumerate(program.computations):
         roots = by_comp.get(ci, {})
         members_anywhere: set[int] = set()
+        plain: set[int] = set()  # members of kernels emitted unfused (`keep`)
         for ref in roots.values():
-            members_anywhere.update(ref.members)
+            if keep is None or keep(ref):
+                members_anywhere.update(ref.members)
+            else:
+                plain.update(ref.members)
         out: list[HloInstruction] = []
         fused_here: list[HloComputation] = []
         insts = comp.instructions
         for n, ins in enumerate(insts):
             ref = roots.get(n)
-            if ref is None:
-                if n in members_anywhere and space.node_class[ci][n] == NODE_FUSIBLE:
+            if ref is None or n in plain:
+                if n not in plain and n in members_anywhere and space.node_class[ci][n] == NODE_FUSIBLE:
                     continue  # lives only inside fusions
                 out.append(ins.copy())
                 continue
@@ -363,8 +373,7 @@ def emit_fused_module(space: "FusionSpace", cfg: "FusionConfig", metadata: bool 
                 body.append(c)
             fcomp = HloComputation(fname, body)
             fused_here.append(fcomp)
-            kind = space.rules.fusion_kind(comp, n, ref.members)
-            attrs = {"kind": kind, "calls": fname}
+            attrs = {"kind": kind or space.rules.fusion_kind(comp, n, ref.members), "calls": fname}
             if metadata and "metadata" in ins.attrs:
                 attrs["metadata"] = ins.attrs["metadata"]
             out.append(HloInstruction(ins.name, "fusion", ins.shape, [insts[i].name for i in inputs], attrs,
@@ -374,6 +383,8 @@ def emit_fused_module(space: "FusionSpace", cfg: "FusionConfig", metadata: bool 
             i.is_root = i.name == root_name
         replaced[comp.name] = HloComputation(comp.name, out, comp.hlo.is_entry, dict(comp.hlo.trailer))
         new_comps[comp.name] = fused_here
+    for name, comp_new in replaced.items():
+        sink_rearranges_through_fusions(comp_new, {c.name: c for c in new_comps[name]}, fresh)
     computations: list[HloComputation] = []
     for c in module.computations:
         computations.extend(new_comps.get(c.name, []))
@@ -383,8 +394,157 @@ def emit_fused_module(space: "FusionSpace", cfg: "FusionConfig", metadata: bool 
                      module.filename)
 
 
-def emit_fused_text(space: "FusionSpace", cfg: "FusionConfig", metadata: bool = True) -> str:
-    return emit_fused_module(space, cfg, metadata).to_text()
+# --------------------------------------------------------------------------------------------------
+# Reshape/transpose sinking (XLA's ReshapeMover, applied to the fusions we emit)
+
+# HloInstruction::IsElementwise for the opcodes a fused computation can hold (a fusion is elementwise
+# when every fused instruction is; bitcast-convert only between equal bit widths).
+_XLA_ELEMENTWISE = frozenset("""
+abs add and atan2 cbrt ceil clamp compare complex constant convert copy cosine count-leading-zeros
+divide erf exponential exponential-minus-one floor imag is-finite log log-plus-one logistic map
+maximum minimum multiply negate not or popcnt power real reduce-precision remainder
+round-nearest-afz round-nearest-even rsqrt select shift-left shift-right-arithmetic
+shift-right-logical sign sine sqrt stochastic-convert subtract tan tanh xor rng
+""".split())
 
 
-__all__ = ["Kernel", "EMITTED_CPU_COMPILE_OPTIONS", "emit_fused_module", "emit_fused_text", "instruction_signature", "shape_signature"]
+def _is_rearrange(ins: HloInstruction) -> bool:
+    return ins.opcode in ("reshape", "transpose")
+
+
+def _equivalent_rearranges(a: HloInstruction, b: HloInstruction, by_name: dict) -> bool:
+    if a.opcode != b.opcode or a.shape.dims != b.shape.dims:
+        return False
+    if a.opcode == "transpose":
+        return tuple(a.parsed.get("dimensions", ())) == tuple(b.parsed.get("dimensions", ()))
+    return by_name[a.operands[0]].shape.dims == by_name[b.operands[0]].shape.dims
+
+
+def _trivially_rearrangeable(ins: HloInstruction, rearrange: HloInstruction, by_name: dict,
+                             users: dict) -> bool:
+    """ReshapeMover::CanTriviallyRearrange, taken in its most permissive form (every option on):
+    sinking more than XLA would is always exact; sinking less would leave XLA a fusion to rewrite."""
+    src = by_name[rearrange.operands[0]]
+    if rearrange.opcode == "reshape" and src.shape.dims == rearrange.shape.dims:
+        return True
+    perm = tuple(rearrange.parsed.get("dimensions", ()))
+    if rearrange.opcode == "transpose" and perm == tuple(range(len(perm))):
+        return True
+    if ins.opcode == "constant" or (ins.opcode == "rng" and users.get(ins.name, 0) == 1):
+        return True
+    if ins.opcode == "broadcast":
+        dims = tuple(ins.parsed.get("dimensions", ()))
+        return list(dims) == sorted(dims)
+    return False
+
+
+def _first_nontrivial_rearrange(ops: list, by_name: dict, users: dict) -> Optional[HloInstruction]:
+    for o in ops:
+        ins = by_name[o]
+        if _is_rearrange(ins) and not _trivially_rearrangeable(by_name[ins.operands[0]], ins, by_name, users):
+            return ins
+    return None
+
+
+def sink_rearranges_through_fusions(comp: HloComputation, fused: dict, fresh) -> None:
+    """Rewrite every elementwise-only fusion (and plain elementwise instruction) whose operands are
+    equivalent reshapes/transposes (or trivially rearrangeable values) as XLA's ReshapeMover would,
+    to a fixed point: it computes on the rearranges' input shape and one reshape/transpose follows.
+
+    XLA's mover treats an elementwise-only fusion as an elementwise instruction, clones it with the
+    new shape but keeps its fused computation, and the verifier then rejects the module ("Fused
+    computation shape ... is not equal to the fusion shape"): emitting the moved form ourselves
+    leaves it nothing to move. Exact: elementwise ops commute with rearranges of all operands.
+    `fused` maps fused-computation names to the computations emitted for `comp` (updated in place).
+    """
+    changed = True
+    while changed:
+        changed = False
+        by_name = {i.name: i for i in comp.instructions}
+        users: dict[str, int] = {}
+        for i in comp.instructions:
+            for o in dict.fromkeys(i.operands):
+                users[o] = users.get(o, 0) + 1
+        out: list[HloInstruction] = []
+        for ins in comp.instructions:
+            body = fused.get(ins.parsed["calls"][0]) if ins.opcode == "fusion" else None
+            if body is not None:
+                movable = all(b.opcode == "parameter" or b.opcode in _XLA_ELEMENTWISE for b in body.instructions)
+            else:  # a plain elementwise op: XLA moves it too, which can make a fusion movable next
+                movable = ins.opcode in _XLA_ELEMENTWISE and ins.opcode not in ("rng", "copy", "constant") \
+                    and bool(ins.operands) and not ins.shape.is_tuple
+            if not movable:
+                out.append(ins)
+                continue
+            rearrange = _first_nontrivial_rearrange(ins.operands, by_name, users)
+            if rearrange is None or not all(
+                    (_is_rearrange(by_name[o]) and _equivalent_rearranges(by_name[o], rearrange, by_name))
+                    or (not _is_rearrange(by_name[o])
+                        and _trivially_rearrangeable(by_name[o], rearrange, by_name, users))
+                    for o in ins.operands):
+                out.append(ins)
+                continue
+            src_shape = by_name[rearrange.operands[0]].shape
+            perm = tuple(rearrange.parsed.get("dimensions", ()))
+            dims = ins.shape.dims
+            new_ops = []
+            for o in ins.operands:
+                op = by_name[o]
+                if _is_rearrange(op) and _equivalent_rearranges(op, rearrange, by_name):
+                    new_ops.append(op.operands[0])
+                    continue
+                if op.shape.dims != dims:  # a scalar bound of clamp/select: shape-independent
+                    new_ops.append(o)
+                    continue
+                # Inverse rearrange of a constant/broadcast/rng operand, as a new instruction.
+                new_shape = Shape(op.shape.dtype, src_shape.dims, src_shape.layout, src_shape.dynamic)
+                if rearrange.opcode == "reshape":
+                    inv = HloInstruction(fresh(f"{o}.unreshaped"), "reshape", new_shape, [o])
+                else:
+                    inverse = [0] * len(perm)
+                    for k, d in enumerate(perm):
+                        inverse[d] = k
+                    text = "{" + ",".join(map(str, inverse)) + "}"
+                    inv = HloInstruction(fresh(f"{o}.untransposed"), "transpose", new_shape, [o],
+                                         {"dimensions": text}, {"dimensions": tuple(inverse)})
+                out.append(inv)
+                new_ops.append(inv.name)
+            for b in body.instructions if body is not None else ():
+                # elementwise: every value but scalar bounds has the fusion's dims
+                if not b.shape.is_tuple and b.shape.dims == dims:
+                    b.shape = Shape(b.shape.dtype, src_shape.dims, src_shape.layout, src_shape.dynamic)
+            moved = ins.copy(name=fresh(f"{ins.name}.sunk"), operands=new_ops, is_root=False,
+                             shape=Shape(ins.shape.dtype, src_shape.dims, src_shape.layout, src_shape.dynamic))
+            out.append(moved)
+            if rearrange.opcode == "reshape":
+                out.append(HloInstruction(ins.name, "reshape", ins.shape, [moved.name], is_root=ins.is_root))
+            else:
+                out.append(HloInstruction(ins.name, "transpose", ins.shape, [moved.name],
+                                          {"dimensions": rearrange.attrs["dimensions"]},
+                                          {"dimensions": perm}, is_root=ins.is_root))
+            changed = True
+        comp.instructions = out
+        comp._by_name = None
+
+
+def emit_fused_text(space: "FusionSpace", cfg: "FusionConfig", metadata: bool = True,
+                    kind: Optional[str] = None, keep: Optional[Callable[["KernelRef"], bool]] = None) -> str:
+    """`emit_fused_module` as HLO text."""
+    return emit_fused_module(space, cfg, metadata, kind, keep).to_text()
+
+
+def cpu_checkable_text(space: "FusionSpace", cfg: "FusionConfig") -> str:
+    """A configuration of any target emitted so that XLA:CPU (this machine) can run it: every
+    fusion kLoop, and single-instruction kernels and kernels XLA:CPU cannot compile as one loop
+    fusion (`CpuRules.loop_fusion_compiles`) emitted unfused. For the `cpu` target this is the
+    emitted program itself."""
+    from .fusion import CpuRules
+    if space.rules.name == "cpu":
+        return emit_fused_text(space, cfg, metadata=False)
+    comps = space.program.computations
+    return emit_fused_text(space, cfg, metadata=False, kind="kLoop",
+                           keep=lambda r: len(r.members) > 1 and CpuRules.loop_fusion_compiles(
+                               comps[r.comp], r.root, r.members))
+
+
+__all__ = ["Kernel", "EMITTED_CPU_COMPILE_OPTIONS", "emit_fused_module", "emit_fused_text", "cpu_checkable_text", "instruction_signature", "shape_signature"]

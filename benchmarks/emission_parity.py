@@ -1,267 +1,103 @@
-"""Emission parity on XLA:CPU: fused whole programs compute what the original computes.
+"""Emission parity on XLA:CPU: fused programs compute what the original computes.
 
-For every corpus program (examples/hlo/*.hlo) and for the default fusion configuration plus N
-random valid ones (`space.random(rng)`), the program is emitted with one `fusion` per kernel
-(`autotune.kernel.emit_fused_text`), compiled by jaxlib (HLO -> StableHLO -> HLO, XLA:CPU) and run
-on the same random inputs as the original; outputs are compared.
+For every program of the corpora (examples/hlo, the 58-program model corpus, and examples/idioms,
+programs written around common JAX idioms), every target (`cpu`, `tpu`) and the default
+configuration plus N random valid ones, the program is emitted with one `fusion` per kernel,
+re-read by our parser and XLA's, compiled by XLA:CPU with XLA's default options (`xla`, what a
+user does with fused.hlo) and with the options the evaluator measures with (`measure`), run on the
+same random inputs as the original, and its outputs compared (metric and tolerance:
+`hardware.parity`). `tpu` configurations are checked in the form XLA:CPU can run: every fusion
+kLoop, kernels XLA:CPU cannot compile as one loop fusion emitted unfused; the table says how many
+of their multi-instruction kernels were checked as fusions.
 
-Every compile runs in its own subprocess: an XLA `Check failed` aborts the process.
-
-Emitted programs are compiled with XLA's own fusion passes *disabled* by default
-(`--xla-fusion off`): our `fusion` instructions are then exactly the kernels that run (XLA:CPU only
-wraps the remaining lone ops into single-op `wrapped_*` loop fusions and turns dots into library
-calls). With XLA's fusion pass on, it would fuse the instructions we left outside fusions
-(reshapes, transposes, ...) into our fusions, so the measured program would no longer be our
-configuration. `--xla-fusion on` checks that mode too.
-
-Error metric (float outputs): max over elements of |a - b| / max(|b|, 1e-2 * max|b|, 1e-30), where
-b is the reference output array. Relative error, except that elements which are tiny compared with
-the rest of their array (cancellations, e.g. gradients summing to ~0) are measured against 1% of
-the array's magnitude: f32 re-association error in a fused reduction scales with the magnitude of
-the summed terms, not with the (possibly ~0) result, so a pure relative error would flag correct
-programs. Pass: err <= 1e-4 (f32/f64; 1e-2 for 16-bit floats); integer/bool outputs must be equal.
-
-Usage: python benchmarks/emission_parity.py [--configs 2] [--programs a,b] [--json out.json]
+Usage: python benchmarks/emission_parity.py [--configs 3] [--targets cpu,tpu] [--corpus all]
+         [--programs a,b] [--jobs 2] [--json out.json] [--md out.md]
+Exit status 0 when every case passes.
 """
 from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
-import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-CORPUS = ROOT / "examples" / "hlo"
 sys.path.insert(0, str(ROOT))
 
-TOL = 1e-4
-TOL16 = 1e-2
+from hardware.parity import MODES, as_dicts, check_program, summarize  # noqa: E402
+
+CORPORA = {"models": ROOT / "examples" / "hlo", "idioms": ROOT / "examples" / "idioms"}
 
 
-def output_error(out, ref) -> tuple[float, bool]:
-    """(max error as in the module docstring, pass) over a list of output arrays."""
-    import numpy as np
-    worst, ok = 0.0, True
-    if len(out) != len(ref):
-        return float("inf"), False
-    for a, b in zip(out, ref):
-        a, b = np.asarray(a), np.asarray(b)
-        if a.shape != b.shape:
-            return float("inf"), False
-        if a.size == 0:
+def corpus_programs(which: str = "all") -> list[Path]:
+    """Programs of a corpus (`models`, `idioms` or `all`), in manifest order."""
+    out: list[Path] = []
+    for name, folder in CORPORA.items():
+        if which not in ("all", name) or not (folder / "manifest.json").exists():
             continue
-        if b.dtype.kind in "biu":
-            if not np.array_equal(a, b):
-                worst, ok = float("inf"), False
-            continue
-        tol = TOL16 if b.dtype.itemsize <= 2 and b.dtype.kind != "c" else TOL
-        a64 = a.astype(np.complex128 if b.dtype.kind == "c" else np.float64)
-        b64 = b.astype(a64.dtype)
-        fin = np.isfinite(b64)
-        if not np.array_equal(fin, np.isfinite(a64)):
-            return float("inf"), False
-        if not fin.any():
-            continue
-        mag = np.abs(b64[fin])
-        denom = np.maximum(mag, max(1e-2 * float(mag.max()), 1e-30))
-        e = float(np.max(np.abs(a64[fin] - b64[fin]) / denom))
-        worst = max(worst, e)
-        ok = ok and e <= tol
-    return worst, ok
-
-
-def parity_inputs(text: str) -> list:
-    """`hardware.xla.random_inputs(text, seed=0)`, with rank-0/1 float parameters made
-    non-negative. Rank-1 parameters of the corpus are normalization statistics and biases; a
-    negative random "variance" makes rsqrt produce NaNs inside the program, which a later relu
-    `maximum(x, 0)` then drops or keeps depending on the kernel that runs it (XLA:CPU's library and
-    vectorized kernels do not all propagate NaN the same way), so outputs would differ for reasons
-    unrelated to fusion. Weights and activations (rank >= 2) keep their signs."""
-    import numpy as np
-    from hardware.xla import random_inputs
-    out = random_inputs(text, seed=0)
-    return [np.abs(a) if a.dtype.kind == "f" and a.ndim <= 1 else a for a in out]
-
-
-def make_config(space, spec: str):
-    import numpy as np
-    if spec == "default":
-        return space.default()
-    if spec == "unfused":
-        return space.unfused()
-    if spec.startswith("random"):
-        seed = int(spec.split(":")[1])
-        return space.random(np.random.default_rng(seed))
-    raise ValueError(spec)
-
-
-def child(path: str, spec: str, refpath: str, disable_fusion: bool) -> dict:
-    """Runs in a subprocess: compile + run one configuration (or the reference)."""
-    import numpy as np
-    from hardware.xla import compile_hlo
-    text = Path(path).read_text()
-    inputs = parity_inputs(text)
-    if spec == "reference":
-        c = compile_hlo(text)
-        out = c(*inputs)
-        np.savez(refpath, *out)
-        return {"compile_s": c.compile_seconds}
-    from autotune.fusion import FusionSpace
-    from autotune.kernel import emit_fused_text
-    from autotune.program import Program
-    prog = Program.from_text(text, filename=path)
-    space = FusionSpace(prog, "cpu")
-    cfg = make_config(space, spec)
-    fused = emit_fused_text(space, cfg, metadata=False)
-    from autotune.kernel import EMITTED_CPU_COMPILE_OPTIONS
-    opts = dict(EMITTED_CPU_COMPILE_OPTIONS)
-    if not disable_fusion:
-        opts["disable_fusion"] = False
-    c = compile_hlo(fused, **opts)
-    out = c(*inputs)
-    ref = np.load(refpath)
-    ref = [ref[f"arr_{i}"] for i in range(len(ref.files))]
-    err, ok = output_error(out, ref)
-    return {"compile_s": c.compile_seconds, "err": err, "ok": ok, "kernels": len(space.state(cfg).refs()),
-            "fused_edges": cfg.count(), "edges": space.n_edges}
-
-
-def check_program(path: str, specs: list[str]) -> dict:
-    """In-process (run it in a subprocess: XLA aborts on bad modules): reference once, then for each
-    configuration emit, re-parse (our parser and XLA's), compile once, run, compare.
-    Returns {spec: {"ok", "err", "compile_s", "reparse"}} plus "_reference_compile_s"."""
-    from autotune.fusion import FusionSpace
-    from autotune.hlo import parse_hlo
-    from autotune.kernel import EMITTED_CPU_COMPILE_OPTIONS, emit_fused_text
-    from autotune.program import Program
-    from hardware.xla import compile_hlo, parse_hlo_text
-    text = Path(path).read_text()
-    inputs = parity_inputs(text)
-    c = compile_hlo(text)
-    ref = c(*inputs)
-    out: dict = {"_reference_compile_s": c.compile_seconds}
-    space = FusionSpace(Program.from_text(text, filename=path), "cpu")
-    for spec in specs:
-        cfg = make_config(space, spec)
-        fused = emit_fused_text(space, cfg, metadata=False)
-        parse_hlo(fused)
-        parse_hlo_text(fused)
-        c = compile_hlo(fused, **EMITTED_CPU_COMPILE_OPTIONS)
-        err, ok = output_error(c(*inputs), ref)
-        out[spec] = {"ok": ok, "err": err, "compile_s": c.compile_seconds, "reparse": True,
-                     "kernels": len(space.state(cfg).refs())}
+        out += [folder / f"{m['name']}.hlo" for m in json.loads((folder / "manifest.json").read_text())]
     return out
-
-
-def run_check_program(path: str, specs: list[str], timeout: float = 600) -> dict:
-    """`check_program` in a subprocess; {"status": "ok"|"crash: ..."|"timeout", "results": {...}}."""
-    code = (f"import sys, json; sys.path.insert(0, {str(ROOT)!r}); "
-            "import benchmarks.emission_parity as m; "
-            f"print('RESULT', json.dumps(m.check_program({path!r}, {specs!r})))")
-    try:
-        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout,
-                           cwd=str(ROOT))
-    except subprocess.TimeoutExpired:
-        return {"status": "timeout", "results": {}}
-    for line in r.stdout.splitlines():
-        if line.startswith("RESULT "):
-            return {"status": "ok", "results": json.loads(line[7:])}
-    lines = (r.stderr or "").splitlines()
-    why = next((l for l in lines if "Check failed" in l), None) or next(
-        (l for l in reversed(lines) if l.strip()), f"exit {r.returncode}")
-    return {"status": f"crash: {why.strip()[:300]}", "results": {}}
-
-
-def run_child(path: str, spec: str, refpath: str, disable_fusion: bool, timeout: float = 600) -> dict:
-    code = (f"import sys, json; sys.path.insert(0, {str(ROOT)!r}); "
-            "sys.argv=['x']; import benchmarks.emission_parity as m; "
-            f"print('RESULT', json.dumps(m.child({path!r}, {spec!r}, {refpath!r}, {disable_fusion!r})))")
-    t0 = time.perf_counter()
-    try:
-        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout,
-                           cwd=str(ROOT))
-    except subprocess.TimeoutExpired:
-        return {"status": "timeout", "wall_s": time.perf_counter() - t0}
-    wall = time.perf_counter() - t0
-    for line in r.stdout.splitlines():
-        if line.startswith("RESULT "):
-            res = json.loads(line[7:])
-            res["status"] = "ok" if res.get("ok", True) else "mismatch"
-            res["wall_s"] = wall
-            return res
-    lines = (r.stderr or "").splitlines()
-    why = next((l for l in lines if "Check failed" in l), None) or next(
-        (l for l in reversed(lines) if l.strip()), f"exit {r.returncode}")
-    return {"status": f"crash: {why.strip()[:300]}", "wall_s": wall}
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--programs", default="", help="comma-separated names (default: all)")
-    ap.add_argument("--configs", type=int, default=2, help="random configurations per program")
+    ap.add_argument("--corpus", default="all", choices=["all", *CORPORA])
+    ap.add_argument("--programs", default="", help="comma-separated names (default: all of the corpus)")
+    ap.add_argument("--targets", default="cpu,tpu")
+    ap.add_argument("--configs", type=int, default=3, help="random configurations per program and target")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--xla-fusion", choices=["off", "on"], default="off")
-    ap.add_argument("--json", default="")
+    ap.add_argument("--modes", default=",".join(MODES))
     ap.add_argument("--jobs", type=int, default=2, help="programs checked in parallel")
+    ap.add_argument("--timeout", type=float, default=1800.0, help="seconds per subprocess")
+    ap.add_argument("--json", default="")
+    ap.add_argument("--md", default="")
     args = ap.parse_args(argv)
-    manifest = json.loads((CORPUS / "manifest.json").read_text())
-    names = [m["name"] for m in manifest]
+    paths = corpus_programs(args.corpus)
     if args.programs:
-        want = args.programs.split(",")
-        names = [n for n in names if n in want]
+        want = set(args.programs.split(","))
+        paths = [p for p in paths if p.stem in want]
+    if not paths:
+        print("emission_parity: no programs selected", file=sys.stderr)
+        return 2
     specs = ["default"] + [f"random:{args.seed * 1000 + k}" for k in range(args.configs)]
-    tmp = tempfile.mkdtemp(prefix="parity_")
-    disable = args.xla_fusion == "off"
+    targets = args.targets.split(",")
+    modes = args.modes.split(",")
+    jobs = [(p, t) for p in paths for t in targets]
+    head = ["| program | target | cases ok | fusions checked | max error | failures |", "|---|---|---|---|---|---|"]
+    print("\n".join(head), flush=True)
+    rows, lines = [], list(head)
+    t0 = time.perf_counter()
 
-    def one(name: str) -> dict:
-        path = str(CORPUS / f"{name}.hlo")
-        t0 = time.perf_counter()
-        results: dict = {}
-        ref_s = None
-        if disable:  # fast path: one subprocess for the reference and every configuration
-            res = run_check_program(path, specs)
-            if res["status"] == "ok":
-                ref_s = res["results"].pop("_reference_compile_s")
-                for sp_, r in res["results"].items():
-                    r["status"] = "ok" if r["ok"] else "mismatch"
-                results = res["results"]
-        if not results:  # a crash (or fusion on): one subprocess per configuration, to say which
-            refpath = os.path.join(tmp, f"{name}.npz")
-            ref = run_child(path, "reference", refpath, False)
-            ref_s = ref.get("compile_s")
-            for sp_ in specs:
-                results[sp_] = (run_child(path, sp_, refpath, disable) if ref["status"] == "ok"
-                                else {"status": "reference failed: " + ref["status"]})
-        errs = [r["err"] for r in results.values() if "err" in r]
-        cts = [r["compile_s"] for r in results.values() if "compile_s" in r]
-        return {"program": name, "ok": sum(r["status"] == "ok" for r in results.values()), "n": len(specs),
-                "max_err": max(errs) if errs else None, "ref_compile_s": ref_s,
-                "compile_s": max(cts) if cts else None, "wall_s": time.perf_counter() - t0,
-                "results": results}
+    def one(job):
+        path, target = job
+        return path, target, check_program(str(path), target, specs, modes, timeout=args.timeout)
 
-    print("| program | configs ok | max err | ref compile s | max emitted compile s | failures |")
-    print("|---|---|---|---|---|---|")
-    from concurrent.futures import ThreadPoolExecutor
-    rows = []
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        for row in pool.map(one, names):
-            rows.append(row)
-            fails = "; ".join(f"{s_}: {r['status']}" for s_, r in row["results"].items() if r["status"] != "ok")
-            me = f"{row['max_err']:.2e}" if row["max_err"] is not None else "-"
-            rc = f"{row['ref_compile_s']:.2f}" if row["ref_compile_s"] is not None else "-"
-            ec = f"{row['compile_s']:.2f}" if row["compile_s"] is not None else "-"
-            print(f"| {row['program']} | {row['ok']}/{row['n']} | {me} | {rc} | {ec} | {fails[:200]} |", flush=True)
-    tot = sum(r["ok"] for r in rows)
-    n = sum(r["n"] for r in rows)
-    print(f"\n{tot}/{n} configurations ok over {len(rows)} programs "
-          f"(XLA fusion pass {'disabled' if args.xla_fusion == 'off' else 'enabled'} for emitted programs)")
+        for path, target, res in pool.map(one, jobs):
+            rows += res
+            s = summarize(res)
+            errs = [r.error for r in res if r.error is not None]
+            fails = "; ".join(f"{r.config}/{r.mode}: {r.status}" for r in res if not r.ok)
+            line = (f"| {path.stem} | {target} | {s['ok']}/{s['cases']} | {s['fusions_checked']}/{s['fusions_total']} | "
+                    f"{max(errs) if errs else float('nan'):.2e} | {fails[:300]} |")
+            lines.append(line)
+            print(line, flush=True)
+    total = summarize(rows)
+    by_target = {t: summarize([r for r in rows if r.target == t]) for t in targets}
+    tail = [f"\n{total['ok']}/{total['cases']} cases ok over {len(paths)} programs, targets {', '.join(targets)}, "
+            f"configurations {', '.join(specs)}, XLA options {', '.join(modes)} "
+            f"({time.perf_counter() - t0:.0f} s)"]
+    for t, s in by_target.items():
+        tail.append(f"- {t}: {s['ok']}/{s['cases']} ok; multi-instruction kernels checked as fusions "
+                    f"{s['fusions_checked']}/{s['fusions_total']}; failures {s['failures'] or 'none'}")
+    print("\n".join(tail))
     if args.json:
-        Path(args.json).write_text(json.dumps(rows, indent=1))
-    return 0 if tot == n else 1
+        Path(args.json).write_text(json.dumps(as_dicts(rows), indent=1))
+    if args.md:
+        Path(args.md).write_text("\n".join(lines + tail) + "\n")
+    return 0 if total["ok"] == total["cases"] else 1
 
 
 if __name__ == "__main__":

@@ -176,3 +176,57 @@ def test_state_derived_along_a_random_walk(bert_space):
     inc = sp.state(cfg)
     full = FusionState.build(sp, cfg.bits)
     assert {k: v.hash for k, v in inc.kernels.items()} == {k: v.hash for k, v in full.kernels.items()}
+
+
+# ---- in-place updates and output-fusion epilogues (issue 16: wrong results on real programs)
+
+FIXTURES = os.path.join(ROOT, "tests", "fixtures", "hlo")
+
+
+def _opcodes_of_kernels(space: FusionSpace, cfg: FusionConfig) -> list:
+    comp = space.program.computations[0]
+    return sorted(sorted(comp.instructions[m].opcode for m in k.members) for k in space.state(cfg).refs())
+
+
+def _load(name: str, target: str = "tpu") -> FusionSpace:
+    return FusionSpace(Program.from_file(os.path.join(FIXTURES, f"{name}.hlo")), target)
+
+
+def test_tpu_in_place_update_never_reads_another_region_of_its_buffer():
+    """dynamic_slice(cache, i) -> update at j != i: fused, XLA updates `cache` in place and the
+    slice reads rows the update already wrote (measured on XLA:CPU: wrong results)."""
+    sp = _load("dus_shifted_window")
+    for cfg in [sp.default()] + [sp.random(np.random.default_rng(s), p=1.0) for s in range(5)]:
+        for ops in _opcodes_of_kernels(sp, cfg):
+            assert not ("dynamic-slice" in ops and "dynamic-update-slice" in ops), ops
+    everything = FusionConfig(bytearray([1] * sp.n_edges))
+    assert not sp.is_valid(everything)
+    assert sp.is_valid(sp.repair(everything))
+
+
+def test_tpu_in_place_update_may_read_the_region_it_writes():
+    """A KV-cache update reads the window it then overwrites (same indices): XLA fuses it."""
+    sp = _load("dus_kv_update")
+    kernels = _opcodes_of_kernels(sp, sp.default())
+    assert any("dynamic-slice" in ops and "dynamic-update-slice" in ops for ops in kernels), kernels
+
+
+def test_tpu_dot_kernel_continues_through_elementwise_ops_only():
+    """dot -> add -> slice -> dynamic-update-slice: every edge is fine alone, the kernel is not
+    (an output fusion's epilogue is elementwise)."""
+    sp = _load("dot_slice_dus")
+    for cfg in [sp.default(), sp.repair(FusionConfig(bytearray([1] * sp.n_edges)))]:
+        for ops in _opcodes_of_kernels(sp, cfg):
+            if "dot" in ops:
+                assert set(ops) - {"dot"} <= {"add", "broadcast", "multiply", "convert", "bitcast"}, ops
+
+
+def test_in_place_rule_is_what_the_fast_path_checks():
+    """Incremental search (flip_delta) and the full legality check agree on these programs."""
+    for name in ("dus_shifted_window", "dus_kv_update", "dot_slice_dus"):
+        sp = _load(name)
+        rng = np.random.default_rng(0)
+        cfg = sp.default()
+        for _ in range(200):
+            cfg = sp.neighbor(cfg, rng)
+            assert sp.is_valid(cfg), name

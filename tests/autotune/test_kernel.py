@@ -136,3 +136,60 @@ def test_standalone_kernels_run_on_xla():
             text = k.to_hlo_module(fused=fused)
             outs = xla.run_hlo(text, xla.random_inputs(text, seed=0))
             assert outs[0].shape == tuple(k.output_shape.dims)
+
+
+# ---- what XLA does to the fusions we emit (issue 16)
+
+FIXTURES = os.path.join(ROOT, "tests", "fixtures", "hlo")
+
+
+def _emitted(name: str, target: str, cfg=None):
+    sp = FusionSpace(Program.from_file(os.path.join(FIXTURES, f"{name}.hlo")), target)
+    return parse_hlo(emit_fused_text(sp, cfg or sp.default()))
+
+
+def _elementwise_fusions_with_rearranged_operands(module) -> list:
+    """Fusions XLA's ReshapeMover would rewrite: elementwise-only, every operand a reshape of one
+    same shape (the keepdims pattern: log(reshape(sum)) + reshape(max))."""
+    from autotune.kernel import _XLA_ELEMENTWISE
+    bodies = {c.name: c for c in module.computations}
+    out = []
+    for comp in module.computations:
+        by = comp.by_name
+        for ins in comp.instructions:
+            if ins.opcode != "fusion":
+                continue
+            body = bodies[ins.parsed["calls"][0]]
+            if not all(b.opcode == "parameter" or b.opcode in _XLA_ELEMENTWISE for b in body.instructions):
+                continue
+            ops = [by[o] for o in ins.operands]
+            srcs = {by[o.operands[0]].shape.dims for o in ops if o.opcode == "reshape"}
+            if ops and all(o.opcode == "reshape" for o in ops) and len(srcs) == 1 \
+                    and all(o.shape.dims != by[o.operands[0]].shape.dims for o in ops):
+                out.append(ins.name)
+    return out
+
+
+@pytest.mark.parametrize("target", ["cpu", "tpu"])
+def test_keepdims_fusions_are_emitted_with_reshapes_sunk(target):
+    module = _emitted("keepdims_logsumexp", target)
+    assert _elementwise_fusions_with_rearranged_operands(module) == []
+    # ... and the sunk form still returns the declared f32[16,8,1]
+    assert module.entry.root.shape.dims == (16, 8, 1)
+
+
+def test_width_changing_bitcast_convert_is_never_inside_a_fusion():
+    """`u64[2] bitcast-convert(u32[2,2])` (jax.random's rbg key) aborts XLA:CPU inside a fusion."""
+    for target in ("cpu", "tpu"):
+        sp = FusionSpace(Program.from_file(os.path.join(FIXTURES, "dropout_rbg.hlo")), target)
+        for cfg in (sp.default(), sp.random(np.random.default_rng(0), p=1.0)):
+            module = parse_hlo(emit_fused_text(sp, cfg)) if target == "cpu" else None
+            if module is None:
+                from autotune.kernel import cpu_checkable_text
+                module = parse_hlo(cpu_checkable_text(sp, cfg))
+            for comp in module.computations:
+                if not comp.name.startswith("fused_"):
+                    continue
+                for ins in comp.instructions:
+                    if ins.opcode == "bitcast-convert":
+                        assert ins.shape.rank == comp.by_name[ins.operands[0]].shape.rank, (target, ins)

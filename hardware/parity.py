@@ -1,0 +1,248 @@
+"""Output parity on real XLA: does an emitted (fused) program compute what the original computes?
+
+Optional extra ``xla`` (jax/jaxlib), imported lazily like :mod:`hardware.xla`.
+
+* :func:`output_error` compares output arrays (the metric below) and :func:`parity_inputs` makes
+  the inputs both programs run on.
+* :func:`check_program` emits configurations of a program for a target and checks each one on
+  XLA:CPU: our parser and XLA's re-read the text, XLA compiles it (its verifier runs first) with the
+  options a user would use (``xla``: XLA's defaults) and with those our evaluator measures with
+  (``measure``: :data:`autotune.kernel.EMITTED_CPU_COMPILE_OPTIONS`), runs it and compares the
+  outputs with the original's. Each (program, target) runs in its own subprocess: an XLA
+  ``Check failed`` aborts the process, and then each (configuration, options) case is run alone to
+  say which one did it.
+
+Configurations for a target other than ``cpu`` are checked in the form XLA:CPU can run
+(:func:`autotune.kernel.cpu_checkable_text`): every fusion kLoop, and kernels XLA:CPU cannot compile
+as one loop fusion emitted unfused; each result says how many kernels were checked as fusions.
+
+Error metric (float outputs): max over elements of |a - b| / max(|b|, 1e-2 * max|b|, 1e-30), b the
+reference array: relative error, except that elements tiny compared with the rest of their array
+(cancellations, e.g. gradients summing to ~0) are measured against 1% of the array's magnitude, since
+f32 re-association error scales with the magnitude of the summed terms. Pass: <= 1e-4 (f32, f64,
+complex), <= 1e-2 (16-bit floats), integers and bools equal, the same non-finite elements. The
+reference is the original program compiled by XLA with the same options as the emitted one; an
+output within tolerance of the original compiled with the other options also passes (XLA's own
+fused and unfused compiles of a program differ by up to ~1.4e-4 in f32 sums).
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+import numpy as np
+
+__all__ = ["TOL", "TOL16", "MODES", "output_error", "parity_inputs", "config_for", "ParityResult",
+           "check_program", "summarize", "as_dicts"]
+
+TOL = 1e-4
+TOL16 = 1e-2
+MODES = ("xla", "measure")  # XLA's default options / the evaluator's (EMITTED_CPU_COMPILE_OPTIONS)
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def output_error(out: Sequence[Any], ref: Sequence[Any]) -> tuple[float, bool]:
+    """(max error as in the module docstring, pass) over lists of output arrays."""
+    worst, ok = 0.0, True
+    if len(out) != len(ref):
+        return float("inf"), False
+    for a, b in zip(out, ref):
+        a, b = np.asarray(a), np.asarray(b)
+        if a.shape != b.shape or a.dtype != b.dtype:
+            return float("inf"), False
+        if a.size == 0:
+            continue
+        if b.dtype.kind in "biu":
+            if not np.array_equal(a, b):
+                worst, ok = float("inf"), False
+            continue
+        tol = TOL16 if b.dtype.itemsize <= 2 and b.dtype.kind != "c" else TOL
+        a64 = a.astype(np.complex128 if b.dtype.kind == "c" else np.float64)
+        b64 = b.astype(a64.dtype)
+        fin = np.isfinite(b64)
+        if not np.array_equal(fin, np.isfinite(a64)):
+            return float("inf"), False
+        if not np.array_equal(a64[~fin], b64[~fin]) and not (np.isnan(a64[~fin]) & np.isnan(b64[~fin])).all():
+            return float("inf"), False
+        if not fin.any():
+            continue
+        mag = np.abs(b64[fin])
+        denom = np.maximum(mag, max(1e-2 * float(mag.max()), 1e-30))
+        e = float(np.max(np.abs(a64[fin] - b64[fin]) / denom))
+        worst = max(worst, e)
+        ok = ok and e <= tol
+    return worst, ok
+
+
+def parity_inputs(text: str, seed: int = 0) -> list[np.ndarray]:
+    """`hardware.xla.random_inputs(text, seed)`, with rank-0/1 float parameters made non-negative.
+
+    Rank-1 parameters of real programs are mostly normalization statistics and biases; a negative
+    random "variance" makes rsqrt produce NaNs inside the program, which a later `maximum(x, 0)`
+    drops or keeps depending on the kernel that runs it (XLA:CPU's library and vectorized kernels
+    do not all propagate NaN alike): outputs would differ for reasons unrelated to fusion."""
+    from .xla import random_inputs
+    out = random_inputs(text, seed=seed)
+    return [np.abs(a) if a.dtype.kind == "f" and a.ndim <= 1 else a for a in out]
+
+
+def config_for(space: Any, spec: str) -> Any:
+    """A configuration by name: "default", "unfused" or "random:SEED" (`space.random`)."""
+    if spec == "default":
+        return space.default()
+    if spec == "unfused":
+        return space.unfused()
+    if spec.startswith("random:"):
+        return space.random(np.random.default_rng(int(spec.split(":", 1)[1])))
+    raise ValueError(f"unknown configuration {spec!r} (default, unfused, random:SEED)")
+
+
+@dataclass
+class ParityResult:
+    """One (program, target, configuration, XLA options) check."""
+
+    program: str
+    target: str
+    config: str
+    mode: str
+    status: str                 # ok | mismatch | emit_error: | parse_error: | compile_error: | crash: | timeout
+    error: Optional[float] = None
+    compile_s: Optional[float] = None
+    kernels: int = 0            # kernels of the configuration
+    fusions_checked: int = 0    # multi-instruction kernels emitted (and so checked) as fusions
+    fusions_total: int = 0      # multi-instruction kernels of the configuration
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
+def _compile_options(mode: str) -> dict:
+    from autotune.kernel import EMITTED_CPU_COMPILE_OPTIONS
+    if mode == "xla":
+        return {}
+    if mode == "measure":
+        return dict(EMITTED_CPU_COMPILE_OPTIONS)
+    raise ValueError(f"unknown mode {mode!r} (known: {', '.join(MODES)})")
+
+
+def _first_line(exc: BaseException) -> str:
+    for line in str(exc).splitlines():
+        if line.strip():
+            return line.strip()[:300]
+    return type(exc).__name__
+
+
+def _check_in_process(path: str, target: str, specs: Sequence[str], modes: Sequence[str]) -> list[dict]:
+    """The work of one subprocess: reference outputs once per XLA option set, then every
+    (configuration, option set)."""
+    from autotune.fusion import CpuRules, FusionSpace
+    from autotune.hlo import parse_hlo
+    from autotune.kernel import cpu_checkable_text
+    from autotune.program import Program
+    from .xla import compile_hlo, parse_hlo_text
+
+    text = Path(path).read_text()
+    inputs = parity_inputs(text)
+    refs = {m: compile_hlo(text, **_compile_options(m))(*inputs) for m in MODES}
+    space = FusionSpace(Program.from_text(text, filename=path), target)
+    comps = space.program.computations
+    out = []
+    for spec in specs:
+        base = {"program": Path(path).stem, "target": target, "config": spec}
+        try:
+            cfg = config_for(space, spec)
+            refs_k = space.state(cfg).refs()
+            multi = [r for r in refs_k if len(r.members) > 1]
+            base["kernels"] = len(refs_k)
+            base["fusions_total"] = len(multi)
+            base["fusions_checked"] = len(multi) if target == "cpu" else sum(
+                CpuRules.loop_fusion_compiles(comps[r.comp], r.root, r.members) for r in multi)
+            emitted = cpu_checkable_text(space, cfg)
+        except Exception as exc:
+            out += [{**base, "mode": m, "status": f"emit_error: {type(exc).__name__}: {_first_line(exc)}"}
+                    for m in modes]
+            continue
+        try:
+            parse_hlo(emitted)
+            parse_hlo_text(emitted)
+        except Exception as exc:
+            out += [{**base, "mode": m, "status": f"parse_error: {_first_line(exc)}"} for m in modes]
+            continue
+        for mode in modes:
+            row = {**base, "mode": mode}
+            try:
+                compiled = compile_hlo(emitted, **_compile_options(mode))
+                got = compiled(*inputs)
+            except Exception as exc:
+                out.append({**row, "status": f"compile_error: {_first_line(exc)}"})
+                continue
+            err, ok = output_error(got, refs[mode])
+            if not ok:  # within XLA's own spread between its option sets?
+                other = [m for m in MODES if m != mode][0]
+                err2, ok = output_error(got, refs[other])
+                err = min(err, err2)
+            out.append({**row, "status": "ok" if ok else "mismatch", "error": err,
+                        "compile_s": compiled.compile_seconds})
+    return out
+
+
+def _run_child(path: str, target: str, specs: Sequence[str], modes: Sequence[str],
+               timeout: float) -> tuple[str, list]:
+    code = (f"import sys, json; sys.path.insert(0, {str(ROOT)!r}); from hardware import parity; "
+            f"print('RESULT', json.dumps(parity._check_in_process({path!r}, {target!r}, {list(specs)!r}, "
+            f"{list(modes)!r})))")
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    try:
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout,
+                           cwd=str(ROOT), env=env)
+    except subprocess.TimeoutExpired:
+        return "timeout", []
+    for line in r.stdout.splitlines():
+        if line.startswith("RESULT "):
+            return "ok", json.loads(line[7:])
+    lines = (r.stderr or "").splitlines()
+    why = next((ln for ln in lines if "Check failed" in ln), None) or next(
+        (ln for ln in reversed(lines) if ln.strip()), f"exit code {r.returncode}")
+    return f"crash: {why.strip()[:300]}", []
+
+
+def check_program(path: str, target: str = "cpu", specs: Sequence[str] = ("default", "random:0"),
+                  modes: Sequence[str] = MODES, timeout: float = 900.0) -> list[ParityResult]:
+    """Check configurations `specs` of the program at `path` for `target`, under each XLA option
+    set of `modes` (see the module docstring). Never raises for a bad program or an XLA crash:
+    every case gets a status."""
+    for m in modes:
+        _compile_options(m)  # unknown names fail here, not in the subprocess
+    status, rows = _run_child(path, target, specs, modes, timeout)
+    if status != "ok":  # say which (configuration, options) crashed or hung
+        rows = []
+        for spec in specs:
+            for mode in modes:
+                st, one = _run_child(path, target, [spec], [mode], timeout) if len(specs) * len(modes) > 1 \
+                    else (status, [])
+                rows += one or [{"program": Path(path).stem, "target": target, "config": spec,
+                                 "mode": mode, "status": st}]
+    return [ParityResult(**r) for r in rows]
+
+
+def summarize(results: Sequence[ParityResult]) -> dict:
+    """Counts over results: cases, ok, failures by status kind, fusions checked/total."""
+    fails: dict[str, int] = {}
+    for r in results:
+        if not r.ok:
+            k = r.status.split(":")[0]
+            fails[k] = fails.get(k, 0) + 1
+    return {"cases": len(results), "ok": sum(r.ok for r in results), "failures": fails,
+            "fusions_checked": sum(r.fusions_checked for r in results),
+            "fusions_total": sum(r.fusions_total for r in results)}
+
+
+def as_dicts(results: Sequence[ParityResult]) -> list[dict]:
+    return [asdict(r) for r in results]
