@@ -1,23 +1,20 @@
 """Whole-program emission on XLA:CPU: fused programs compute what the originals compute.
 
-For each program: the default configuration and two random valid ones are emitted with one
-`fusion` per kernel, re-parsed by our parser and by XLA's, compiled by jaxlib (with the options the
-emitted programs are meant for, `autotune.kernel.EMITTED_CPU_COMPILE_OPTIONS`) and run on the same
-random inputs as the original. Error metric and tolerance: benchmarks/emission_parity.py
-(`output_error`: relative error, elements ~0 measured against 1% of their array's magnitude;
-<= 1e-4 for f32; integers/bools exact).
+For each program of a subset of the corpora, and each target: the default configuration and one
+random valid configuration are emitted with one `fusion` per kernel, re-read by our parser and
+XLA's, compiled by XLA:CPU with XLA's default options and with the evaluator's, and run on the same
+random inputs as the original (hardware/parity.py: metric, tolerance, and how `tpu`
+configurations are checked on XLA:CPU). Every (program, target) runs in its own subprocess (an XLA
+`Check failed` aborts the process), two at a time.
 
-Every program runs in its own subprocess (an XLA `Check failed` aborts the process), two at a time
-(CI machines have 2 cores). By default a representative subset runs: one small inference program of
-every model family plus a few small training steps (~1-1.5 min on 2 cores). With
-AUTOTUNE_FULL_XLA_TESTS=1 every corpus program runs (the full sweep takes much longer; see
-benchmarks/emission_parity.py for a table).
+The subset: one small inference program of every model family, a few training steps, and every
+idiom program (examples/idioms). AUTOTUNE_FULL_XLA_TESTS=1 runs every program;
+`python benchmarks/emission_parity.py` is the full sweep with more configurations (BENCHMARKS.md).
 """
 from __future__ import annotations
 
 import json
 import os
-import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -25,64 +22,58 @@ import pytest
 
 pytest.importorskip("jax")
 
+from hardware.parity import check_program  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[2]
-CORPUS = ROOT / "examples" / "hlo"
-sys.path.insert(0, str(ROOT))
-
-from benchmarks.emission_parity import run_check_program  # noqa: E402
-
-SPECS = ["default", "random:0", "random:1"]
+MODELS = ROOT / "examples" / "hlo"
+IDIOMS = ROOT / "examples" / "idioms"
+SPECS = ["default", "random:0"]
+TARGETS = ["cpu", "tpu"]
 FULL = os.environ.get("AUTOTUNE_FULL_XLA_TESTS") == "1"
 
-# Programs whose emitted forms are known to fail, with why (see the emission report).
-KNOWN_FAILURES: dict[str, str] = {
-    # Only in the full sweep (not in the default subset). Measured 2026-11-22: random:1 reaches
-    # 1.43e-4 on a bias gradient (a per-channel sum with cancellation); XLA's own compile of the
-    # original program with its fusion pass disabled differs from its default compile by 1.38e-4 on
-    # the same output, so the difference is f32 summation order inside XLA, not our emission.
-    "ssd_medium_train": "XLA:CPU itself differs by 1.38e-4 between its fused and unfused compiles "
-                        "of this program (f32 summation order); see BENCHMARKS.md, emission parity",
-}
+
+def _manifest(folder: Path) -> list[dict]:
+    path = folder / "manifest.json"
+    return json.loads(path.read_text()) if path.exists() else []
 
 
-def _programs() -> list[str]:
-    manifest = json.loads((CORPUS / "manifest.json").read_text())
-    names = [m["name"] for m in manifest]
-    if FULL:
-        return names
-    subset = [n for n in names if n.endswith("_small_infer")]
-    subset += ["mlp_mixer_small_train", "lstm_small_train", "gnn_small_train"]
-    return [n for n in names if n in subset]
+def _programs() -> list[Path]:
+    models = [m["name"] for m in _manifest(MODELS)]
+    if not FULL:
+        keep = {n for n in models if n.endswith("_small_infer")}
+        keep |= {"mlp_mixer_small_train", "lstm_small_train", "gnn_small_train"}
+        models = [n for n in models if n in keep]
+    return [MODELS / f"{n}.hlo" for n in models] + [IDIOMS / f"{m['name']}.hlo" for m in _manifest(IDIOMS)]
 
 
 PROGRAMS = _programs()
+CASES = [(p, t) for p in PROGRAMS for t in TARGETS]
 
 
 @pytest.fixture(scope="module")
 def results() -> dict:
-    """All programs checked once, two subprocesses at a time."""
-    def one(name: str) -> tuple[str, dict]:
-        return name, run_check_program(str(CORPUS / f"{name}.hlo"), SPECS, timeout=900)
+    """All (program, target) cases checked once, two subprocesses at a time."""
+    def one(case):
+        path, target = case
+        return (path.stem, target), check_program(str(path), target, SPECS, timeout=900)
     with ThreadPoolExecutor(max_workers=2) as pool:
-        return dict(pool.map(one, PROGRAMS))
+        return dict(pool.map(one, CASES))
 
 
 @pytest.mark.xla
-@pytest.mark.parametrize("name", PROGRAMS)
-def test_emitted_program_matches_original(results: dict, name: str) -> None:
-    if name in KNOWN_FAILURES:
-        pytest.xfail(KNOWN_FAILURES[name])
-    res = results[name]
-    assert res["status"] == "ok", f"{name}: {res['status']}"
-    for spec in SPECS:
-        r = res["results"][spec]
-        assert r["reparse"], f"{name} {spec}: fused text does not re-parse"
-        assert r["ok"], f"{name} {spec}: outputs differ from the original (max error {r['err']:.3g})"
+@pytest.mark.parametrize("path,target", CASES, ids=[f"{p.stem}-{t}" for p, t in CASES])
+def test_emitted_program_matches_original(results: dict, path: Path, target: str) -> None:
+    res = results[(path.stem, target)]
+    assert len(res) == len(SPECS) * 2
+    bad = [f"{r.config}/{r.mode}: {r.status}" + (f" (error {r.error:.3g})" if r.error is not None else "")
+           for r in res if not r.ok]
+    assert not bad, f"{path.stem} [{target}]: " + "; ".join(bad)
 
 
-def test_subset_covers_every_family() -> None:
-    manifest = json.loads((CORPUS / "manifest.json").read_text())
+def test_subset_covers_every_family_and_idiom_program() -> None:
+    manifest = _manifest(MODELS)
     families = {m["family"] for m in manifest}
-    covered = {m["family"] for m in manifest if m["name"] in PROGRAMS}
+    covered = {m["family"] for m in manifest if MODELS / f"{m['name']}.hlo" in PROGRAMS}
     assert families == covered
-    assert any(n.endswith("_train") for n in PROGRAMS)
+    assert any(p.stem.endswith("_train") for p in PROGRAMS)
+    assert all(IDIOMS / f"{m['name']}.hlo" in PROGRAMS for m in _manifest(IDIOMS))
