@@ -221,7 +221,7 @@ def section_calibration(ctx: Ctx) -> dict:
                  f"{len(raw)} kernels)", f"{xla_ape:.2f}%",
                  f"{dflt['sim']['mean']['xla_default_top1']:.3f}", "-", "-", "-"])
     md = (f"{out['kernels']} real TPU v3 kernels with {out['tiles']} measured tiles from TpuGraphs "
-          f"(`shared/tpugraphs/tile_kernels.json`); ranking metrics over the {len(recs)} kernels with at least two "
+          f"(`data/tpugraphs/tile_kernels.json`, vendored, CC BY 4.0); ranking metrics over the {len(recs)} kernels with at least two "
           "distinct tiles. Tile-size APE is the paper's runtime-weighted form (`autotune.metrics.tile_size_ape`), "
           "top-k slowdown is the measured time of the best of a model's k best tiles over the true best (mean over "
           "kernels). The simulator's constants were grid-fitted on these kernels, so its fair numbers are "
