@@ -14,12 +14,10 @@ calls). With XLA's fusion pass on, it would fuse the instructions we left outsid
 (reshapes, transposes, ...) into our fusions, so the measured program would no longer be our
 configuration. `--xla-fusion on` checks that mode too.
 
-Error metric (float outputs): max over elements of |a - b| / max(|b|, 1e-2 * max|b|, 1e-30), where
-b is the reference output array. Relative error, except that elements which are tiny compared with
-the rest of their array (cancellations, e.g. gradients summing to ~0) are measured against 1% of
-the array's magnitude: f32 re-association error in a fused reduction scales with the magnitude of
-the summed terms, not with the (possibly ~0) result, so a pure relative error would flag correct
-programs. Pass: err <= 1e-4 (f32/f64; 1e-2 for 16-bit floats); integer/bool outputs must be equal.
+Error metric and inputs: `hardware.xla.output_error` (relative error, elements tiny against their
+array measured against 1% of its magnitude; pass: err <= 1e-4 for f32/f64, 1e-2 for 16-bit floats,
+integer/bool outputs equal) on `hardware.xla.verification_inputs` (random inputs, rank-0/1 float
+parameters non-negative) - the same check `autotune fusion` applies to the program it writes.
 
 Usage: python benchmarks/emission_parity.py [--configs 2] [--programs a,b] [--json out.json]
 """
@@ -38,53 +36,9 @@ ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "examples" / "hlo"
 sys.path.insert(0, str(ROOT))
 
-TOL = 1e-4
-TOL16 = 1e-2
-
-
-def output_error(out, ref) -> tuple[float, bool]:
-    """(max error as in the module docstring, pass) over a list of output arrays."""
-    import numpy as np
-    worst, ok = 0.0, True
-    if len(out) != len(ref):
-        return float("inf"), False
-    for a, b in zip(out, ref):
-        a, b = np.asarray(a), np.asarray(b)
-        if a.shape != b.shape:
-            return float("inf"), False
-        if a.size == 0:
-            continue
-        if b.dtype.kind in "biu":
-            if not np.array_equal(a, b):
-                worst, ok = float("inf"), False
-            continue
-        tol = TOL16 if b.dtype.itemsize <= 2 and b.dtype.kind != "c" else TOL
-        a64 = a.astype(np.complex128 if b.dtype.kind == "c" else np.float64)
-        b64 = b.astype(a64.dtype)
-        fin = np.isfinite(b64)
-        if not np.array_equal(fin, np.isfinite(a64)):
-            return float("inf"), False
-        if not fin.any():
-            continue
-        mag = np.abs(b64[fin])
-        denom = np.maximum(mag, max(1e-2 * float(mag.max()), 1e-30))
-        e = float(np.max(np.abs(a64[fin] - b64[fin]) / denom))
-        worst = max(worst, e)
-        ok = ok and e <= tol
-    return worst, ok
-
-
-def parity_inputs(text: str) -> list:
-    """`hardware.xla.random_inputs(text, seed=0)`, with rank-0/1 float parameters made
-    non-negative. Rank-1 parameters of the corpus are normalization statistics and biases; a
-    negative random "variance" makes rsqrt produce NaNs inside the program, which a later relu
-    `maximum(x, 0)` then drops or keeps depending on the kernel that runs it (XLA:CPU's library and
-    vectorized kernels do not all propagate NaN the same way), so outputs would differ for reasons
-    unrelated to fusion. Weights and activations (rank >= 2) keep their signs."""
-    import numpy as np
-    from hardware.xla import random_inputs
-    out = random_inputs(text, seed=0)
-    return [np.abs(a) if a.dtype.kind == "f" and a.ndim <= 1 else a for a in out]
+# The error metric, its tolerance and the inputs live in the library (hardware/xla.py), where the
+# tuner's end-to-end verification uses them too.
+from hardware.xla import output_error, verification_inputs  # noqa: E402
 
 
 def make_config(space, spec: str):
@@ -104,7 +58,7 @@ def child(path: str, spec: str, refpath: str, disable_fusion: bool) -> dict:
     import numpy as np
     from hardware.xla import compile_hlo
     text = Path(path).read_text()
-    inputs = parity_inputs(text)
+    inputs = verification_inputs(text)
     if spec == "reference":
         c = compile_hlo(text)
         out = c(*inputs)
@@ -140,7 +94,7 @@ def check_program(path: str, specs: list[str]) -> dict:
     from autotune.program import Program
     from hardware.xla import compile_hlo, parse_hlo_text
     text = Path(path).read_text()
-    inputs = parity_inputs(text)
+    inputs = verification_inputs(text)
     c = compile_hlo(text)
     ref = c(*inputs)
     out: dict = {"_reference_compile_s": c.compile_seconds}
