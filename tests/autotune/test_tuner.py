@@ -55,12 +55,19 @@ def test_tuner_improves_and_writes_checkpoint(space, tmp_path):
     assert (tmp_path / "best_config.json").exists() and (tmp_path / "checkpoint.pkl").exists()
     lines = (tmp_path / "log.jsonl").read_text().splitlines()
     assert len(lines) >= 2 and "best_s" in json.loads(lines[-1])
-    # resume keeps the memo and best, and continues counting
-    t2 = Tuner(space, _kernel_cost, get_strategy("annealing")(space, seed=1), budget=0.5, out_dir=tmp_path,
-               progress=False)
+    # resume keeps the memo and best, continues counting, and gets what is left of the budget
+    t2 = Tuner(space, _kernel_cost, get_strategy("annealing")(space, seed=1), budget=r.elapsed_s + 0.5,
+               out_dir=tmp_path, progress=False)
     t2.resume(tmp_path)
+    assert t2.budget.seconds == pytest.approx(0.5, abs=0.01)
     r2 = t2.run()
     assert r2.evaluations > r.evaluations and r2.best_cost <= r.best_cost
+    assert r2.elapsed_s == pytest.approx(r.elapsed_s + 0.5, abs=0.3)
+    # a budget already spent is a one-line error, not a run of zero seconds
+    t3 = Tuner(space, _kernel_cost, get_strategy("annealing")(space, seed=1), budget=1.0, out_dir=tmp_path,
+               progress=False)
+    with pytest.raises(TuningError, match="already used"):
+        t3.resume(tmp_path)
 
 
 def test_seeded_runs_are_reproducible(space):
