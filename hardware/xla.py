@@ -779,6 +779,9 @@ def _measure_in_process(req: dict) -> dict:
         except Exception as exc:
             return {"status": f"runtime_error: {_first_line(exc)}"}
         extra = {"output_error": err, "outputs_match": ok}
+        if not ok:  # a program computing something else is no candidate, whatever its speed
+            return {"status": f"output_mismatch: outputs differ from the original program's (max error "
+                              f"{err:.3g}, tolerance {OUTPUT_TOL:g})", **extra}
     try:
         res = time_compiled(compiled, inputs, TimingOptions(**req.get("timing", {})))
     except Exception as exc:

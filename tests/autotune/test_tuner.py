@@ -216,3 +216,45 @@ def test_tuner_without_default_searches_from_scratch(space):
         assert math.isfinite(r.default_cost) and r.best is not None
         assert (space.encode(r.best) == default_key) == include
     assert all(space.encode(c) != default_key for _, c in t.top_predicted())
+
+
+def test_resume_continues_with_the_remaining_budget(tmp_path):
+    from click.testing import CliRunner
+    from autotune.cli import main
+    out = tmp_path / "run"
+    base = ["fusion", SMALL, "--hw-budget", "0", "--cost-model", "analytical", "--store", "none", "--no-progress",
+            "--seed", "2"]
+    r = CliRunner().invoke(main, base + ["--budget", "2s", "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    first = json.loads((out / "report.json").read_text())
+    assert first["elapsed_s"] == pytest.approx(2.0, abs=0.5) and first["resumed_from"] is None
+    # the whole budget is spent: resuming with the same --budget is refused (one line, exit 2)
+    r = CliRunner().invoke(main, base + ["--budget", "2s", "--resume", str(out)])
+    assert r.exit_code == 2 and "already used" in r.stderr and len(r.stderr.splitlines()) == 1
+    # a larger --budget continues for what is left of it, and says so
+    r = CliRunner().invoke(main, base + ["--budget", "3.5s", "--resume", str(out)])
+    assert r.exit_code == 0, r.output
+    assert "resuming" in r.stderr and "left" in r.stderr
+    rep = json.loads((out / "report.json").read_text())
+    assert rep["resumed_from"]["evaluations"] == first["evaluations"]
+    assert rep["resumed_from"]["remaining_s"] == pytest.approx(3.5 - first["elapsed_s"], abs=0.05)
+    assert rep["elapsed_s"] == pytest.approx(3.5, abs=0.5) and rep["evaluations"] > first["evaluations"]
+
+
+def test_fingerprint_names_what_differs(space, tmp_path):
+    from search.base import get_strategy
+    fp = {"program": "p", "target": "tpu", "cost_model": "analytical", "strategy": "random", "evaluator": "sim",
+          "seed": 0}
+    t = Tuner(space, _kernel_cost, get_strategy("random")(space), budget=0.2, out_dir=tmp_path, progress=False,
+              fingerprint=fp)
+    t.run()
+    for key, value, fragment in (("target", "cpu", "--target tpu, not cpu"), ("evaluator", "xla", "--evaluator sim"),
+                                 ("program", "q", "another program")):
+        other = Tuner(space, _kernel_cost, get_strategy("random")(space), budget=5, out_dir=tmp_path,
+                      progress=False, fingerprint={**fp, key: value})
+        with pytest.raises(TuningError, match=fragment):
+            other.resume(tmp_path)
+    ok = Tuner(space, _kernel_cost, get_strategy("random")(space), budget=5, out_dir=tmp_path, progress=False,
+               fingerprint=fp)
+    ok.resume(tmp_path)
+    assert ok.budget.seconds == pytest.approx(5 - t._elapsed(), abs=0.05)
