@@ -381,7 +381,7 @@ def fusion(program: str, budget: str, cost_model: Optional[str], strategy: str, 
         report = write_fusion_outputs(out, space, result, meta)
     finally:
         ev.close()
-    for w in result.warnings:
+    for w in report["warnings"]:  # the program's normalization notes, then every failed or skipped step
         _warn(w)
     msg = (f"{Path(program).name}: predicted {report['default_cost_s'] * 1e3:.4g} ms -> "
            f"{report['best_cost_s'] * 1e3:.4g} ms (x{report['speedup']:.3f}) after {result.evaluations:,} "
@@ -569,9 +569,17 @@ def tile(program: str, top_k: int, cost_model: Optional[str], evaluator: str, ta
               "default_total_s": total_default, "tuned_total_s": total_best,
               "speedup": total_default / total_best if total_best > 0 else None,
               "budget_exhausted": bool(ev.budget_exhausted or ev.budget.exhausted), "seed": seed,
-              "config": config_path or "default"}
+              "config": config_path or "default", "warnings": []}
+    failed = [r for r in rows if r["default_s"] is None or r["chosen_s"] is None]
+    if failed:
+        report["warnings"].append(f"{len(failed)} of {len(rows)} kernels left out of the totals: no tile measured "
+                                  f"(first: {failed[0]['hash']} ({failed[0]['root']}): {failed[0]['status']})")
+    if len(rows) < len(kernels):
+        report["warnings"].append(f"the hardware budget ran out after {len(rows)} of {len(kernels)} kernels")
     write_json(out / "report.json", report)
     ev.close()
+    for w in report["warnings"]:
+        _warn(w)
     sp_txt = f"x{report['speedup']:.3f}" if report["speedup"] else "n/a"
     click.echo(f"{Path(program).name}: {len(rows)}/{len(kernels)} kernels tuned; kernel time "
                f"{total_default * 1e3:.4g} ms -> {total_best * 1e3:.4g} ms ({sp_txt}) with top-{top_k} of {model_name}")

@@ -318,11 +318,9 @@ class Tuner:
     def _check_fingerprint(self, path: Path, state: dict) -> None:
         """A checkpoint of another program, target or search: one line naming what differs."""
         have = state.get("fingerprint")
-        if have is None:  # a version-1 checkpoint: only its edge count is known
-            if state.get("n_edges") != self.space.n_edges:
-                raise TuningError(f"{path}: checkpoint is for another program or target "
-                                  f"({state.get('n_edges')} edges, this one has {self.space.n_edges})")
-            return
+        if have is None:  # a version-1 checkpoint: only its edge count is known, which proves nothing
+            raise TuningError(f"{path}: checkpoint of an older autotune without a fingerprint of its program "
+                              "and options; it cannot be checked against this run (start a new one)")
         for key, want in self.fingerprint.items():
             got = have.get(key)
             if got == want:

@@ -9,8 +9,9 @@ curse). :func:`race_programs` spends a verification budget by this rule:
    less than ``screen_share`` of the budget is spent; the first candidate is always timed (the
    budget is checked after it, so a budget smaller than two timings still verifies something);
 3. the race: the ``finalists`` fastest screened candidates and the baseline are timed again,
-   interleaved round robin, until the budget is spent or ``max_rounds`` rounds are done, and for
-   at least ``min_rounds`` rounds whatever the budget (one timing each keeps a lucky run);
+   interleaved round robin (the order rotates each round, so that no program always runs right
+   after the same one), until the budget is spent or ``max_rounds`` rounds are done, and for at
+   least ``min_rounds`` rounds whatever the budget (one timing each keeps a lucky run);
 4. a program's estimate is the minimum over its timings (interference on a shared machine only
    slows runs down); the winner is the raced program with the lowest estimate.
 
@@ -112,7 +113,8 @@ def race_programs(time_program: TimeProgram, texts: Iterable[str], seconds: Opti
         race.append(baseline)
     rounds = 0
     while len(race) > 1 and (rounds < min_rounds or elapsed() < limit) and (max_rounds is None or rounds < max_rounds):
-        for text in list(race):
+        shift = rounds % len(race)
+        for text in race[shift:] + race[:shift]:
             if rounds >= min_rounds and elapsed() >= limit:
                 break
             time_once(text)

@@ -4,11 +4,11 @@ For each program: search fusion configurations for the `cpu` target with a cost 
 tuner's own end-to-end verification (`Tuner.verify`: the best predictions emitted as fused.hlo is
 written, compiled with `EMITTED_CPU_COMPILE_OPTIONS`, outputs checked against the original's, raced
 against the default configuration within `--hw-seconds`) picks the program fused.hlo would hold.
-Then, in one interleaved loop repeated `--rounds` times (fresh timings, after the verification),
-time (a) the original program compiled by XLA with its own fusion pass, (b) our default
-configuration, (c) the verified program. Reported: min over rounds of each, the ratios measured
-side by side, and the speedup the tuner claimed in its verification beside the one re-measured in
-the rounds (how much of a claimed speedup holds up).
+Then, in one interleaved loop repeated `--rounds` times (fresh timings, after the verification; the
+order rotates each round), time (a) the original program compiled by XLA with its own fusion pass,
+(b) our default configuration, (c) the verified program. Reported: min over rounds of each, the
+ratios measured side by side, and the speedup the tuner claimed in its verification beside the one
+re-measured in the rounds (how much of a claimed speedup holds up).
 
     python benchmarks/xla_cpu_tuning.py [--programs a.hlo b.hlo ...] [--search-seconds 20]
         [--hw-seconds 10] [--verify 8] [--rounds 5] [--cost-model analytical] [--json OUT]
@@ -71,10 +71,10 @@ def main() -> None:
                 continue
             default_text = emit_fused_text(space, space.default())
             times: dict = {"xla_default": [], "ours_default": [], "tuned": []}
-            for _ in range(args.rounds):  # interleaved: the three see the same machine state
-                for key, text, opts in (("xla_default", original, {}),
-                                        ("ours_default", default_text, EMITTED_CPU_COMPILE_OPTIONS),
-                                        ("tuned", res.fused_text, EMITTED_CPU_COMPILE_OPTIONS)):
+            programs = [("xla_default", original, {}), ("ours_default", default_text, EMITTED_CPU_COMPILE_OPTIONS),
+                        ("tuned", res.fused_text, EMITTED_CPU_COMPILE_OPTIONS)]
+            for i in range(args.rounds):  # interleaved: the three see the same machine state; the order
+                for key, text, opts in programs[i % 3:] + programs[:i % 3]:  # rotates (no position bias)
                     m = ev.measure_program(text, **opts)
                     times[key].append(m.seconds if m.ok else float("nan"))
             best = {k: min(v) for k, v in times.items()}

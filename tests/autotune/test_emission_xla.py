@@ -3,9 +3,9 @@
 For each program: the default configuration and two random valid ones are emitted with one
 `fusion` per kernel, re-parsed by our parser and by XLA's, compiled by jaxlib (with the options the
 emitted programs are meant for, `autotune.kernel.EMITTED_CPU_COMPILE_OPTIONS`) and run on the same
-random inputs as the original. Error metric and tolerance: benchmarks/emission_parity.py
-(`output_error`: relative error, elements ~0 measured against 1% of their array's magnitude;
-<= 1e-4 for f32; integers/bools exact).
+random inputs as the original. Error metric and tolerance: `hardware.xla.output_error` (relative
+error, elements ~0 measured against 1% of their array's magnitude; <= 1e-4 for f32; integers/bools
+exact), on `hardware.xla.verification_inputs`.
 
 Every program runs in its own subprocess (an XLA `Check failed` aborts the process), two at a time
 (CI machines have 2 cores). By default a representative subset runs: one small inference program of
