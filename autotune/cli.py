@@ -374,7 +374,7 @@ def fusion(program: str, budget: str, cost_model: Optional[str], strategy: str, 
             ev.budget = Budget(tuner.budget.seconds)
         result = tuner.run()
         if hw <= 0:
-            result.verification = {"status": "skipped", "reason": "not verified: --hw-budget 0"}
+            result.verification = {"status": "skipped", "reason": "--hw-budget 0: no hardware verification asked for"}
         meta = {"program": str(program), "target": target, "cost_model": model_name, "strategy": strategy_name,
                 "evaluator": ev_name, "budget_s": total, "hw_budget_s": hw, "seed": seed, "out_dir": str(out),
                 "fingerprint": fingerprint, "resumed_from": tuner.resumed_from}

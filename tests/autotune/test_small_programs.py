@@ -45,3 +45,15 @@ def test_fusion_on_small_programs(tmp_path, name, strategy):
     space = FusionSpace(Program.from_file(os.path.join(SMALL, f"{name}.hlo")), "tpu")
     assert rep["evaluations"] <= 2 ** space.n_edges  # a tiny space is exhausted, never re-counted
     parse_hlo_file(str(out / "fused.hlo"))
+
+
+def test_no_hardware_budget_is_not_a_failure(tmp_path):
+    out = tmp_path / "run"
+    r = CliRunner().invoke(main, ["fusion", os.path.join(SMALL, "two_outputs.hlo"), "--budget", "2s",
+                                  "--hw-budget", "0", "--cost-model", "analytical", "--store", "none",
+                                  "--no-progress", "--out", str(out)])
+    assert r.exit_code == 0 and r.stderr == "", r.output
+    assert "not verified (--hw-budget 0" in r.stdout
+    rep = json.loads((out / "report.json").read_text())
+    assert rep["verification"]["status"] == "skipped" and rep["measured_speedup"] is None
+    assert rep["warnings"] == [] and rep["verified"] == []

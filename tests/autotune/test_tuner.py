@@ -258,3 +258,38 @@ def test_fingerprint_names_what_differs(space, tmp_path):
                fingerprint=fp)
     ok.resume(tmp_path)
     assert ok.budget.seconds == pytest.approx(5 - t._elapsed(), abs=0.05)
+
+
+def test_kernel_sum_verification_failures_are_warnings(space):
+    """The simulator path: a configuration whose kernel fails is skipped with its reason; nothing
+    measurable is a failed verification (one warning line), never a silent null."""
+    from hardware.base import Measurement
+    from hardware.simulator import TpuSimulator
+    from search.base import get_strategy
+
+    class Failing(TpuSimulator):
+        def __init__(self, bad: set):
+            super().__init__(noise=0.0)
+            self.bad = bad
+
+        def _measure_batch(self, kernels, tiles):
+            ok = super()._measure_batch(kernels, tiles)
+            return [Measurement.failure("compile_error: scripted") if k.hash in self.bad else m
+                    for k, m in zip(kernels, ok)]
+
+    t = Tuner(space, _kernel_cost, get_strategy("annealing")(space, seed=0), budget=None, progress=False,
+              max_evaluations=200, top_k_verify=3, hw_budget=30)
+    r = t.run()
+    best = t.top_predicted()[0][1]
+    only_in_best = {k.hash for k in space.kernels(best)} - {k.hash for k in space.kernels(space.default())}
+    assert only_in_best
+    t.evaluator = Failing(only_in_best)
+    t.verify(r)
+    assert r.verification["status"] == "verified" and r.verified[0]["status"].startswith("kernel")
+    assert any("best predicted configuration failed" in w for w in r.warnings)
+    everything = {k.hash for _, c in t.top_predicted() for k in space.kernels(c)} | \
+        {k.hash for k in space.kernels(space.default())}
+    r2 = Tuner(space, _kernel_cost, get_strategy("annealing")(space, seed=0), budget=None, progress=False,
+               max_evaluations=200, top_k_verify=3, hw_budget=30, evaluator=Failing(everything)).run()
+    assert r2.verification_failed and r2.measured_best is None and r2.measured_default is None
+    assert len(r2.warnings) == 1 and r2.warnings[0].startswith("verification failed")
