@@ -19,7 +19,10 @@ Layers
    names the installed jaxlib version and the missing API. Verified with jaxlib 0.10.2.
 2. Helpers on top: :func:`parse_hlo_text`, :func:`parameter_shapes`, :func:`compile_hlo`,
    :func:`optimized_hlo_text`, :func:`cost_analysis`, :func:`random_inputs`, :func:`run_hlo`,
-   :func:`time_compiled` (AutoTVM-style :class:`TimingOptions`) and :func:`xla_fusion_report`.
+   :func:`time_compiled` (AutoTVM-style :class:`TimingOptions`; programs that donate buffers are
+   timed as given, with fresh copies per execution: :func:`donated_parameters`),
+   :func:`verification_inputs` and :func:`output_error` (does a rewritten program compute what the
+   original computes) and :func:`xla_fusion_report`.
 3. :class:`XlaEvaluator`: an :class:`~hardware.base.Evaluator` that measures each kernel's
    standalone HLO module in a persistent worker subprocess (spawn context). A compile error, a
    crash of the worker (segfault in XLA, abort) or a hang past ``timeout_s`` becomes a failed
