@@ -1,56 +1,78 @@
 """The `autotune` command line.
 
-Every user error (malformed HLO, unknown option values, impossible budgets, corrupt files) is
-printed as one line on stderr with a non-zero exit; tracebacks are for bugs only.
+Exit status: 0 done; 2 a user error (malformed HLO, bad option values, impossible budgets, unusable
+paths, corrupt files, a checkpoint of another run), printed as one line on stderr
+(`autotune: error: ...`) - tracebacks are for bugs only; 3 hardware measurement failed (`fusion`:
+no configuration could be verified; `measure`: a kernel or an end-to-end timing failed), after every
+output was written; 130 interrupted (Ctrl-C/SIGTERM), results so far written.
 """
 from __future__ import annotations
 
-import functools
 import json
 import math
 import os
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 import click
 
-from .hlo import HloParseError
+from .cli_errors import OneLineErrorsGroup, UserError
+from .cli_errors import friendly as _friendly
 
 TARGETS = ("tpu", "cpu")
+MEASUREMENT_FAILED_EXIT = 3   # hardware measurement failed / nothing verified (outputs are written)
+INTERRUPTED_EXIT = 130
 
 
-class UserError(click.ClickException):
-    """A clear one-line error for the user (exit status 2)."""
-
-    exit_code = 2
-
-    def show(self, file=None) -> None:  # one line, no "Error:" banner duplication
-        click.echo(f"autotune: error: {self.format_message()}", err=True)
+def _warn(message: str) -> None:
+    """One warning line on stderr (the same text is recorded in the report)."""
+    click.echo(f"autotune: warning: {message}", err=True)
 
 
-def _friendly(fn: Callable) -> Callable:
-    """Turn known error types into one-line messages with a non-zero exit."""
+def _output_file(path: str, flag: str) -> Path:
+    """An output file path whose folder exists and is writable (checked before any work)."""
+    p = Path(path)
+    if p.is_dir():
+        raise UserError(f"{flag} {path}: is a directory, not a file")
+    parent = p.parent if str(p.parent) else Path(".")
+    if not parent.is_dir():
+        raise UserError(f"{flag} {path}: folder {parent} does not exist")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise UserError(f"{flag} {path}: folder {parent} is not writable")
+    return p
 
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        from .program import ProgramError
-        try:
-            return fn(*args, **kwargs)
-        except HloParseError as e:
-            raise UserError(e.one_line().replace(": error: ", ": ", 1)) from None
-        except ProgramError as e:
-            raise UserError(str(e)) from None
-        except UserError:
-            raise
-        except (ValueError, KeyError, OSError) as e:
-            if isinstance(e, KeyError):
-                msg = f"unknown name {e}"
-            else:
-                msg = str(e).splitlines()[0] if str(e) else type(e).__name__
-            raise UserError(msg) from None
-    return wrapper
+
+def _output_dir(path: "str | Path", flag: str) -> Path:
+    """An output folder that exists and is writable, or that can be created (checked, not created)."""
+    p = Path(path)
+    if p.exists():
+        if not p.is_dir():
+            raise UserError(f"{flag} {path}: exists and is not a folder")
+        if not os.access(p, os.W_OK | os.X_OK):
+            raise UserError(f"{flag} {path}: folder is not writable")
+        return p
+    ancestor = p.absolute().parent
+    while not ancestor.exists():
+        ancestor = ancestor.parent
+    if not ancestor.is_dir() or not os.access(ancestor, os.W_OK | os.X_OK):
+        raise UserError(f"{flag} {path}: cannot create it ({ancestor} is not a writable folder)")
+    return p
+
+
+def _duration(text: Optional[str], flag: str, allow_zero: bool = False) -> Optional[float]:
+    """Seconds of a duration flag (30s, 5m, 1h; 'inf'/'none' = unlimited); one-line errors."""
+    from hardware.base import BudgetError, parse_duration
+    try:
+        value = parse_duration(text)
+    except BudgetError as e:
+        raise UserError(f"{flag}: {e}") from None
+    if value is not None and not math.isfinite(value):
+        raise UserError(f"{flag} {text}: must be a finite duration (e.g. 30s, 5m, 1h; 'inf' for no limit)")
+    if value is not None and value <= 0 and not allow_zero:
+        raise UserError(f"{flag} {text}: too small to evaluate anything (use e.g. 30s, 5m, 1h)")
+    return value
 
 
 def _load(path: str):
@@ -71,7 +93,7 @@ def _load_config(space, path: Optional[str]):
     return load_config(space, path)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=OneLineErrorsGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="autotune")
 def main() -> None:
     """Autotuner for XLA HLO programs: operator fusion and tile sizes, with pluggable cost models."""
@@ -140,6 +162,7 @@ def emit(program: str, target: str, config_path: Optional[str], output: str, no_
     from .fusion import FusionSpace
     from .kernel import emit_fused_text
 
+    _output_file(output, "-o/--output")
     prog, _ = _load(program)
     space = FusionSpace(prog, target)
     cfg = _load_config(space, config_path)
@@ -180,8 +203,11 @@ def make_evaluator(name: Optional[str], target: str, store: Optional[str] = None
         except ImportError:
             raise UserError("the xla evaluator needs jax/jaxlib: pip install 'autotune[xla]'") from None
         from hardware.xla import XlaEvaluator
-        return XlaEvaluator(target=target, budget=budget, store=st, seed=seed, n_workers=workers,
-                            scheduler=scheduler)
+        try:
+            return XlaEvaluator(target=target, budget=budget, store=st, seed=seed, n_workers=workers,
+                                scheduler=scheduler)
+        except (RuntimeError, OSError) as e:  # worker start-up, or a dask scheduler that cannot be reached
+            raise UserError(f"the xla evaluator could not start: {str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
     raise UserError(f"unknown evaluator {name!r} (known: {', '.join(EVALUATORS)})")
 
 
@@ -245,6 +271,15 @@ def _run_dir(program: str, out: Optional[str], kind: str) -> Path:
     return p
 
 
+def model_identity(model_name: str) -> str:
+    """What a resumed run's cost model must equal: a model file's sha256, else its name."""
+    import hashlib
+    if os.path.isfile(model_name):
+        with open(model_name, "rb") as f:
+            return "sha256:" + hashlib.sha256(f.read()).hexdigest()
+    return model_name
+
+
 @main.command()
 @click.argument("program", type=click.Path(exists=True, dir_okay=False))
 @click.option("--budget", default="5m", show_default=True, help="Total wall-clock budget (30s, 5m, 1h).")
@@ -257,18 +292,19 @@ def _run_dir(program: str, out: Optional[str], kind: str) -> Path:
               help="Hardware for verification [default: sim for tpu, xla for cpu]")
 @click.option("--target", type=click.Choice(TARGETS), default="tpu", show_default=True)
 @click.option("--hw-budget", default=None,
-              help="Wall-clock budget for measuring the top predicted configurations (0 = none) "
+              help="Wall-clock budget for verifying the top predicted configurations on hardware (0 = none) "
                    "[default: a tenth of --budget, as the paper; 1m without a --budget].")
-@click.option("--top-k", "top_k", default=10, show_default=True, help="Configurations to verify on hardware.")
-@click.option("--seed", default=0, show_default=True, type=int)
+@click.option("--top-k", "top_k", default=10, show_default=True, type=click.IntRange(1, None),
+              help="Configurations to verify on hardware.")
+@click.option("--seed", default=0, show_default=True, type=click.IntRange(0, None))
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
               help="Output folder [default: a new folder under ./autotune-runs/]")
 @click.option("--resume", "resume_dir", type=click.Path(exists=True, file_okay=False), default=None,
-              help="Continue the run saved in this folder (its checkpoint).")
+              help="Continue the run saved in this folder (its checkpoint), with what is left of --budget.")
 @click.option("--store", default=None, help="Measurement store (SQLite path, or 'none') [default: $AUTOTUNE_STORE "
               "or ~/.cache/autotune/measurements.sqlite]")
-@click.option("--batch-size", default=64, show_default=True, type=int)
-@click.option("--max-evals", "max_evals", default=None, type=int,
+@click.option("--batch-size", default=64, show_default=True, type=click.IntRange(1, None))
+@click.option("--max-evals", "max_evals", default=None, type=click.IntRange(1, None),
               help="Stop after this many configurations (with --seed: a reproducible run).")
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
 @click.option("--scheduler", default=None,
@@ -280,67 +316,88 @@ def fusion(program: str, budget: str, cost_model: Optional[str], strategy: str, 
            target: str, hw_budget: Optional[str], top_k: int, seed: int, out_dir: Optional[str], resume_dir: Optional[str],
            store: Optional[str], batch_size: int, max_evals: Optional[int], no_progress: bool,
            scheduler: Optional[str], workers: int) -> None:
-    """Search fusion configurations of PROGRAM with a cost model, verify the best on hardware."""
-    from hardware.base import Budget, parse_duration
+    """Search fusion configurations of PROGRAM with a cost model, verify the best on hardware.
+
+    Exit status 3 when no configuration could be verified (outputs are still written)."""
+    from hardware.base import Budget
     from search.base import get_strategy
     from .fusion import FusionSpace
     from .report import write_fusion_outputs
-    from .tuner import Tuner, TuningError
+    from .tuner import Tuner, program_fingerprint
 
-    total = parse_duration(budget)
+    total = _duration(budget, "--budget")
     if hw_budget is None:  # the paper's split: search with the model, verify with a tenth of the budget
         hw = total / 10 if total is not None else 60.0
         hw_budget = f"{hw:g}s"
     else:
-        hw = parse_duration(hw_budget) or 0.0
-    if total is not None and total <= 0:
-        raise UserError(f"--budget {budget} is too small to evaluate anything")
+        hw = _duration(hw_budget, "--hw-budget", allow_zero=True)
+        if hw is None:
+            raise UserError(f"--hw-budget {hw_budget}: must be finite (e.g. 30s, 1m; 0 = no verification)")
     prog, _ = _load(program)
     space = FusionSpace(prog, target)
     if space.n_edges == 0:
         raise UserError(f"{program}: no fusible producer->consumer edges on target {target}; nothing to tune")
     strategy_cls = get_strategy(strategy)
-    if (scheduler or workers > 1) and (evaluator or _default_evaluator(target)) != "xla":
+    ev_name = evaluator or _default_evaluator(target)
+    if (scheduler or workers > 1) and ev_name != "xla":
         raise UserError("--scheduler/--workers apply to the xla evaluator (the simulator is vectorized in-process)")
     if total is not None and 0 < total <= hw and (cost_model or "").strip().lower() != "hardware":
         raise UserError(f"--hw-budget {hw_budget} leaves nothing of --budget {budget} for the search")
-    out = Path(resume_dir) if resume_dir and not out_dir else _run_dir(program, out_dir, "fusion")
-    out.mkdir(parents=True, exist_ok=True)
-    ev = make_evaluator(evaluator, target, store, seed, scheduler=scheduler, workers=workers)
-    model, model_name = make_cost_model(cost_model, "fusion", target, ev)
-    # --budget is the total wall clock: search gets what hardware verification does not.
-    search_budget = total
-    if total is not None and hw > 0 and model_name != "hardware":
-        if hw >= total:
-            raise UserError(f"--hw-budget {hw_budget} leaves nothing of --budget {budget} for the search")
-        search_budget = total - hw
-    if model_name == "hardware":
-        ev.budget = Budget(search_budget)
-    strat = strategy_cls(space, seed=seed)
-    tuner = Tuner(space, model, strat, Budget(search_budget), evaluator=ev if hw > 0 else None,
-                  hw_budget=hw, top_k_verify=top_k, out_dir=out, batch_size=batch_size,
-                  progress=not no_progress, max_evaluations=max_evals)
     if resume_dir:
-        tuner.resume(resume_dir)
+        Tuner.read_checkpoint(resume_dir)  # a missing or corrupt checkpoint fails before any work
+    out = Path(resume_dir) if resume_dir and not out_dir else _run_dir(program, out_dir, "fusion")
+    _output_dir(out, "--out")
+    ev = make_evaluator(evaluator, target, store, seed, scheduler=scheduler, workers=workers)
     try:
+        model, model_name = make_cost_model(cost_model, "fusion", target, ev)
+        # --budget is the total wall clock: search gets what hardware verification does not.
+        search_budget = total
+        if total is not None and hw > 0 and model_name != "hardware":
+            search_budget = total - hw
+        strat = strategy_cls(space, seed=seed)
+        strategy_name = getattr(strategy_cls, "name", strategy)
+        fingerprint = {"program": program_fingerprint(space), "target": target, "cost_model": model_identity(model_name),
+                       "strategy": strategy_name, "evaluator": ev_name, "seed": seed}
+        tuner = Tuner(space, model, strat, Budget(search_budget), evaluator=ev if hw > 0 else None,
+                      hw_budget=hw, top_k_verify=top_k, out_dir=out, batch_size=batch_size,
+                      progress=not no_progress, max_evaluations=max_evals, fingerprint=fingerprint,
+                      reference_text=Path(program).read_text())
+        if resume_dir:
+            tuner.resume(resume_dir)
+            r = tuner.resumed_from
+            left = (f"{r['remaining_s']:.1f}s of the {r['search_budget_s']:g}s search budget left"
+                    if r["search_budget_s"] is not None else "no search time limit")
+            click.echo(f"resuming {resume_dir}: {r['evaluations']:,} configurations and {r['elapsed_s']:.1f}s of "
+                       f"search done before; {left}", err=True)
+        out.mkdir(parents=True, exist_ok=True)
+        if model_name == "hardware":
+            ev.budget = Budget(tuner.budget.seconds)
         result = tuner.run()
-    except TuningError as e:
-        raise UserError(str(e)) from None
-    meta = {"program": str(program), "target": target, "cost_model": model_name,
-            "strategy": getattr(strategy_cls, "name", strategy), "evaluator": evaluator or _default_evaluator(target),
-            "budget_s": total, "hw_budget_s": hw, "seed": seed, "out_dir": str(out)}
-    report = write_fusion_outputs(out, space, result, meta)
-    ev.close()
+        if hw <= 0:
+            result.verification = {"status": "skipped", "reason": "--hw-budget 0: no hardware verification asked for"}
+        meta = {"program": str(program), "target": target, "cost_model": model_name, "strategy": strategy_name,
+                "evaluator": ev_name, "budget_s": total, "hw_budget_s": hw, "seed": seed, "out_dir": str(out),
+                "fingerprint": fingerprint, "resumed_from": tuner.resumed_from}
+        report = write_fusion_outputs(out, space, result, meta)
+    finally:
+        ev.close()
+    for w in report["warnings"]:  # the program's normalization notes, then every failed or skipped step
+        _warn(w)
     msg = (f"{Path(program).name}: predicted {report['default_cost_s'] * 1e3:.4g} ms -> "
            f"{report['best_cost_s'] * 1e3:.4g} ms (x{report['speedup']:.3f}) after {result.evaluations:,} "
            f"configurations")
     if report.get("measured_speedup"):
-        msg += (f"; measured {report['measured_default_s'] * 1e3:.4g} ms -> {report['measured_best_s'] * 1e3:.4g} ms "
-                f"(x{report['measured_speedup']:.3f})")
+        how = "end to end" if result.verification.get("method") == "end-to-end" else "kernel sums"
+        msg += (f"; measured ({how}) {report['measured_default_s'] * 1e3:.4g} ms -> "
+                f"{report['measured_best_s'] * 1e3:.4g} ms (x{report['measured_speedup']:.3f})")
+    elif result.verification.get("status") != "verified":
+        msg += f"; not verified ({result.verification.get('reason', result.verification.get('status'))})"
     click.echo(msg)
     click.echo(f"results in {out}/ (report.json, best_config.json, fused.hlo, search.png, log.jsonl)")
     if result.stopped_by in ("SIGINT", "SIGTERM"):
-        sys.exit(130)
+        sys.exit(INTERRUPTED_EXIT)
+    if result.verification_failed:
+        sys.exit(MEASUREMENT_FAILED_EXIT)
 
 
 @main.command()
@@ -352,24 +409,31 @@ def fusion(program: str, budget: str, cost_model: Optional[str], strategy: str, 
               help="Fusion configuration (best_config.json); default: the compiler's heuristic.")
 @click.option("--store", default=None, help="Measurement store (SQLite path, or 'none').")
 @click.option("--scheduler", default=None, help="xla: send kernels to a dask.distributed scheduler (tcp://HOST:PORT).")
-@click.option("--workers", default=1, show_default=True, type=int,
+@click.option("--workers", default=1, show_default=True, type=click.IntRange(1, 256),
               help="xla: local worker processes measuring in parallel (timings interfere on small machines).")
 @click.option("--end-to-end", "end_to_end", is_flag=True,
-              help="xla evaluator: also time the whole fused program, and XLA's own default compilation.")
-@click.option("--seed", default=0, show_default=True, type=int)
+              help="xla evaluator: also time the whole fused program (compiled as fusion verification "
+                   "compiles it, outputs checked against the original's), and XLA's own default compilation.")
+@click.option("--seed", default=0, show_default=True, type=click.IntRange(0, None))
 @click.option("--json", "as_json", is_flag=True)
 @_friendly
 def measure(program: str, evaluator: Optional[str], target: str, config_path: Optional[str], store: Optional[str],
             scheduler: Optional[str], workers: int, end_to_end: bool, seed: int, as_json: bool) -> None:
-    """Measure every kernel of a fusion configuration (and the program total) on an evaluator."""
+    """Measure every kernel of a fusion configuration (and the program total) on an evaluator.
+
+    Exit status 3 when a kernel or an end-to-end timing failed (one warning line each)."""
     from .fusion import FusionSpace
 
     prog, _ = _load(program)
     space = FusionSpace(prog, target)
     cfg = _load_config(space, config_path)
-    if (scheduler or workers > 1) and (evaluator or _default_evaluator(target)) != "xla":
+    ev_name = evaluator or _default_evaluator(target)
+    if (scheduler or workers > 1) and ev_name != "xla":
         raise UserError("--scheduler/--workers apply to the xla evaluator (the simulator is vectorized in-process)")
+    if end_to_end and ev_name != "xla":
+        raise UserError("--end-to-end needs the xla evaluator (--target cpu)")
     ev = make_evaluator(evaluator, target, store, seed, scheduler=scheduler, workers=workers)
+    problems: list = []
     try:
         kernels = space.kernels(cfg)
         ms = ev.measure(kernels)
@@ -384,18 +448,28 @@ def measure(program: str, evaluator: Optional[str], target: str, config_path: Op
                 total += m.seconds * k.multiplicity
             else:
                 failed += 1
+                if failed == 1:
+                    first_failure = f"kernel {k.hash} ({k.root_instruction.name}): {m.status}"
+        if failed:
+            problems.append(f"{failed} of {len(kernels)} kernels failed to measure (first: {first_failure}); "
+                            "no program total")
         info: dict = {"program": str(program), "target": target, "evaluator": evaluator or _default_evaluator(target),
                       "kernels_total": len(kernels), "kernels_failed": failed,
                       "total_s": total if not failed else None, "kernels": rows}
         if end_to_end:
-            if not hasattr(ev, "measure_program"):
-                raise UserError("--end-to-end needs the xla evaluator")
-            from .kernel import emit_fused_text
-            m_cfg = ev.measure_program(emit_fused_text(space, cfg, metadata=False))
-            m_xla = ev.measure_program(open(program).read())
+            from .kernel import EMITTED_CPU_COMPILE_OPTIONS, emit_fused_text
+            original = Path(program).read_text()
+            m_cfg = ev.measure_program(emit_fused_text(space, cfg), reference=original, **EMITTED_CPU_COMPILE_OPTIONS)
+            m_xla = ev.measure_program(original)
             info["end_to_end"] = {"config_s": m_cfg.seconds if m_cfg.ok else None, "config_status": m_cfg.status,
+                                  "config_output_error": m_cfg.extra.get("output_error"),
+                                  "config_compile_options": EMITTED_CPU_COMPILE_OPTIONS,
                                   "xla_default_s": m_xla.seconds if m_xla.ok else None,
                                   "xla_default_status": m_xla.status}
+            for what, m in (("this configuration's fused program", m_cfg), ("the original program", m_xla)):
+                if not m.ok:
+                    problems.append(f"end-to-end timing of {what} failed: {m.status}")
+        info["warnings"] = problems
     finally:
         ev.close()
     if as_json:
@@ -412,8 +486,9 @@ def measure(program: str, evaluator: Optional[str], target: str, config_path: Op
             e = info["end_to_end"]
             click.echo(f"end-to-end: this configuration {e['config_s']} s ({e['config_status']}), "
                        f"XLA default {e['xla_default_s']} s ({e['xla_default_status']})")
-    if failed:
-        sys.exit(1)
+    if problems:  # one line for the whole failure; the details are in the table / JSON above
+        click.echo(f"autotune: error: measurement failed: {'; '.join(problems)}", err=True)
+        sys.exit(MEASUREMENT_FAILED_EXIT)
 
 
 @main.command()
@@ -431,7 +506,7 @@ def measure(program: str, evaluator: Optional[str], target: str, config_path: Op
 @click.option("--budget", default=None, help="Wall-clock budget for hardware measurements (e.g. 5m).")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None)
 @click.option("--store", default=None, help="Measurement store (SQLite path, or 'none').")
-@click.option("--seed", default=0, show_default=True, type=int)
+@click.option("--seed", default=0, show_default=True, type=click.IntRange(0, None))
 @_friendly
 def tile(program: str, top_k: int, cost_model: Optional[str], evaluator: str, target: str,
          config_path: Optional[str], budget: Optional[str], out_dir: Optional[str], store: Optional[str],
@@ -442,13 +517,14 @@ def tile(program: str, top_k: int, cost_model: Optional[str], evaluator: str, ta
     from .report import write_json
     from .tiles import TileSpace
 
+    seconds = _duration(budget, "--budget")
     prog, _ = _load(program)
     space = FusionSpace(prog, target)
     cfg = _load_config(space, config_path)
-    out = _run_dir(program, out_dir, "tile")
-    out.mkdir(parents=True, exist_ok=True)
-    ev = make_evaluator(evaluator, target, store, seed, budget=budget)
+    out = _output_dir(_run_dir(program, out_dir, "tile"), "--out")
+    ev = make_evaluator(evaluator, target, store, seed, budget=seconds)
     model, model_name = make_cost_model(cost_model, "tile", target, ev)
+    out.mkdir(parents=True, exist_ok=True)
     uniq: dict = {}
     mult: dict = {}
     for k in space.kernels(cfg):
@@ -493,9 +569,17 @@ def tile(program: str, top_k: int, cost_model: Optional[str], evaluator: str, ta
               "default_total_s": total_default, "tuned_total_s": total_best,
               "speedup": total_default / total_best if total_best > 0 else None,
               "budget_exhausted": bool(ev.budget_exhausted or ev.budget.exhausted), "seed": seed,
-              "config": config_path or "default"}
+              "config": config_path or "default", "warnings": []}
+    failed = [r for r in rows if r["default_s"] is None or r["chosen_s"] is None]
+    if failed:
+        report["warnings"].append(f"{len(failed)} of {len(rows)} kernels left out of the totals: no tile measured "
+                                  f"(first: {failed[0]['hash']} ({failed[0]['root']}): {failed[0]['status']})")
+    if len(rows) < len(kernels):
+        report["warnings"].append(f"the hardware budget ran out after {len(rows)} of {len(kernels)} kernels")
     write_json(out / "report.json", report)
     ev.close()
+    for w in report["warnings"]:
+        _warn(w)
     sp_txt = f"x{report['speedup']:.3f}" if report["speedup"] else "n/a"
     click.echo(f"{Path(program).name}: {len(rows)}/{len(kernels)} kernels tuned; kernel time "
                f"{total_default * 1e3:.4g} ms -> {total_best * 1e3:.4g} ms ({sp_txt}) with top-{top_k} of {model_name}")

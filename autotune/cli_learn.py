@@ -19,39 +19,23 @@ one line on stderr with exit status 2.
 """
 from __future__ import annotations
 
-import functools
 import json
 import math
 import sys
 from pathlib import Path
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Optional, Sequence
 
 import click
 import numpy as np
 
+from .cli_errors import UserError, friendly
+
 __all__ = ["dataset", "build", "train", "evaluate", "LearnError", "load_model_file", "evaluate_models"]
 
 
-class LearnError(click.ClickException):
-    """One-line user error (exit status 2)."""
-
-    exit_code = 2
-
-    def show(self, file=None) -> None:
-        click.echo(f"autotune: error: {self.format_message()}", err=True)
-
-
-def _friendly(fn: Callable) -> Callable:
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return fn(*args, **kwargs)
-        except click.ClickException:
-            raise
-        except (ValueError, KeyError, OSError) as e:
-            msg = f"unknown name {e}" if isinstance(e, KeyError) else (str(e).splitlines()[0] if str(e) else type(e).__name__)
-            raise LearnError(msg) from None
-    return wrapper
+# One error type and one wrapper for every command (autotune/cli_errors.py).
+LearnError = UserError
+_friendly = friendly
 
 
 # --------------------------------------------------------------------------------------------------

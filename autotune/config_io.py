@@ -43,6 +43,11 @@ def config_from_dict(space: FusionSpace, d: dict, source: str = "<config>") -> F
     if d.get("version", 0) > VERSION:
         raise ValueError(f"{source}: configuration version {d.get('version')} is newer than this autotune "
                          f"understands ({VERSION})")
+    for key, want in (("target", space.target), ("program", space.program.name), ("n_edges", space.n_edges)):
+        have = d.get(key)
+        if have is not None and have != want:
+            raise ValueError(f"{source}: configuration is for {key} {have!r}, this one is {want!r} "
+                             f"(was the configuration made for another program or target?)")
     index: dict[tuple, int] = {}
     comps = space.program.computations
     for e in range(space.n_edges):

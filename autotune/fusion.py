@@ -1,6 +1,6 @@
 """Fusion space: one bit per fusible producer->consumer edge, legality per target, kernels.
 
-Semantics (shared/DESIGN.md, after XLA's InstructionFusion): a kernel is rooted at every
+Semantics (docs/design.md, after XLA's InstructionFusion): a kernel is rooted at every
 non-free instruction that is not fused into *all* of its users; it holds the root and every producer
 reached through fused edges. A producer fused into only some users is cloned into those kernels and
 stays a kernel of its own. Free instructions (parameter, constant, get-tuple-element, tuple, ...)
@@ -204,7 +204,7 @@ class CpuRules(FusionRules):
 
     name = "cpu"
     # Hand-made fusions reach XLA:CPU through jaxlib's StableHLO round trip, which drops the layouts
-    # of fused instructions (shared/DESIGN.md, measured facts): transpose, concatenate and
+    # of fused instructions (docs/design.md, measured facts): transpose, concatenate and
     # dynamic-update-slice (and reshape/bitcast at some positions) inside such a fusion then crash the
     # CPU emitter ("Check failed: has_layout()"), and gather/map need
     # XLA passes (GatherSimplifier, MapInliner) that do not reach fusions. They stay unfused here.

@@ -277,7 +277,7 @@ def _attached_computations(module: HloModule, roots: Sequence[str]) -> list[HloC
 
 
 # How to compile an emitted (fused) program on XLA:CPU so that it runs exactly our kernels
-# (shared/DESIGN.md): `hardware.xla.compile_hlo(text, **EMITTED_CPU_COMPILE_OPTIONS)`.
+# (docs/design.md): `hardware.xla.compile_hlo(text, **EMITTED_CPU_COMPILE_OPTIONS)`.
 # * disable_fusion: XLA's fusion passes would otherwise fuse the instructions we left outside
 #   fusions (reshapes, transposes, dots' neighbours) into our kernels, so the measured program would
 #   no longer be the configuration. With it, XLA:CPU only wraps the remaining lone ops into

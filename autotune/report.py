@@ -50,7 +50,12 @@ def plot_search(history: list, path: "str | Path", title: str = "", default_cost
 
 
 def write_fusion_outputs(out_dir: "str | Path", space: Any, result: Any, meta: dict) -> dict:
-    """Everything a fusion run leaves behind; returns the report dictionary."""
+    """Everything a fusion run leaves behind; returns the report dictionary.
+
+    fused.hlo is the program verified end to end when there is one (`result.fused_text`, byte for
+    byte), else the chosen configuration emitted as verification emits it. A measured speedup is
+    reported only for verified programs (`verification` says what was verified and how;
+    `warnings` lists every failed or skipped step)."""
     from .config_io import save_config
     from .kernel import emit_fused_text
 
@@ -66,6 +71,7 @@ def write_fusion_outputs(out_dir: "str | Path", space: Any, result: Any, meta: d
         "measured_best_s": result.measured_best,
         "measured_speedup": (result.measured_default / result.measured_best
                              if result.measured_default and result.measured_best else None),
+        "verification": result.verification,
         "evaluations": result.evaluations,
         "kernel_evaluations": result.kernel_evaluations,
         "elapsed_s": result.elapsed_s,
@@ -76,12 +82,13 @@ def write_fusion_outputs(out_dir: "str | Path", space: Any, result: Any, meta: d
         "fused_edges_best": chosen.count(),
         "fusible_edges": space.n_edges,
         "verified": result.verified,
-        "warnings": list(space.program.flags),
+        "warnings": list(space.program.flags) + list(result.warnings),
     })
     save_config(space, chosen, out / "best_config.json",
                 {"predicted_cost_s": result.best_cost if chosen is result.best else None,
                  "measured_cost_s": result.measured_best})
-    (out / "fused.hlo").write_text(emit_fused_text(space, chosen))
+    fused = result.fused_text if result.fused_text is not None else emit_fused_text(space, chosen)
+    (out / "fused.hlo").write_text(fused)
     write_json(out / "report.json", report)
     try:
         plot_search(result.history, out / "search.png",

@@ -1,7 +1,7 @@
 """Tile-size selection space of one kernel: TileConfig, TileSpace, and the shared tile geometry.
 
 A `TileConfig` gives the tile extent (in elements) of each logical dimension of the kernel's
-*tiled shape*, as TpuGraphs' `output_bounds` do (shared/DESIGN.md, "Tile semantics"). The tiled
+*tiled shape*, as TpuGraphs' `output_bounds` do (docs/design.md, "Tile semantics"). The tiled
 shape is the kernel's output, except that a kernel whose output comes from a `reduce` is tiled over
 the reduce's *input* (its iteration space), as XLA:TPU does: in the TpuGraphs v3 data, the reduce
 fusion `fusion.232` (output f32[192]) has 4-d `output_bounds` over its f32[32,26,26,192] operand.

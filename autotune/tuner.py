@@ -3,11 +3,24 @@
 The Tuner owns what strategies should not: the wall-clock budget, cost-model calls batched and
 memoized by kernel hash (a neighbor evaluation only prices the kernels it changes), de-duplication
 of configurations, a log line per batch, checkpoints (best configuration and strategy state, every
-few seconds and on Ctrl-C/SIGTERM), resuming, a progress bar, and hardware verification of the top
-predicted configurations (paper section 7).
+few seconds and on Ctrl-C/SIGTERM), resuming (checked against a fingerprint of the program and
+the options that matter, continuing with the remaining budget), a progress bar, and hardware
+verification of the top predicted configurations (paper section 7):
+
+* an evaluator that runs whole programs and compiles hand-made fusions (XLA:CPU: `measure_program`,
+  `hand_fusions`): each candidate is emitted exactly as fused.hlo is written
+  (`autotune.kernel.emit_fused_text`), compiled with `EMITTED_CPU_COMPILE_OPTIONS` and run end to
+  end; its outputs must match the original program's on the same random inputs
+  (`hardware.xla.output_error`), and the candidates race the default configuration's program
+  (`autotune.verification.race_programs`). The winner's text is what fused.hlo holds, byte for byte.
+* any other evaluator (the TPU simulator): every kernel of the candidate configuration - exactly
+  the kernels of its fused.hlo - is measured, times its multiplicity, summed.
+
+What was verified and how, and every failure, is in `TuningResult.verification`/`warnings`.
 """
 from __future__ import annotations
 
+import hashlib
 import heapq
 import json
 import math
@@ -24,6 +37,19 @@ import numpy as np
 from .fusion import FusionConfig, FusionSpace
 
 CHECKPOINT = "checkpoint.pkl"
+NOT_VERIFIED = {"status": "skipped", "reason": "no hardware evaluator"}
+# Options whose change makes a checkpoint another run (Tuner.resume compares them).
+FINGERPRINT_LABELS = {"program": "program", "target": "--target", "cost_model": "--cost-model",
+                      "strategy": "--strategy", "evaluator": "--evaluator", "seed": "--seed"}
+
+
+def _sha256(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def program_fingerprint(space: FusionSpace) -> str:
+    """sha256 of the normalized program text (as parsed and printed back, without metadata)."""
+    return _sha256(space.program.module.to_text(metadata=False))
 
 
 class TuningError(RuntimeError):
@@ -43,9 +69,17 @@ class TuningResult:
     measured_default: Optional[float] = None
     measured_best: Optional[float] = None
     measured_best_config: Optional[FusionConfig] = None
-    verified: list = field(default_factory=list)        # [{rank, predicted_s, measured_s, status}]
+    verified: list = field(default_factory=list)        # [{rank, predicted_s, measured_s, status, ...}]
     stopped_by: str = "budget"
     kernel_evaluations: int = 0
+    verification: dict = field(default_factory=lambda: dict(NOT_VERIFIED))  # what was verified and how
+    warnings: list = field(default_factory=list)        # one line each: every failed or skipped step
+    fused_text: Optional[str] = None                    # the exact program verified end to end
+
+    @property
+    def verification_failed(self) -> bool:
+        """Verification ran and nothing could be verified (the CLI exits with status 3)."""
+        return self.verification.get("status") == "failed"
 
     @property
     def speedup(self) -> float:
@@ -186,7 +220,8 @@ class Tuner:
                  progress: bool = True, on_batch: Optional[Callable[[dict], None]] = None,
                  max_evaluations: Optional[int] = None,
                  on_config: Optional[Callable[[FusionConfig, float], None]] = None,
-                 include_default: bool = True):
+                 include_default: bool = True, fingerprint: Optional[dict] = None,
+                 reference_text: Optional[str] = None, verify_rounds: int = 5):
         from hardware.base import Budget
 
         self.space = space
@@ -207,6 +242,13 @@ class Tuner:
         self.on_config = on_config  # called once per fresh configuration (e.g. to charge hardware time)
         # False: the default is priced (for the speedup) but is no candidate: a search from scratch.
         self.include_default = include_default
+        # What makes a checkpoint this run: {"program": sha256, "target", "cost_model", ...}.
+        self.fingerprint = dict(fingerprint) if fingerprint is not None else {"program": program_fingerprint(space),
+                                                                               "target": space.target}
+        # The original program (end-to-end verification compares outputs with it); default: as parsed.
+        self.reference_text = reference_text
+        self.verify_rounds = verify_rounds  # race rounds after screening in end-to-end verification
+        self.resumed_from: Optional[dict] = None
         self.cost = ProgramCost(space, cost_model.predict if hasattr(cost_model, "predict") else cost_model,
                                 dedup=getattr(cost_model, "dedup_by_hash", True))
         self.evaluations = 0
@@ -246,7 +288,8 @@ class Tuner:
         save_config(self.space, self.best, self.out_dir / "best_config.json",
                     {"predicted_cost_s": self.best_cost, "evaluations": self.evaluations})
         state = {
-            "version": 1, "n_edges": self.space.n_edges, "strategy": self.strategy.state_dict(),
+            "version": 2, "n_edges": self.space.n_edges, "fingerprint": self.fingerprint,
+            "strategy": self.strategy.state_dict(),
             "strategy_name": getattr(self.strategy, "name", type(self.strategy).__name__),
             "best": bytes(self.best.bits), "best_cost": self.best_cost, "default_cost": self.default_cost,
             "evaluations": self.evaluations, "history": self.history, "memo": self.cost.memo,
@@ -257,8 +300,9 @@ class Tuner:
             pickle.dump(state, f, protocol=pickle.HIGHEST_PROTOCOL)
         os.replace(tmp, self.out_dir / CHECKPOINT)
 
-    def resume(self, directory: "str | Path") -> None:
-        """Restore strategy state, memoized kernel costs and the best configuration of a run."""
+    @staticmethod
+    def read_checkpoint(directory: "str | Path") -> dict:
+        """The checkpoint of a run folder (TuningError when missing or unreadable)."""
         path = Path(directory) / CHECKPOINT
         try:
             with open(path, "rb") as f:
@@ -267,18 +311,61 @@ class Tuner:
             raise TuningError(f"{path}: no checkpoint to resume from") from None
         except Exception as e:  # corrupt pickle
             raise TuningError(f"{path}: unreadable checkpoint ({type(e).__name__})") from None
+        if not isinstance(state, dict) or "strategy" not in state:
+            raise TuningError(f"{path}: unreadable checkpoint (not an autotune checkpoint)")
+        return state
+
+    def _check_fingerprint(self, path: Path, state: dict) -> None:
+        """A checkpoint of another program, target or search: one line naming what differs."""
+        have = state.get("fingerprint")
+        if have is None:  # a version-1 checkpoint: only its edge count is known, which proves nothing
+            raise TuningError(f"{path}: checkpoint of an older autotune without a fingerprint of its program "
+                              "and options; it cannot be checked against this run (start a new one)")
+        for key, want in self.fingerprint.items():
+            got = have.get(key)
+            if got == want:
+                continue
+            label = FINGERPRINT_LABELS.get(key, key)
+            if key == "program":
+                raise TuningError(f"{path}: checkpoint is for another program (sha256 {str(got)[:12]}..., "
+                                  f"this one {str(want)[:12]}...)")
+            raise TuningError(f"{path}: checkpoint was made with {label} {got}, not {want}")
         if state.get("n_edges") != self.space.n_edges:
             raise TuningError(f"{path}: checkpoint is for another program or target "
                               f"({state.get('n_edges')} edges, this one has {self.space.n_edges})")
-        self.strategy.load_state_dict(state["strategy"])
+
+    def resume(self, directory: "str | Path") -> None:
+        """Restore strategy state, memoized kernel costs and the best configuration of a run.
+
+        The checkpoint must have this run's fingerprint (program, target, cost model, strategy,
+        evaluator, seed: TuningError naming what differs). The search budget becomes what the
+        earlier run(s) left of it: `budget - elapsed` (TuningError when nothing is left)."""
+        from hardware.base import Budget
+        path = Path(directory) / CHECKPOINT
+        state = self.read_checkpoint(directory)
+        self._check_fingerprint(path, state)
+        elapsed = float(state.get("elapsed", 0.0))
+        total = self.budget.seconds
+        if total is not None:
+            if total - elapsed <= 0:
+                raise TuningError(f"{path}: the run already used {elapsed:.1f}s of its {total:g}s search budget; "
+                                  f"pass a larger --budget to continue it")
+            self.budget = Budget(total - elapsed)
+        try:
+            self.strategy.load_state_dict(state["strategy"])
+        except Exception as e:  # another strategy's state or options (e.g. a different chain count)
+            raise TuningError(f"{path}: checkpoint does not fit this strategy ({type(e).__name__}: "
+                              f"{str(e).splitlines()[0] if str(e) else ''})") from None
         self.best = FusionConfig(bytearray(state["best"]))
         self.best_cost = state["best_cost"]
         self.default_cost = state["default_cost"]
         self.evaluations = state["evaluations"]
         self.history = list(state["history"])
         self.cost.memo.update(state["memo"])
-        self._elapsed_before = state["elapsed"]
+        self._elapsed_before = elapsed
         self._top = list(state["top"])
+        self.resumed_from = {"directory": str(directory), "evaluations": self.evaluations, "elapsed_s": elapsed,
+                             "search_budget_s": total, "remaining_s": self.budget.seconds}
 
     def _install_signals(self) -> dict:
         old = {}
@@ -367,8 +454,14 @@ class Tuner:
         result = TuningResult(self.best, self.best_cost, self.default_cost, self.evaluations, self._elapsed(),
                               list(self.history), stopped_by=self._stop or "budget",
                               kernel_evaluations=self.cost.kernels_priced)
-        if self.evaluator is not None and self._stop in ("budget", "strategy_finished", "max_evaluations"):
+        if self.evaluator is None:
+            result.verification = {"status": "skipped", "reason": "no hardware evaluator (no hardware budget)"}
+        elif self._stop in ("budget", "strategy_finished", "max_evaluations"):
             self.verify(result)
+        else:
+            result.verification = {"status": "skipped", "reason": f"the search was interrupted ({self._stop})"}
+            result.warnings.append(f"not verified: the search was interrupted ({self._stop}); "
+                                   "fused.hlo holds the best predicted configuration")
         return result
 
     # ------------------------------------------------------------------ hardware verification
@@ -384,32 +477,172 @@ class Tuner:
         return total, "ok"
 
     def verify(self, result: TuningResult) -> TuningResult:
-        """Measure the default, then the top predicted configurations in predicted order within
-        the hardware budget; the best measured one wins (section 7 of the paper)."""
+        """Measure the default and the top predicted configurations on the evaluator within the
+        hardware budget; the best measured one wins (section 7 of the paper). End to end where the
+        evaluator runs whole programs (module docstring), else by kernel sums."""
         from hardware.base import Budget
         ev = self.evaluator
         old_budget = ev.budget
-        ev.budget = self.hw_budget if isinstance(self.hw_budget, Budget) else Budget(self.hw_budget)
+        hw = self.hw_budget if isinstance(self.hw_budget, Budget) else Budget(self.hw_budget)
+        ev.budget = Budget(None)  # the verification keeps to the hardware budget itself
         try:
-            md, status = self.measure_config(self.space.default(), ev)
-            result.measured_default = md if status == "ok" else None
-            best_m, best_cfg = math.inf, None
-            for rank, (pred, cfg) in enumerate(self.top_predicted()):
-                if ev.budget.exhausted:
-                    break
-                m, status = self.measure_config(cfg, ev)
-                result.verified.append({"rank": rank, "predicted_s": pred, "measured_s": m if status == "ok" else None,
-                                        "status": status})
-                if m < best_m:
-                    best_m, best_cfg = m, cfg
-            if best_cfg is not None and result.measured_default is not None and best_m > result.measured_default:
-                # Nothing verified beat the default on hardware: keep the default, as the paper does.
-                best_m, best_cfg = result.measured_default, self.space.default()
-            result.measured_best = best_m if best_cfg is not None else None
-            result.measured_best_config = best_cfg
+            if hasattr(ev, "measure_program") and getattr(ev, "hand_fusions", False):
+                self._verify_end_to_end(result, hw.seconds)
+            else:
+                self._verify_kernel_sums(result, hw)
         finally:
             ev.budget = old_budget
         return result
+
+    def _warn(self, result: TuningResult, message: str) -> None:
+        if message not in result.warnings:
+            result.warnings.append(message)
+
+    def _verify_kernel_sums(self, result: TuningResult, hw: Any) -> None:
+        """Kernel-sum verification: the default first, then the top predictions in predicted order
+        while the hardware budget `hw` lasts (the default and the best prediction always)."""
+        ev = self.evaluator
+        exact = not hasattr(ev, "measure_program")  # the simulator times kernels; XLA runs programs
+        md, status = self.measure_config(self.space.default(), ev)
+        result.measured_default = md if status == "ok" else None
+        default_status = status
+        best_m, best_cfg = math.inf, None
+        for rank, (pred, cfg) in enumerate(self.top_predicted()):
+            if rank > 0 and hw.exhausted:
+                break
+            m, status = self.measure_config(cfg, ev)
+            result.verified.append({"rank": rank, "predicted_s": pred, "measured_s": m if status == "ok" else None,
+                                    "status": status})
+            if m < best_m:
+                best_m, best_cfg = m, cfg
+        if best_cfg is not None and result.measured_default is not None and best_m > result.measured_default:
+            # Nothing verified beat the default on hardware: keep the default, as the paper does.
+            best_m, best_cfg = result.measured_default, self.space.default()
+        if best_cfg is None and result.measured_default is not None:
+            best_m, best_cfg = result.measured_default, self.space.default()
+        result.measured_best = best_m if best_cfg is not None else None
+        result.measured_best_config = best_cfg
+        name = getattr(ev, "name", type(ev).__name__)
+        result.verification = {
+            "status": "verified" if best_cfg is not None else "failed",
+            "method": "kernel-sum",
+            "exact": exact,
+            "evaluator": name,
+            "how": ("every kernel of each configuration (exactly the kernels its fused.hlo holds) measured on "
+                    f"the {name} evaluator, times its multiplicity, summed; the default first, then the best "
+                    "predictions in predicted order within the hardware budget; the lowest sum wins, the "
+                    "default unless something measured faster"),
+        }
+        if best_cfg is None:  # one line for the whole failure
+            first = result.verified[0]["status"] if result.verified else "none measured"
+            result.verification["reason"] = f"no configuration could be measured (default: {default_status}; " \
+                                            f"best predicted: {first})"
+            self._warn(result, f"verification failed: {result.verification['reason']} on the {name} evaluator; "
+                               "fused.hlo holds the best predicted configuration, unverified")
+            return
+        if default_status != "ok":
+            self._warn(result, f"the default configuration could not be measured ({default_status}): no measured speedup")
+        if result.verified and result.verified[0]["status"] != "ok":
+            self._warn(result, f"the best predicted configuration failed verification ({result.verified[0]['status']})")
+        if not exact:
+            # Kernel sums of real hardware are not the program that runs: no measured speedup.
+            result.verification["reason"] = (f"the {name} evaluator on {getattr(ev, 'platform', '?')} cannot run "
+                                             "hand-made fusions end to end; kernel sums are estimates")
+            result.verification["kernel_sum_default_s"] = result.measured_default
+            result.verification["kernel_sum_best_s"] = result.measured_best
+            result.measured_default = result.measured_best = None
+            self._warn(result, "not verified end to end: " + result.verification["reason"])
+
+    def _verify_end_to_end(self, result: TuningResult, seconds: Optional[float]) -> None:
+        """Race the emitted programs of the top predictions against the default's (module docstring)."""
+        from .kernel import EMITTED_CPU_COMPILE_OPTIONS, emit_fused_text
+        from .verification import race_programs
+        from hardware.xla import OUTPUT_TOL, OUTPUT_TOL_16BIT
+        ev = self.evaluator
+        space = self.space
+        reference = self.reference_text if self.reference_text is not None else space.program.module.to_text()
+        emitted: dict = {}    # text -> (rank or "default", FusionConfig, predicted seconds)
+        emit_failures: list = []
+
+        def emit(cfg: FusionConfig) -> Optional[str]:
+            try:
+                return emit_fused_text(space, cfg)  # exactly as write_fusion_outputs writes fused.hlo
+            except Exception as e:  # an emitter bug must not lose the run: record it, go on
+                emit_failures.append(f"emit_error: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
+                return None
+
+        default_cfg = space.default()
+        default_text = emit(default_cfg)
+        if default_text is not None:
+            emitted[default_text] = ("default", default_cfg, result.default_cost)
+
+        def candidates():
+            for rank, (pred, cfg) in enumerate(self.top_predicted()):
+                text = emit(cfg)
+                if text is None:
+                    result.verified.append({"rank": rank, "predicted_s": pred, "measured_s": None,
+                                            "status": emit_failures[-1]})
+                    continue
+                emitted.setdefault(text, (rank, cfg, pred))
+                yield text
+
+        def time_program(text: str, first: bool) -> Any:
+            return ev.measure_program(text, reference=reference if first else None, **EMITTED_CPU_COMPILE_OPTIONS)
+
+        race = race_programs(time_program, candidates(), seconds, baseline=default_text,
+                             max_rounds=self.verify_rounds, min_rounds=min(1, self.verify_rounds))
+        for text, e in race.entries.items():
+            rank, cfg, pred = emitted[text]
+            result.verified.append({"rank": rank, "sha256": _sha256(text), "predicted_s": pred,
+                                    "measured_s": e.best if e.ok else None,
+                                    "timings": len(e.timings), "status": e.status,
+                                    "output_error": e.extra.get("output_error"),
+                                    "kernels": len(space.state(cfg).refs()), "fused_edges": cfg.count()})
+        result.verified.sort(key=lambda v: (v["rank"] != "default", v["rank"] if v["rank"] != "default" else -1))
+        base = race.entry(default_text)
+        result.measured_default = base.best if base is not None and base.ok else None
+        if race.winner is not None:
+            rank, cfg, _ = emitted[race.winner]
+            result.measured_best = race.entries[race.winner].best
+            result.measured_best_config = cfg
+            result.fused_text = race.winner
+        result.verification = {
+            "status": "verified" if race.winner is not None else "failed",
+            "method": "end-to-end",
+            "exact": True,
+            "evaluator": getattr(ev, "name", type(ev).__name__),
+            "platform": getattr(ev, "platform", None),
+            "compile_options": EMITTED_CPU_COMPILE_OPTIONS,
+            "inputs": f"hardware.xla.verification_inputs (seed {getattr(ev, 'seed', 0)})",
+            "output_tolerance": {"float": OUTPUT_TOL, "16-bit float": OUTPUT_TOL_16BIT, "integer": "exact"},
+            "how": ("each candidate emitted exactly as fused.hlo is written, compiled with compile_options and "
+                    "run end to end; its outputs compared with the original program's on the same inputs "
+                    "(a mismatch fails it); the default configuration's program timed first, the best "
+                    "predictions once each in predicted order for 2/3 of the hardware budget, then the two "
+                    "fastest and the default timed again, interleaved, for at least one round and until the budget "
+                    f"is spent or {self.verify_rounds} rounds are done (the default and the best prediction are "
+                    "always timed); the lowest minimum over a program's timings wins, and fused.hlo holds that "
+                    "program byte for byte"),
+            "programs_timed": len(race.entries), "timings": race.timings, "race_rounds": race.rounds,
+            "winner": (emitted[race.winner][0] if race.winner is not None else None),
+            "fused_hlo_sha256": _sha256(race.winner) if race.winner is not None else None,
+        }
+        if race.winner is None:  # one line for the whole failure
+            reasons = "; ".join(f"{v['rank']}: {v['status']}" for v in result.verified[:2])
+            if not result.verified and emit_failures:
+                reasons = emit_failures[0]
+            result.verification["reason"] = "every program failed: " + reasons
+            self._warn(result, "verification failed: no program could be verified end to end "
+                               f"({reasons}); fused.hlo holds the best predicted configuration, unverified")
+            return
+        if base is None or not base.ok:
+            why = base.status if base is not None else (emit_failures[0] if emit_failures else "not emitted")
+            self._warn(result, f"the default configuration's program could not be verified ({why}): "
+                               "no measured speedup")
+        first = next((v for v in result.verified if v["rank"] == 0), None)
+        if first is not None and first["status"] != "ok":
+            self._warn(result, f"the best predicted configuration failed verification ({first['status']}); "
+                               "fused.hlo holds the best verified program")
 
     # ------------------------------------------------------------------ progress
     def _progress_bar(self):

@@ -1,6 +1,7 @@
 """Calibrate and check the TPU simulator and the analytical model on real TPU v3 tile measurements.
 
-Reads shared/tpugraphs/tile_kernels.json (15 kernels, 754 tile configs; TpuGraphs, CC BY 4.0),
+Reads data/tpugraphs/tile_kernels.json (15 kernels, 754 tile configs; the vendored TpuGraphs sample,
+CC BY 4.0, see data/tpugraphs/README.md),
 builds one kernel per record (the whole fused computation: `kernel_from_program`), maps each
 config's output_bounds / kernel_bounds to a TileConfig, and reports per kernel, for the simulator
 and the analytical model:
@@ -41,9 +42,9 @@ from autotune.tiles import TileConfig, tiling_info  # noqa: E402
 from costmodels.analytical import AnalyticalCostModel  # noqa: E402
 from hardware.simulator import DEFAULTS, TpuSimulator  # noqa: E402
 
-# ../shared beside the repository root (as CI and the developers have it), or $TPUGRAPHS_TILES
-DATA = os.environ.get("TPUGRAPHS_TILES", os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__)))), "shared", "tpugraphs", "tile_kernels.json"))
+# The vendored sample in the repository (data/tpugraphs), or another copy named by $TPUGRAPHS_TILES
+DATA = os.environ.get("TPUGRAPHS_TILES", os.path.join(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))), "data", "tpugraphs", "tile_kernels.json"))
 _FREE = {"parameter", "constant", "tuple", "get-tuple-element"}
 
 
@@ -248,7 +249,9 @@ def main(argv=None) -> dict:
     args = ap.parse_args(argv)
     recs = load(args.data)
     am = AnalyticalCostModel("tpu")
-    out: dict = {"data": args.data, "kernels": len(recs), "tiles": int(sum(len(r["tiles"]) for r in recs))}
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    data = os.path.relpath(args.data, root) if os.path.abspath(args.data).startswith(root + os.sep) else args.data
+    out: dict = {"data": data, "kernels": len(recs), "tiles": int(sum(len(r["tiles"]) for r in recs))}
     preds = predict_all(recs, TpuSimulator("tpu", noise=0.0), am)
     out["default_constants"] = summarize(recs, preds)
     print("## Simulator (current defaults) vs analytical, TPU v3 (TpuGraphs)\n")

@@ -221,7 +221,7 @@ def section_calibration(ctx: Ctx) -> dict:
                  f"{len(raw)} kernels)", f"{xla_ape:.2f}%",
                  f"{dflt['sim']['mean']['xla_default_top1']:.3f}", "-", "-", "-"])
     md = (f"{out['kernels']} real TPU v3 kernels with {out['tiles']} measured tiles from TpuGraphs "
-          f"(`shared/tpugraphs/tile_kernels.json`); ranking metrics over the {len(recs)} kernels with at least two "
+          f"(`data/tpugraphs/tile_kernels.json`, vendored, CC BY 4.0); ranking metrics over the {len(recs)} kernels with at least two "
           "distinct tiles. Tile-size APE is the paper's runtime-weighted form (`autotune.metrics.tile_size_ape`), "
           "top-k slowdown is the measured time of the best of a model's k best tiles over the true best (mean over "
           "kernels). The simulator's constants were grid-fitted on these kernels, so its fair numbers are "
@@ -505,40 +505,6 @@ def section_fusion_search_sim(ctx: Ctx) -> dict:
     return {"markdown": md, "data": rows, "plots": ["fusion_search_sim.png"]}
 
 
-def _verify_end_to_end(ev: Any, texts: Any, seconds: float, default_text: Optional[str],
-                       screen_share: float = 2 / 3, finalists: int = 2) -> tuple:
-    """Hardware verification on a noisy machine: time candidate programs end to end in the order given
-    for `screen_share` of the budget (once each), then race the `finalists` fastest (and the default,
-    when given) against each other, interleaved, until the budget is spent; the lowest minimum wins.
-    One timing per candidate keeps whichever got a lucky run (the winner's curse: XLA:CPU timings vary
-    ~12% run to run here, more than most fusion gains); interference only slows runs, so the minimum
-    over repeated timings is the estimate. Returns (best text or None, programs timed)."""
-    from hardware.base import Budget
-    budget = Budget(seconds)
-    timings: dict = {}  # text -> seconds of each timing (inf: failed)
-
-    def time_once(text: str) -> None:
-        m = ev.measure_program(text)
-        timings.setdefault(text, []).append(m.seconds if m.ok else math.inf)
-
-    for text in texts:
-        if budget.elapsed >= seconds * screen_share:
-            break
-        if text not in timings:
-            time_once(text)
-    ok = [t for t in timings if math.isfinite(min(timings[t]))]
-    race = sorted(ok, key=lambda t: min(timings[t]))[:finalists]
-    if default_text in ok and default_text not in race:
-        race.append(default_text)
-    while len(race) > 1 and not budget.exhausted:
-        for text in race:
-            if budget.exhausted:
-                break
-            time_once(text)
-    best = min(race, key=lambda t: min(timings[t])) if race else None
-    return best, sum(map(len, timings.values()))
-
-
 def _xla_search_job(job: dict) -> dict:
     """Figure 5 on real XLA:CPU: hardware-only annealing (kernels measured by XLA, wall-clock budget B)
     against model search + B/10 of end-to-end verification; both judged by interleaved end-to-end timing."""
@@ -546,6 +512,7 @@ def _xla_search_job(job: dict) -> dict:
     from autotune.kernel import emit_fused_text
     from autotune.program import Program
     from autotune.tuner import Tuner
+    from autotune.verification import race_programs
     from autotune.cli_learn import load_model_file
     from costmodels.base import EvaluatorCostModel
     from hardware.base import Budget
@@ -569,8 +536,12 @@ def _xla_search_job(job: dict) -> dict:
         t2.run()
         default_text = emit_fused_text(space, space.default(), metadata=False)
         cands = ([space.default()] if from_default else []) + [c for _, c in t2.top_predicted()]
-        best_text, n_ver = _verify_end_to_end(ev, (emit_fused_text(space, c, metadata=False) for c in cands),
-                                              B / 10, default_text if from_default else None)
+        # the tuner's end-to-end race (autotune.verification): screen in predicted order for 2/3 of B/10, then
+        # race the two fastest and the default, the lowest minimum kept (the winner's curse on ~12% noise)
+        race = race_programs(lambda text, first: ev.measure_program(text),
+                             (emit_fused_text(space, c, metadata=False) for c in cands), B / 10,
+                             default_text if from_default else None)
+        best_text, n_ver = race.winner, race.timings
         texts = {"default": default_text,
                  # None: hardware-only search measured no whole configuration within B (timed as a failure)
                  "hw_only": emit_fused_text(space, r_hw.best, metadata=False) if r_hw.best is not None else None,

@@ -2,8 +2,8 @@
 
 Optional extra ``xla`` (jax/jaxlib), imported lazily like :mod:`hardware.xla`.
 
-* :func:`output_error` compares output arrays (the metric below) and :func:`parity_inputs` makes
-  the inputs both programs run on.
+* :func:`hardware.xla.output_error` compares output arrays (the metric below) and
+  :func:`hardware.xla.verification_inputs` makes the inputs both programs run on.
 * :func:`check_program` emits configurations of a program for a target and checks each one on
   XLA:CPU: our parser and XLA's re-read the text, XLA compiles it (its verifier runs first) with the
   options a user would use (``xla``: XLA's defaults) and with those our evaluator measures with
@@ -16,14 +16,11 @@ Configurations for a target other than ``cpu`` are checked in the form XLA:CPU c
 (:func:`autotune.kernel.cpu_checkable_text`): every fusion kLoop, and kernels XLA:CPU cannot compile
 as one loop fusion emitted unfused; each result says how many kernels were checked as fusions.
 
-Error metric (float outputs): max over elements of |a - b| / max(|b|, 1e-2 * max|b|, 1e-30), b the
-reference array: relative error, except that elements tiny compared with the rest of their array
-(cancellations, e.g. gradients summing to ~0) are measured against 1% of the array's magnitude, since
-f32 re-association error scales with the magnitude of the summed terms. Pass: <= 1e-4 (f32, f64,
-complex), <= 1e-2 (16-bit floats), integers and bools equal, the same non-finite elements. The
-reference is the original program compiled by XLA with the same options as the emitted one; an
-output within tolerance of the original compiled with the other options also passes (XLA's own
-fused and unfused compiles of a program differ by up to ~1.4e-4 in f32 sums).
+Outputs are compared with :func:`hardware.xla.output_error` (relative error with a floor for
+cancellations; 1e-4 for 32/64-bit floats, 1e-2 for 16-bit, integers exact). The reference is the
+original program compiled by XLA with the same options as the emitted one; an output within
+tolerance of the original compiled with the other options also passes (XLA's own fused and unfused
+compiles of a program differ by up to ~1.4e-4 in f32 sums).
 """
 from __future__ import annotations
 
@@ -38,58 +35,13 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
-__all__ = ["TOL", "TOL16", "MODES", "output_error", "parity_inputs", "config_for", "ParityResult",
-           "check_program", "summarize", "as_dicts"]
+from .xla import output_error, verification_inputs
 
-TOL = 1e-4
-TOL16 = 1e-2
+__all__ = ["MODES", "output_error", "verification_inputs", "config_for", "ParityResult", "check_program",
+           "summarize", "as_dicts"]
+
 MODES = ("xla", "measure")  # XLA's default options / the evaluator's (EMITTED_CPU_COMPILE_OPTIONS)
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def output_error(out: Sequence[Any], ref: Sequence[Any]) -> tuple[float, bool]:
-    """(max error as in the module docstring, pass) over lists of output arrays."""
-    worst, ok = 0.0, True
-    if len(out) != len(ref):
-        return float("inf"), False
-    for a, b in zip(out, ref):
-        a, b = np.asarray(a), np.asarray(b)
-        if a.shape != b.shape or a.dtype != b.dtype:
-            return float("inf"), False
-        if a.size == 0:
-            continue
-        if b.dtype.kind in "biu":
-            if not np.array_equal(a, b):
-                worst, ok = float("inf"), False
-            continue
-        tol = TOL16 if b.dtype.itemsize <= 2 and b.dtype.kind != "c" else TOL
-        a64 = a.astype(np.complex128 if b.dtype.kind == "c" else np.float64)
-        b64 = b.astype(a64.dtype)
-        fin = np.isfinite(b64)
-        if not np.array_equal(fin, np.isfinite(a64)):
-            return float("inf"), False
-        if not np.array_equal(a64[~fin], b64[~fin]) and not (np.isnan(a64[~fin]) & np.isnan(b64[~fin])).all():
-            return float("inf"), False
-        if not fin.any():
-            continue
-        mag = np.abs(b64[fin])
-        denom = np.maximum(mag, max(1e-2 * float(mag.max()), 1e-30))
-        e = float(np.max(np.abs(a64[fin] - b64[fin]) / denom))
-        worst = max(worst, e)
-        ok = ok and e <= tol
-    return worst, ok
-
-
-def parity_inputs(text: str, seed: int = 0) -> list[np.ndarray]:
-    """`hardware.xla.random_inputs(text, seed)`, with rank-0/1 float parameters made non-negative.
-
-    Rank-1 parameters of real programs are mostly normalization statistics and biases; a negative
-    random "variance" makes rsqrt produce NaNs inside the program, which a later `maximum(x, 0)`
-    drops or keeps depending on the kernel that runs it (XLA:CPU's library and vectorized kernels
-    do not all propagate NaN alike): outputs would differ for reasons unrelated to fusion."""
-    from .xla import random_inputs
-    out = random_inputs(text, seed=seed)
-    return [np.abs(a) if a.dtype.kind == "f" and a.ndim <= 1 else a for a in out]
 
 
 def config_for(space: Any, spec: str) -> Any:
@@ -149,7 +101,7 @@ def _check_in_process(path: str, target: str, specs: Sequence[str], modes: Seque
     from .xla import compile_hlo, parse_hlo_text
 
     text = Path(path).read_text()
-    inputs = parity_inputs(text)
+    inputs = verification_inputs(text)
     refs = {m: compile_hlo(text, **_compile_options(m))(*inputs) for m in MODES}
     space = FusionSpace(Program.from_text(text, filename=path), target)
     comps = space.program.computations

@@ -40,7 +40,7 @@ class SimConstants:
     """Simulator constants not in the TargetSpec (docs/simulator.md gives the sources).
 
     Defaults marked [cal] were set with benchmarks/calibrate_tpugraphs.py against the TPU v3
-    measurements in shared/tpugraphs/ (leave-one-kernel-out; see docs/simulator.md)."""
+    measurements in data/tpugraphs/ (leave-one-kernel-out; see docs/simulator.md)."""
 
     launch_s: float = 0.05e-6          # [cal] per-kernel fixed cost (sync, program start)
     step_overhead_s: float = 0.06e-6   # [cal] per pipeline step: loop, semaphores, DMA issue

@@ -7,7 +7,7 @@ on a TPU (XLA compiles a program per core), the whole device on a GPU, the whole
 Published numbers are cited next to each constant. Where no number is published (vector-unit and
 transcendental throughput, fixed per-kernel and per-DMA overheads on TPUs) the value is an
 estimate, marked as such; the simulator calibrates its own constants against the TPU v3
-measurements in shared/tpugraphs/ and treats these as starting points.
+measurements in data/tpugraphs/ and treats these as starting points.
 
 The host CPU is not looked up but measured: small numpy micro-benchmarks (a float32 matmul for
 peak flops, a large array copy for memory bandwidth, in-cache elementwise and exp loops for the

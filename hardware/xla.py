@@ -19,7 +19,10 @@ Layers
    names the installed jaxlib version and the missing API. Verified with jaxlib 0.10.2.
 2. Helpers on top: :func:`parse_hlo_text`, :func:`parameter_shapes`, :func:`compile_hlo`,
    :func:`optimized_hlo_text`, :func:`cost_analysis`, :func:`random_inputs`, :func:`run_hlo`,
-   :func:`time_compiled` (AutoTVM-style :class:`TimingOptions`) and :func:`xla_fusion_report`.
+   :func:`time_compiled` (AutoTVM-style :class:`TimingOptions`; programs that donate buffers are
+   timed as given, with fresh copies per execution: :func:`donated_parameters`),
+   :func:`verification_inputs` and :func:`output_error` (does a rewritten program compute what the
+   original computes) and :func:`xla_fusion_report`.
 3. :class:`XlaEvaluator`: an :class:`~hardware.base.Evaluator` that measures each kernel's
    standalone HLO module in a persistent worker subprocess (spawn context). A compile error, a
    crash of the worker (segfault in XLA, abort) or a hang past ``timeout_s`` becomes a failed
@@ -59,7 +62,7 @@ __all__ = [
     "XlaApiError", "TimingOptions", "TimingResult", "CompiledHlo", "XlaEvaluator",
     "jaxlib_version", "backend_platform", "parse_hlo_text", "parameter_shapes", "compile_hlo",
     "optimized_hlo_text", "cost_analysis", "random_inputs", "run_hlo", "time_compiled",
-    "xla_fusion_report", "strip_metadata",
+    "xla_fusion_report", "strip_metadata", "donated_parameters", "verification_inputs", "output_error",
 ]
 
 FAULT_ENV = "AUTOTUNE_XLA_TEST_FAULT"
@@ -201,6 +204,42 @@ def parameter_shapes(text: str) -> list[Shape]:
     return out
 
 
+_ALIAS_HEADER = re.compile(r"\b(input_output_alias|buffer_donor)=\{")
+_ALIAS_PARAMETER = re.compile(r"\(\s*(\d+)\s*,")
+
+
+def _braced(text: str, start: int) -> str:
+    """The text inside the braces that open just before `start` (nested braces aware)."""
+    depth, i = 1, start
+    while i < len(text) and depth:
+        depth += {"{": 1, "}": -1}.get(text[i], 0)
+        i += 1
+    return text[start:i - 1]
+
+
+def donated_parameters(text: str) -> frozenset:
+    """ENTRY parameter numbers whose buffers the module may donate to its outputs.
+
+    From the ``HloModule`` header's ``input_output_alias={ {out}: (param, {index}, kind), ... }``
+    (what ``jax.jit(..., donate_argnums=...)`` writes) and ``buffer_donor={ (param, {index}), ... }``.
+    An execution consumes such a device buffer: it cannot be passed to a second execution.
+    """
+    header = text.lstrip().split("\n", 1)[0]
+    params: set = set()
+    for m in _ALIAS_HEADER.finditer(header):
+        params.update(int(p) for p in _ALIAS_PARAMETER.findall(_braced(header, m.end())))
+    return frozenset(params)
+
+
+def _x64() -> Any:
+    """Context in which jax keeps 64-bit dtypes (u64/s64/f64 parameters stay 64-bit on device)."""
+    import jax
+    ctx = getattr(jax, "enable_x64", None)
+    if ctx is None:  # pragma: no cover - older jax
+        from jax.experimental import enable_x64 as ctx
+    return ctx(True)
+
+
 @dataclass
 class CompiledHlo:
     """A module compiled for the default backend's first device."""
@@ -210,14 +249,25 @@ class CompiledHlo:
     compile_seconds: float
     flags: dict = field(default_factory=dict)
 
+    @property
+    def donated(self) -> frozenset:
+        """Parameters whose device buffers an execution consumes (see :func:`donated_parameters`)."""
+        return donated_parameters(self.text)
+
     def put(self, inputs: Sequence[np.ndarray]) -> list[Any]:
-        """Copy host arrays to the device (reusable across executions)."""
+        """Copy host arrays to the device, dtypes unchanged (64-bit types too: threefry's u64).
+
+        Reusable across executions, except the :attr:`donated` ones: give each execution fresh
+        copies of those (:func:`time_compiled` does)."""
         import jax
         dev = _api().device
-        return [jax.device_put(np.asarray(x), dev) for x in inputs]
+        with _x64():
+            return [jax.device_put(np.asarray(x), dev) for x in inputs]
 
     def execute(self, device_args: Sequence[Any]) -> list[Any]:
-        """Run once on device arrays and wait for the results (tuple outputs come flattened)."""
+        """Run once on device arrays and wait for the results (tuple outputs come flattened).
+
+        Donated parameters' buffers are consumed (deleted) by the execution."""
         outs = self.executable.execute(list(device_args))
         for o in outs:
             o.block_until_ready()
@@ -325,6 +375,63 @@ def random_inputs(text_or_shapes: Union[str, Sequence[Shape]], seed: int = 0, *,
     return out
 
 
+def verification_inputs(text_or_shapes: Union[str, Sequence[Shape]], seed: int = 0) -> list[np.ndarray]:
+    """:func:`random_inputs` with rank-0/1 float parameters made non-negative: the inputs on which
+    a rewritten program's outputs are compared with the original's (and whole programs are timed).
+
+    Rank-1 parameters of real programs are mostly normalization statistics and biases; a negative
+    random "variance" makes rsqrt produce NaNs inside the program, which a later relu
+    ``maximum(x, 0)`` then drops or keeps depending on the kernel that runs it (XLA:CPU's library and
+    vectorized kernels do not all propagate NaN the same way), so outputs would differ for reasons
+    unrelated to fusion. Weights and activations (rank >= 2) keep their signs."""
+    return [np.abs(a) if a.dtype.kind == "f" and a.ndim <= 1 else a for a in random_inputs(text_or_shapes, seed)]
+
+
+# Tolerance of output_error: f32/f64 (and complex) outputs, and 16-bit floats.
+OUTPUT_TOL = 1e-4
+OUTPUT_TOL_16BIT = 1e-2
+
+
+def output_error(out: Sequence[Any], ref: Sequence[Any]) -> tuple[float, bool]:
+    """(max error, within tolerance) of a program's outputs against reference outputs.
+
+    Float outputs: max over elements of ``|a - b| / max(|b|, 1e-2 * max|b|, 1e-30)``, b the
+    reference array: a relative error, except that elements tiny compared with the rest of their
+    array (cancellations, e.g. gradients summing to ~0) are measured against 1% of the array's
+    magnitude (f32 re-association error in a fused reduction scales with the summed terms, not with
+    the possibly ~0 result). Within tolerance: err <= :data:`OUTPUT_TOL` (1e-4; 1e-2 for 16-bit
+    floats), non-finite elements at the same places; integer/bool outputs must be equal; a different
+    number of outputs or shapes is an infinite error.
+    """
+    worst, ok = 0.0, True
+    if len(out) != len(ref):
+        return math.inf, False
+    for a, b in zip(out, ref):
+        a, b = np.asarray(a), np.asarray(b)
+        if a.shape != b.shape:
+            return math.inf, False
+        if a.size == 0:
+            continue
+        if b.dtype.kind in "biu":
+            if not np.array_equal(a, b):
+                worst, ok = math.inf, False
+            continue
+        tol = OUTPUT_TOL_16BIT if b.dtype.itemsize <= 2 and b.dtype.kind != "c" else OUTPUT_TOL
+        a64 = a.astype(np.complex128 if b.dtype.kind == "c" else np.float64)
+        b64 = b.astype(a64.dtype)
+        fin = np.isfinite(b64)
+        if not np.array_equal(fin, np.isfinite(a64)):
+            return math.inf, False
+        if not fin.any():
+            continue
+        mag = np.abs(b64[fin])
+        denom = np.maximum(mag, max(1e-2 * float(mag.max()), 1e-30))
+        e = float(np.max(np.abs(a64[fin] - b64[fin]) / denom))
+        worst = max(worst, e)
+        ok = ok and e <= tol
+    return worst, ok
+
+
 def run_hlo(text: str, inputs: Optional[Sequence[np.ndarray]] = None, *, seed: int = 0,
             disable_fusion: bool = False) -> list[np.ndarray]:
     """Compile and run once; tuple results come back flattened. ``inputs=None``: random inputs."""
@@ -370,13 +477,38 @@ class TimingResult:
 
 def time_compiled(compiled: CompiledHlo, inputs: Sequence[np.ndarray],
                   options: TimingOptions = TimingOptions()) -> TimingResult:
-    """Time a compiled module on fixed device-resident inputs (each execution is waited for)."""
+    """Time a compiled module on fixed device-resident inputs (each execution is waited for).
+
+    A module that donates parameters (``input_output_alias``/``buffer_donor``: jax's
+    ``donate_argnums``) consumes those buffers at each execution; it runs exactly as given, with
+    fresh device copies of the donated inputs made before each execution, outside the timed region
+    (each execution is then timed on its own and the times summed).
+    """
     args = compiled.put(inputs)
     execute = compiled.execute
+    donated = sorted(i for i in compiled.donated if i < len(args))
+
+    def fresh_args() -> list[Any]:
+        if not donated:
+            return args
+        new = list(args)
+        for i, a in zip(donated, compiled.put([inputs[i] for i in donated])):
+            a.block_until_ready()
+            new[i] = a
+        return new
+
     for _ in range(max(0, options.warmup)):
-        execute(args)
+        execute(fresh_args())
 
     def one_repeat(n: int) -> float:
+        if donated:
+            total = 0.0
+            for _ in range(n):
+                run_args = fresh_args()
+                t0 = time.perf_counter()
+                execute(run_args)
+                total += time.perf_counter() - t0
+            return total
         t0 = time.perf_counter()
         for _ in range(n):
             execute(args)
@@ -585,8 +717,42 @@ def _first_line(exc: BaseException) -> str:
     return type(exc).__name__
 
 
+# Whole programs timed repeatedly (a verification race) are compiled once per worker: the last few
+# compiled programs, and the last reference program's outputs, are kept here (worker side).
+_PROGRAM_CACHE: dict = {}
+_PROGRAM_CACHE_SIZE = 4
+_REFERENCE_OUTPUTS: dict = {}
+
+
+def _compile_cached(text: str, disable_fusion: bool, xla_flags: Optional[dict], cache: bool) -> CompiledHlo:
+    key = (hashlib.sha1(text.encode()).hexdigest(), disable_fusion, repr(sorted((xla_flags or {}).items())))
+    if cache and key in _PROGRAM_CACHE:
+        return _PROGRAM_CACHE[key]
+    compiled = compile_hlo(text, disable_fusion=disable_fusion, xla_flags=xla_flags)
+    if cache:
+        while len(_PROGRAM_CACHE) >= _PROGRAM_CACHE_SIZE:
+            del _PROGRAM_CACHE[next(iter(_PROGRAM_CACHE))]
+        _PROGRAM_CACHE[key] = compiled
+    return compiled
+
+
+def _reference_outputs(text: str, seed: int) -> list[np.ndarray]:
+    """Outputs of a reference program (XLA's default compilation) on its verification inputs."""
+    key = (hashlib.sha1(text.encode()).hexdigest(), seed)
+    if key not in _REFERENCE_OUTPUTS:
+        _REFERENCE_OUTPUTS.clear()
+        _REFERENCE_OUTPUTS[key] = compile_hlo(text)(*verification_inputs(text, seed))
+    return _REFERENCE_OUTPUTS[key]
+
+
 def _measure_in_process(req: dict) -> dict:
-    """Compile, make inputs, time: the work one request does (runs inside the worker)."""
+    """Compile, make inputs, (compare outputs,) time: the work one request does (in the worker).
+
+    Request keys besides the text: ``inputs`` ("random": :func:`random_inputs`, or "verification":
+    :func:`verification_inputs`), ``cache`` (keep the compiled program for the next request), and
+    ``reference`` (a program text: before timing, run once and compare the outputs with the
+    reference's on the same inputs; the answer then carries ``output_error``/``outputs_match``).
+    """
     fault = req.get("fault")
     if fault == "crash":
         os._exit(_CRASH_EXIT_CODE)
@@ -594,21 +760,37 @@ def _measure_in_process(req: dict) -> dict:
         while True:
             time.sleep(3600)
     text = req["text"]
+    seed = req.get("seed", 0)
     try:
-        compiled = compile_hlo(text, disable_fusion=req.get("disable_fusion", False),
-                               xla_flags=req.get("xla_flags"))
+        compiled = _compile_cached(text, req.get("disable_fusion", False), req.get("xla_flags"),
+                                   bool(req.get("cache")))
     except Exception as exc:
         return {"status": f"compile_error: {_first_line(exc)}"}
     try:
-        inputs = random_inputs(text, req.get("seed", 0))
+        make_inputs = verification_inputs if req.get("inputs") == "verification" else random_inputs
+        inputs = make_inputs(text, seed)
     except Exception as exc:
         return {"status": f"unsupported: {_first_line(exc)}"}
+    extra: dict = {}
+    if req.get("reference") is not None:
+        try:
+            ref = _reference_outputs(req["reference"], seed)
+        except Exception as exc:
+            return {"status": f"reference_error: the original program does not run: {_first_line(exc)}"}
+        try:
+            err, ok = output_error(compiled(*inputs), ref)
+        except Exception as exc:
+            return {"status": f"runtime_error: {_first_line(exc)}"}
+        extra = {"output_error": err, "outputs_match": ok}
+        if not ok:  # a program computing something else is no candidate, whatever its speed
+            return {"status": f"output_mismatch: outputs differ from the original program's (max error "
+                              f"{err:.3g}, tolerance {OUTPUT_TOL:g})", **extra}
     try:
         res = time_compiled(compiled, inputs, TimingOptions(**req.get("timing", {})))
     except Exception as exc:
-        return {"status": f"runtime_error: {_first_line(exc)}"}
+        return {"status": f"runtime_error: {_first_line(exc)}", **extra}
     return {"status": "ok", "seconds": res.seconds, "repeats": res.repeats, "number": res.number,
-            "compile_s": compiled.compile_seconds}
+            "compile_s": compiled.compile_seconds, **extra}
 
 
 def _pool_measure(req: dict) -> Measurement:
@@ -817,18 +999,21 @@ class XlaEvaluator(Evaluator):
         """How many times the worker was restarted after a crash or timeout."""
         return self._worker.restarts
 
-    def _request(self, text: str, key: str) -> Measurement:
+    def _request(self, text: str, key: str, **options: Any) -> Measurement:
         faults = _faults_from_env()
         req = {"text": text, "seed": self.seed, "timing": asdict(self.timing),
                "disable_fusion": self.disable_fusion, "xla_flags": self.xla_flags,
-               "fault": faults.get(key) or faults.get("*")}
+               "fault": faults.get(key) or faults.get("*"), **options}
         resp = self._worker.request(req, self.timeout_s)
+        checked = {k: resp[k] for k in ("output_error", "outputs_match") if k in resp}
         if resp.get("status") != "ok":
-            return Measurement.failure(resp.get("status", "worker_error: no status"))
+            m = Measurement.failure(resp.get("status", "worker_error: no status"))
+            m.extra.update(checked)
+            return m
         repeats = list(resp["repeats"])
         cv = statistics.stdev(repeats) / statistics.fmean(repeats) if len(repeats) > 1 else 0.0
         return Measurement(float(resp["seconds"]), extra={
-            "repeats": repeats, "number": resp["number"], "compile_s": resp["compile_s"], "cv": cv})
+            "repeats": repeats, "number": resp["number"], "compile_s": resp["compile_s"], "cv": cv, **checked})
 
     # Hand-made `fusion` instructions reach XLA through jaxlib's HLO -> MLIR conversion as
     # mhlo.fusion; the CPU client compiles that, but PJRT plugins (CUDA) take StableHLO only, where
@@ -886,8 +1071,18 @@ class XlaEvaluator(Evaluator):
             out[i] = m
         return out  # type: ignore[return-value]
 
-    def measure_program(self, hlo_text: str) -> Measurement:
+    def measure_program(self, hlo_text: str, *, reference: Optional[str] = None,
+                        disable_fusion: Optional[bool] = None,
+                        xla_flags: Optional[dict[str, Any]] = None) -> Measurement:
         """Time a whole (possibly fused) program end to end, on the same path as kernels.
+
+        The program runs exactly as given (donated parameters get fresh copies per execution, see
+        :func:`time_compiled`) on :func:`verification_inputs`; the worker keeps the last few
+        compiled programs, so timing the same text again does not recompile it. ``reference``: a
+        program text whose outputs (XLA's default compilation, same inputs) this program's must
+        match: ``extra["output_error"]``/``extra["outputs_match"]`` (:func:`output_error`).
+        ``disable_fusion``/``xla_flags`` override the evaluator's compile options for this program
+        (e.g. ``autotune.kernel.EMITTED_CPU_COMPILE_OPTIONS`` for an emitted configuration).
 
         Not cached in the store. Its fault-hook key is the sha1 hex digest of the text.
         """
@@ -900,7 +1095,12 @@ class XlaEvaluator(Evaluator):
                 f"{self.platform} plugin (mhlo.fusion is not StableHLO); time configurations end to "
                 f"end on the cpu backend")
         self.measured += 1
-        return self._request(hlo_text, hashlib.sha1(hlo_text.encode()).hexdigest())
+        options: dict = {"inputs": "verification", "cache": True, "reference": reference}
+        if disable_fusion is not None:
+            options["disable_fusion"] = disable_fusion
+        if xla_flags is not None:
+            options["xla_flags"] = dict(xla_flags)
+        return self._request(hlo_text, hashlib.sha1(hlo_text.encode()).hexdigest(), **options)
 
     def close(self) -> None:
         self._worker.close()

@@ -131,7 +131,9 @@ class SimulatedAnnealing(Strategy):
             return self._walk(default)
         if self.rng.random() < self.init_random or not n_edges or not hasattr(self.space, "mutate"):
             return self.space.random(self.rng)
-        rate = math.exp(self.rng.uniform(math.log(1.0 / n_edges), math.log(0.2)))
+        # log-uniform in [1/n_edges, 0.2]; programs with fewer than 5 edges: one expected flip
+        low = math.log(1.0 / n_edges)
+        rate = math.exp(self.rng.uniform(low, max(low, math.log(0.2))))
         return self.space.mutate(default, self.rng, max(rate, 1.0 / n_edges))
 
     def _candidate(self, i: int) -> Any:

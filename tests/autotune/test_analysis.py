@@ -13,7 +13,7 @@ from autotune.analysis import (Cost, computation_costs, instruction_cost, module
 from autotune.hlo import parse_hlo
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-EXTERNAL = sorted(glob.glob(os.path.join(os.path.dirname(REPO), "shared", "hlo", "external", "*.hlo")))
+EXTERNAL = sorted(glob.glob(os.path.join(REPO, "tests", "fixtures", "hlo", "external", "*.hlo")))
 CORPUS = sorted(glob.glob(os.path.join(REPO, "examples", "hlo", "*.hlo")))
 FIXTURES = sorted(glob.glob(os.path.join(REPO, "tests", "fixtures", "hlo", "analysis_*.hlo")))
 

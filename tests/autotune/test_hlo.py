@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 from autotune.hlo import HloParseError, parse_hlo, parse_hlo_file
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-SHARED = os.path.join(os.path.dirname(ROOT), "shared")
-EXTERNAL = sorted(glob.glob(os.path.join(SHARED, "hlo", "external", "*.hlo")))
+TPUGRAPHS = os.path.join(ROOT, "data", "tpugraphs")  # vendored TpuGraphs sample (CC BY 4.0)
+EXTERNAL = sorted(glob.glob(os.path.join(ROOT, "tests", "fixtures", "hlo", "external", "*.hlo")))
 CORPUS = sorted(glob.glob(os.path.join(ROOT, "examples", "hlo", "*.hlo")))
 FIXTURES = sorted(glob.glob(os.path.join(ROOT, "tests", "fixtures", "hlo", "*.hlo")))
 
@@ -25,7 +25,10 @@ def _roundtrip(text: str, name: str = "<t>") -> str:
     return printed
 
 
-@pytest.mark.skipif(not EXTERNAL, reason="../shared/hlo/external not present")
+def test_external_fixtures_are_vendored():
+    assert len(EXTERNAL) == 8  # tests/fixtures/hlo/external (openxla/xla, Apache-2.0)
+
+
 @pytest.mark.parametrize("path", EXTERNAL, ids=os.path.basename)
 def test_external_files_parse_and_roundtrip(path):
     m = parse_hlo_file(path)
@@ -39,13 +42,10 @@ def test_corpus_and_fixtures_roundtrip(path):
 
 
 def test_tpugraphs_module_and_kernels_parse():
-    layout = os.path.join(SHARED, "tpugraphs", "layout_module.hlo")
-    if not os.path.exists(layout):
-        pytest.skip("../shared/tpugraphs not present")
-    m = parse_hlo_file(layout)
+    m = parse_hlo_file(os.path.join(TPUGRAPHS, "layout_module.hlo"))
     assert m.instruction_count() == 3163
     import json
-    data = json.load(open(os.path.join(SHARED, "tpugraphs", "tile_kernels.json")))
+    data = json.load(open(os.path.join(TPUGRAPHS, "tile_kernels.json")))
     for k in data["kernels"]:
         _roundtrip(k["hlo_text"], k["name"])  # TPU tiled layouts like {3,0,2,1:T(8,128)}
 

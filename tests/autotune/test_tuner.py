@@ -55,12 +55,19 @@ def test_tuner_improves_and_writes_checkpoint(space, tmp_path):
     assert (tmp_path / "best_config.json").exists() and (tmp_path / "checkpoint.pkl").exists()
     lines = (tmp_path / "log.jsonl").read_text().splitlines()
     assert len(lines) >= 2 and "best_s" in json.loads(lines[-1])
-    # resume keeps the memo and best, and continues counting
-    t2 = Tuner(space, _kernel_cost, get_strategy("annealing")(space, seed=1), budget=0.5, out_dir=tmp_path,
-               progress=False)
+    # resume keeps the memo and best, continues counting, and gets what is left of the budget
+    t2 = Tuner(space, _kernel_cost, get_strategy("annealing")(space, seed=1), budget=r.elapsed_s + 0.5,
+               out_dir=tmp_path, progress=False)
     t2.resume(tmp_path)
+    assert t2.budget.seconds == pytest.approx(0.5, abs=0.01)
     r2 = t2.run()
     assert r2.evaluations > r.evaluations and r2.best_cost <= r.best_cost
+    assert r2.elapsed_s == pytest.approx(r.elapsed_s + 0.5, abs=0.3)
+    # a budget already spent is a one-line error, not a run of zero seconds
+    t3 = Tuner(space, _kernel_cost, get_strategy("annealing")(space, seed=1), budget=1.0, out_dir=tmp_path,
+               progress=False)
+    with pytest.raises(TuningError, match="already used"):
+        t3.resume(tmp_path)
 
 
 def test_seeded_runs_are_reproducible(space):
@@ -209,3 +216,80 @@ def test_tuner_without_default_searches_from_scratch(space):
         assert math.isfinite(r.default_cost) and r.best is not None
         assert (space.encode(r.best) == default_key) == include
     assert all(space.encode(c) != default_key for _, c in t.top_predicted())
+
+
+def test_resume_continues_with_the_remaining_budget(tmp_path):
+    from click.testing import CliRunner
+    from autotune.cli import main
+    out = tmp_path / "run"
+    base = ["fusion", SMALL, "--hw-budget", "0", "--cost-model", "analytical", "--store", "none", "--no-progress",
+            "--seed", "2"]
+    r = CliRunner().invoke(main, base + ["--budget", "2s", "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    first = json.loads((out / "report.json").read_text())
+    assert first["elapsed_s"] == pytest.approx(2.0, abs=0.5) and first["resumed_from"] is None
+    # the whole budget is spent: resuming with the same --budget is refused (one line, exit 2)
+    r = CliRunner().invoke(main, base + ["--budget", "2s", "--resume", str(out)])
+    assert r.exit_code == 2 and "already used" in r.stderr and len(r.stderr.splitlines()) == 1
+    # a larger --budget continues for what is left of it, and says so
+    r = CliRunner().invoke(main, base + ["--budget", "3.5s", "--resume", str(out)])
+    assert r.exit_code == 0, r.output
+    assert "resuming" in r.stderr and "left" in r.stderr
+    rep = json.loads((out / "report.json").read_text())
+    assert rep["resumed_from"]["evaluations"] == first["evaluations"]
+    assert rep["resumed_from"]["remaining_s"] == pytest.approx(3.5 - first["elapsed_s"], abs=0.05)
+    assert rep["elapsed_s"] == pytest.approx(3.5, abs=0.5) and rep["evaluations"] > first["evaluations"]
+
+
+def test_fingerprint_names_what_differs(space, tmp_path):
+    from search.base import get_strategy
+    fp = {"program": "p", "target": "tpu", "cost_model": "analytical", "strategy": "random", "evaluator": "sim",
+          "seed": 0}
+    t = Tuner(space, _kernel_cost, get_strategy("random")(space), budget=0.2, out_dir=tmp_path, progress=False,
+              fingerprint=fp)
+    t.run()
+    for key, value, fragment in (("target", "cpu", "--target tpu, not cpu"), ("evaluator", "xla", "--evaluator sim"),
+                                 ("program", "q", "another program")):
+        other = Tuner(space, _kernel_cost, get_strategy("random")(space), budget=5, out_dir=tmp_path,
+                      progress=False, fingerprint={**fp, key: value})
+        with pytest.raises(TuningError, match=fragment):
+            other.resume(tmp_path)
+    ok = Tuner(space, _kernel_cost, get_strategy("random")(space), budget=5, out_dir=tmp_path, progress=False,
+               fingerprint=fp)
+    ok.resume(tmp_path)
+    assert ok.budget.seconds == pytest.approx(5 - t._elapsed(), abs=0.05)
+
+
+def test_kernel_sum_verification_failures_are_warnings(space):
+    """The simulator path: a configuration whose kernel fails is skipped with its reason; nothing
+    measurable is a failed verification (one warning line), never a silent null."""
+    from hardware.base import Measurement
+    from hardware.simulator import TpuSimulator
+    from search.base import get_strategy
+
+    class Failing(TpuSimulator):
+        def __init__(self, bad: set):
+            super().__init__(noise=0.0)
+            self.bad = bad
+
+        def _measure_batch(self, kernels, tiles):
+            ok = super()._measure_batch(kernels, tiles)
+            return [Measurement.failure("compile_error: scripted") if k.hash in self.bad else m
+                    for k, m in zip(kernels, ok)]
+
+    t = Tuner(space, _kernel_cost, get_strategy("annealing")(space, seed=0), budget=None, progress=False,
+              max_evaluations=200, top_k_verify=3, hw_budget=30)
+    r = t.run()
+    best = t.top_predicted()[0][1]
+    only_in_best = {k.hash for k in space.kernels(best)} - {k.hash for k in space.kernels(space.default())}
+    assert only_in_best
+    t.evaluator = Failing(only_in_best)
+    t.verify(r)
+    assert r.verification["status"] == "verified" and r.verified[0]["status"].startswith("kernel")
+    assert any("best predicted configuration failed" in w for w in r.warnings)
+    everything = {k.hash for _, c in t.top_predicted() for k in space.kernels(c)} | \
+        {k.hash for k in space.kernels(space.default())}
+    r2 = Tuner(space, _kernel_cost, get_strategy("annealing")(space, seed=0), budget=None, progress=False,
+               max_evaluations=200, top_k_verify=3, hw_budget=30, evaluator=Failing(everything)).run()
+    assert r2.verification_failed and r2.measured_best is None and r2.measured_default is None
+    assert len(r2.warnings) == 1 and r2.warnings[0].startswith("verification failed")

@@ -8,8 +8,6 @@ import numpy as np
 import pytest
 
 from autotune.dataset import build_dataset
-from hardware.base import Budget as _REAL_BUDGET
-from hardware.base import Measurement
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -60,51 +58,6 @@ def test_md_table_and_formats():
     assert t.splitlines() == ["| a | b |", "|---|---:|", "| x | 0.1% |", "| y | - |"]
     assert paper._f(1.23456, "x") == "1.235x" and paper._f(0.05, "top1") == "5.00%"
     assert paper._f(12.345, "mape_all") == "12.3%" and paper._f(0.5, "kendall_all") == "0.500"
-
-
-class _ScriptedTimer:
-    """End-to-end timings from a script per program text (the last value repeats); each timing
-    advances a fake clock by one second."""
-
-    def __init__(self, script: dict, clock: dict):
-        self.script = {k: list(v) for k, v in script.items()}
-        self.clock = clock
-        self.calls: list = []
-
-    def measure_program(self, text: str):
-        self.clock["t"] += 1.0
-        self.calls.append(text)
-        seq = self.script[text]
-        v = seq.pop(0) if len(seq) > 1 else seq[0]
-        return Measurement(v) if v is not None else Measurement.failure("crashed")
-
-
-def _verify(monkeypatch, script: dict, order: list, seconds: float, default, share: float):
-    import hardware.base as hb
-    clock = {"t": 0.0}
-    monkeypatch.setattr(hb, "Budget", lambda s: _REAL_BUDGET(s, clock=lambda: clock["t"]))
-    ev = _ScriptedTimer(script, clock)
-    best, n = paper._verify_end_to_end(ev, iter(order), seconds, default, screen_share=share)
-    return best, n, ev.calls
-
-
-def test_verify_end_to_end_races_the_default_against_the_finalists(monkeypatch):
-    # the default's screening run was slowed by interference (1.10); its floor is 0.90. One timing
-    # each would keep fast1; racing the two fastest against the default finds the default's floor
-    script = {"default": [1.10, 0.90], "fast1": [0.95], "slow": [1.50], "fast2": [0.97]}
-    best, n, calls = _verify(monkeypatch, script, ["default", "fast1", "slow", "fast2"], 10.0, "default", 0.4)
-    assert calls[:4] == ["default", "fast1", "slow", "fast2"]  # screened once each in the given order
-    assert sorted(calls[4:]) == sorted(["fast1", "fast2", "default"] * 2) and n == 10
-    assert best == "default"
-
-
-def test_verify_end_to_end_never_keeps_a_failed_candidate(monkeypatch):
-    script = {"default": [1.0], "broken": [None], "fast": [0.8]}
-    best, n, calls = _verify(monkeypatch, script, ["default", "broken", "fast"], 6.0, "default", 0.5)
-    assert best == "fast" and "broken" not in calls[3:]
-    # from a random start there is no default to race against: the finalists race each other
-    best, _, calls = _verify(monkeypatch, {"a": [1.05, 0.7], "b": [1.0], "c": [1.1]}, ["a", "b", "c"], 8.0, None, 0.3)
-    assert best == "a" and set(calls[3:]) == {"a", "b"}
 
 
 def test_no_format_field_in_a_plain_string_literal():

@@ -6,38 +6,10 @@ import os
 import numpy as np
 import pytest
 
-from hardware.parity import ParityResult, config_for, output_error, summarize
+from hardware.parity import ParityResult, config_for, summarize
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FIXTURES = os.path.join(ROOT, "tests", "fixtures", "hlo")
-
-
-def test_output_error_relative_with_a_floor_for_cancellations():
-    ref = [np.array([1.0, 2.0, 1e-9], np.float64)]
-    assert output_error(ref, ref) == (0.0, True)
-    err, ok = output_error([np.array([1.0002, 2.0, 1e-9])], ref)
-    assert ok is False and err == pytest.approx(2e-4)
-    # an element ~0 next to large ones is measured against 1% of the array's magnitude
-    ref = [np.array([1.0, 1000.0, 1e-9], np.float64)]
-    err, ok = output_error([np.array([1.0, 1000.0, 1e-5])], ref)
-    assert ok and err == pytest.approx(1e-6, rel=1e-3)
-
-
-def test_output_error_exact_for_integers_and_non_finite_values():
-    assert output_error([np.array([1, 2])], [np.array([1, 3])])[1] is False
-    assert output_error([np.array([np.inf, 1.0])], [np.array([np.inf, 1.0])]) == (0.0, True)
-    assert output_error([np.array([np.nan, 1.0])], [np.array([np.nan, 1.0])]) == (0.0, True)
-    assert output_error([np.array([np.inf, 1.0])], [np.array([-np.inf, 1.0])])[1] is False
-    assert output_error([np.array([1.0, 1.0])], [np.array([np.nan, 1.0])])[1] is False
-
-
-def test_output_error_structure_must_match():
-    a = np.zeros((2, 3), np.float32)
-    assert output_error([a], [a, a])[1] is False
-    assert output_error([a.reshape(3, 2)], [a])[1] is False
-    assert output_error([a.astype(np.float64)], [a])[1] is False
-    bf = np.ones(4, np.float16)
-    assert output_error([bf * np.float16(1.001)], [bf])[1]  # 16-bit floats: 1e-2
 
 
 def test_config_for_names():
@@ -88,8 +60,7 @@ def test_illegal_in_place_fusion_is_caught_as_a_mismatch(tmp_path):
     from autotune.fusion import FusionConfig, FusionSpace
     from autotune.kernel import emit_fused_text
     from autotune.program import Program
-    from hardware.parity import parity_inputs
-    from hardware.xla import compile_hlo
+    from hardware.xla import compile_hlo, output_error
     path = os.path.join(FIXTURES, "dus_shifted_window.hlo")
     text = open(path).read()
     sp = FusionSpace(Program.from_text(text, path), "tpu")
@@ -100,4 +71,3 @@ def test_illegal_in_place_fusion_is_caught_as_a_mismatch(tmp_path):
     ref = compile_hlo(text)(*inputs)
     got = compile_hlo(emitted)(*inputs)
     assert output_error(got, ref)[1] is False
-    assert parity_inputs(text)[0].shape == (128, 64)

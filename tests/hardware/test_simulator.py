@@ -156,14 +156,11 @@ def test_constants_are_overridable():
 
 
 def test_calibration_on_tpugraphs_v3():
-    """Regression guard for the calibrated constants (skipped where the shared data is absent)."""
+    """Regression guard for the calibrated constants, on the vendored data/tpugraphs sample."""
     import importlib.util
     import os
     repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    path = os.environ.get("TPUGRAPHS_TILES", os.path.join(os.path.dirname(repo), "shared", "tpugraphs",
-                                                          "tile_kernels.json"))
-    if not os.path.exists(path):
-        pytest.skip("TpuGraphs tile data not available")
+    path = os.path.join(repo, "data", "tpugraphs", "tile_kernels.json")
     here = os.path.dirname(os.path.abspath(__file__))
     spec = importlib.util.spec_from_file_location(
         "calibrate_tpugraphs", os.path.join(here, "..", "..", "benchmarks", "calibrate_tpugraphs.py"))

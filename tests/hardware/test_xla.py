@@ -305,3 +305,72 @@ def test_hand_made_fusions_are_kept_and_measured(evaluator):
     assert [r["op_name"] for r in report] == ["f1", "f2"]
     assert [r["origins"] for r in report] == [["a"], ["ex"]]
     assert evaluator.measure_program(FUSED_PROGRAM).ok
+
+
+SMALL = REPO / "tests" / "fixtures" / "hlo" / "small"  # jax-lowered programs (generate.py)
+
+
+def test_donated_program_is_timed_as_given():
+    """jax.jit(..., donate_argnums=0): each execution consumes parameter 0's buffer; timing and
+    end-to-end measurement re-run it on fresh copies and leave the module unchanged."""
+    text = (SMALL / "donated_update.hlo").read_text()
+    assert "input_output_alias" in text and X.donated_parameters(text) == frozenset({0})
+    assert X.donated_parameters("HloModule m, buffer_donor={ (0, {}), (2, {1}) }\n") == frozenset({0, 2})
+    assert X.donated_parameters(EXP_ADD) == frozenset()
+    compiled = X.compile_hlo(text)
+    inputs = X.random_inputs(text)
+    args = compiled.put(inputs)
+    compiled.execute(args)
+    with pytest.raises(Exception, match="donated|deleted"):  # what donation does to a re-run
+        compiled.execute(args)
+    res = X.time_compiled(compiled, inputs, FAST)
+    assert res.seconds > 0 and len(res.repeats) == FAST.repeat
+    want = inputs[0] - 0.01 * inputs[1] * np.tanh(inputs[0])
+    np.testing.assert_allclose(compiled(*inputs)[0], want, rtol=1e-5, atol=1e-7)
+
+
+def test_64bit_parameters_keep_their_dtype():
+    """threefry kernels take u64 operands; jax's default 32-bit mode would truncate them."""
+    text = """HloModule wide
+ENTRY e {
+  x = u64[4] parameter(0)
+  c = u64[] constant(4294967296)
+  b = u64[4] broadcast(c), dimensions={}
+  ROOT a = u64[4] add(x, b)
+}"""
+    x = np.array([0, 1, 2, 3], dtype=np.uint64)
+    (out,) = X.compile_hlo(text)(x)
+    assert out.dtype == np.uint64 and out.tolist() == [2 ** 32, 2 ** 32 + 1, 2 ** 32 + 2, 2 ** 32 + 3]
+
+
+def test_output_error_metric():
+    a = np.array([1.0, 2.0, 0.0], np.float32)
+    assert X.output_error([a], [a]) == (0.0, True)
+    err, ok = X.output_error([a * (1 + 1e-3)], [a])
+    assert not ok and err == pytest.approx(1e-3, rel=1e-3)
+    assert X.output_error([a], [a, a]) == (float("inf"), False)
+    assert X.output_error([np.array([1, 2])], [np.array([1, 3])])[1] is False
+    nan = np.array([np.nan, 1.0])
+    assert X.output_error([nan], [nan])[1] and not X.output_error([np.array([0.0, 1.0])], [nan])[1]
+    # an element ~0 amid large ones is measured against 1% of the array's magnitude
+    assert X.output_error([np.array([1e-6, 100.0])], [np.array([0.0, 100.0])])[1]
+    v = X.verification_inputs([(np.dtype(np.float32), (8,)), (np.dtype(np.float32), (8, 8))], seed=1)
+    assert (v[0] >= 0).all() and (v[1] < 0).any()
+
+
+def test_measure_program_checks_outputs_against_a_reference(evaluator):
+    from autotune.fusion import FusionSpace
+    from autotune.kernel import EMITTED_CPU_COMPILE_OPTIONS, emit_fused_text
+    from autotune.program import Program
+    for name in ("donated_update", "random_normal", "two_outputs"):
+        original = (SMALL / f"{name}.hlo").read_text()
+        space = FusionSpace(Program.from_text(original), "cpu")
+        fused = emit_fused_text(space, space.default())
+        m = evaluator.measure_program(fused, reference=original, **EMITTED_CPU_COMPILE_OPTIONS)
+        assert m.ok and m.extra["outputs_match"] and m.extra["output_error"] <= X.OUTPUT_TOL, (name, m)
+        again = evaluator.measure_program(fused, **EMITTED_CPU_COMPILE_OPTIONS)  # compiled once, reused
+        assert again.ok and "outputs_match" not in again.extra
+    # a program that computes something else fails verification, whatever its speed
+    wrong = (SMALL / "exp_add.hlo").read_text().replace("exponential(", "tanh(")
+    m = evaluator.measure_program(wrong, reference=(SMALL / "exp_add.hlo").read_text())
+    assert not m.ok and m.status.startswith("output_mismatch") and m.extra["outputs_match"] is False

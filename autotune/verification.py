@@ -1,0 +1,125 @@
+"""Hardware verification of tuned programs: a race of whole programs timed end to end.
+
+XLA:CPU timings on a shared 2-core machine vary about 12% run to run (BENCHMARKS.md), more than
+most fusion gains, so timing each candidate once keeps whichever got a lucky run (the winner's
+curse). :func:`race_programs` spends a verification budget by this rule:
+
+1. the baseline (when given) is timed first: without it there is no speedup to report;
+2. screening: the candidates, in the order given (best predicted first), are timed once each while
+   less than ``screen_share`` of the budget is spent; the first candidate is always timed (the
+   budget is checked after it, so a budget smaller than two timings still verifies something);
+3. the race: the ``finalists`` fastest screened candidates and the baseline are timed again,
+   interleaved round robin (the order rotates each round, so that no program always runs right
+   after the same one), until the budget is spent or ``max_rounds`` rounds are done, and for at
+   least ``min_rounds`` rounds whatever the budget (one timing each keeps a lucky run);
+4. a program's estimate is the minimum over its timings (interference on a shared machine only
+   slows runs down); the winner is the raced program with the lowest estimate.
+
+A timing that fails (compile or run error, outputs that differ from the original program's, a
+crash) drops that program from the race with its reason; it is never the winner.
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Optional
+
+__all__ = ["RaceEntry", "Race", "race_programs"]
+
+# time_program(text, first) -> a hardware.base.Measurement; `first` is True for a program's first
+# timing (where the caller checks its outputs against the original program's).
+TimeProgram = Callable[[str, bool], Any]
+
+
+@dataclass
+class RaceEntry:
+    """One program of a race: its successful timings, and the reason it was dropped, if it was."""
+
+    text: str
+    timings: list = field(default_factory=list)   # seconds per execution, one per timing
+    status: str = "ok"
+    extra: dict = field(default_factory=dict)     # the first measurement's extra (e.g. output_error)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok" and bool(self.timings)
+
+    @property
+    def best(self) -> float:
+        """The estimate: the minimum over the timings (inf when dropped or never timed)."""
+        return min(self.timings) if self.ok else math.inf
+
+
+@dataclass
+class Race:
+    """What a race measured: every timed program (in first-timing order) and the winner's text."""
+
+    entries: dict                      # text -> RaceEntry
+    winner: Optional[str]
+    baseline: Optional[str]
+    timings: int                       # timings attempted (failed ones included)
+    rounds: int                        # race rounds after screening
+
+    def entry(self, text: Optional[str]) -> Optional[RaceEntry]:
+        return self.entries.get(text) if text is not None else None
+
+
+def race_programs(time_program: TimeProgram, texts: Iterable[str], seconds: Optional[float],
+                  baseline: Optional[str] = None, *, screen_share: float = 2 / 3, finalists: int = 2,
+                  max_rounds: Optional[int] = None, min_rounds: int = 0,
+                  clock: Callable[[], float] = time.monotonic) -> Race:
+    """Screen `texts` once each, then race the fastest against the baseline (module docstring).
+
+    `texts` may be lazy (a generator): a candidate is produced only when it is about to be timed.
+    `seconds=None` is no time limit (then give `max_rounds`).
+    """
+    start = clock()
+    limit = math.inf if seconds is None else float(seconds)
+
+    def elapsed() -> float:
+        return clock() - start
+
+    entries: dict = {}
+    n = 0
+
+    def time_once(text: str) -> None:
+        nonlocal n
+        entry = entries.get(text)
+        first = entry is None
+        if first:
+            entry = entries[text] = RaceEntry(text)
+        n += 1
+        m = time_program(text, first)
+        if first:
+            entry.extra = dict(getattr(m, "extra", {}) or {})
+        if m.ok:
+            entry.timings.append(float(m.seconds))
+        else:
+            entry.status = m.status
+
+    if baseline is not None:
+        time_once(baseline)
+    screened = 0
+    for text in texts:
+        if screened and elapsed() >= limit * screen_share:
+            break
+        if text not in entries:
+            time_once(text)
+            screened += 1
+    ok = [t for t, e in entries.items() if e.ok]
+    race = sorted((t for t in ok if t != baseline), key=lambda t: entries[t].best)[:max(1, finalists)]
+    if baseline in ok:
+        race.append(baseline)
+    rounds = 0
+    while len(race) > 1 and (rounds < min_rounds or elapsed() < limit) and (max_rounds is None or rounds < max_rounds):
+        shift = rounds % len(race)
+        for text in race[shift:] + race[:shift]:
+            if rounds >= min_rounds and elapsed() >= limit:
+                break
+            time_once(text)
+            if not entries[text].ok:
+                race.remove(text)
+        rounds += 1
+    winner = min(race, key=lambda t: entries[t].best) if race else None
+    return Race(entries, winner, baseline, n, rounds)
