@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import struct
+from dataclasses import dataclass
 from functools import cached_property
 from itertools import chain
 from typing import TYPE_CHECKING, Callable, Optional, Sequence
@@ -408,28 +409,78 @@ shift-right-logical sign sine sqrt stochastic-convert subtract tan tanh xor rng
 """.split())
 
 
-def _is_rearrange(ins: HloInstruction) -> bool:
-    return ins.opcode in ("reshape", "transpose")
+@dataclass(frozen=True)
+class _Rearrange:
+    """A value that is (or that XLA's passes before the mover will make) a reshape or transpose of
+    a value of shape `src_dims`: ReshapeMover's "rearrange" operand."""
+
+    kind: str            # "reshape" or "transpose"
+    src_dims: tuple
+    dims: tuple
+    perm: tuple = ()
+    virtual: bool = False  # a dot/broadcast XLA rewrites into a reshape (no reshape in our text)
+
+    def equivalent(self, other: "_Rearrange") -> bool:
+        return (self.kind, self.src_dims, self.dims, self.perm) == (other.kind, other.src_dims, other.dims, other.perm)
+
+    @property
+    def trivial(self) -> bool:
+        return self.src_dims == self.dims if self.kind == "reshape" else self.perm == tuple(range(len(self.perm)))
 
 
-def _equivalent_rearranges(a: HloInstruction, b: HloInstruction, by_name: dict) -> bool:
-    if a.opcode != b.opcode or a.shape.dims != b.shape.dims:
-        return False
-    if a.opcode == "transpose":
-        return tuple(a.parsed.get("dimensions", ())) == tuple(b.parsed.get("dimensions", ()))
-    return by_name[a.operands[0]].shape.dims == by_name[b.operands[0]].shape.dims
+def _canonical_dot_dims(ins: HloInstruction, by_name: dict) -> Optional[tuple]:
+    """The output dims of XLA's DotDecomposer canonical form of a dot ([batch..., M, N], M and N the
+    products of the free dimensions, omitted when 1; size-1 batch dims dropped as
+    BatchDotSimplification does), or None when XLA keeps the dot as it is."""
+    p = ins.parsed
+    lhs, rhs = by_name[ins.operands[0]].shape, by_name[ins.operands[1]].shape
+    lb, rb = tuple(p.get("lhs_batch_dims", ())), tuple(p.get("rhs_batch_dims", ()))
+    lc, rc = tuple(p.get("lhs_contracting_dims", ())), tuple(p.get("rhs_contracting_dims", ()))
+    canonical = (len(lc) == 1 and len(lb) + 2 >= lhs.rank and len(rb) + 2 >= rhs.rank
+                 and (lb or lc) and lb == tuple(range(len(lb))) and rb == tuple(range(len(rb)))
+                 and all(lhs.dims[d] != 1 for d in lb))
+    if canonical:
+        return None
+    m = n = 1
+    for d in range(lhs.rank):
+        if d not in lb and d not in lc:
+            m *= lhs.dims[d]
+    for d in range(rhs.rank):
+        if d not in rb and d not in rc:
+            n *= rhs.dims[d]
+    out = tuple(lhs.dims[d] for d in lb if lhs.dims[d] != 1) + ((m,) if m != 1 else ()) + ((n,) if n != 1 else ())
+    return out if out != ins.shape.dims else None
 
 
-def _trivially_rearrangeable(ins: HloInstruction, rearrange: HloInstruction, by_name: dict,
-                             users: dict) -> bool:
-    """ReshapeMover::CanTriviallyRearrange, taken in its most permissive form (every option on):
-    sinking more than XLA would is always exact; sinking less would leave XLA a fusion to rewrite."""
-    src = by_name[rearrange.operands[0]]
-    if rearrange.opcode == "reshape" and src.shape.dims == rearrange.shape.dims:
-        return True
-    perm = tuple(rearrange.parsed.get("dimensions", ()))
-    if rearrange.opcode == "transpose" and perm == tuple(range(len(perm))):
-        return True
+def _rearrange_of(ins: HloInstruction, by_name: dict) -> Optional[_Rearrange]:
+    """What ReshapeMover will see `ins` as: a rearrange, or None."""
+    if ins.shape.is_tuple:
+        return None
+    if ins.opcode == "reshape":
+        src = by_name[ins.operands[0]]
+        if src.opcode == "dot" and _canonical_dot_dims(src, by_name) == ins.shape.dims:
+            return None  # reshape(reshape(canonical dot)): XLA folds it to the canonical dot itself
+        return _Rearrange("reshape", src.shape.dims, ins.shape.dims)
+    if ins.opcode == "transpose":
+        return _Rearrange("transpose", by_name[ins.operands[0]].shape.dims, ins.shape.dims,
+                          tuple(ins.parsed.get("dimensions", ())))
+    if ins.opcode == "dot":
+        canon = _canonical_dot_dims(ins, by_name)
+        return _Rearrange("reshape", canon, ins.shape.dims, virtual=True) if canon is not None else None
+    if ins.opcode == "broadcast" and ins.operands:
+        # AlgebraicSimplifier turns a broadcast that only inserts size-1 dims into a reshape.
+        src = by_name[ins.operands[0]].shape
+        dims = tuple(ins.parsed.get("dimensions", ()))
+        if src.rank and list(dims) == sorted(dims) and src.elements == ins.shape.elements \
+                and tuple(ins.shape.dims[d] for d in dims) == src.dims:
+            return _Rearrange("reshape", src.dims, ins.shape.dims, virtual=True)
+    return None
+
+
+def _trivially_rearrangeable(ins: HloInstruction, users: dict) -> bool:
+    """ReshapeMover::CanTriviallyRearrange for a non-rearrange operand, in its most permissive form
+    (every option on): sinking more than XLA would is exact; sinking less leaves XLA a fusion to
+    break."""
     if ins.opcode == "constant" or (ins.opcode == "rng" and users.get(ins.name, 0) == 1):
         return True
     if ins.opcode == "broadcast":
@@ -438,12 +489,15 @@ def _trivially_rearrangeable(ins: HloInstruction, rearrange: HloInstruction, by_
     return False
 
 
-def _first_nontrivial_rearrange(ops: list, by_name: dict, users: dict) -> Optional[HloInstruction]:
-    for o in ops:
-        ins = by_name[o]
-        if _is_rearrange(ins) and not _trivially_rearrangeable(by_name[ins.operands[0]], ins, by_name, users):
-            return ins
-    return None
+def _movable(ins: HloInstruction, fused: dict) -> bool:
+    """XLA's IsElementwise for an emitted instruction (a fusion: all its instructions are)."""
+    if ins.opcode == "fusion":
+        body = fused.get(ins.parsed["calls"][0])
+        return body is not None and all(b.opcode == "parameter" or b.opcode in _XLA_ELEMENTWISE
+                                        for b in body.instructions)
+    # A plain elementwise op: XLA moves it too, which can make a fusion movable next.
+    return (ins.opcode in _XLA_ELEMENTWISE and ins.opcode not in ("rng", "copy", "constant")
+            and bool(ins.operands) and not ins.shape.is_tuple)
 
 
 def sink_rearranges_through_fusions(comp: HloComputation, fused: dict, fresh) -> None:
@@ -454,12 +508,17 @@ def sink_rearranges_through_fusions(comp: HloComputation, fused: dict, fresh) ->
     XLA's mover treats an elementwise-only fusion as an elementwise instruction, clones it with the
     new shape but keeps its fused computation, and the verifier then rejects the module ("Fused
     computation shape ... is not equal to the fusion shape"): emitting the moved form ourselves
-    leaves it nothing to move. Exact: elementwise ops commute with rearranges of all operands.
+    leaves it nothing to move. The passes that run before the mover count: a dot that XLA's
+    DotDecomposer canonicalizes and a broadcast that only inserts size-1 dims become reshapes
+    there, so they count as reshapes here (the moved fusion reads an explicit reshape of them,
+    which XLA folds). Exact: elementwise ops commute with rearranges of all their operands.
     `fused` maps fused-computation names to the computations emitted for `comp` (updated in place).
     """
     changed = True
-    while changed:
+    rounds = 0
+    while changed and rounds < 64:  # each round sinks one layer of rearranges; real chains are short
         changed = False
+        rounds += 1
         by_name = {i.name: i for i in comp.instructions}
         users: dict[str, int] = {}
         for i in comp.instructions:
@@ -467,61 +526,56 @@ def sink_rearranges_through_fusions(comp: HloComputation, fused: dict, fresh) ->
                 users[o] = users.get(o, 0) + 1
         out: list[HloInstruction] = []
         for ins in comp.instructions:
-            body = fused.get(ins.parsed["calls"][0]) if ins.opcode == "fusion" else None
-            if body is not None:
-                movable = all(b.opcode == "parameter" or b.opcode in _XLA_ELEMENTWISE for b in body.instructions)
-            else:  # a plain elementwise op: XLA moves it too, which can make a fusion movable next
-                movable = ins.opcode in _XLA_ELEMENTWISE and ins.opcode not in ("rng", "copy", "constant") \
-                    and bool(ins.operands) and not ins.shape.is_tuple
-            if not movable:
+            if not _movable(ins, fused):
                 out.append(ins)
                 continue
-            rearrange = _first_nontrivial_rearrange(ins.operands, by_name, users)
-            if rearrange is None or not all(
-                    (_is_rearrange(by_name[o]) and _equivalent_rearranges(by_name[o], rearrange, by_name))
-                    or (not _is_rearrange(by_name[o])
-                        and _trivially_rearrangeable(by_name[o], rearrange, by_name, users))
-                    for o in ins.operands):
+            ops = [by_name[o] for o in ins.operands]
+            arr = [_rearrange_of(o, by_name) for o in ops]
+            first = next((a for a, o in zip(arr, ops) if a is not None and not a.trivial and (
+                a.virtual or not _trivially_rearrangeable(by_name[o.operands[0]], users))), None)
+            if first is None or not all((a is not None and a.equivalent(first))
+                                        or (a is None and _trivially_rearrangeable(o, users))
+                                        or (a is not None and a.trivial)
+                                        for a, o in zip(arr, ops)):
                 out.append(ins)
                 continue
-            src_shape = by_name[rearrange.operands[0]].shape
-            perm = tuple(rearrange.parsed.get("dimensions", ()))
+            src = Shape("f32", first.src_dims)  # dims only: each value keeps its element type
             dims = ins.shape.dims
             new_ops = []
-            for o in ins.operands:
-                op = by_name[o]
-                if _is_rearrange(op) and _equivalent_rearranges(op, rearrange, by_name):
-                    new_ops.append(op.operands[0])
+            for o, a in zip(ops, arr):
+                if a is not None and a.equivalent(first) and (not a.virtual or o.opcode == "broadcast"):
+                    new_ops.append(o.operands[0])  # (a size-1-dims broadcast reads the same elements)
                     continue
-                if op.shape.dims != dims:  # a scalar bound of clamp/select: shape-independent
-                    new_ops.append(o)
+                if o.shape.dims != dims:  # a scalar bound of clamp/select: shape-independent
+                    new_ops.append(o.name)
                     continue
-                # Inverse rearrange of a constant/broadcast/rng operand, as a new instruction.
-                new_shape = Shape(op.shape.dtype, src_shape.dims, src_shape.layout, src_shape.dynamic)
-                if rearrange.opcode == "reshape":
-                    inv = HloInstruction(fresh(f"{o}.unreshaped"), "reshape", new_shape, [o])
+                # Inverse rearrange of a dot/constant/broadcast/rng operand, as a new instruction.
+                new_shape = Shape(o.shape.dtype, src.dims, None, (False,) * len(src.dims))
+                if first.kind == "reshape":
+                    inv = HloInstruction(fresh(f"{o.name}.unreshaped"), "reshape", new_shape, [o.name])
                 else:
-                    inverse = [0] * len(perm)
-                    for k, d in enumerate(perm):
+                    inverse = [0] * len(first.perm)
+                    for k, d in enumerate(first.perm):
                         inverse[d] = k
-                    text = "{" + ",".join(map(str, inverse)) + "}"
-                    inv = HloInstruction(fresh(f"{o}.untransposed"), "transpose", new_shape, [o],
-                                         {"dimensions": text}, {"dimensions": tuple(inverse)})
+                    inv = HloInstruction(fresh(f"{o.name}.untransposed"), "transpose", new_shape, [o.name],
+                                         {"dimensions": "{" + ",".join(map(str, inverse)) + "}"},
+                                         {"dimensions": tuple(inverse)})
                 out.append(inv)
                 new_ops.append(inv.name)
+            body = fused.get(ins.parsed["calls"][0]) if ins.opcode == "fusion" else None
             for b in body.instructions if body is not None else ():
                 # elementwise: every value but scalar bounds has the fusion's dims
                 if not b.shape.is_tuple and b.shape.dims == dims:
-                    b.shape = Shape(b.shape.dtype, src_shape.dims, src_shape.layout, src_shape.dynamic)
+                    b.shape = Shape(b.shape.dtype, src.dims, None, (False,) * len(src.dims))
             moved = ins.copy(name=fresh(f"{ins.name}.sunk"), operands=new_ops, is_root=False,
-                             shape=Shape(ins.shape.dtype, src_shape.dims, src_shape.layout, src_shape.dynamic))
+                             shape=Shape(ins.shape.dtype, src.dims, None, (False,) * len(src.dims)))
             out.append(moved)
-            if rearrange.opcode == "reshape":
+            if first.kind == "reshape":
                 out.append(HloInstruction(ins.name, "reshape", ins.shape, [moved.name], is_root=ins.is_root))
             else:
                 out.append(HloInstruction(ins.name, "transpose", ins.shape, [moved.name],
-                                          {"dimensions": rearrange.attrs["dimensions"]},
-                                          {"dimensions": perm}, is_root=ins.is_root))
+                                          {"dimensions": "{" + ",".join(map(str, first.perm)) + "}"},
+                                          {"dimensions": first.perm}, is_root=ins.is_root))
             changed = True
         comp.instructions = out
         comp._by_name = None
