@@ -166,7 +166,7 @@ def emit(program: str, target: str, config_path: Optional[str], output: str, no_
     prog, _ = _load(program)
     space = FusionSpace(prog, target)
     cfg = _load_config(space, config_path)
-    text = emit_fused_text(space, cfg, metadata=not no_metadata)
+    text = emit_fused_text(space, cfg, metadata=not no_metadata, header=True)
     Path(output).write_text(text)
     kernels = len(space.state(cfg).refs())
     click.echo(f"wrote {output}: {kernels} kernels, {cfg.count()}/{space.n_edges} edges fused", err=True)

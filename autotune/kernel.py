@@ -286,6 +286,9 @@ def _attached_computations(module: HloModule, roots: Sequence[str]) -> list[HloC
 # * reshape-mover disabled: it treats a hand-made fusion of elementwise ops as an elementwise
 #   instruction and sinks a degenerate reshape through it by cloning the fusion with a new shape but
 #   the old fused computation -> "Fused computation shape ... is not equal to the fusion shape".
+# XLA's passes that decide fusion (what `disable_fusion` turns off).
+XLA_FUSION_PASSES = ("fusion", "priority-fusion", "multi_output_fusion", "horizontal-loop-fusion",
+                     "sibling-fusion", "fusion-merger")
 EMITTED_CPU_COMPILE_OPTIONS = {"disable_fusion": True,
                                "xla_flags": {"xla_disable_hlo_passes": "reshape-mover"}}
 
@@ -581,10 +584,27 @@ def sink_rearranges_through_fusions(comp: HloComputation, fused: dict, fresh) ->
         comp._by_name = None
 
 
+def compile_flags_text() -> str:
+    """EMITTED_CPU_COMPILE_OPTIONS as the XLA_FLAGS value a user passes to run an emitted program."""
+    passes = [*XLA_FUSION_PASSES, *EMITTED_CPU_COMPILE_OPTIONS["xla_flags"]["xla_disable_hlo_passes"].split(",")]
+    return "--xla_disable_hlo_passes=" + ",".join(dict.fromkeys(passes))
+
+
 def emit_fused_text(space: "FusionSpace", cfg: "FusionConfig", metadata: bool = True,
-                    kind: Optional[str] = None, keep: Optional[Callable[["KernelRef"], bool]] = None) -> str:
-    """`emit_fused_module` as HLO text."""
-    return emit_fused_module(space, cfg, metadata, kind, keep).to_text()
+                    kind: Optional[str] = None, keep: Optional[Callable[["KernelRef"], bool]] = None,
+                    header: bool = False) -> str:
+    """`emit_fused_module` as HLO text; `header` starts it with comment lines (which XLA's parser
+    skips) saying what it holds and how to compile it so that its fusions are the kernels that run."""
+    text = emit_fused_module(space, cfg, metadata, kind, keep).to_text()
+    if not header:
+        return text
+    n = len(space.state(cfg).refs())
+    lines = [f"// autotune: {space.program.name or 'program'} for target {space.rules.name}: "
+             f"{n} kernels, {cfg.count()} of {space.n_edges} fusible edges fused.",
+             "// Each fusion is one tuned kernel. Compiled with XLA's default options XLA re-decides fusion",
+             "// around them; to run exactly these kernels (as autotune measured them), compile with",
+             f'// XLA_FLAGS="{compile_flags_text()}"']
+    return "\n".join(lines) + "\n" + text
 
 
 def cpu_checkable_text(space: "FusionSpace", cfg: "FusionConfig") -> str:
@@ -601,4 +621,4 @@ def cpu_checkable_text(space: "FusionSpace", cfg: "FusionConfig") -> str:
                                comps[r.comp], r.root, r.members))
 
 
-__all__ = ["Kernel", "EMITTED_CPU_COMPILE_OPTIONS", "emit_fused_module", "emit_fused_text", "cpu_checkable_text", "instruction_signature", "shape_signature"]
+__all__ = ["Kernel", "EMITTED_CPU_COMPILE_OPTIONS", "emit_fused_module", "emit_fused_text", "cpu_checkable_text", "compile_flags_text", "instruction_signature", "shape_signature"]

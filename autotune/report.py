@@ -87,7 +87,7 @@ def write_fusion_outputs(out_dir: "str | Path", space: Any, result: Any, meta: d
     save_config(space, chosen, out / "best_config.json",
                 {"predicted_cost_s": result.best_cost if chosen is result.best else None,
                  "measured_cost_s": result.measured_best})
-    fused = result.fused_text if result.fused_text is not None else emit_fused_text(space, chosen)
+    fused = result.fused_text if result.fused_text is not None else emit_fused_text(space, chosen, header=True)
     (out / "fused.hlo").write_text(fused)
     write_json(out / "report.json", report)
     try:

@@ -566,7 +566,7 @@ class Tuner:
 
         def emit(cfg: FusionConfig) -> Optional[str]:
             try:
-                return emit_fused_text(space, cfg)  # exactly as write_fusion_outputs writes fused.hlo
+                return emit_fused_text(space, cfg, header=True)  # exactly as write_fusion_outputs writes fused.hlo
             except Exception as e:  # an emitter bug must not lose the run: record it, go on
                 emit_failures.append(f"emit_error: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
                 return None

@@ -305,8 +305,8 @@ def compile_hlo(text: str, *, disable_fusion: bool = False,
     flags = dict(xla_flags or {})
     if disable_fusion:
         passes = [p for p in str(flags.get("xla_disable_hlo_passes", "")).split(",") if p]
-        passes += ["fusion", "priority-fusion", "multi_output_fusion", "horizontal-loop-fusion",
-                   "sibling-fusion", "fusion-merger"]
+        from autotune.kernel import XLA_FUSION_PASSES
+        passes += list(XLA_FUSION_PASSES)
         flags["xla_disable_hlo_passes"] = ",".join(dict.fromkeys(passes))
     stablehlo = api.hlo_to_stablehlo(_proto(text))
     opts = api.CompileOptions()
