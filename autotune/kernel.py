@@ -492,6 +492,12 @@ def _trivially_rearrangeable(ins: HloInstruction, users: dict) -> bool:
     return False
 
 
+def _rearranges_trivial_value(ins: HloInstruction, by_name: dict, users: dict) -> bool:
+    """A real reshape/transpose of a constant or broadcast: AlgebraicSimplifier folds it into a
+    constant or broadcast (trivially rearrangeable) before the mover looks."""
+    return ins.opcode in ("reshape", "transpose") and _trivially_rearrangeable(by_name[ins.operands[0]], users)
+
+
 def _movable(ins: HloInstruction, fused: dict) -> bool:
     """XLA's IsElementwise for an emitted instruction (a fusion: all its instructions are)."""
     if ins.opcode == "fusion":
@@ -538,7 +544,7 @@ def sink_rearranges_through_fusions(comp: HloComputation, fused: dict, fresh) ->
                 a.virtual or not _trivially_rearrangeable(by_name[o.operands[0]], users))), None)
             if first is None or not all((a is not None and a.equivalent(first))
                                         or (a is None and _trivially_rearrangeable(o, users))
-                                        or (a is not None and a.trivial)
+                                        or (a is not None and (a.trivial or _rearranges_trivial_value(o, by_name, users)))
                                         for a, o in zip(arr, ops)):
                 out.append(ins)
                 continue
@@ -607,18 +613,53 @@ def emit_fused_text(space: "FusionSpace", cfg: "FusionConfig", metadata: bool = 
     return "\n".join(lines) + "\n" + text
 
 
-def cpu_checkable_text(space: "FusionSpace", cfg: "FusionConfig") -> str:
-    """A configuration of any target emitted so that XLA:CPU (this machine) can run it: every
-    fusion kLoop, and single-instruction kernels and kernels XLA:CPU cannot compile as one loop
-    fusion (`CpuRules.loop_fusion_compiles`) emitted unfused. For the `cpu` target this is the
-    emitted program itself."""
-    from .fusion import CpuRules
+@dataclass
+class CpuCheckable:
+    """A configuration rendered for XLA:CPU (`cpu_checkable`): the text, and how many of the
+    configuration's multi-instruction kernels it holds as fusions."""
+
+    text: str
+    fusions_checked: int
+    fusions_total: int
+
+
+def cpu_checkable(space: "FusionSpace", cfg: "FusionConfig") -> CpuCheckable:
+    """A configuration of any target emitted so that XLA:CPU (this machine) can run it.
+
+    For the `cpu` target: the emitted program itself. For others: every fusion kLoop (kinds say how
+    to generate code, not what is computed); a kernel XLA:CPU cannot compile as one loop fusion
+    (`CpuRules.loop_fusion_compiles`) is split into single-instruction kernels (its inner edges
+    unfused), and single instructions XLA:CPU cannot compile as a loop fusion are emitted plain.
+    Emitting the split kernels' elementwise ops plain would let XLA's simplifier and ReshapeMover
+    rewrite them into reshapes around the checked fusions, which the real emission never has."""
+    from .fusion import CpuRules, FusionConfig
+    refs = space.state(cfg).refs()
+    multi = [r for r in refs if len(r.members) > 1]
     if space.rules.name == "cpu":
-        return emit_fused_text(space, cfg, metadata=False)
+        return CpuCheckable(emit_fused_text(space, cfg, metadata=False), len(multi), len(multi))
     comps = space.program.computations
-    return emit_fused_text(space, cfg, metadata=False, kind="kLoop",
-                           keep=lambda r: len(r.members) > 1 and CpuRules.loop_fusion_compiles(
-                               comps[r.comp], r.root, r.members))
+
+    def compiles(r) -> bool:
+        return CpuRules.loop_fusion_compiles(comps[r.comp], r.root, r.members)
+
+    bits = bytearray(cfg.bits)
+    checked = 0
+    for r in multi:
+        if compiles(r):
+            checked += 1
+            continue
+        mset = set(r.members)
+        for m in r.members:
+            for e, p in space.in_edges[r.comp][m]:
+                if p in mset:
+                    bits[e] = 0
+    text = emit_fused_text(space, FusionConfig(bits), metadata=False, kind="kLoop", keep=compiles)
+    return CpuCheckable(text, checked, len(multi))
 
 
-__all__ = ["Kernel", "EMITTED_CPU_COMPILE_OPTIONS", "emit_fused_module", "emit_fused_text", "cpu_checkable_text", "compile_flags_text", "instruction_signature", "shape_signature"]
+def cpu_checkable_text(space: "FusionSpace", cfg: "FusionConfig") -> str:
+    """`cpu_checkable(space, cfg).text`."""
+    return cpu_checkable(space, cfg).text
+
+
+__all__ = ["Kernel", "EMITTED_CPU_COMPILE_OPTIONS", "emit_fused_module", "emit_fused_text", "cpu_checkable", "CpuCheckable", "cpu_checkable_text", "compile_flags_text", "instruction_signature", "shape_signature"]

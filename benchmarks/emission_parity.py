@@ -7,8 +7,8 @@ re-read by our parser and XLA's, compiled by XLA:CPU with XLA's default options 
 user does with fused.hlo) and with the options the evaluator measures with (`measure`), run on the
 same random inputs as the original, and its outputs compared (metric and tolerance:
 `hardware.parity`). `tpu` configurations are checked in the form XLA:CPU can run: every fusion
-kLoop, kernels XLA:CPU cannot compile as one loop fusion emitted unfused; the table says how many
-of their multi-instruction kernels were checked as fusions.
+kLoop, kernels XLA:CPU cannot compile as one loop fusion split into single instructions; the table
+says how many of their multi-instruction kernels were checked as fusions.
 
 Usage: python benchmarks/emission_parity.py [--configs 3] [--targets cpu,tpu] [--corpus all]
          [--programs a,b] [--jobs 2] [--json out.json] [--md out.md]
