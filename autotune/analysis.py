@@ -100,27 +100,30 @@ class Cost:
 
 TRANSCENDENTAL_OPCODES: frozenset = frozenset((
     "exponential", "exponential-minus-one", "log", "log-plus-one", "logistic", "power", "sqrt",
-    "rsqrt", "cbrt", "sine", "cosine", "tan", "tanh", "atan2", "erf"))
+    "rsqrt", "cbrt", "sine", "cosine", "tan", "tanh", "atan2", "erf", "acos", "acosh", "asin",
+    "asinh", "atan", "atanh", "cosh", "sinh"))
 
 ELEMENTWISE_OPCODES: frozenset = TRANSCENDENTAL_OPCODES | frozenset((
     "abs", "add", "and", "bitcast-convert", "ceil", "clamp", "compare", "complex", "convert",
-    "count-leading-zeros", "divide", "floor", "imag", "is-finite", "maximum", "minimum", "multiply",
+    "count-leading-zeros", "divide", "floor", "imag", "is-finite", "maximum", "minimum", "mulhi", "multiply",
     "negate", "not", "or", "popcnt", "real", "reduce-precision", "remainder", "round-nearest-afz",
     "round-nearest-even", "select", "shift-left", "shift-right-arithmetic", "shift-right-logical",
     "sign", "stochastic-convert", "subtract", "xor"))
 
 # Element widths as XLA:CPU sizes them (sub-byte types occupy a byte each).
 _ELEMENT_BYTES: dict = {
-    "pred": 1, "s2": 1, "u2": 1, "s4": 1, "u4": 1, "s8": 1, "u8": 1, "s16": 2, "u16": 2, "s32": 4,
+    "pred": 1, "s1": 1, "u1": 1, "s2": 1, "u2": 1, "s4": 1, "u4": 1, "s8": 1, "u8": 1, "s16": 2, "u16": 2, "s32": 4,
     "u32": 4, "s64": 8, "u64": 8, "f16": 2, "bf16": 2, "f32": 4, "f64": 8, "c64": 8, "c128": 16,
     "f8e4m3fn": 1, "f8e5m2": 1, "f8e4m3b11fnuz": 1, "f8e5m2fnuz": 1, "f8e4m3fnuz": 1, "f8e4m3": 1,
     "f8e3m4": 1, "f8e8m0fnu": 1, "f4e2m1fn": 1, "token": 0, "opaque": 8,
 }
 _POINTER = 8
+_DYNAMIC_SIZE_BYTES = 4  # the s32 size of each dim that a dynamic array carries with its data
 
 
 def shape_size(shape: Shape) -> float:
-    """XLA:CPU `ShapeSizeBytes`: array bytes; a tuple is its index table (8 bytes per element)."""
+    """XLA:CPU `ShapeSizeBytes`: array bytes (a dynamic shape adds its s32 size per dim); a tuple
+    is its index table (8 bytes per element)."""
     if shape.tuple_shapes is not None:
         return _POINTER * len(shape.tuple_shapes)
     if shape.dtype == "opaque":
@@ -128,6 +131,8 @@ def shape_size(shape: Shape) -> float:
     n = _ELEMENT_BYTES.get(shape.dtype, 4)
     for d in shape.dims:
         n *= d if d > 0 else 0
+    if any(shape.dynamic):
+        n += _DYNAMIC_SIZE_BYTES * len(shape.dims)
     return n
 
 
@@ -525,16 +530,33 @@ def _fft(a: _Analyzer, ins: HloInstruction, comp: HloComputation) -> Cost:
 
 
 def _triangular_solve(a: _Analyzer, ins: HloInstruction, comp: HloComputation) -> Cost:
-    c = a.default(ins, comp)
+    # Half of the triangular matrix is read.
     amat = a.operand(ins, comp, 0).shape
-    c.flops = 2.0 * (amat.dims[-1] if amat.dims else 1) * _elements(a.operand(ins, comp, 1).shape)
-    return c
+    b = a.operand(ins, comp, 1).shape
+    flops = 2.0 * (amat.dims[-1] if amat.dims else 1) * _elements(b)
+    return Cost(flops, 0.0, shape_size(amat) / 2.0 + shape_size(b), shape_size(ins.shape))
 
 
 def _cholesky(a: _Analyzer, ins: HloInstruction, comp: HloComputation) -> Cost:
-    c = a.default(ins, comp)
+    # Half of the operand is read and half of the output written (one triangle).
     amat = a.operand(ins, comp, 0).shape
-    c.flops = float(((amat.dims[-1] if amat.dims else 1) * _elements(amat)) // 3)
+    flops = float(((amat.dims[-1] if amat.dims else 1) * _elements(amat)) // 3)
+    half = shape_size(amat) / 2.0
+    return Cost(flops, 0.0, half, half)
+
+
+def _scan(a: _Analyzer, ins: HloInstruction, comp: HloComputation) -> Cost:
+    # XLA (jaxlib 0.10.2) scales the step computation by the elements of operand 1 (the first
+    # carry, or the second input); with a single operand, we take the scan length instead.
+    if len(ins.operands) > 1:
+        count = _elements(a.operand(ins, comp, 1).shape)
+    else:
+        dims = ins.parsed.get("dimensions") or (0,)
+        shape = a.operand(ins, comp, 0).shape
+        count = shape.dims[dims[0]] if dims[0] < shape.rank else 1
+    c = a.total(ins.parsed["to_apply"]).scaled(count)
+    d = a.default(ins, comp)
+    c.bytes_read, c.bytes_written = d.bytes_read, d.bytes_written
     return c
 
 
@@ -601,7 +623,7 @@ def _custom_call(a: _Analyzer, ins: HloInstruction, comp: HloComputation) -> Cos
 _HANDLERS: dict = {}
 for _op in ELEMENTWISE_OPCODES:
     _HANDLERS[_op] = _transcendental if _op in TRANSCENDENTAL_OPCODES else _elementwise
-for _op in ("parameter", "constant", "get-tuple-element", "bitcast", "after-all", "add-dependency"):
+for _op in ("parameter", "constant", "get-tuple-element", "bitcast", "after-all", "add-dependency", "domain"):
     _HANDLERS[_op] = _free
 _HANDLERS.update({
     "tuple": _tuple, "transpose": _transpose, "slice": _slice, "dynamic-slice": _dynamic_slice,
@@ -611,7 +633,8 @@ _HANDLERS.update({
     "rng": _rng, "rng-bit-generator": _rng, "fft": _fft, "triangular-solve": _triangular_solve,
     "cholesky": _cholesky, "fusion": _fusion, "while": _while, "conditional": _conditional,
     "call": _call, "custom-call": _custom_call, "all-reduce-start": _all_reduce,
-    "async-start": _async_start, "ragged-dot": _ragged_dot,
+    "collective-reduce": _all_reduce, "async-start": _async_start, "ragged-dot": _ragged_dot,
+    "scaled-dot": _dot, "scan": _scan,
 })
 
 

@@ -17,27 +17,30 @@ from typing import Any, Iterable, Optional
 # Element types and opcodes
 
 DTYPE_BYTES: dict[str, float] = {
-    "pred": 1, "s2": 0.25, "u2": 0.25, "s4": 0.5, "u4": 0.5, "s8": 1, "u8": 1, "s16": 2, "u16": 2,
+    "pred": 1, "s1": 0.125, "u1": 0.125, "s2": 0.25, "u2": 0.25, "s4": 0.5, "u4": 0.5, "s8": 1, "u8": 1, "s16": 2, "u16": 2,
     "s32": 4, "u32": 4, "s64": 8, "u64": 8, "f16": 2, "bf16": 2, "f32": 4, "f64": 8, "c64": 8,
     "c128": 16, "f8e4m3fn": 1, "f8e5m2": 1, "f8e4m3b11fnuz": 1, "f8e5m2fnuz": 1, "f8e4m3fnuz": 1,
     "f8e4m3": 1, "f8e3m4": 1, "f8e8m0fnu": 1, "f4e2m1fn": 0.5, "token": 0, "opaque": 0,
 }
 
+# Every opcode of XLA's HLO text format (xla/hlo/ir/hlo_opcode.h, HLO_OPCODE_LIST, as of XLA at
+# jaxlib 0.10.2 plus the newer atan, collective-reduce and shuffle), by their text names.
 OPCODES: frozenset[str] = frozenset("""
-abs add add-dependency after-all all-gather all-gather-done all-gather-start all-reduce
-all-reduce-done all-reduce-start all-to-all and async-done async-start async-update atan2
-batch-norm-grad batch-norm-inference batch-norm-training bitcast bitcast-convert broadcast call cbrt
-bit-reverse ceil cholesky clamp count-leading-zeros collective-broadcast collective-permute collective-permute-done
-collective-permute-start compare complex concatenate conditional constant convert convolution copy
-copy-done copy-start cosine custom-call divide domain dot dynamic-reshape dynamic-slice
-dynamic-update-slice erf exponential exponential-minus-one fft floor fusion gather
-get-dimension-size get-tuple-element imag infeed iota is-finite log log-plus-one logistic map
-maximum minimum multiply negate not opt-barrier or outfeed pad parameter partition-id popcnt power
-ragged-all-to-all ragged-dot real recv recv-done reduce reduce-precision reduce-scatter
-reduce-window remainder replica-id reshape reverse rng rng-bit-generator rng-get-and-update-state
-round-nearest-afz round-nearest-even rsqrt scaled-dot scatter select select-and-scatter send
-send-done set-dimension-size shift-left shift-right-arithmetic shift-right-logical sign sine slice
-sort sqrt stochastic-convert subtract tan tanh topk transpose triangular-solve tuple while xor
+abs acos acosh add add-dependency after-all all-gather all-gather-done all-gather-start all-reduce
+all-reduce-done all-reduce-start all-to-all and asin asinh async-done async-start async-update atan
+atan2 atanh batch-norm-grad batch-norm-inference batch-norm-training bitcast bitcast-convert
+broadcast call cbrt ceil cholesky clamp collective-broadcast collective-permute
+collective-permute-done collective-permute-start collective-reduce compare complex concatenate
+conditional constant convert convolution copy copy-done copy-start cosh cosine count-leading-zeros
+custom-call divide domain dot dynamic-reshape dynamic-slice dynamic-update-slice erf exponential
+exponential-minus-one fft floor fusion gather get-dimension-size get-tuple-element imag infeed iota
+is-finite log log-plus-one logistic map maximum minimum mulhi multiply negate not opt-barrier or
+outfeed pad parameter partition-id popcnt power ragged-all-to-all ragged-dot real recv recv-done
+reduce reduce-precision reduce-scatter reduce-window remainder replica-id reshape reverse rng
+rng-bit-generator rng-get-and-update-state round-nearest-afz round-nearest-even rsqrt scaled-dot scan
+scatter select select-and-scatter send send-done set-dimension-size shift-left
+shift-right-arithmetic shift-right-logical shuffle sign sine sinh slice sort sqrt stochastic-convert
+subtract tan tanh topk transpose triangular-solve tuple while xor
 """.split())
 
 
@@ -444,7 +447,7 @@ def _restyle_names(v: str, percent: bool) -> str:
 class HloComputation:
     """A named list of instructions with one root; `is_entry` marks the module's entry."""
 
-    __slots__ = ("name", "instructions", "is_entry", "trailer", "lineno", "_by_name")
+    __slots__ = ("name", "instructions", "is_entry", "trailer", "lineno", "_by_name", "_by_name_of")
 
     def __init__(self, name: str, instructions: list, is_entry: bool = False, trailer: Optional[dict] = None,
                  lineno: int = 0):
@@ -454,11 +457,15 @@ class HloComputation:
         self.trailer = trailer or {}
         self.lineno = lineno
         self._by_name: Optional[dict] = None
+        self._by_name_of: Optional[list] = None
 
     @property
     def by_name(self) -> dict:
-        if self._by_name is None or len(self._by_name) != len(self.instructions):
-            self._by_name = {i.name: i for i in self.instructions}
+        """name -> instruction; rebuilt when `instructions` is replaced (passes assign new lists)."""
+        ins = self.instructions
+        if self._by_name is None or self._by_name_of is not ins or len(self._by_name) != len(ins):
+            self._by_name = {i.name: i for i in ins}
+            self._by_name_of = ins
         return self._by_name
 
     @property
