@@ -12,27 +12,34 @@ checkable against an oracle (`_xla_cost_analysis_oracle`, jaxlib's private
 XLA semantics reproduced here (all checked against jaxlib 0.10.2, see tests/autotune/test_analysis.py):
 
 * Default bytes: every operand is read whole, the output is written whole. Byte sizes are those of
-  XLA:CPU's `ShapeSizeBytes`: an array is elements * element width (sub-byte types such as s4 count
-  one byte per element), a tuple *operand* counts only its index table (8 bytes per element);
-  the default *output* counts the array leaves of a tuple-shaped result.
+  XLA:CPU's `ShapeSizeBytes`: an array is elements * element width (sub-byte types such as s1/s4
+  count one byte per element; a dynamic shape adds an s32 size per dim), a tuple *operand* counts
+  only its index table (8 bytes per element); the default *output* counts the array leaves of a
+  tuple-shaped result. Opcodes without a rule below (copy, reshape, collectives but all-reduce,
+  infeed/outfeed, topk, shuffle, ...) cost these default bytes and nothing else.
 * Elementwise ops (unary, binary, ternary, compare, select, clamp, convert, bitcast-convert, ...) cost
   one flop per output element; exponential, exponential-minus-one, log, log-plus-one, logistic,
-  power, sqrt, rsqrt, cbrt, sine, cosine, tan, tanh, atan2 and erf cost one *transcendental*
-  instead. `rng` costs one transcendental per element; `rng-bit-generator` one per element of
+  power, sqrt, rsqrt, cbrt, sine, cosine, tan, tanh, atan2, erf, acos, acosh, asin, asinh, atanh,
+  cosh and sinh cost one *transcendental* instead (atan too: XLA at jaxlib 0.10.2 has no atan;
+  we count it like its siblings). `rng` costs one transcendental per element; `rng-bit-generator` one per element of
   every output leaf.
 * Free (all zero): parameter, constant, get-tuple-element, bitcast, a transpose that is a bitcast
-  under the layouts, after-all. `tuple` writes only its index table (8 bytes per element).
+  under the layouts, after-all, add-dependency, domain. `tuple` writes only its index table (8 bytes per element).
 * Slice reads what it writes; dynamic-slice reads what it writes plus operand 1 (the first index);
   dynamic-update-slice reads and writes the update plus operand 2; gather is 2 * output + indices;
   scatter is 3 * updates + indices and runs its combiner once per update element.
-* dot: 2 * output elements * contracted size. convolution: 2 * (input features / feature groups) *
+* dot and scaled-dot: 2 * output elements * contracted size. convolution: 2 * (input features / feature groups) *
   output features * (batch / batch groups) * product over spatial dims of the number of valid
   (output, kernel) position pairs given stride, padding and dilations.
 * reduce: the reducer's flops/transcendentals times (input elements - output elements);
   reduce-window: times (window size - 1) * output elements; select-and-scatter: select cost times
   source elements * (window size - 1) plus scatter cost times source elements; map: times output
   elements; sort: n * ceil(log2 n) flops for the n elements of operand 0 (all rows together);
-  all-reduce: one flop per output element; fft: 8 * prod(log2 fft_length) * elements.
+  all-reduce (and -start, collective-reduce): one flop per output element; fft: 8 *
+  prod(log2 fft_length) * elements; cholesky: n * elements / 3 flops, reads and writes half of its
+  operand; triangular-solve: 2 * n * elements(b) flops, reads half of `a`; scan: the step
+  computation times the elements of operand 1 (with a single operand, XLA fails; we use the scan
+  length).
 * fusion: the flops/transcendentals of the fused computation; bytes only at the boundary. A fused
   parameter is read whole once if any "ordinary" user reads it, plus each slice's output, each
   dynamic-slice's output, and the whole parameter again for every broadcast or reshape user;
@@ -57,7 +64,7 @@ import math
 from dataclasses import dataclass
 from typing import Optional
 
-from .hlo import ConvDimLabels, HloComputation, HloInstruction, HloModule, Shape, parse_int_list
+from .hlo import ConvDimLabels, HloComputation, HloInstruction, HloModule, Shape
 
 __all__ = ["Cost", "instruction_cost", "computation_cost", "computation_costs", "module_cost",
            "shape_size", "convolution_flops", "TRANSCENDENTAL_OPCODES", "ELEMENTWISE_OPCODES"]
@@ -609,7 +616,7 @@ def _ragged_dot(a: _Analyzer, ins: HloInstruction, comp: HloComputation) -> Cost
     c = a.default(ins, comp)
     rhs = a.operand(ins, comp, 1).shape
     groups = 1
-    for d in parse_int_list(ins.attrs.get("rhs_group_dims", "{}")):
+    for d in ins.parsed.get("rhs_group_dims", ()):
         groups *= rhs.dims[d]
     c.flops = 2.0 * (_elements(rhs) // max(groups, 1))
     return c

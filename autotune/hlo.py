@@ -350,6 +350,7 @@ _ATTR_PARSERS = {
     "scatter_dims_to_operand_dims": parse_int_list, "operand_batching_dims": parse_int_list,
     "start_indices_batching_dims": parse_int_list, "input_batching_dims": parse_int_list,
     "scatter_indices_batching_dims": parse_int_list, "fft_length": parse_int_list,
+    "lhs_ragged_dims": parse_int_list, "rhs_group_dims": parse_int_list,
     "index": _int, "index_vector_dim": _int, "iota_dimension": _int, "feature_group_count": _int,
     "batch_group_count": _int, "exponent_bits": _int, "mantissa_bits": _int, "k": _int,
     "window": parse_window, "dim_labels": parse_dim_labels, "slice": parse_slice,
@@ -373,11 +374,11 @@ class HloInstruction:
     """One instruction as written: name, opcode, shape, operand names, attributes (raw and parsed)."""
 
     __slots__ = ("name", "opcode", "shape", "operands", "attrs", "parsed", "is_root", "literal",
-                 "parameter_number", "lineno")
+                 "parameter_number", "lineno", "col")
 
     def __init__(self, name: str, opcode: str, shape: Shape, operands: list, attrs: Optional[dict] = None,
                  parsed: Optional[dict] = None, is_root: bool = False, literal: Optional[str] = None,
-                 parameter_number: Optional[int] = None, lineno: int = 0):
+                 parameter_number: Optional[int] = None, lineno: int = 0, col: int = 0):
         self.name = name
         self.opcode = opcode
         self.shape = shape
@@ -387,7 +388,8 @@ class HloInstruction:
         self.is_root = is_root
         self.literal = literal
         self.parameter_number = parameter_number
-        self.lineno = lineno
+        self.lineno = lineno  # 1-based line and column of the instruction in its file (0: unknown)
+        self.col = col
 
     def attr(self, key: str, default: Any = None) -> Any:
         """Parsed value of a structured attribute (or the raw text for the others)."""
@@ -405,7 +407,8 @@ class HloInstruction:
 
     def copy(self, **changes: Any) -> "HloInstruction":
         new = HloInstruction(self.name, self.opcode, self.shape, list(self.operands), dict(self.attrs),
-                             dict(self.parsed), self.is_root, self.literal, self.parameter_number, self.lineno)
+                             dict(self.parsed), self.is_root, self.literal, self.parameter_number, self.lineno,
+                             self.col)
         for k, v in changes.items():
             setattr(new, k, v)
         return new
@@ -429,6 +432,10 @@ class HloInstruction:
         if parts:
             text += ", " + ", ".join(parts)
         return text
+
+    def location(self, filename: str) -> str:
+        """`file:line:col` of the instruction (as HloParseError prints positions)."""
+        return f"{filename}:{self.lineno}:{self.col}"
 
     def __repr__(self) -> str:
         return f"HloInstruction({self.to_text(metadata=False)!r})"
@@ -1017,17 +1024,17 @@ def parse_hlo(text: str, filename: str = "<string>") -> HloModule:
         mod = p.parse_module()
     except RecursionError:
         raise p.error("nesting too deep") from None
-    # Convert byte offsets to line numbers once, in one pass.
+    # Convert byte offsets to line numbers and columns once, in one pass.
     offsets = sorted({ins.lineno for c in mod.computations for ins in c.instructions})
-    line_of: dict[int, int] = {}
+    line_of: dict[int, tuple] = {}
     line, last = 1, 0
     for off in offsets:
         line += text.count("\n", last, off)
         last = off
-        line_of[off] = line
+        line_of[off] = (line, off - text.rfind("\n", 0, off))
     for c in mod.computations:
         for ins in c.instructions:
-            ins.lineno = line_of[ins.lineno]
+            ins.lineno, ins.col = line_of[ins.lineno]
         c.lineno = text.count("\n", 0, c.lineno) + 1 if len(mod.computations) < 64 else 0
     return mod
 

@@ -26,6 +26,21 @@ SIDE_EFFECTING = frozenset({
 
 INLINED_OPCODES = frozenset({"call", "fusion"})
 
+# Opcodes a single-device program model cannot represent: point-to-point transfers pair with an
+# instruction of another program (the peer), whose timing decides theirs.
+UNSUPPORTED_OPCODES = frozenset({"send", "send-done", "recv", "recv-done"})
+_UNSUPPORTED_WHY = ("a point-to-point transfer waits for a peer device's program; autotune tunes one "
+                    "device's program (send/recv, send-done/recv-done are not supported)")
+
+# Asynchronous pairs and the synchronous instruction each `*-done` becomes (as XLA's
+# ConvertAsyncCollectivesToSync does): kernels are timed one at a time, so the overlap an async
+# pair allows is not modeled and the pair is priced as the one operation it performs.
+ASYNC_DONE_TO_SYNC = {"all-gather-done": ("all-gather-start", "all-gather"),
+                      "all-reduce-done": ("all-reduce-start", "all-reduce"),
+                      "collective-permute-done": ("collective-permute-start", "collective-permute"),
+                      "copy-done": ("copy-start", "copy"),
+                      "async-done": ("async-start", "call")}
+
 
 class ProgramError(ValueError):
     """A well-formed module that the program model cannot represent (named instruction in message)."""
@@ -455,9 +470,76 @@ def _induction_pattern(comp: HloComputation, ins: HloInstruction, cond: HloCompu
     return max(0, int(n))
 
 
+def _refuse_unsupported(module: HloModule, names: set) -> None:
+    """One clear error (file:line:col, instruction) for an opcode the program model cannot hold."""
+    for comp in module.computations:
+        if comp.name not in names:
+            continue
+        for ins in comp.instructions:
+            if ins.opcode in UNSUPPORTED_OPCODES:
+                raise ProgramError(f"{ins.location(module.filename)}: instruction '{ins.name}' "
+                                   f"('{ins.opcode}'): {_UNSUPPORTED_WHY}")
+
+
+def _sync_async_pairs(module: HloModule, comp: HloComputation) -> None:
+    """Rewrite every `*-start` ... `*-done` pair of comp as the synchronous instruction (in place of
+    the done; an async-start/update/done chain becomes a `call` of the wrapped computation, which
+    `_inline_calls` then inlines)."""
+    done_ops = [i for i in comp.instructions if i.opcode in ASYNC_DONE_TO_SYNC]
+    if not done_ops and not any(i.opcode in _ASYNC_STARTS for i in comp.instructions):
+        return
+    by_name = comp.by_name
+    users: dict[str, list] = {i.name: [] for i in comp.instructions}
+    for i in comp.instructions:
+        for o in dict.fromkeys(i.operands):
+            users[o].append(i)
+    removed: set[str] = set()
+    for done in done_ops:
+        start_op, sync_op = ASYNC_DONE_TO_SYNC[done.opcode]
+        chain = [done]
+        start = by_name[done.operands[0]] if done.operands else None
+        while start is not None and start.opcode == "async-update" and start_op == "async-start":
+            chain.append(start)
+            start = by_name[start.operands[0]] if start.operands else None
+        if start is None or start.opcode != start_op:
+            raise ProgramError(f"{done.location(module.filename)}: instruction '{done.name}' ('{done.opcode}') "
+                               f"does not take a '{start_op}' as its operand")
+        for link in chain[1:] + [start]:
+            others = [u.name for u in users[link.name] if u not in chain]
+            if others:
+                raise ProgramError(f"{link.location(module.filename)}: instruction '{link.name}' "
+                                   f"('{link.opcode}') is used by '{others[0]}'; only its "
+                                   f"{'async-update/async-done' if start_op == 'async-start' else done.opcode} "
+                                   "may use it")
+        meta = {"metadata": done.attrs["metadata"]} if "metadata" in done.attrs else {}
+        if sync_op == "call":
+            callee = start.parsed["calls"][0]
+            attrs, parsed = {"to_apply": callee, **meta}, {"to_apply": callee}
+        elif sync_op == "copy":
+            attrs, parsed = dict(meta), {}
+        else:  # the collective's own attributes (groups, dimensions, reducer, ...) stay as written
+            attrs = {k: v for k, v in start.attrs.items()}
+            parsed = dict(start.parsed)
+        done.opcode, done.operands, done.attrs, done.parsed = sync_op, list(start.operands), attrs, parsed
+        removed.update(link.name for link in chain[1:] + [start])
+    comp.instructions = [i for i in comp.instructions if i.name not in removed]
+    for i in comp.instructions:
+        if i.opcode in _ASYNC_STARTS or i.opcode == "async-update":
+            raise ProgramError(f"{i.location(module.filename)}: instruction '{i.name}' ('{i.opcode}') "
+                               "has no matching '-done' instruction")
+
+
+_ASYNC_STARTS = frozenset(start for start, _ in ASYNC_DONE_TO_SYNC.values())
+
+
 def _normalize(module: HloModule) -> Program:
     comps = module.computations_by_name
     entry = module.entry
+    live_comps = _reachable(module)
+    _refuse_unsupported(module, live_comps)
+    for c in module.computations:
+        if c.name in live_comps:
+            _sync_async_pairs(module, c)
     namer = _Namer(module)
     done: set[str] = set()
     # Kernel-bearing computations, discovered from the entry through control flow.
