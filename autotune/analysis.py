@@ -21,16 +21,17 @@ XLA semantics reproduced here (all checked against jaxlib 0.10.2, see tests/auto
   one flop per output element; exponential, exponential-minus-one, log, log-plus-one, logistic,
   power, sqrt, rsqrt, cbrt, sine, cosine, tan, tanh, atan2, erf, acos, acosh, asin, asinh, atanh,
   cosh and sinh cost one *transcendental* instead (atan too: XLA at jaxlib 0.10.2 has no atan;
-  we count it like its siblings). `rng` costs one transcendental per element; `rng-bit-generator` one per element of
-  every output leaf.
+  we count it like its siblings). `rng` costs one transcendental per element;
+  `rng-bit-generator` one per element of every output leaf.
 * Free (all zero): parameter, constant, get-tuple-element, bitcast, a transpose that is a bitcast
-  under the layouts, after-all, add-dependency, domain. `tuple` writes only its index table (8 bytes per element).
+  under the layouts, after-all, add-dependency, domain. `tuple` writes only its index table (8
+  bytes per element).
 * Slice reads what it writes; dynamic-slice reads what it writes plus operand 1 (the first index);
   dynamic-update-slice reads and writes the update plus operand 2; gather is 2 * output + indices;
   scatter is 3 * updates + indices and runs its combiner once per update element.
-* dot and scaled-dot: 2 * output elements * contracted size. convolution: 2 * (input features / feature groups) *
-  output features * (batch / batch groups) * product over spatial dims of the number of valid
-  (output, kernel) position pairs given stride, padding and dilations.
+* dot and scaled-dot: 2 * output elements * contracted size. convolution: 2 * (input features /
+  feature groups) * output features * (batch / batch groups) * product over spatial dims of the
+  number of valid (output, kernel) position pairs given stride, padding and dilations.
 * reduce: the reducer's flops/transcendentals times (input elements - output elements);
   reduce-window: times (window size - 1) * output elements; select-and-scatter: select cost times
   source elements * (window size - 1) plus scatter cost times source elements; map: times output
@@ -119,7 +120,8 @@ ELEMENTWISE_OPCODES: frozenset = TRANSCENDENTAL_OPCODES | frozenset((
 
 # Element widths as XLA:CPU sizes them (sub-byte types occupy a byte each).
 _ELEMENT_BYTES: dict = {
-    "pred": 1, "s1": 1, "u1": 1, "s2": 1, "u2": 1, "s4": 1, "u4": 1, "s8": 1, "u8": 1, "s16": 2, "u16": 2, "s32": 4,
+    "pred": 1, "s1": 1, "u1": 1, "s2": 1, "u2": 1, "s4": 1, "u4": 1, "s8": 1, "u8": 1, "s16": 2, "u16": 2,
+    "s32": 4,
     "u32": 4, "s64": 8, "u64": 8, "f16": 2, "bf16": 2, "f32": 4, "f64": 8, "c64": 8, "c128": 16,
     "f8e4m3fn": 1, "f8e5m2": 1, "f8e4m3b11fnuz": 1, "f8e5m2fnuz": 1, "f8e4m3fnuz": 1, "f8e4m3": 1,
     "f8e3m4": 1, "f8e8m0fnu": 1, "f4e2m1fn": 1, "token": 0, "opaque": 8,

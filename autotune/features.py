@@ -52,7 +52,8 @@ from typing import Any, Optional, Sequence
 import numpy as np
 
 __all__ = ["OPCODE_VOCAB", "OPCODE_INDEX", "NUM_OPCODES", "OTHER_OPCODE_ID", "OTHER_BUCKET_OPCODES",
-           "opcode_id", "DTYPES", "NODE_FEATURE_NAMES", "NODE_DIM", "STATIC_COLUMNS", "TILE_FEATURE_NAMES", "TILE_DIM", "KERNEL_FEATURE_NAMES",
+           "opcode_id", "DTYPES", "NODE_FEATURE_NAMES", "NODE_DIM", "STATIC_COLUMNS", "TILE_FEATURE_NAMES",
+           "TILE_DIM", "KERNEL_FEATURE_NAMES",
            "KernelGraph", "kernel_graph", "node_features", "tile_features", "tile_feature_matrix",
            "FeatureScaler", "TPUGRAPHS_NODE_DIM", "tpugraphs_node_features", "clear_cache"]
 

@@ -502,15 +502,14 @@ def _sync_async_pairs(module: HloModule, comp: HloComputation) -> None:
             chain.append(start)
             start = by_name[start.operands[0]] if start.operands else None
         if start is None or start.opcode != start_op:
-            raise ProgramError(f"{done.location(module.filename)}: instruction '{done.name}' ('{done.opcode}') "
-                               f"does not take a '{start_op}' as its operand")
+            raise ProgramError(f"{done.location(module.filename)}: instruction '{done.name}' "
+                               f"('{done.opcode}') does not take a '{start_op}' as its operand")
         for link in chain[1:] + [start]:
             others = [u.name for u in users[link.name] if u not in chain]
             if others:
+                allowed = "async-update/async-done" if start_op == "async-start" else done.opcode
                 raise ProgramError(f"{link.location(module.filename)}: instruction '{link.name}' "
-                                   f"('{link.opcode}') is used by '{others[0]}'; only its "
-                                   f"{'async-update/async-done' if start_op == 'async-start' else done.opcode} "
-                                   "may use it")
+                                   f"('{link.opcode}') is used by '{others[0]}'; only its {allowed} may use it")
         meta = {"metadata": done.attrs["metadata"]} if "metadata" in done.attrs else {}
         if sync_op == "call":
             callee = start.parsed["calls"][0]

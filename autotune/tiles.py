@@ -450,7 +450,8 @@ class TilingInfo:
             lc = tuple(ins.parsed.get("lhs_contracting_dims", ()) or ())
             rc = tuple(ins.parsed.get("rhs_contracting_dims", ()) or ())
             # a ragged-dot's rhs group dim is, like a batch dim, no output (N) dim
-            rb = tuple(ins.parsed.get("rhs_batch_dims", ()) or ()) + tuple(ins.parsed.get("rhs_group_dims", ()))
+            groups = tuple(ins.parsed.get("rhs_group_dims", ()) or ())
+            rb = tuple(ins.parsed.get("rhs_batch_dims", ()) or ()) + groups
             self.K = float(np.prod([lhs.dims[d] for d in lc])) if lc else 1.0
             self.K_pad = float(_ceil_to(int(self.K), 128))
             n_free = rhs.rank - len(rc) - len(rb)

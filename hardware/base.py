@@ -176,11 +176,12 @@ class Evaluator(ABC):
                 try:
                     results = self._measure_batch([kernels[i] for i in reps], [tiles[i] for i in reps])
                 except Exception as exc:  # an evaluator bug must not lose the run
-                    results = [Measurement.failure(f"{EVALUATOR_ERROR}: {type(exc).__name__}: {exc}")] * len(reps)
+                    failure = Measurement.failure(f"{EVALUATOR_ERROR}: {type(exc).__name__}: {exc}")
+                    results = [failure] * len(reps)
                 results = list(results)
                 if len(results) != len(reps):  # a buggy evaluator must not leave holes (None) in the output
-                    results = (results + [Measurement.failure(
-                        f"{EVALUATOR_ERROR}: {len(results)} results for {len(reps)} items")] * len(reps))[:len(reps)]
+                    hole = Measurement.failure(f"{EVALUATOR_ERROR}: {len(results)} results for {len(reps)} items")
+                    results = (results + [hole] * len(reps))[:len(reps)]
                 for rep, m in zip(reps, results):
                     if m.status != "budget_exhausted":
                         self.measured += 1

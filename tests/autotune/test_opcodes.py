@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 import os
-import subprocess
 import sys
 
 import numpy as np
@@ -562,3 +561,44 @@ def test_linear_algebra_scales_with_its_flops(models):
                         f"ROOT r = f32[{n},{n}]{{1,0}} cholesky(p), lower=true"), "cholesky") for n in (256, 1024)]
     t = _times(chol, models)
     assert np.all(t[:, 1] / t[:, 0] > 30)  # n^3: 64x the flops (memory traffic only 16x)
+
+
+NEW_ELEMENTWISE = """HloModule newops
+
+ENTRY main {
+  p = f32[64,128]{1,0} parameter(0)
+  q = s32[64,128]{1,0} parameter(1)
+  c = f32[] constant(0.5)
+  b = f32[64,128]{1,0} broadcast(c), dimensions={}
+  x = f32[64,128]{1,0} multiply(p, b)
+  a1 = f32[64,128]{1,0} acos(x)
+  a2 = f32[64,128]{1,0} asin(x)
+  a3 = f32[64,128]{1,0} atanh(x)
+  a4 = f32[64,128]{1,0} asinh(a1)
+  a5 = f32[64,128]{1,0} cosh(a2)
+  a6 = f32[64,128]{1,0} sinh(a3)
+  a7 = f32[64,128]{1,0} acosh(a5)
+  t1 = f32[64,128]{1,0} add(a4, a6)
+  t2 = f32[64,128]{1,0} add(t1, a7)
+  qf = f32[64,128]{1,0} convert(q)
+  ROOT r = f32[64,128]{1,0} add(t2, qf)
+}
+"""
+
+
+@pytest.mark.xla
+def test_new_elementwise_opcodes_fuse_with_identical_results(tmp_path):
+    """acos ... sinh are elementwise (fusion.ELEMENTWISE): the default configuration (one kernel)
+    and random ones compute on XLA:CPU exactly what the unfused program computes."""
+    pytest.importorskip("jax")
+    sys.path.insert(0, REPO)
+    from benchmarks.emission_parity import run_check_program
+
+    path = tmp_path / "newops.hlo"
+    path.write_text(NEW_ELEMENTWISE)
+    res = run_check_program(str(path), ["default", "random:0", "random:1"], timeout=300)
+    assert res["status"] == "ok", res["status"]
+    assert res["results"]["default"]["kernels"] == 1
+    for spec, r in res["results"].items():
+        if not spec.startswith("_"):
+            assert r["reparse"] and r["ok"] and r["err"] == 0.0, (spec, r)
