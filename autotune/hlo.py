@@ -700,6 +700,8 @@ class _Parser:
             return Shape("tuple", tuple_shapes=tuple(subs))
         m = _ARRAY_SHAPE.match(text, self.pos)
         if not m:
+            if text.startswith("b(", self.pos):
+                raise self.error("buffer shapes 'b(...)' (xla_data.proto BUFFER) are not supported")
             got = text[self.pos:self.pos + 12].split("\n")[0] or "end of input"
             raise self.error(f"expected a shape, got '{got}'")
         raw = m.group(0)

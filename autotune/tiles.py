@@ -4,7 +4,8 @@ A `TileConfig` gives the tile extent (in elements) of each logical dimension of 
 *tiled shape*, as TpuGraphs' `output_bounds` do (shared/DESIGN.md, "Tile semantics"). The tiled
 shape is the kernel's output, except that a kernel whose output comes from a `reduce` is tiled over
 the reduce's *input* (its iteration space), as XLA:TPU does: in the TpuGraphs v3 data, the reduce
-fusion `fusion.232` (output f32[192]) has 4-d `output_bounds` over its f32[32,26,26,192] operand.
+fusion `fusion.232` (output f32[192]) has 4-d `output_bounds` over its f32[32,26,26,192] operand
+(a `topk`, which also reduces its rows, likewise).
 For a tuple output the largest-rank leaf (or reduce input) is tiled. A dot/convolution kernel may
 also carry `kernel` extents: the tile of the hero's right-hand operand (filter), as TpuGraphs'
 `kernel_bounds`; they split the contraction into several steps. `TileSpace` enumerates output tiles
@@ -317,6 +318,7 @@ class TilingInfo:
         self.stride = np.ones(self.rank)
         self.din = np.array(self.dims, float)
         self.rhs_shape: Optional[Shape] = None
+        self.rhs_fraction = 1.0  # share of the rhs one output row needs (1 / groups of a ragged-dot)
         self.rhs_kclass: tuple = ()  # per filter dim: 1 spatial (K), 2 input feature (K), 3 output (N), 0 other
         lhs_inputs: set = set()
         rhs_inputs: set = set()
@@ -347,8 +349,12 @@ class TilingInfo:
         for k, s in enumerate(shapes):
             for leaf in s.leaves():
                 idx = inputs[k] if k < len(inputs) else None
-                rows.append(self._input_row(leaf, idx in lhs_inputs and idx not in rhs_inputs,
-                                            idx in rhs_inputs and idx not in lhs_inputs))
+                is_rhs = idx in rhs_inputs and idx not in lhs_inputs
+                row = self._input_row(leaf, idx in lhs_inputs and idx not in rhs_inputs, is_rhs)
+                if is_rhs and self.rhs_fraction < 1.0:  # a ragged-dot row reads one group's matrix
+                    row["bytes"] *= self.rhs_fraction
+                    row["maxrun"] = min(row["maxrun"], max(row["bytes"], 1.0))
+                rows.append(row)
         rows.sort(key=lambda r: -r["bytes"])
         if len(rows) > I_MAX:  # merge the smallest into one broadcast-like input
             rest = rows[I_MAX - 1:]
@@ -373,7 +379,7 @@ class TilingInfo:
             if root is not None and comp.instructions[root].opcode == "tuple":
                 heads = list(comp.operands[root])
             for h in heads:
-                if h is not None and comp.instructions[h].opcode == "reduce":
+                if h is not None and comp.instructions[h].opcode in ("reduce", "topk"):
                     cands.extend(comp.instructions[o].shape for o in comp.operands[h][:1])
         cands = [c for c in cands if not c.is_tuple]
         if not cands:
@@ -452,6 +458,7 @@ class TilingInfo:
             # a ragged-dot's rhs group dim is, like a batch dim, no output (N) dim
             groups = tuple(ins.parsed.get("rhs_group_dims", ()) or ())
             rb = tuple(ins.parsed.get("rhs_batch_dims", ()) or ()) + groups
+            self.rhs_fraction = 1.0 / max(math.prod(rhs.dims[d] for d in groups), 1)
             self.K = float(np.prod([lhs.dims[d] for d in lc])) if lc else 1.0
             self.K_pad = float(_ceil_to(int(self.K), 128))
             n_free = rhs.rank - len(rc) - len(rb)

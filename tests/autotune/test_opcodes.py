@@ -554,6 +554,14 @@ def test_ragged_and_scaled_dots_run_on_the_matrix_unit():
     for op, flops in (("ragged-dot", 2 * 16 * 32 * 8), ("scaled-dot", 2 * 4 * 16 * 32)):
         info = tiling_info(_one(TEMPLATES[op], op), "tpu")
         assert info.hero == "dot" and info.hero_flops == flops and info.n_mask.tolist() == [False, True]
+    # Each ragged-dot row multiplies with one of the 2 groups' matrices: a tile reads half the rhs.
+    info = tiling_info(_one(TEMPLATES["ragged-dot"], "ragged-dot"), "tpu")
+    assert info.rhs_fraction == 0.5 and max(r["bytes"] for r in info.inputs) == 2 * 8 * 32 * 4 / 2
+
+
+def test_topk_is_tiled_over_the_rows_it_reduces():
+    from autotune.tiles import tiling_info
+    assert tiling_info(_one(TEMPLATES["topk"], "topk"), "tpu").dims == (4, 8)
 
 
 def test_linear_algebra_scales_with_its_flops(models):
