@@ -3,8 +3,9 @@
 1. Pricing ladder: one-instruction programs of the opcodes whose device work is not XLA's figure
    (docs/simulator.md, section 1b) at three sizes; the noise-free simulator and the analytical
    model (untiled and default tile) price each kernel, and the log-log slope between the two largest
-   sizes shows the growth in the problem size n (elementwise ~1, sort ~1 + log terms, dot/cholesky
-   ~1.5 in elements, i.e. n^3 in the matrix side).
+   sizes shows the growth in the problem size n (elements; the matrix side for the n x n rows):
+   about 1 for streaming ops (below 1 where fixed costs still show), 1.14 for n log^2 n sorting
+   (4M vs 256K elements), 3 for dot/cholesky/triangular-solve.
 2. Sweep: `autotune show --target tpu`, `show --target cpu` and `measure --evaluator sim` (in
    process, `--store none`) over every program given (default: examples/hlo and
    tests/fixtures/hlo); counts programs, kernels and failures.
