@@ -1,9 +1,11 @@
 """Program model: a parsed module normalized as XLA does before fusion.
 
-`Program.from_module` inlines `call`s and existing `fusion`s (so dumps that are already fused can be
-re-tuned), forwards get-tuple-element of tuple, removes dead code and unused computations, and finds
-while-loop trip counts (backend_config `known_trip_count`, else the induction-variable pattern, else
-a flagged default). Kernel-bearing computations (entry, while bodies/conditions, conditional
+`Program.from_module` refuses what one device's program model cannot hold (`UNSUPPORTED_OPCODES`:
+send/recv, one `file:line:col` ProgramError), rewrites asynchronous `*-start`/`*-done` pairs as their
+synchronous operation (`ASYNC_DONE_TO_SYNC`), inlines `call`s and existing `fusion`s (so dumps that
+are already fused can be re-tuned), forwards get-tuple-element of tuple, removes dead code and unused
+computations, and finds while-loop trip counts (backend_config `known_trip_count`, else the
+induction-variable pattern, else a flagged default). Kernel-bearing computations (entry, while bodies/conditions, conditional
 branches) become `Computation`s: instruction DAGs in topological order with integer operand/user
 lists and a multiplicity (how often the computation runs per program execution).
 """
