@@ -50,7 +50,8 @@ XLA semantics reproduced here (all checked against jaxlib 0.10.2, see tests/auto
   `known_trip_count` is present), and nothing for the while's own operand/result.
 * conditional: per metric, the maximum over branches (nothing for the conditional itself).
 * call: the callee's full cost (its bytes included), nothing for the call itself.
-* async-start: the wrapped computation's full cost (async-done is a plain op); all-reduce-start as
+* async-start: the wrapped computation's full cost (async-done is a plain op), and so XLA's
+  shorthand `X-start` costs what X costs (`X-update`, `X-done` are plain ops); all-reduce-start as
   all-reduce; ragged-dot: 2 * (rhs elements / groups) flops (XLA's figure, independent of the rows).
 * custom-call: unknown; XLA marks flops and bytes with -1 (and so do we, to keep totals equal).
 * Every instruction of a computation counts, dead ones included; computations that the entry
@@ -65,7 +66,7 @@ import math
 from dataclasses import dataclass
 from typing import Optional
 
-from .hlo import ConvDimLabels, HloComputation, HloInstruction, HloModule, Shape
+from .hlo import ConvDimLabels, HloComputation, HloInstruction, HloModule, Shape, async_sugar
 
 __all__ = ["Cost", "instruction_cost", "computation_cost", "computation_costs", "module_cost",
            "shape_size", "convolution_flops", "TRANSCENDENTAL_OPCODES", "ELEMENTWISE_OPCODES"]
@@ -217,6 +218,13 @@ class _Analyzer:
     def cost(self, ins: HloInstruction, comp: HloComputation) -> Cost:
         handler = _HANDLERS.get(ins.opcode)
         if handler is None:
+            sugar = async_sugar(ins.opcode)
+            if sugar is not None and sugar[1] == "start":
+                # `X-start` is an async-start wrapping one X: it costs what X costs (on the same
+                # operands, with the wrapped result: element 1 of the start's tuple).
+                shape = ins.shape.tuple_shapes[1] if ins.shape.is_tuple and len(ins.shape.tuple_shapes) > 1 \
+                    else ins.shape
+                return self.cost(ins.copy(opcode=sugar[0], shape=shape), comp)
             return self.default(ins, comp)
         return handler(self, ins, comp)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Iterable, Optional
 
 # --------------------------------------------------------------------------------------------------
@@ -43,6 +44,22 @@ scatter select select-and-scatter send send-done set-dimension-size shift-left
 shift-right-arithmetic shift-right-logical shuffle sign sine sinh slice sort sqrt stochastic-convert
 subtract tan tanh topk transpose triangular-solve tuple while xor
 """.split())
+
+
+_NOT_ASYNC_WRAPPABLE = frozenset({"parameter", "constant", "async-start", "async-update", "async-done"})
+
+
+@lru_cache(maxsize=None)
+def async_sugar(opcode: str) -> Optional[tuple]:
+    """(wrapped opcode, phase) of XLA's async shorthand `X-start` / `X-update` / `X-done` (an
+    async-start / async-update / async-done wrapping one X instruction, as XLA prints it, e.g.
+    `custom-call-start`, `reduce-scatter-done`); None for anything else, opcodes included."""
+    if opcode in OPCODES:
+        return None
+    base, _, phase = opcode.rpartition("-")
+    if phase in ("start", "update", "done") and base in OPCODES and base not in _NOT_ASYNC_WRAPPABLE:
+        return base, phase
+    return None
 
 
 class HloParseError(ValueError):
@@ -892,7 +909,7 @@ class _Parser:
         if not m:
             raise self.error("expected an opcode")
         opcode = m.group(0)
-        if opcode not in OPCODES:
+        if opcode not in OPCODES and async_sugar(opcode) is None:
             raise self.error(f"unknown opcode '{opcode}'")
         self.pos = m.end()
         self.expect("(", f"after opcode '{opcode}'")

@@ -15,7 +15,8 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Optional
 
-from .hlo import HloComputation, HloInstruction, HloModule, HloParseError, parse_hlo, parse_hlo_file
+from .hlo import (HloComputation, HloInstruction, HloModule, HloParseError, async_sugar, parse_hlo,
+                  parse_hlo_file)
 
 DEFAULT_TRIP_COUNT = 1
 
@@ -483,12 +484,27 @@ def _refuse_unsupported(module: HloModule, names: set) -> None:
                                    f"('{ins.opcode}'): {_UNSUPPORTED_WHY}")
 
 
+def _async_roles(opcode: str) -> Optional[tuple]:
+    """(start opcode, update opcode or None, sync opcode) of an async `*-done` opcode, else None."""
+    if opcode in ASYNC_DONE_TO_SYNC:
+        start, sync = ASYNC_DONE_TO_SYNC[opcode]
+        return start, ("async-update" if start == "async-start" else None), sync
+    sugar = async_sugar(opcode)
+    if sugar is not None and sugar[1] == "done":
+        return f"{sugar[0]}-start", f"{sugar[0]}-update", sugar[0]
+    return None
+
+
+def _is_async_start_or_update(opcode: str) -> bool:
+    sugar = async_sugar(opcode)
+    return opcode in _ASYNC_STARTS or opcode == "async-update" or (sugar is not None and sugar[1] != "done")
+
+
 def _sync_async_pairs(module: HloModule, comp: HloComputation) -> None:
     """Rewrite every `*-start` ... `*-done` pair of comp as the synchronous instruction (in place of
-    the done; an async-start/update/done chain becomes a `call` of the wrapped computation, which
-    `_inline_calls` then inlines)."""
-    done_ops = [i for i in comp.instructions if i.opcode in ASYNC_DONE_TO_SYNC]
-    if not done_ops and not any(i.opcode in _ASYNC_STARTS for i in comp.instructions):
+    the done): an async-start/update/done chain becomes a `call` of the wrapped computation (which
+    `_inline_calls` then inlines), XLA's shorthand `X-start`/`X-update`/`X-done` the X it wraps."""
+    if not any(_is_async_start_or_update(i.opcode) or _async_roles(i.opcode) for i in comp.instructions):
         return
     by_name = comp.by_name
     users: dict[str, list] = {i.name: [] for i in comp.instructions}
@@ -496,11 +512,11 @@ def _sync_async_pairs(module: HloModule, comp: HloComputation) -> None:
         for o in dict.fromkeys(i.operands):
             users[o].append(i)
     removed: set[str] = set()
-    for done in done_ops:
-        start_op, sync_op = ASYNC_DONE_TO_SYNC[done.opcode]
+    for done in [i for i in comp.instructions if _async_roles(i.opcode)]:
+        start_op, update_op, sync_op = _async_roles(done.opcode)
         chain = [done]
         start = by_name[done.operands[0]] if done.operands else None
-        while start is not None and start.opcode == "async-update" and start_op == "async-start":
+        while start is not None and update_op is not None and start.opcode == update_op:
             chain.append(start)
             start = by_name[start.operands[0]] if start.operands else None
         if start is None or start.opcode != start_op:
@@ -509,23 +525,23 @@ def _sync_async_pairs(module: HloModule, comp: HloComputation) -> None:
         for link in chain[1:] + [start]:
             others = [u.name for u in users[link.name] if u not in chain]
             if others:
-                allowed = "async-update/async-done" if start_op == "async-start" else done.opcode
+                allowed = f"{update_op}/{done.opcode}" if update_op else done.opcode
                 raise ProgramError(f"{link.location(module.filename)}: instruction '{link.name}' "
                                    f"('{link.opcode}') is used by '{others[0]}'; only its {allowed} may use it")
         meta = {"metadata": done.attrs["metadata"]} if "metadata" in done.attrs else {}
-        if sync_op == "call":
+        if start_op == "async-start":
             callee = start.parsed["calls"][0]
             attrs, parsed = {"to_apply": callee, **meta}, {"to_apply": callee}
         elif sync_op == "copy":
             attrs, parsed = dict(meta), {}
-        else:  # the collective's own attributes (groups, dimensions, reducer, ...) stay as written
-            attrs = {k: v for k, v in start.attrs.items()}
-            parsed = dict(start.parsed)
+        else:  # the operation's own attributes (groups, dimensions, reducer, target, ...) as written
+            attrs = {k: v for k, v in start.attrs.items() if not k.startswith("async_")}
+            parsed = {k: v for k, v in start.parsed.items() if k in attrs}
         done.opcode, done.operands, done.attrs, done.parsed = sync_op, list(start.operands), attrs, parsed
         removed.update(link.name for link in chain[1:] + [start])
     comp.instructions = [i for i in comp.instructions if i.name not in removed]
     for i in comp.instructions:
-        if i.opcode in _ASYNC_STARTS or i.opcode == "async-update":
+        if _is_async_start_or_update(i.opcode):
             raise ProgramError(f"{i.location(module.filename)}: instruction '{i.name}' ('{i.opcode}') "
                                "has no matching '-done' instruction")
 

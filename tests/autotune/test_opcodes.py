@@ -413,17 +413,47 @@ def test_async_pairs_become_their_synchronous_operation():
     assert "all-gather(" in prog.to_text() and "-start" not in prog.to_text()
 
 
+# XLA prints an async op wrapping one instruction X as `X-start` / `X-update` / `X-done`.
+SHORTHAND = module(
+    f"p = {X} parameter(0)\ns = (({X}), {X}, s32[]) custom-call-start(p), custom_call_target=\"my_kernel\"\n"
+    f"u = (({X}), {X}, s32[]) custom-call-update(s)\nd = {X} custom-call-done(u)\n"
+    f"rs = (({X}), f32[2,8]{{1,0}}) reduce-scatter-start(d), replica_groups={{{{0,1}}}}, dimensions={{0}}, "
+    "to_apply=add\nROOT r = f32[2,8]{1,0} reduce-scatter-done(rs)", ADD, header=", replica_count=2")
+
+
+def test_async_shorthand_is_parsed_costed_and_made_synchronous(models):
+    from autotune.hlo import async_sugar
+    assert async_sugar("custom-call-start") == ("custom-call", "start")
+    assert async_sugar("all-gather-start") is None and async_sugar("parameter-start") is None
+    with pytest.raises(HloParseError, match="unknown opcode 'frobnicate-start'"):
+        parse_hlo(module(f"p = {X} parameter(0)\nROOT r = {X} frobnicate-start(p)"))
+    m = parse_hlo(SHORTHAND)
+    # custom-call-start costs a custom-call (XLA: unknown, -1), reduce-scatter-start a reduce-scatter
+    # (128 + 64 bytes); updates and dones read their operand's tuple index table (8 per element) and
+    # write their result's leaves (the update: 128 + 128 + 4).
+    c = module_cost(m)
+    assert (c.flops, c.bytes_accessed, c.bytes_written) == (-1, -1 + (24 + 260) + (24 + 128) + 192 + (16 + 64),
+                                                            -1 + 260 + 128 + 64 + 64)
+    prog = Program.from_text(SHORTHAND)
+    assert [i.opcode for i in prog.entry.instructions] == ["parameter", "custom-call", "reduce-scatter"]
+    rs = prog.entry.instructions[-1]
+    assert rs.name == "r" and rs.attrs["dimensions"] == "{0}" and rs.parsed["to_apply"] == "add"
+    assert all(meas.ok for meas in models[0].measure(_kernels(SHORTHAND)))
+    text = prog.to_text()
+    assert "custom-call(" in text and "-start" not in text and parse_hlo(text).to_text() == text
+
+
 # --------------------------------------------------------------------------------------------------
 # Parity with XLA's HloCostAnalysis (jaxlib's), for every template XLA:CPU parses
 
 
 @pytest.mark.xla
-@pytest.mark.parametrize("op", sorted(TEMPLATES))
+@pytest.mark.parametrize("op", sorted(TEMPLATES) + ["<async shorthand>"])
 def test_instruction_costs_match_xla(op):
     pytest.importorskip("jax")
     from hardware.xla import cost_analysis
 
-    text = TEMPLATES[op]
+    text = TEMPLATES.get(op, SHORTHAND)
     try:
         xla = cost_analysis(text)
     except Exception as e:  # noqa: BLE001 - jaxlib's XLA predates the opcode
