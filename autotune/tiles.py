@@ -40,7 +40,7 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
-from .hlo import Shape
+from .hlo import DTYPE_BYTES, Shape
 
 __all__ = ["TileConfig", "TileSpace", "TilingInfo", "tiling_info", "io_geometry", "R_MAX", "I_MAX",
            "DTYPE_BYTES_TPU", "stack_rows", "tiles_to_array"]
@@ -56,8 +56,10 @@ DTYPE_BYTES_TPU = {"pred": 1, "s8": 1, "u8": 1, "s16": 2, "u16": 2, "bf16": 2, "
                    "f32": 4, "s64": 8, "u64": 8, "f64": 8, "c64": 8, "c128": 16}
 
 
-def _dbytes(dtype: str) -> int:
-    return DTYPE_BYTES_TPU.get(dtype, 4)
+def _dbytes(dtype: str) -> float:
+    """Bytes per element in TPU memory: the table above, else the packed width (fp8: 1, s4: 0.5)."""
+    v = DTYPE_BYTES_TPU.get(dtype)
+    return v if v is not None else DTYPE_BYTES.get(dtype, 4)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -640,3 +640,14 @@ def test_new_elementwise_opcodes_fuse_with_identical_results(tmp_path):
     for spec, r in res["results"].items():
         if not spec.startswith("_"):
             assert r["reparse"] and r["ok"] and r["err"] == 0.0, (spec, r)
+
+
+def test_every_element_type_is_priced_at_its_width(models):
+    """fp8 and sub-byte types move their packed width (not a default 4 bytes) in the tile geometry."""
+    from autotune.hlo import DTYPE_BYTES
+    widths = {}
+    for dt in sorted(set(DTYPE_BYTES) - {"token", "opaque"}):
+        k = _one(module(f"p = {dt}[1024,1024]{{1,0}} parameter(0)\nROOT r = {dt}[1024,1024]{{1,0}} copy(p)"), "copy")
+        widths[dt] = float(models[0].simulate([k], noise=False)[0])
+    assert widths["f8e4m3fn"] < widths["bf16"] < widths["f32"] < widths["f64"] < widths["c128"]
+    assert widths["s4"] < widths["s8"] and widths["f8e5m2"] == widths["s8"]
