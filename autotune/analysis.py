@@ -12,27 +12,35 @@ checkable against an oracle (`_xla_cost_analysis_oracle`, jaxlib's private
 XLA semantics reproduced here (all checked against jaxlib 0.10.2, see tests/autotune/test_analysis.py):
 
 * Default bytes: every operand is read whole, the output is written whole. Byte sizes are those of
-  XLA:CPU's `ShapeSizeBytes`: an array is elements * element width (sub-byte types such as s4 count
-  one byte per element), a tuple *operand* counts only its index table (8 bytes per element);
-  the default *output* counts the array leaves of a tuple-shaped result.
+  XLA:CPU's `ShapeSizeBytes`: an array is elements * element width (sub-byte types such as s1/s4
+  count one byte per element; a dynamic shape adds an s32 size per dim), a tuple *operand* counts
+  only its index table (8 bytes per element); the default *output* counts the array leaves of a
+  tuple-shaped result. Opcodes without a rule below (copy, reshape, collectives but all-reduce,
+  infeed/outfeed, topk, shuffle, ...) cost these default bytes and nothing else.
 * Elementwise ops (unary, binary, ternary, compare, select, clamp, convert, bitcast-convert, ...) cost
   one flop per output element; exponential, exponential-minus-one, log, log-plus-one, logistic,
-  power, sqrt, rsqrt, cbrt, sine, cosine, tan, tanh, atan2 and erf cost one *transcendental*
-  instead. `rng` costs one transcendental per element; `rng-bit-generator` one per element of
-  every output leaf.
+  power, sqrt, rsqrt, cbrt, sine, cosine, tan, tanh, atan2, erf, acos, acosh, asin, asinh, atanh,
+  cosh and sinh cost one *transcendental* instead (atan too: XLA at jaxlib 0.10.2 has no atan;
+  we count it like its siblings). `rng` costs one transcendental per element;
+  `rng-bit-generator` one per element of every output leaf.
 * Free (all zero): parameter, constant, get-tuple-element, bitcast, a transpose that is a bitcast
-  under the layouts, after-all. `tuple` writes only its index table (8 bytes per element).
+  under the layouts, after-all, add-dependency, domain. `tuple` writes only its index table (8
+  bytes per element).
 * Slice reads what it writes; dynamic-slice reads what it writes plus operand 1 (the first index);
   dynamic-update-slice reads and writes the update plus operand 2; gather is 2 * output + indices;
   scatter is 3 * updates + indices and runs its combiner once per update element.
-* dot: 2 * output elements * contracted size. convolution: 2 * (input features / feature groups) *
-  output features * (batch / batch groups) * product over spatial dims of the number of valid
-  (output, kernel) position pairs given stride, padding and dilations.
+* dot and scaled-dot: 2 * output elements * contracted size. convolution: 2 * (input features /
+  feature groups) * output features * (batch / batch groups) * product over spatial dims of the
+  number of valid (output, kernel) position pairs given stride, padding and dilations.
 * reduce: the reducer's flops/transcendentals times (input elements - output elements);
   reduce-window: times (window size - 1) * output elements; select-and-scatter: select cost times
   source elements * (window size - 1) plus scatter cost times source elements; map: times output
   elements; sort: n * ceil(log2 n) flops for the n elements of operand 0 (all rows together);
-  all-reduce: one flop per output element; fft: 8 * prod(log2 fft_length) * elements.
+  all-reduce (and -start, collective-reduce): one flop per output element; fft: 8 *
+  prod(log2 fft_length) * elements; cholesky: n * elements / 3 flops, reads and writes half of its
+  operand; triangular-solve: 2 * n * elements(b) flops, reads half of `a`; scan: the step
+  computation times the elements of operand 1 (with a single operand, XLA fails; we use the scan
+  length).
 * fusion: the flops/transcendentals of the fused computation; bytes only at the boundary. A fused
   parameter is read whole once if any "ordinary" user reads it, plus each slice's output, each
   dynamic-slice's output, and the whole parameter again for every broadcast or reshape user;
@@ -42,7 +50,8 @@ XLA semantics reproduced here (all checked against jaxlib 0.10.2, see tests/auto
   `known_trip_count` is present), and nothing for the while's own operand/result.
 * conditional: per metric, the maximum over branches (nothing for the conditional itself).
 * call: the callee's full cost (its bytes included), nothing for the call itself.
-* async-start: the wrapped computation's full cost (async-done is a plain op); all-reduce-start as
+* async-start: the wrapped computation's full cost (async-done is a plain op), and so XLA's
+  shorthand `X-start` costs what X costs (`X-update`, `X-done` are plain ops); all-reduce-start as
   all-reduce; ragged-dot: 2 * (rhs elements / groups) flops (XLA's figure, independent of the rows).
 * custom-call: unknown; XLA marks flops and bytes with -1 (and so do we, to keep totals equal).
 * Every instruction of a computation counts, dead ones included; computations that the entry
@@ -57,7 +66,7 @@ import math
 from dataclasses import dataclass
 from typing import Optional
 
-from .hlo import ConvDimLabels, HloComputation, HloInstruction, HloModule, Shape, parse_int_list
+from .hlo import ConvDimLabels, HloComputation, HloInstruction, HloModule, Shape, async_sugar
 
 __all__ = ["Cost", "instruction_cost", "computation_cost", "computation_costs", "module_cost",
            "shape_size", "convolution_flops", "TRANSCENDENTAL_OPCODES", "ELEMENTWISE_OPCODES"]
@@ -100,27 +109,31 @@ class Cost:
 
 TRANSCENDENTAL_OPCODES: frozenset = frozenset((
     "exponential", "exponential-minus-one", "log", "log-plus-one", "logistic", "power", "sqrt",
-    "rsqrt", "cbrt", "sine", "cosine", "tan", "tanh", "atan2", "erf"))
+    "rsqrt", "cbrt", "sine", "cosine", "tan", "tanh", "atan2", "erf", "acos", "acosh", "asin",
+    "asinh", "atan", "atanh", "cosh", "sinh"))
 
 ELEMENTWISE_OPCODES: frozenset = TRANSCENDENTAL_OPCODES | frozenset((
     "abs", "add", "and", "bitcast-convert", "ceil", "clamp", "compare", "complex", "convert",
-    "count-leading-zeros", "divide", "floor", "imag", "is-finite", "maximum", "minimum", "multiply",
+    "count-leading-zeros", "divide", "floor", "imag", "is-finite", "maximum", "minimum", "mulhi", "multiply",
     "negate", "not", "or", "popcnt", "real", "reduce-precision", "remainder", "round-nearest-afz",
     "round-nearest-even", "select", "shift-left", "shift-right-arithmetic", "shift-right-logical",
     "sign", "stochastic-convert", "subtract", "xor"))
 
 # Element widths as XLA:CPU sizes them (sub-byte types occupy a byte each).
 _ELEMENT_BYTES: dict = {
-    "pred": 1, "s2": 1, "u2": 1, "s4": 1, "u4": 1, "s8": 1, "u8": 1, "s16": 2, "u16": 2, "s32": 4,
+    "pred": 1, "s1": 1, "u1": 1, "s2": 1, "u2": 1, "s4": 1, "u4": 1, "s8": 1, "u8": 1, "s16": 2, "u16": 2,
+    "s32": 4,
     "u32": 4, "s64": 8, "u64": 8, "f16": 2, "bf16": 2, "f32": 4, "f64": 8, "c64": 8, "c128": 16,
     "f8e4m3fn": 1, "f8e5m2": 1, "f8e4m3b11fnuz": 1, "f8e5m2fnuz": 1, "f8e4m3fnuz": 1, "f8e4m3": 1,
     "f8e3m4": 1, "f8e8m0fnu": 1, "f4e2m1fn": 1, "token": 0, "opaque": 8,
 }
 _POINTER = 8
+_DYNAMIC_SIZE_BYTES = 4  # the s32 size of each dim that a dynamic array carries with its data
 
 
 def shape_size(shape: Shape) -> float:
-    """XLA:CPU `ShapeSizeBytes`: array bytes; a tuple is its index table (8 bytes per element)."""
+    """XLA:CPU `ShapeSizeBytes`: array bytes (a dynamic shape adds its s32 size per dim); a tuple
+    is its index table (8 bytes per element)."""
     if shape.tuple_shapes is not None:
         return _POINTER * len(shape.tuple_shapes)
     if shape.dtype == "opaque":
@@ -128,6 +141,8 @@ def shape_size(shape: Shape) -> float:
     n = _ELEMENT_BYTES.get(shape.dtype, 4)
     for d in shape.dims:
         n *= d if d > 0 else 0
+    if any(shape.dynamic):
+        n += _DYNAMIC_SIZE_BYTES * len(shape.dims)
     return n
 
 
@@ -203,6 +218,13 @@ class _Analyzer:
     def cost(self, ins: HloInstruction, comp: HloComputation) -> Cost:
         handler = _HANDLERS.get(ins.opcode)
         if handler is None:
+            sugar = async_sugar(ins.opcode)
+            if sugar is not None and sugar[1] == "start":
+                # `X-start` is an async-start wrapping one X: it costs what X costs (on the same
+                # operands, with the wrapped result: element 1 of the start's tuple).
+                shape = ins.shape.tuple_shapes[1] if ins.shape.is_tuple and len(ins.shape.tuple_shapes) > 1 \
+                    else ins.shape
+                return self.cost(ins.copy(opcode=sugar[0], shape=shape), comp)
             return self.default(ins, comp)
         return handler(self, ins, comp)
 
@@ -525,16 +547,33 @@ def _fft(a: _Analyzer, ins: HloInstruction, comp: HloComputation) -> Cost:
 
 
 def _triangular_solve(a: _Analyzer, ins: HloInstruction, comp: HloComputation) -> Cost:
-    c = a.default(ins, comp)
+    # Half of the triangular matrix is read.
     amat = a.operand(ins, comp, 0).shape
-    c.flops = 2.0 * (amat.dims[-1] if amat.dims else 1) * _elements(a.operand(ins, comp, 1).shape)
-    return c
+    b = a.operand(ins, comp, 1).shape
+    flops = 2.0 * (amat.dims[-1] if amat.dims else 1) * _elements(b)
+    return Cost(flops, 0.0, shape_size(amat) / 2.0 + shape_size(b), shape_size(ins.shape))
 
 
 def _cholesky(a: _Analyzer, ins: HloInstruction, comp: HloComputation) -> Cost:
-    c = a.default(ins, comp)
+    # Half of the operand is read and half of the output written (one triangle).
     amat = a.operand(ins, comp, 0).shape
-    c.flops = float(((amat.dims[-1] if amat.dims else 1) * _elements(amat)) // 3)
+    flops = float(((amat.dims[-1] if amat.dims else 1) * _elements(amat)) // 3)
+    half = shape_size(amat) / 2.0
+    return Cost(flops, 0.0, half, half)
+
+
+def _scan(a: _Analyzer, ins: HloInstruction, comp: HloComputation) -> Cost:
+    # XLA (jaxlib 0.10.2) scales the step computation by the elements of operand 1 (the first
+    # carry, or the second input); with a single operand, we take the scan length instead.
+    if len(ins.operands) > 1:
+        count = _elements(a.operand(ins, comp, 1).shape)
+    else:
+        dims = ins.parsed.get("dimensions") or (0,)
+        shape = a.operand(ins, comp, 0).shape
+        count = shape.dims[dims[0]] if dims[0] < shape.rank else 1
+    c = a.total(ins.parsed["to_apply"]).scaled(count)
+    d = a.default(ins, comp)
+    c.bytes_read, c.bytes_written = d.bytes_read, d.bytes_written
     return c
 
 
@@ -587,7 +626,7 @@ def _ragged_dot(a: _Analyzer, ins: HloInstruction, comp: HloComputation) -> Cost
     c = a.default(ins, comp)
     rhs = a.operand(ins, comp, 1).shape
     groups = 1
-    for d in parse_int_list(ins.attrs.get("rhs_group_dims", "{}")):
+    for d in ins.parsed.get("rhs_group_dims", ()):
         groups *= rhs.dims[d]
     c.flops = 2.0 * (_elements(rhs) // max(groups, 1))
     return c
@@ -601,7 +640,7 @@ def _custom_call(a: _Analyzer, ins: HloInstruction, comp: HloComputation) -> Cos
 _HANDLERS: dict = {}
 for _op in ELEMENTWISE_OPCODES:
     _HANDLERS[_op] = _transcendental if _op in TRANSCENDENTAL_OPCODES else _elementwise
-for _op in ("parameter", "constant", "get-tuple-element", "bitcast", "after-all", "add-dependency"):
+for _op in ("parameter", "constant", "get-tuple-element", "bitcast", "after-all", "add-dependency", "domain"):
     _HANDLERS[_op] = _free
 _HANDLERS.update({
     "tuple": _tuple, "transpose": _transpose, "slice": _slice, "dynamic-slice": _dynamic_slice,
@@ -611,7 +650,8 @@ _HANDLERS.update({
     "rng": _rng, "rng-bit-generator": _rng, "fft": _fft, "triangular-solve": _triangular_solve,
     "cholesky": _cholesky, "fusion": _fusion, "while": _while, "conditional": _conditional,
     "call": _call, "custom-call": _custom_call, "all-reduce-start": _all_reduce,
-    "async-start": _async_start, "ragged-dot": _ragged_dot,
+    "collective-reduce": _all_reduce, "async-start": _async_start, "ragged-dot": _ragged_dot,
+    "scaled-dot": _dot, "scan": _scan,
 })
 
 

@@ -7,7 +7,8 @@ A kernel becomes a small directed graph (`KernelGraph`):
   topological order (so node order is a topological order of the graph);
 * edges: producer -> consumer (`edge_index[0]` = producer, `edge_index[1]` = consumer), duplicates
   removed;
-* `opcode`: an id from the frozen vocabulary `OPCODE_VOCAB` (0 = unknown), embedded by the GNN;
+* `opcode`: an id from the frozen vocabulary `OPCODE_VOCAB` (0 = the "other" bucket for opcodes
+  outside it), embedded by the GNN;
 * `node_feat`: the raw (unscaled) feature rows described by `NODE_FEATURE_NAMES` (below);
 * `tiled_dims`: the dims of the kernel's tiled shape (`autotune.tiles`), so that tile features can be
   computed later for any tile without the kernel at hand (datasets store graphs, not kernels);
@@ -50,14 +51,18 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
-__all__ = ["OPCODE_VOCAB", "OPCODE_INDEX", "NUM_OPCODES", "opcode_id", "DTYPES", "NODE_FEATURE_NAMES",
-           "NODE_DIM", "STATIC_COLUMNS", "TILE_FEATURE_NAMES", "TILE_DIM", "KERNEL_FEATURE_NAMES",
+__all__ = ["OPCODE_VOCAB", "OPCODE_INDEX", "NUM_OPCODES", "OTHER_OPCODE_ID", "OTHER_BUCKET_OPCODES",
+           "opcode_id", "DTYPES", "NODE_FEATURE_NAMES", "NODE_DIM", "STATIC_COLUMNS", "TILE_FEATURE_NAMES",
+           "TILE_DIM", "KERNEL_FEATURE_NAMES",
            "KernelGraph", "kernel_graph", "node_features", "tile_features", "tile_feature_matrix",
            "FeatureScaler", "TPUGRAPHS_NODE_DIM", "tpugraphs_node_features", "clear_cache"]
 
 # --------------------------------------------------------------------------------------------------
-# Opcode vocabulary: frozen (ids must never change, saved models depend on them). New opcodes are
-# appended at the end only; 0 is "unknown".
+# Opcode vocabulary: frozen (ids must never change, saved models depend on them, and its length is
+# the size of the shipped GNN's opcode embedding). Id 0, "<unk>", is the explicit "other" bucket:
+# opcodes outside the vocabulary (those XLA added after it was frozen, `OTHER_BUCKET_OPCODES`, and
+# any opcode a later XLA adds) share it, so featurizing them never fails and the shipped models keep
+# loading. Growing the vocabulary means retraining the shipped models.
 OPCODE_VOCAB: tuple = ("<unk>",) + tuple("""
 abs add add-dependency after-all all-gather all-gather-done all-gather-start all-reduce all-reduce-done
 all-reduce-start all-to-all and async-done async-start async-update atan2 batch-norm-grad
@@ -76,10 +81,15 @@ triangular-solve tuple while xor
 """.split())
 OPCODE_INDEX: dict = {op: i for i, op in enumerate(OPCODE_VOCAB)}
 NUM_OPCODES = len(OPCODE_VOCAB)
+OTHER_OPCODE_ID = 0
+# Opcodes of the HLO text format that are not in the frozen vocabulary: featurized as "other".
+OTHER_BUCKET_OPCODES: frozenset = frozenset(
+    "acos acosh asin asinh atan atanh collective-reduce cosh mulhi scan shuffle sinh".split())
 
 
 def opcode_id(opcode: str) -> int:
-    return OPCODE_INDEX.get(opcode, 0)
+    """Vocabulary id of an opcode; OTHER_OPCODE_ID for opcodes outside the vocabulary."""
+    return OPCODE_INDEX.get(opcode, OTHER_OPCODE_ID)
 
 
 DTYPES = ("pred", "s8", "s16", "s32", "s64", "u8", "u16", "u32", "u64", "f16", "bf16", "f32", "f64",

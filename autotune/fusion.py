@@ -31,17 +31,19 @@ count-leading-zeros divide erf exponential exponential-minus-one floor imag is-f
 log-plus-one logistic map maximum minimum multiply negate not or popcnt power real
 reduce-precision remainder round-nearest-afz round-nearest-even rsqrt select shift-left
 shift-right-arithmetic shift-right-logical sign sine sqrt stochastic-convert subtract tan tanh xor
+acos acosh asin asinh atan atanh cosh sinh mulhi
 """.split())
 
 # Ops XLA treats as expensive (InstructionFusion::IsExpensive): not duplicated into several kernels.
 EXPENSIVE = frozenset("""
 atan2 cbrt cosine divide erf exponential exponential-minus-one log log-plus-one logistic power
 remainder rsqrt sine sqrt tan tanh convolution dot fft reduce-window sort custom-call
+acos acosh asin asinh atanh cosh
 """.split())
 
 TRANSCENDENTAL = frozenset("""
 atan2 cbrt cosine erf exponential exponential-minus-one log log-plus-one logistic power rsqrt sine
-sqrt tan tanh
+sqrt tan tanh acos acosh asin asinh atan atanh cosh sinh
 """.split())
 
 FREE = frozenset("""

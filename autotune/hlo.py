@@ -11,34 +11,55 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Iterable, Optional
 
 # --------------------------------------------------------------------------------------------------
 # Element types and opcodes
 
 DTYPE_BYTES: dict[str, float] = {
-    "pred": 1, "s2": 0.25, "u2": 0.25, "s4": 0.5, "u4": 0.5, "s8": 1, "u8": 1, "s16": 2, "u16": 2,
+    "pred": 1, "s1": 0.125, "u1": 0.125, "s2": 0.25, "u2": 0.25, "s4": 0.5, "u4": 0.5, "s8": 1, "u8": 1,
+    "s16": 2, "u16": 2,
     "s32": 4, "u32": 4, "s64": 8, "u64": 8, "f16": 2, "bf16": 2, "f32": 4, "f64": 8, "c64": 8,
     "c128": 16, "f8e4m3fn": 1, "f8e5m2": 1, "f8e4m3b11fnuz": 1, "f8e5m2fnuz": 1, "f8e4m3fnuz": 1,
     "f8e4m3": 1, "f8e3m4": 1, "f8e8m0fnu": 1, "f4e2m1fn": 0.5, "token": 0, "opaque": 0,
 }
 
+# Every opcode of XLA's HLO text format (xla/hlo/ir/hlo_opcode.h, HLO_OPCODE_LIST, as of XLA at
+# jaxlib 0.10.2 plus the newer atan, collective-reduce and shuffle), by their text names.
 OPCODES: frozenset[str] = frozenset("""
-abs add add-dependency after-all all-gather all-gather-done all-gather-start all-reduce
-all-reduce-done all-reduce-start all-to-all and async-done async-start async-update atan2
-batch-norm-grad batch-norm-inference batch-norm-training bitcast bitcast-convert broadcast call cbrt
-bit-reverse ceil cholesky clamp count-leading-zeros collective-broadcast collective-permute collective-permute-done
-collective-permute-start compare complex concatenate conditional constant convert convolution copy
-copy-done copy-start cosine custom-call divide domain dot dynamic-reshape dynamic-slice
-dynamic-update-slice erf exponential exponential-minus-one fft floor fusion gather
-get-dimension-size get-tuple-element imag infeed iota is-finite log log-plus-one logistic map
-maximum minimum multiply negate not opt-barrier or outfeed pad parameter partition-id popcnt power
-ragged-all-to-all ragged-dot real recv recv-done reduce reduce-precision reduce-scatter
-reduce-window remainder replica-id reshape reverse rng rng-bit-generator rng-get-and-update-state
-round-nearest-afz round-nearest-even rsqrt scaled-dot scatter select select-and-scatter send
-send-done set-dimension-size shift-left shift-right-arithmetic shift-right-logical sign sine slice
-sort sqrt stochastic-convert subtract tan tanh topk transpose triangular-solve tuple while xor
+abs acos acosh add add-dependency after-all all-gather all-gather-done all-gather-start all-reduce
+all-reduce-done all-reduce-start all-to-all and asin asinh async-done async-start async-update atan
+atan2 atanh batch-norm-grad batch-norm-inference batch-norm-training bitcast bitcast-convert
+broadcast call cbrt ceil cholesky clamp collective-broadcast collective-permute
+collective-permute-done collective-permute-start collective-reduce compare complex concatenate
+conditional constant convert convolution copy copy-done copy-start cosh cosine count-leading-zeros
+custom-call divide domain dot dynamic-reshape dynamic-slice dynamic-update-slice erf exponential
+exponential-minus-one fft floor fusion gather get-dimension-size get-tuple-element imag infeed iota
+is-finite log log-plus-one logistic map maximum minimum mulhi multiply negate not opt-barrier or
+outfeed pad parameter partition-id popcnt power ragged-all-to-all ragged-dot real recv recv-done
+reduce reduce-precision reduce-scatter reduce-window remainder replica-id reshape reverse rng
+rng-bit-generator rng-get-and-update-state round-nearest-afz round-nearest-even rsqrt scaled-dot scan
+scatter select select-and-scatter send send-done set-dimension-size shift-left
+shift-right-arithmetic shift-right-logical shuffle sign sine sinh slice sort sqrt stochastic-convert
+subtract tan tanh topk transpose triangular-solve tuple while xor
 """.split())
+
+
+_NOT_ASYNC_WRAPPABLE = frozenset({"parameter", "constant", "async-start", "async-update", "async-done"})
+
+
+@lru_cache(maxsize=None)
+def async_sugar(opcode: str) -> Optional[tuple]:
+    """(wrapped opcode, phase) of XLA's async shorthand `X-start` / `X-update` / `X-done` (an
+    async-start / async-update / async-done wrapping one X instruction, as XLA prints it, e.g.
+    `custom-call-start`, `reduce-scatter-done`); None for anything else, opcodes included."""
+    if opcode in OPCODES:
+        return None
+    base, _, phase = opcode.rpartition("-")
+    if phase in ("start", "update", "done") and base in OPCODES and base not in _NOT_ASYNC_WRAPPABLE:
+        return base, phase
+    return None
 
 
 class HloParseError(ValueError):
@@ -347,6 +368,7 @@ _ATTR_PARSERS = {
     "scatter_dims_to_operand_dims": parse_int_list, "operand_batching_dims": parse_int_list,
     "start_indices_batching_dims": parse_int_list, "input_batching_dims": parse_int_list,
     "scatter_indices_batching_dims": parse_int_list, "fft_length": parse_int_list,
+    "lhs_ragged_dims": parse_int_list, "rhs_group_dims": parse_int_list,
     "index": _int, "index_vector_dim": _int, "iota_dimension": _int, "feature_group_count": _int,
     "batch_group_count": _int, "exponent_bits": _int, "mantissa_bits": _int, "k": _int,
     "window": parse_window, "dim_labels": parse_dim_labels, "slice": parse_slice,
@@ -370,11 +392,11 @@ class HloInstruction:
     """One instruction as written: name, opcode, shape, operand names, attributes (raw and parsed)."""
 
     __slots__ = ("name", "opcode", "shape", "operands", "attrs", "parsed", "is_root", "literal",
-                 "parameter_number", "lineno")
+                 "parameter_number", "lineno", "col")
 
     def __init__(self, name: str, opcode: str, shape: Shape, operands: list, attrs: Optional[dict] = None,
                  parsed: Optional[dict] = None, is_root: bool = False, literal: Optional[str] = None,
-                 parameter_number: Optional[int] = None, lineno: int = 0):
+                 parameter_number: Optional[int] = None, lineno: int = 0, col: int = 0):
         self.name = name
         self.opcode = opcode
         self.shape = shape
@@ -384,7 +406,8 @@ class HloInstruction:
         self.is_root = is_root
         self.literal = literal
         self.parameter_number = parameter_number
-        self.lineno = lineno
+        self.lineno = lineno  # 1-based line and column of the instruction in its file (0: unknown)
+        self.col = col
 
     def attr(self, key: str, default: Any = None) -> Any:
         """Parsed value of a structured attribute (or the raw text for the others)."""
@@ -402,7 +425,8 @@ class HloInstruction:
 
     def copy(self, **changes: Any) -> "HloInstruction":
         new = HloInstruction(self.name, self.opcode, self.shape, list(self.operands), dict(self.attrs),
-                             dict(self.parsed), self.is_root, self.literal, self.parameter_number, self.lineno)
+                             dict(self.parsed), self.is_root, self.literal, self.parameter_number, self.lineno,
+                             self.col)
         for k, v in changes.items():
             setattr(new, k, v)
         return new
@@ -427,6 +451,10 @@ class HloInstruction:
             text += ", " + ", ".join(parts)
         return text
 
+    def location(self, filename: str) -> str:
+        """`file:line:col` of the instruction (as HloParseError prints positions)."""
+        return f"{filename}:{self.lineno}:{self.col}"
+
     def __repr__(self) -> str:
         return f"HloInstruction({self.to_text(metadata=False)!r})"
 
@@ -444,7 +472,7 @@ def _restyle_names(v: str, percent: bool) -> str:
 class HloComputation:
     """A named list of instructions with one root; `is_entry` marks the module's entry."""
 
-    __slots__ = ("name", "instructions", "is_entry", "trailer", "lineno", "_by_name")
+    __slots__ = ("name", "instructions", "is_entry", "trailer", "lineno", "_by_name", "_by_name_of")
 
     def __init__(self, name: str, instructions: list, is_entry: bool = False, trailer: Optional[dict] = None,
                  lineno: int = 0):
@@ -454,11 +482,15 @@ class HloComputation:
         self.trailer = trailer or {}
         self.lineno = lineno
         self._by_name: Optional[dict] = None
+        self._by_name_of: Optional[list] = None
 
     @property
     def by_name(self) -> dict:
-        if self._by_name is None or len(self._by_name) != len(self.instructions):
-            self._by_name = {i.name: i for i in self.instructions}
+        """name -> instruction; rebuilt when `instructions` is replaced (passes assign new lists)."""
+        ins = self.instructions
+        if self._by_name is None or self._by_name_of is not ins or len(self._by_name) != len(ins):
+            self._by_name = {i.name: i for i in ins}
+            self._by_name_of = ins
         return self._by_name
 
     @property
@@ -685,6 +717,8 @@ class _Parser:
             return Shape("tuple", tuple_shapes=tuple(subs))
         m = _ARRAY_SHAPE.match(text, self.pos)
         if not m:
+            if text.startswith("b(", self.pos):
+                raise self.error("buffer shapes 'b(...)' (xla_data.proto BUFFER) are not supported")
             got = text[self.pos:self.pos + 12].split("\n")[0] or "end of input"
             raise self.error(f"expected a shape, got '{got}'")
         raw = m.group(0)
@@ -875,7 +909,7 @@ class _Parser:
         if not m:
             raise self.error("expected an opcode")
         opcode = m.group(0)
-        if opcode not in OPCODES:
+        if opcode not in OPCODES and async_sugar(opcode) is None:
             raise self.error(f"unknown opcode '{opcode}'")
         self.pos = m.end()
         self.expect("(", f"after opcode '{opcode}'")
@@ -1010,17 +1044,17 @@ def parse_hlo(text: str, filename: str = "<string>") -> HloModule:
         mod = p.parse_module()
     except RecursionError:
         raise p.error("nesting too deep") from None
-    # Convert byte offsets to line numbers once, in one pass.
+    # Convert byte offsets to line numbers and columns once, in one pass.
     offsets = sorted({ins.lineno for c in mod.computations for ins in c.instructions})
-    line_of: dict[int, int] = {}
+    line_of: dict[int, tuple] = {}
     line, last = 1, 0
     for off in offsets:
         line += text.count("\n", last, off)
         last = off
-        line_of[off] = line
+        line_of[off] = (line, off - text.rfind("\n", 0, off))
     for c in mod.computations:
         for ins in c.instructions:
-            ins.lineno = line_of[ins.lineno]
+            ins.lineno, ins.col = line_of[ins.lineno]
         c.lineno = text.count("\n", 0, c.lineno) + 1 if len(mod.computations) < 64 else 0
     return mod
 

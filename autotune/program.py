@@ -1,9 +1,11 @@
 """Program model: a parsed module normalized as XLA does before fusion.
 
-`Program.from_module` inlines `call`s and existing `fusion`s (so dumps that are already fused can be
-re-tuned), forwards get-tuple-element of tuple, removes dead code and unused computations, and finds
-while-loop trip counts (backend_config `known_trip_count`, else the induction-variable pattern, else
-a flagged default). Kernel-bearing computations (entry, while bodies/conditions, conditional
+`Program.from_module` refuses what one device's program model cannot hold (`UNSUPPORTED_OPCODES`:
+send/recv, one `file:line:col` ProgramError), rewrites asynchronous `*-start`/`*-done` pairs as their
+synchronous operation (`ASYNC_DONE_TO_SYNC`), inlines `call`s and existing `fusion`s (so dumps that
+are already fused can be re-tuned), forwards get-tuple-element of tuple, removes dead code and unused
+computations, and finds while-loop trip counts (backend_config `known_trip_count`, else the
+induction-variable pattern, else a flagged default). Kernel-bearing computations (entry, while bodies/conditions, conditional
 branches) become `Computation`s: instruction DAGs in topological order with integer operand/user
 lists and a multiplicity (how often the computation runs per program execution).
 """
@@ -13,7 +15,8 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Optional
 
-from .hlo import HloComputation, HloInstruction, HloModule, HloParseError, parse_hlo, parse_hlo_file
+from .hlo import (HloComputation, HloInstruction, HloModule, HloParseError, async_sugar, parse_hlo,
+                  parse_hlo_file)
 
 DEFAULT_TRIP_COUNT = 1
 
@@ -25,6 +28,21 @@ SIDE_EFFECTING = frozenset({
 })
 
 INLINED_OPCODES = frozenset({"call", "fusion"})
+
+# Opcodes a single-device program model cannot represent: point-to-point transfers pair with an
+# instruction of another program (the peer), whose timing decides theirs.
+UNSUPPORTED_OPCODES = frozenset({"send", "send-done", "recv", "recv-done"})
+_UNSUPPORTED_WHY = ("a point-to-point transfer waits for a peer device's program; autotune tunes one "
+                    "device's program (send/recv, send-done/recv-done are not supported)")
+
+# Asynchronous pairs and the synchronous instruction each `*-done` becomes (as XLA's
+# ConvertAsyncCollectivesToSync does): kernels are timed one at a time, so the overlap an async
+# pair allows is not modeled and the pair is priced as the one operation it performs.
+ASYNC_DONE_TO_SYNC = {"all-gather-done": ("all-gather-start", "all-gather"),
+                      "all-reduce-done": ("all-reduce-start", "all-reduce"),
+                      "collective-permute-done": ("collective-permute-start", "collective-permute"),
+                      "copy-done": ("copy-start", "copy"),
+                      "async-done": ("async-start", "call")}
 
 
 class ProgramError(ValueError):
@@ -455,9 +473,90 @@ def _induction_pattern(comp: HloComputation, ins: HloInstruction, cond: HloCompu
     return max(0, int(n))
 
 
+def _refuse_unsupported(module: HloModule, names: set) -> None:
+    """One clear error (file:line:col, instruction) for an opcode the program model cannot hold."""
+    for comp in module.computations:
+        if comp.name not in names:
+            continue
+        for ins in comp.instructions:
+            if ins.opcode in UNSUPPORTED_OPCODES:
+                raise ProgramError(f"{ins.location(module.filename)}: instruction '{ins.name}' "
+                                   f"('{ins.opcode}'): {_UNSUPPORTED_WHY}")
+
+
+def _async_roles(opcode: str) -> Optional[tuple]:
+    """(start opcode, update opcode or None, sync opcode) of an async `*-done` opcode, else None."""
+    if opcode in ASYNC_DONE_TO_SYNC:
+        start, sync = ASYNC_DONE_TO_SYNC[opcode]
+        return start, ("async-update" if start == "async-start" else None), sync
+    sugar = async_sugar(opcode)
+    if sugar is not None and sugar[1] == "done":
+        return f"{sugar[0]}-start", f"{sugar[0]}-update", sugar[0]
+    return None
+
+
+def _is_async_start_or_update(opcode: str) -> bool:
+    sugar = async_sugar(opcode)
+    return opcode in _ASYNC_STARTS or opcode == "async-update" or (sugar is not None and sugar[1] != "done")
+
+
+def _sync_async_pairs(module: HloModule, comp: HloComputation) -> None:
+    """Rewrite every `*-start` ... `*-done` pair of comp as the synchronous instruction (in place of
+    the done): an async-start/update/done chain becomes a `call` of the wrapped computation (which
+    `_inline_calls` then inlines), XLA's shorthand `X-start`/`X-update`/`X-done` the X it wraps."""
+    if not any(_is_async_start_or_update(i.opcode) or _async_roles(i.opcode) for i in comp.instructions):
+        return
+    by_name = comp.by_name
+    users: dict[str, list] = {i.name: [] for i in comp.instructions}
+    for i in comp.instructions:
+        for o in dict.fromkeys(i.operands):
+            users[o].append(i)
+    removed: set[str] = set()
+    for done in [i for i in comp.instructions if _async_roles(i.opcode)]:
+        start_op, update_op, sync_op = _async_roles(done.opcode)
+        chain = [done]
+        start = by_name[done.operands[0]] if done.operands else None
+        while start is not None and update_op is not None and start.opcode == update_op:
+            chain.append(start)
+            start = by_name[start.operands[0]] if start.operands else None
+        if start is None or start.opcode != start_op:
+            raise ProgramError(f"{done.location(module.filename)}: instruction '{done.name}' "
+                               f"('{done.opcode}') does not take a '{start_op}' as its operand")
+        for link in chain[1:] + [start]:
+            others = [u.name for u in users[link.name] if u not in chain]
+            if others:
+                allowed = f"{update_op}/{done.opcode}" if update_op else done.opcode
+                raise ProgramError(f"{link.location(module.filename)}: instruction '{link.name}' "
+                                   f"('{link.opcode}') is used by '{others[0]}'; only its {allowed} may use it")
+        meta = {"metadata": done.attrs["metadata"]} if "metadata" in done.attrs else {}
+        if start_op == "async-start":
+            callee = start.parsed["calls"][0]
+            attrs, parsed = {"to_apply": callee, **meta}, {"to_apply": callee}
+        elif sync_op == "copy":
+            attrs, parsed = dict(meta), {}
+        else:  # the operation's own attributes (groups, dimensions, reducer, target, ...) as written
+            attrs = {k: v for k, v in start.attrs.items() if not k.startswith("async_")}
+            parsed = {k: v for k, v in start.parsed.items() if k in attrs}
+        done.opcode, done.operands, done.attrs, done.parsed = sync_op, list(start.operands), attrs, parsed
+        removed.update(link.name for link in chain[1:] + [start])
+    comp.instructions = [i for i in comp.instructions if i.name not in removed]
+    for i in comp.instructions:
+        if _is_async_start_or_update(i.opcode):
+            raise ProgramError(f"{i.location(module.filename)}: instruction '{i.name}' ('{i.opcode}') "
+                               "has no matching '-done' instruction")
+
+
+_ASYNC_STARTS = frozenset(start for start, _ in ASYNC_DONE_TO_SYNC.values())
+
+
 def _normalize(module: HloModule) -> Program:
     comps = module.computations_by_name
     entry = module.entry
+    live_comps = _reachable(module)
+    _refuse_unsupported(module, live_comps)
+    for c in module.computations:
+        if c.name in live_comps:
+            _sync_async_pairs(module, c)
     namer = _Namer(module)
     done: set[str] = set()
     # Kernel-bearing computations, discovered from the entry through control flow.

@@ -4,7 +4,8 @@ A `TileConfig` gives the tile extent (in elements) of each logical dimension of 
 *tiled shape*, as TpuGraphs' `output_bounds` do (docs/design.md, "Tile semantics"). The tiled
 shape is the kernel's output, except that a kernel whose output comes from a `reduce` is tiled over
 the reduce's *input* (its iteration space), as XLA:TPU does: in the TpuGraphs v3 data, the reduce
-fusion `fusion.232` (output f32[192]) has 4-d `output_bounds` over its f32[32,26,26,192] operand.
+fusion `fusion.232` (output f32[192]) has 4-d `output_bounds` over its f32[32,26,26,192] operand
+(a `topk`, which also reduces its rows, likewise).
 For a tuple output the largest-rank leaf (or reduce input) is tiled. A dot/convolution kernel may
 also carry `kernel` extents: the tile of the hero's right-hand operand (filter), as TpuGraphs'
 `kernel_bounds`; they split the contraction into several steps. `TileSpace` enumerates output tiles
@@ -32,13 +33,14 @@ analytical model and the simulator, so that all three agree on what a tile reads
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Optional, Sequence
 
 import numpy as np
 
-from .hlo import Shape
+from .hlo import DTYPE_BYTES, Shape
 
 __all__ = ["TileConfig", "TileSpace", "TilingInfo", "tiling_info", "io_geometry", "R_MAX", "I_MAX",
            "DTYPE_BYTES_TPU", "stack_rows", "tiles_to_array"]
@@ -54,8 +56,10 @@ DTYPE_BYTES_TPU = {"pred": 1, "s8": 1, "u8": 1, "s16": 2, "u16": 2, "bf16": 2, "
                    "f32": 4, "s64": 8, "u64": 8, "f64": 8, "c64": 8, "c128": 16}
 
 
-def _dbytes(dtype: str) -> int:
-    return DTYPE_BYTES_TPU.get(dtype, 4)
+def _dbytes(dtype: str) -> float:
+    """Bytes per element in TPU memory: the table above, else the packed width (fp8: 1, s4: 0.5)."""
+    v = DTYPE_BYTES_TPU.get(dtype)
+    return v if v is not None else DTYPE_BYTES.get(dtype, 4)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -113,6 +117,153 @@ def hero_flops(ins: Any, opshapes: Sequence[Shape]) -> float:
 
 
 # --------------------------------------------------------------------------------------------------
+# Device work: what a kernel costs the hardware models, from XLA's static numbers (`kernel.cost`)
+# except for the opcodes whose XLA figure is not the work a device does (docs/simulator.md, 1b).
+
+MATMUL_OPCODES = frozenset({"dot", "convolution", "ragged-dot", "scaled-dot"})
+COLLECTIVE_OPCODES = frozenset({"all-gather", "all-reduce", "all-to-all", "collective-broadcast",
+                                "collective-permute", "collective-reduce", "ragged-all-to-all",
+                                "reduce-scatter"})
+HOST_TRANSFER_OPCODES = frozenset({"infeed", "outfeed"})
+# Vector ops per element of the (largest) operand of a batch-norm op (assumption, docs/simulator.md):
+# training = mean, variance (2 reductions) + normalize-scale-shift; grad = 3 reductions + 5 ops.
+BATCH_NORM_OPS_PER_ELEMENT = {"batch-norm-training": 7.0, "batch-norm-inference": 4.0,
+                              "batch-norm-grad": 11.0}
+_WORK_OPCODES = (frozenset({"sort", "topk", "fft", "scan", "custom-call"}) | COLLECTIVE_OPCODES
+                 | HOST_TRANSFER_OPCODES | frozenset(BATCH_NORM_OPS_PER_ELEMENT))
+
+
+@dataclass(frozen=True)
+class DeviceWork:
+    """Static work of a kernel as the hardware models see it: vector flops and transcendentals
+    (all of the kernel's, matrix-unit flops included), and bytes that leave the chip: over the
+    inter-chip interconnect (collectives) and over the host link (infeed/outfeed)."""
+
+    flops: float
+    transcendentals: float
+    interconnect_bytes: float = 0.0
+    host_bytes: float = 0.0
+
+
+def _log2_ceil(n: float) -> int:
+    return int(math.ceil(math.log2(n))) if n > 1 else 0
+
+
+def _leaf_bytes(shape: Shape) -> float:
+    return float(sum(l.elements * _dbytes(l.dtype) for l in shape.leaves() if l.dtype != "token"))
+
+
+def collective_group_size(ins: Any, module_attrs: dict) -> int:
+    """Devices in one group of a collective: the first of `replica_groups={{0,1},...}` or of the
+    iota form `[groups,size]<=[...]`; all replicas (the module's replica_count x num_partitions,
+    default 1) for an empty list."""
+    text = str(ins.attrs.get("replica_groups", "")).strip()
+    m = re.match(r"\[\s*\d+\s*,\s*(\d+)\s*\]", text)
+    if m:
+        return max(int(m.group(1)), 1)
+    m = re.search(r"\{\s*\{([^{}]*)\}", text)
+    if m:
+        return max(len([x for x in m.group(1).split(",") if x.strip()]), 1)
+
+    def count(key: str) -> int:
+        try:
+            return max(int(str(module_attrs.get(key, "1")).strip()), 1)
+        except ValueError:
+            return 1
+    return count("replica_count") * count("num_partitions")
+
+
+def _interconnect_bytes(ins: Any, operand_shapes: Sequence[Shape], module_attrs: dict) -> float:
+    """Bytes one device sends over the interconnect for a collective (ring algorithms)."""
+    op = ins.opcode
+    data_in = _leaf_bytes(operand_shapes[0]) if operand_shapes else 0.0
+    out = _leaf_bytes(ins.shape)
+    if op == "collective-permute":
+        pairs = re.findall(r"\{\s*(\d+)\s*,\s*(\d+)\s*\}", str(ins.attrs.get("source_target_pairs", "")))
+        return data_in if any(a != b for a, b in pairs) else 0.0
+    g = collective_group_size(ins, module_attrs)
+    if g <= 1:
+        return 0.0
+    share = (g - 1) / g
+    if op in ("all-reduce", "collective-reduce"):
+        return 2.0 * share * sum(_leaf_bytes(s) for s in operand_shapes)  # reduce-scatter + all-gather
+    if op == "all-gather":
+        return share * out
+    if op == "collective-broadcast":
+        return out
+    return share * data_in  # reduce-scatter, all-to-all, ragged-all-to-all
+
+
+def _member_work(ins: Any, operand_shapes: Sequence[Shape], xla: Any, module: Any) -> tuple:
+    """(flops, transcendentals, interconnect bytes, host bytes) of one instruction for the device."""
+    op = ins.opcode
+    flops, trans = max(xla.flops, 0.0), max(xla.transcendentals, 0.0)
+    if op in ("sort", "topk"):
+        # Bitonic sort of each row of m along `dimensions`: ceil(log2 m)(ceil(log2 m)+1)/2 stages,
+        # each one compare (the comparator's flops) and one select per sorted operand per element
+        # (topk as a sort of its rows: an upper bound of XLA:TPU's partial sort).
+        shape = operand_shapes[0] if operand_shapes else ins.shape
+        dims = ins.parsed.get("dimensions") or (shape.rank - 1,)
+        m = shape.dims[dims[0]] if shape.rank and 0 <= dims[0] < shape.rank else 1
+        L = _log2_ceil(m)
+        compare = 1.0
+        callee = ins.parsed.get("to_apply")
+        if callee and module is not None:
+            from .analysis import computation_cost
+            compare = max(computation_cost(module.computations_by_name[callee], module).flops, 1.0)
+        selects = len(operand_shapes) if op == "sort" else 2.0
+        flops = float(shape.elements) * L * (L + 1) / 2.0 * (compare + selects)
+    elif op == "fft":
+        # 4 complex multiply-adds (8 flops) per element and radix-2 stage, over all transformed dims.
+        n = math.prod(ins.parsed.get("fft_length") or (1,))
+        elements = operand_shapes[0].elements if operand_shapes else ins.shape.elements
+        flops = 8.0 * float(elements) * math.log2(max(n, 1))
+    elif op == "scan":
+        # The step computation runs once per element of the scanned dimension.
+        shape = operand_shapes[0] if operand_shapes else ins.shape
+        dims = ins.parsed.get("dimensions") or (0,)
+        length = shape.dims[dims[0]] if shape.rank and 0 <= dims[0] < shape.rank else 1
+        if module is not None and ins.parsed.get("to_apply"):
+            from .analysis import computation_cost
+            step = computation_cost(module.computations_by_name[ins.parsed["to_apply"]], module)
+            flops, trans = length * max(step.flops, 0.0), length * max(step.transcendentals, 0.0)
+    elif op in BATCH_NORM_OPS_PER_ELEMENT:
+        flops = BATCH_NORM_OPS_PER_ELEMENT[op] * float(operand_shapes[0].elements if operand_shapes else 0)
+    net = _interconnect_bytes(ins, operand_shapes, getattr(module, "attrs", {}) or {}) \
+        if op in COLLECTIVE_OPCODES else 0.0
+    host = 0.0
+    if op == "infeed":
+        host = _leaf_bytes(ins.shape)
+    elif op == "outfeed":
+        host = _leaf_bytes(operand_shapes[0]) if operand_shapes else 0.0
+    return flops, trans, net, host
+
+
+def device_work(kernel: Any) -> DeviceWork:
+    """The kernel's `DeviceWork`: `kernel.cost` (negative "unknown" figures as 0), with the members
+    whose opcode XLA prices differently from the work a device does re-priced (docs/simulator.md)."""
+    cost = kernel.cost
+    comp = getattr(kernel, "computation", None)
+    space = getattr(kernel, "space", None)
+    insts = comp.instructions if comp is not None and space is not None else ()
+    members = [m for m in getattr(kernel, "members", ()) if insts and insts[m].opcode in _WORK_OPCODES]
+    if not members:
+        return DeviceWork(max(cost.flops, 0.0), max(cost.transcendentals, 0.0))
+    flops, trans = cost.flops, cost.transcendentals
+    node_costs = space.node_costs[kernel.comp]
+    module = space.program.module
+    net = host = 0.0
+    for m in members:
+        xla = node_costs[m]
+        f, t, n, h = _member_work(insts[m], [insts[o].shape for o in comp.operands[m]], xla, module)
+        flops += f - xla.flops  # (a custom-call's -1 "unknown" becomes 0 work)
+        trans += t - xla.transcendentals
+        net += n
+        host += h
+    return DeviceWork(max(flops, 0.0), max(trans, 0.0), net, host)
+
+
+# --------------------------------------------------------------------------------------------------
 class TilingInfo:
     """Per-kernel static tiling description (cached by kernel hash and target): the tiled shape and a
     fixed-size numeric row for the vectorized geometry."""
@@ -144,15 +295,19 @@ class TilingInfo:
         E = float(np.prod(self.dims)) if self.rank else 1.0
         self.elements = E
         cost = kernel.cost
-        self.flops = float(max(cost.flops, 0.0))
-        self.transcendentals = float(max(cost.transcendentals, 0.0))
+        work = device_work(kernel)
+        self.flops = float(work.flops)
+        self.transcendentals = float(work.transcendentals)
+        # off-chip transfers (collectives, infeed/outfeed): once per kernel execution
+        self.link_s = (work.interconnect_bytes / self.target.interconnect_bytes_per_s
+                       + work.host_bytes / self.target.host_link_bytes_per_s)
         self.bytes_read = float(max(cost.bytes_read, 0.0))
         self.bytes_written = float(max(cost.bytes_written, 0.0))
         try:
             self.kind = KIND_INDEX.get(kernel.fusion_kind, 0)
         except Exception:  # noqa: BLE001 - duck-typed kernels without fusion rules
             self.kind = 0
-        # ---- hero (dot / convolution)
+        # ---- hero (dot / convolution / ragged-dot / scaled-dot)
         self.hero = None
         self.hero_flops = 0.0
         self.K = 1.0
@@ -165,6 +320,7 @@ class TilingInfo:
         self.stride = np.ones(self.rank)
         self.din = np.array(self.dims, float)
         self.rhs_shape: Optional[Shape] = None
+        self.rhs_fraction = 1.0  # share of the rhs one output row needs (1 / groups of a ragged-dot)
         self.rhs_kclass: tuple = ()  # per filter dim: 1 spatial (K), 2 input feature (K), 3 output (N), 0 other
         lhs_inputs: set = set()
         rhs_inputs: set = set()
@@ -173,7 +329,7 @@ class TilingInfo:
         if comp is not None:
             for m in members:
                 ins = insts[m]
-                if ins.opcode in ("dot", "convolution"):
+                if ins.opcode in MATMUL_OPCODES:
                     try:
                         self._hero(ins, [insts[o].shape for o in comp.operands[m]])
                         lhs_inputs = self._reach(comp, set(members), comp.operands[m][0], set(inputs))
@@ -182,7 +338,7 @@ class TilingInfo:
                     except Exception:  # noqa: BLE001 - odd dims: fall back to the generic model
                         self.hero = self.hero or "generic"
                     break
-        elif any(op in ("dot", "convolution") for op in getattr(kernel, "opcodes", [])):
+        elif any(op in MATMUL_OPCODES for op in getattr(kernel, "opcodes", [])):
             self.hero = "generic"
         if self.hero is not None and not self.m_mask.any() and not self.n_mask.any():
             self.m_mask[:] = True
@@ -195,8 +351,12 @@ class TilingInfo:
         for k, s in enumerate(shapes):
             for leaf in s.leaves():
                 idx = inputs[k] if k < len(inputs) else None
-                rows.append(self._input_row(leaf, idx in lhs_inputs and idx not in rhs_inputs,
-                                            idx in rhs_inputs and idx not in lhs_inputs))
+                is_rhs = idx in rhs_inputs and idx not in lhs_inputs
+                row = self._input_row(leaf, idx in lhs_inputs and idx not in rhs_inputs, is_rhs)
+                if is_rhs and self.rhs_fraction < 1.0:  # a ragged-dot row reads one group's matrix
+                    row["bytes"] *= self.rhs_fraction
+                    row["maxrun"] = min(row["maxrun"], max(row["bytes"], 1.0))
+                rows.append(row)
         rows.sort(key=lambda r: -r["bytes"])
         if len(rows) > I_MAX:  # merge the smallest into one broadcast-like input
             rest = rows[I_MAX - 1:]
@@ -221,7 +381,7 @@ class TilingInfo:
             if root is not None and comp.instructions[root].opcode == "tuple":
                 heads = list(comp.operands[root])
             for h in heads:
-                if h is not None and comp.instructions[h].opcode == "reduce":
+                if h is not None and comp.instructions[h].opcode in ("reduce", "topk"):
                     cands.extend(comp.instructions[o].shape for o in comp.operands[h][:1])
         cands = [c for c in cands if not c.is_tuple]
         if not cands:
@@ -297,7 +457,10 @@ class TilingInfo:
         else:
             lc = tuple(ins.parsed.get("lhs_contracting_dims", ()) or ())
             rc = tuple(ins.parsed.get("rhs_contracting_dims", ()) or ())
-            rb = tuple(ins.parsed.get("rhs_batch_dims", ()) or ())
+            # a ragged-dot's rhs group dim is, like a batch dim, no output (N) dim
+            groups = tuple(ins.parsed.get("rhs_group_dims", ()) or ())
+            rb = tuple(ins.parsed.get("rhs_batch_dims", ()) or ()) + groups
+            self.rhs_fraction = 1.0 / max(math.prod(rhs.dims[d] for d in groups), 1)
             self.K = float(np.prod([lhs.dims[d] for d in lc])) if lc else 1.0
             self.K_pad = float(_ceil_to(int(self.K), 128))
             n_free = rhs.rank - len(rc) - len(rb)
@@ -432,7 +595,7 @@ class TilingInfo:
             "lhs_trans": self.lhs_trans, "rhs_trans": self.rhs_trans, "trivial": float(self.trivial), "K": self.K, "K_pad": self.K_pad, "n_const": self.n_const,
             "m_scale": self.m_scale,
             "is_mxu": float(self.hero is not None), "kind": float(self.kind),
-            "bytes_read": self.bytes_read, "bytes_written": self.bytes_written,
+            "bytes_read": self.bytes_read, "bytes_written": self.bytes_written, "link_s": self.link_s,
         }
 
     # ---- conversions

@@ -1,13 +1,16 @@
 """Analytical cost model: the baseline of Kaufman et al. ("A Learned Performance Model for Tensor
 Processing Units", MLSys 2021), as XLA's own analytical tile model.
 
-Per kernel (no tile):   t = max(t_compute, t_transfer) + t_launch
-    t_compute  = hero_flops / peak_flops          (dot / convolution on the matrix units)
+Per kernel (no tile):   t = max(t_compute, t_transfer) + t_link + t_launch
+    t_compute  = hero_flops / peak_flops          (dot / convolution / ragged-dot / scaled-dot on
+                                                   the matrix units)
                + vector_flops / vector_flops_rate (everything else)
                + transcendentals / transcendental_rate
     t_transfer = (bytes_read + bytes_written) / hbm_bytes_per_s
-Per tile:   t = sum over tiles of max(compute per tile, transfer per tile) + t_launch
-          = n_tiles * max(c_tile, x_tile) + t_launch,
+    t_link     = interconnect bytes / interconnect_bytes_per_s + host bytes / host_link_bytes_per_s
+                 (collectives and infeed/outfeed; 0 for every other kernel)
+Per tile:   t = sum over tiles of max(compute per tile, transfer per tile) + t_link + t_launch
+          = n_tiles * max(c_tile, x_tile) + t_link + t_launch,
     c_tile = padded MXU flops of the tile / peak + vector and transcendental work of the tile
              (padded to the (8, 128) vector registers) / their rates,
     x_tile = (input + output bytes of the tile) / hbm_bytes_per_s + (number of DMAs) * dma_setup_s,
@@ -17,8 +20,9 @@ Optional per-kernel-kind scale coefficients (kLoop / kInput / kOutput), fitted b
 log space on (kernel, measured runtime) pairs (`fit_scales`), as the paper does for its fusion
 baseline: log t_measured = log t_model + log s_kind, so s_kind = exp(mean residual).
 
-Static inputs come from `kernel.cost` (autotune/analysis.py) and the target spec
-(hardware/targets.py). Feature rows are cached per kernel hash; predictions are vectorized.
+Static inputs come from `kernel.cost` (autotune/analysis.py), re-priced for the opcodes whose XLA
+figure is not a device's work by `autotune.tiles.device_work` (docs/simulator.md, section 1b), and
+the target spec (hardware/targets.py). Feature rows are cached per kernel hash; predictions are vectorized.
 """
 from __future__ import annotations
 
@@ -50,10 +54,11 @@ _NO_ATTR = object()
 
 
 def untiled_rows(kernels: Sequence[Any]) -> np.ndarray:
-    """Per kernel [hero flops, flops, transcendentals, bytes read + written, kind index, trivial],
-    cached by kernel hash (the same numbers `TilingInfo` holds, without its tile geometry)."""
-    from autotune.tiles import KIND_INDEX, hero_flops
-    out = np.empty((len(kernels), 6))
+    """Per kernel [hero flops, flops, transcendentals, bytes read + written, kind index, trivial,
+    interconnect bytes, host-link bytes], cached by kernel hash (the same numbers `TilingInfo`
+    holds, without its tile geometry; flops and transcendentals are `tiles.device_work`'s)."""
+    from autotune.tiles import KIND_INDEX, MATMUL_OPCODES, device_work, hero_flops
+    out = np.empty((len(kernels), 8))
     for i, k in enumerate(kernels):
         # Cached by hash when the kernel already has one; never hashed just for this cache.
         h = getattr(k, "_hash", _NO_ATTR)
@@ -62,21 +67,22 @@ def untiled_rows(kernels: Sequence[Any]) -> np.ndarray:
         row = _UNTILED.get(h) if h is not None else None
         if row is None:
             c = k.cost
+            work = device_work(k)
             hf = 0.0
             comp = getattr(k, "computation", None)
             if comp is not None:
                 for m in k.members:
                     ins = comp.instructions[m]
-                    if ins.opcode in ("dot", "convolution"):
+                    if ins.opcode in MATMUL_OPCODES:
                         hf = hero_flops(ins, [comp.instructions[o].shape for o in comp.operands[m]])
                         break
             try:
                 kind = KIND_INDEX.get(k.fusion_kind, 0)
             except Exception:  # noqa: BLE001 - duck-typed kernels without fusion rules
                 kind = 0
-            row = (hf, max(c.flops, 0.0), max(c.transcendentals, 0.0),
+            row = (hf, work.flops, work.transcendentals,
                    max(c.bytes_read, 0.0) + max(c.bytes_written, 0.0), kind,
-                   float(bool(getattr(k, "is_trivial", False))))
+                   float(bool(getattr(k, "is_trivial", False))), work.interconnect_bytes, work.host_bytes)
             if h is not None:
                 if len(_UNTILED) > 500_000:
                     _UNTILED.clear()
@@ -115,7 +121,8 @@ class AnalyticalCostModel(CostModel):
             comp = (b[:, 0] / s.peak_flops + np.maximum(b[:, 1] - b[:, 0], 0.0) / s.vector_flops
                     + b[:, 2] / s.transcendental_per_s)
             xfer = b[:, 3] / s.hbm_bytes_per_s
-            t = np.maximum(comp, xfer) + launch
+            link = b[:, 6] / s.interconnect_bytes_per_s + b[:, 7] / s.host_link_bytes_per_s
+            t = np.maximum(comp, xfer) + link + launch
             return np.where(b[:, 5] > 0, 0.0, t * sc[b[:, 4].astype(int)])
         b, T, ks, kp, _ = batch_inputs(kernels, tiles, s, default_tile=_default_tile)
         sub, lanes = s.vector_shape
@@ -125,7 +132,7 @@ class AnalyticalCostModel(CostModel):
                                         + g["trans_tile"] / s.transcendental_per_s) / ks
         n_dma = (g["in_tile"] > 0).sum(axis=1) + 1
         x_tile = (g["in_tile"].sum(axis=1) + g["out_tile"]) / s.hbm_bytes_per_s + n_dma * s.dma_setup_s
-        t = g["n"] * ks * np.maximum(c_tile, x_tile / ks) + launch
+        t = g["n"] * ks * np.maximum(c_tile, x_tile / ks) + launch + b["link_s"]
         kind = b["kind"].astype(int)
         return np.where(b["trivial"] > 0, 0.0, t * sc[kind])  # bitcast-only kernels: no time
 

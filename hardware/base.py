@@ -73,6 +73,11 @@ class Budget:
 
 
 OK = "ok"
+# Failure statuses that say nothing about the kernel (an exception in the evaluator's own code):
+# returned, but never written to the measurement store, so a fixed bug does not keep failing.
+INVALID = "invalid"
+EVALUATOR_ERROR = "evaluator_error"
+NOT_STORED = (INVALID + ":", EVALUATOR_ERROR + ":")
 
 
 @dataclass(frozen=True)
@@ -171,15 +176,16 @@ class Evaluator(ABC):
                 try:
                     results = self._measure_batch([kernels[i] for i in reps], [tiles[i] for i in reps])
                 except Exception as exc:  # an evaluator bug must not lose the run
-                    results = [Measurement.failure(f"evaluator_error: {type(exc).__name__}: {exc}")] * len(reps)
+                    failure = Measurement.failure(f"{EVALUATOR_ERROR}: {type(exc).__name__}: {exc}")
+                    results = [failure] * len(reps)
                 results = list(results)
                 if len(results) != len(reps):  # a buggy evaluator must not leave holes (None) in the output
-                    results = (results + [Measurement.failure(
-                        f"evaluator_error: {len(results)} results for {len(reps)} items")] * len(reps))[:len(reps)]
+                    hole = Measurement.failure(f"{EVALUATOR_ERROR}: {len(results)} results for {len(reps)} items")
+                    results = (results + [hole] * len(reps))[:len(reps)]
                 for rep, m in zip(reps, results):
                     if m.status != "budget_exhausted":
                         self.measured += 1
-                        if self.store is not None:
+                        if self.store is not None and not m.status.startswith(NOT_STORED):
                             self.store.put(self.target, self.store_namespace, kernels[rep].hash,
                                            tile_key(tiles[rep]), m)
                     for i in uniq[(kernels[rep].hash, tile_key(tiles[rep]))]:

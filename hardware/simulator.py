@@ -13,10 +13,12 @@ kernel with tile t (per logical dim of its tiled shape; autotune.tiles) on a TPU
     runtime  = launch + t_dma + t_comp + steps * (max(t_dma, t_comp) + step_overhead)  fits double-buffered
              = launch + steps * (t_dma + t_comp + step_overhead)       fits only single-buffered
              = +inf -> Measurement failure "tile does not fit the scratchpad"   otherwise
+               (+ t_link: a collective's interconnect / an infeed's host-link transfer, once)
     measured = runtime * exp(noise * z),  z ~ N(0, 1) from a hash of (seed, kernel hash, tile)
 
-Per-kernel static rows are cached by kernel hash (autotune.tiles.tiling_info); the per-tile math is
-vectorized over all (kernel, tile) items of a call.
+Vector work and transcendentals are `autotune.tiles.device_work` (XLA's numbers, re-priced for the
+opcodes listed in docs/simulator.md section 1b). Per-kernel static rows are cached by kernel hash
+(autotune.tiles.tiling_info); the per-tile math is vectorized over all (kernel, tile) items of a call.
 """
 from __future__ import annotations
 
@@ -29,7 +31,7 @@ import numpy as np
 
 from autotune.tiles import TileConfig, TileSpace, batch_inputs, io_geometry
 
-from .base import Evaluator, Measurement
+from .base import INVALID, Evaluator, Measurement
 from .targets import get_target
 
 __all__ = ["TpuSimulator", "SimConstants", "simulate"]
@@ -131,6 +133,7 @@ def simulate_batch(b: dict, T: np.ndarray, ks: np.ndarray, kp: np.ndarray, spec,
     piped = c.launch_s + t_dma + t_comp + steps * (np.maximum(t_dma, t_comp) + ovh)
     serial = c.launch_s + steps * (t_dma + t_comp + ovh)
     t = np.where(fp <= scratch, piped, np.where(fp / 2.0 <= scratch, serial, np.inf))
+    t = t + b["link_s"]  # collectives and infeed/outfeed: their off-chip transfer, once per kernel
     return np.where(b["trivial"] > 0, 0.0, t)  # bitcast-only kernels move no data
 
 
@@ -138,7 +141,10 @@ class TpuSimulator(Evaluator):
     """TPU v3-like (default) or v2-like kernel simulator; an Evaluator and a CostModel-like `simulate`."""
 
     name = "sim"
-    version = "2"  # 2: hero rows of kernels whose tiled shape is not the dot output (tiles.m_scale)
+    # 2: hero rows of kernels whose tiled shape is not the dot output (tiles.m_scale)
+    # 3: device work of every opcode (tiles.device_work): sort, fft, scan, batch norm, collectives,
+    #    infeed/outfeed, ragged-dot/scaled-dot on the MXU; async pairs priced as their operation
+    version = "3"
 
     def __init__(self, target: str = "tpu", noise: Optional[float] = None, seed: int = 0,
                  budget: Any = None, store: Any = None, constants: Optional[SimConstants] = None,
@@ -197,7 +203,7 @@ class TpuSimulator(Evaluator):
                 _ = k.hash, k.output_shape, k.cost
                 good.append((i, k, t))
             except Exception as exc:  # noqa: BLE001 - failures are values
-                out[i] = Measurement.failure(f"invalid: {type(exc).__name__}: {exc}")
+                out[i] = Measurement.failure(f"{INVALID}: {type(exc).__name__}: {exc}")
         if good:
             try:
                 vals = self.simulate([g[1] for g in good], [g[2] for g in good])
@@ -209,8 +215,8 @@ class TpuSimulator(Evaluator):
                     except Exception as exc:  # noqa: BLE001
                         vals.append(exc)
             for (i, k, t), v in zip(good, vals):
-                if isinstance(v, Exception):
-                    out[i] = Measurement.failure(f"crash: {type(v).__name__}: {v}")
+                if isinstance(v, Exception):  # a bug here, not a property of the kernel: not stored
+                    out[i] = Measurement.failure(f"{INVALID}: {type(v).__name__}: {v}")
                 elif not np.isfinite(v):
                     out[i] = Measurement.failure("compile_error: tile does not fit the scratchpad")
                 else:

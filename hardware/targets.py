@@ -69,10 +69,17 @@ class TargetSpec:
     description: str = ""
     measured: bool = False  # True when the numbers come from micro-benchmarks on this machine
     sources: tuple[str, ...] = field(default=(), compare=False)
+    # Off-chip links, bytes per second one unit sends (0: not given, a copy through memory at
+    # hbm_bytes_per_s): collectives cross the inter-chip interconnect, infeed/outfeed the host link.
+    interconnect_bytes_per_s: float = 0.0
+    host_link_bytes_per_s: float = 0.0
 
     def __post_init__(self) -> None:
         if self.kind not in ("tpu", "cpu", "gpu"):
             raise ValueError(f"TargetSpec.kind must be tpu, cpu or gpu, not {self.kind!r}")
+        for f in ("interconnect_bytes_per_s", "host_link_bytes_per_s"):
+            if not getattr(self, f) > 0:
+                object.__setattr__(self, f, self.hbm_bytes_per_s)
         for f in ("clock_hz", "peak_flops", "peak_flops_bf16", "vector_flops", "transcendental_per_s",
                   "hbm_bytes_per_s"):
             if not getattr(self, f) > 0:
@@ -116,7 +123,7 @@ class TargetSpec:
 #        v3 2 MXUs x 128 x 128 x 2 x 940 MHz = 61.6 TFLOPS/core (x2 = 123 per chip).
 # ------------------------------------------------------------------------------------------------
 def _tpu(name: str, clock_hz: float, mxus: int, hbm_chip_bytes_per_s: float, hbm_chip_bytes: int,
-         description: str) -> TargetSpec:
+         ici_link_bits_per_s: float, description: str) -> TargetSpec:
     width = 128
     matrix = mxus * width * width * 2 * clock_hz
     # Vector unit: 8 sublanes x 128 lanes [JYK20]. Ops per lane per cycle are not published; we
@@ -139,12 +146,17 @@ def _tpu(name: str, clock_hz: float, mxus: int, hbm_chip_bytes_per_s: float, hbm
         description=description,
         sources=("Jouppi et al., A Domain-Specific Supercomputer for Training Deep Neural Networks, "
                  "CACM 63(7), 2020", "Google Cloud TPU docs: TPU v2, TPU v3, System architecture"),
+        # 4 ICI links per chip [JYK20], shared by its 2 cores: 4 x link rate / 8 bits / 2.
+        interconnect_bytes_per_s=4 * ici_link_bits_per_s / 8 / 2,
+        # PCIe Gen3 x16 to the host, ~15.75 GB/s per chip, shared by 2 cores (estimate).
+        host_link_bytes_per_s=15.75e9 / 2,
     )
 
 
-TPU_V2 = _tpu("tpu-v2", 700e6, 1, 700e9, 16 * GiB,
+# ICI link rates [JYK20]: 496 Gbit/s (v2) and 656 Gbit/s (v3) per link.
+TPU_V2 = _tpu("tpu-v2", 700e6, 1, 700e9, 16 * GiB, 496e9,
               "TPU v2-like TensorCore: 1 MXU 128x128 at 700 MHz, 8 GiB HBM at 350 GB/s, 16 MiB VMEM")
-TPU_V3 = _tpu("tpu-v3", 940e6, 2, 900e9, 32 * GiB,
+TPU_V3 = _tpu("tpu-v3", 940e6, 2, 900e9, 32 * GiB, 656e9,
               "TPU v3-like TensorCore: 2 MXUs 128x128 at 940 MHz, 16 GiB HBM at 450 GB/s, 16 MiB VMEM")
 
 # ------------------------------------------------------------------------------------------------
@@ -170,6 +182,8 @@ H100 = TargetSpec(
     dma_setup_s=5e-7,  # estimate: TMA/async-copy issue cost
     description="NVIDIA H100 SXM5 80 GB: 132 SMs at 1.98 GHz, 3.35 TB/s HBM3",
     sources=("NVIDIA H100 Tensor Core GPU datasheet", "NVIDIA H100 Tensor Core GPU Architecture whitepaper"),
+    interconnect_bytes_per_s=450e9,  # NVLink 4: 900 GB/s bidirectional (datasheet), one direction
+    host_link_bytes_per_s=64e9,  # PCIe Gen5 x16: 128 GB/s bidirectional (datasheet), one direction
 )
 
 # ------------------------------------------------------------------------------------------------

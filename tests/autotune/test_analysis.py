@@ -120,6 +120,36 @@ SNIPPETS: dict = {
     "custom_call": (module('p = f32[4,8]{1,0} parameter(0)\n'
                            'ROOT c = f32[4,8]{1,0} custom-call(p), custom_call_target="foo"'),
                     (-1, 0, 0, -1)),
+    # acos..sinh are transcendentals in XLA (jaxlib 0.10.2); mulhi is a flop.
+    "inverse_trig": (module("p = f32[4,8]{1,0} parameter(0)\na = f32[4,8]{1,0} acos(p)\n"
+                            "ROOT s = f32[4,8]{1,0} sinh(a)"), (0, 64, 256, 256)),
+    "mulhi": (module("p = s32[4,8]{1,0} parameter(0)\nROOT m = s32[4,8]{1,0} mulhi(p, p)"), (32, 0, 256, 128)),
+    # Cholesky reads and writes one triangle: half of f32[2,8,8] each way; 8 * 128 / 3 flops.
+    "cholesky": (module("p = f32[2,8,8]{2,1,0} parameter(0)\nROOT c = f32[2,8,8]{2,1,0} cholesky(p), lower=true"),
+                 (341, 0, 256, 256)),
+    # Triangular solve reads half of a (256 / 2) and all of b; 2 * 8 * 32 flops.
+    "triangular_solve": (module("a = f32[8,8]{1,0} parameter(0)\nb = f32[8,4]{1,0} parameter(1)\n"
+                                "ROOT x = f32[8,4]{1,0} triangular-solve(a, b), left_side=true, lower=true, "
+                                "transpose_a=NO_TRANSPOSE"), (512, 0, 128 + 128, 128)),
+    # A dynamic shape carries an s32 size per dim after its data: f32[<=4,8] is 128 + 8 bytes.
+    "dynamic_shape": (module("p = f32[4,8]{1,0} parameter(0)\nn = s32[] parameter(1)\n"
+                             "ROOT d = f32[<=4,8]{1,0} set-dimension-size(p, n), dimensions={0}"),
+                      (0, 0, 132, 136)),
+    # scaled-dot costs its dot (the scales are read, nothing more).
+    "scaled_dot": (module("p = f32[4,32]{1,0} parameter(0)\nq = f32[32,16]{1,0} parameter(1)\n"
+                          "ps = f32[4,1]{1,0} parameter(2)\nqs = f32[1,16]{1,0} parameter(3)\n"
+                          "ROOT d = f32[4,16]{1,0} scaled-dot(p, q, ps, qs), lhs_contracting_dims={1}, "
+                          "rhs_contracting_dims={0}"), (4096, 0, 512 + 2048 + 16 + 64, 256)),
+    # A domain is free; the negate is not.
+    "domain": (module('p = f32[4,8]{1,0} parameter(0)\nd = f32[4,8]{1,0} domain(p), domain={kind="sharding", '
+                      "entry={maximal device=0}, exit={maximal device=1}}\nROOT n = f32[4,8]{1,0} negate(d)"),
+               (32, 0, 128, 128)),
+    # scan: the step (8 flops) times the elements of operand 1 (the f32[8] carry), default bytes.
+    "scan": (module("p = f32[4,8]{1,0} parameter(0)\nz = f32[8]{0} parameter(1)\n"
+                    "ROOT r = (f32[4,8]{1,0}, f32[8]{0}) scan(p, z), dimensions={0}, num_carries=1, to_apply=step",
+                    "step {\n  x = f32[8]{0} parameter(0)\n  c = f32[8]{0} parameter(1)\n"
+                    "  s = f32[8]{0} add(x, c)\n  ROOT t = (f32[8]{0}, f32[8]{0}) tuple(s, s)\n}\n"),
+             (64, 0, 160, 160)),
 }
 
 WHILE = module(

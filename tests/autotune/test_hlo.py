@@ -295,3 +295,18 @@ def test_printed_text_is_accepted_by_xla(path):
     printed = parse_hlo_file(path).to_text()
     parse_hlo_text(printed)
     parse_hlo_text(parse_hlo(printed).to_text(percent=not parse_hlo(printed).percent))  # other name style
+
+
+def test_instruction_positions_and_every_element_type():
+    from autotune.hlo import DTYPE_BYTES
+    text = ("HloModule m\n\nENTRY e {\n  p = s1[16]{0} parameter(0)\n  q = u1[16]{0} parameter(1)\n"
+            "    ROOT t = (s1[16]{0}, u1[16]{0}) tuple(p, q)\n}\n")
+    m = parse_hlo(text, "x.hlo")
+    assert [i.location("x.hlo") for i in m.entry.instructions] == ["x.hlo:4:3", "x.hlo:5:3", "x.hlo:6:5"]
+    assert m.entry.root.shape.bytes == 2 * 16 / 8
+    with pytest.raises(HloParseError, match=r"^x.hlo:3:12: error: buffer shapes 'b\(...\)'"):
+        parse_hlo("HloModule m\nENTRY e {\n  ROOT p = b(f32[4]) parameter(0)\n}\n", "x.hlo")
+    # xla_data.proto's PrimitiveType, by its text names (BUFFER, `b(...)`, is refused above).
+    assert set(DTYPE_BYTES) == set("""pred s1 s2 s4 s8 s16 s32 s64 u1 u2 u4 u8 u16 u32 u64 f16 f32 bf16 f64
+        f8e5m2 f8e4m3 f8e4m3fn f8e4m3b11fnuz f8e3m4 f8e5m2fnuz f8e4m3fnuz f4e2m1fn f8e8m0fnu c64 c128
+        token opaque""".split())

@@ -129,3 +129,27 @@ ENTRY main {
 def test_existing_fusions_are_unfused():
     p = Program.from_file(os.path.join(ROOT, "tests", "fixtures", "hlo", "external", "hlo_to_mhlo_fusion.hlo"))
     assert all(i.opcode != "fusion" for c in p.computations for i in c.instructions)
+
+
+def test_costing_the_module_before_normalizing_it_keeps_lookups_valid():
+    """cli._load prices the unfused module (XLA's numbers), then normalizes the same module; the
+    computations' name lookups must follow the instruction lists normalization replaces (the nmt
+    programs failed every kernel with KeyError: 'lt.2.i3')."""
+    from click.testing import CliRunner
+
+    from autotune.analysis import module_cost
+    from autotune.cli import main
+    from autotune.fusion import FusionSpace
+    from autotune.hlo import parse_hlo_file
+
+    path = os.path.join(HLO, "nmt_small_infer.hlo")
+    m = parse_hlo_file(path)
+    before = module_cost(m)
+    space = FusionSpace(Program.from_module(m), "tpu")
+    assert len(space.node_costs[0]) == len(space.program.computations[0].instructions)
+    for comp in m.computations:
+        assert {i.name for i in comp.instructions} == set(comp.by_name)
+    assert before.flops > 0
+    r = CliRunner().invoke(main, ["measure", path, "--evaluator", "sim", "--store", "none", "--json"])
+    assert r.exit_code == 0, r.output
+    assert '"kernels_failed": 0' in r.output

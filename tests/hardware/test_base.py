@@ -181,6 +181,28 @@ def test_evaluator_exception_becomes_failures():
     assert all(m.status.startswith("evaluator_error: RuntimeError") for m in res)
 
 
+def test_evaluator_bugs_are_not_stored():
+    """An exception in the evaluator's own code (evaluator_error, or a simulator's `invalid:` item)
+    says nothing about the kernel: a later run, with the bug fixed, measures it again."""
+    store = MemoryStore()
+
+    class Buggy(FakeEvaluator):
+        broken = True
+
+        def _measure_batch(self, kernels, tiles):
+            self.calls.append([k.hash for k in kernels])
+            return [Measurement.failure("invalid: KeyError: 'lt.2.i3'") if self.broken else Measurement(1.0)
+                    for _ in kernels]
+
+    ev = Buggy(store=store)
+    assert ev.measure([FakeKernel("k")])[0].status.startswith("invalid:")
+    FakeEvaluator(store=store).measure([FakeKernel("boom")])
+    assert store.get("tpu", "fake/3", "k", "") is None and store.get("tpu", "fake/3", "boom", "") is None
+    ev.broken = False
+    again = ev.measure([FakeKernel("k")])
+    assert again[0].ok and not again[0].cached and len(ev.calls) == 2
+
+
 def test_wrong_number_of_results_leaves_no_holes():
     class Short(FakeEvaluator):
         def _measure_batch(self, kernels, tiles):
