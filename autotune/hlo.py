@@ -5,6 +5,10 @@ Reads HLO as JAX prints it (`lower(...).as_text(dialect="hlo")`, names without %
 configs, `/*index=N*/` comments, elided constants) and headerless modules. Attribute values are kept
 verbatim for printing; the ones the analyses need are also parsed (and validated) into Python values.
 Errors raise `HloParseError` carrying file:line:col, the offending line and a caret.
+
+`parse_hlo` also runs the verifier (autotune/verifier.py: shape inference per opcode, names, call
+graph) unless `verify=False`, and bounds what any input can cost later: at most `MAX_ELEMENTS`
+elements per array, `MAX_TUPLE_DEPTH` nested tuples.
 """
 from __future__ import annotations
 
@@ -39,6 +43,12 @@ round-nearest-afz round-nearest-even rsqrt scaled-dot scatter select select-and-
 send-done set-dimension-size shift-left shift-right-arithmetic shift-right-logical sign sine slice
 sort sqrt stochastic-convert subtract tan tanh topk transpose triangular-solve tuple while xor
 """.split())
+
+
+# Limits on what a program may declare (each gives one clear error): the element count of one array
+# (so sizes stay exact in 64-bit integers and finite as floats), and tuple nesting.
+MAX_ELEMENTS = 2 ** 62
+MAX_TUPLE_DEPTH = 64
 
 
 class HloParseError(ValueError):
@@ -370,11 +380,11 @@ class HloInstruction:
     """One instruction as written: name, opcode, shape, operand names, attributes (raw and parsed)."""
 
     __slots__ = ("name", "opcode", "shape", "operands", "attrs", "parsed", "is_root", "literal",
-                 "parameter_number", "lineno")
+                 "parameter_number", "lineno", "col", "offset")
 
     def __init__(self, name: str, opcode: str, shape: Shape, operands: list, attrs: Optional[dict] = None,
                  parsed: Optional[dict] = None, is_root: bool = False, literal: Optional[str] = None,
-                 parameter_number: Optional[int] = None, lineno: int = 0):
+                 parameter_number: Optional[int] = None, lineno: int = 0, col: int = 0, offset: int = -1):
         self.name = name
         self.opcode = opcode
         self.shape = shape
@@ -384,7 +394,9 @@ class HloInstruction:
         self.is_root = is_root
         self.literal = literal
         self.parameter_number = parameter_number
-        self.lineno = lineno
+        self.lineno = lineno  # 1-based line and column where the instruction starts (0: unknown)
+        self.col = col
+        self.offset = offset  # byte offset in the parsed text (-1: not parsed from text)
 
     def attr(self, key: str, default: Any = None) -> Any:
         """Parsed value of a structured attribute (or the raw text for the others)."""
@@ -402,7 +414,8 @@ class HloInstruction:
 
     def copy(self, **changes: Any) -> "HloInstruction":
         new = HloInstruction(self.name, self.opcode, self.shape, list(self.operands), dict(self.attrs),
-                             dict(self.parsed), self.is_root, self.literal, self.parameter_number, self.lineno)
+                             dict(self.parsed), self.is_root, self.literal, self.parameter_number, self.lineno,
+                             self.col, self.offset)
         for k, v in changes.items():
             setattr(new, k, v)
         return new
@@ -444,15 +457,17 @@ def _restyle_names(v: str, percent: bool) -> str:
 class HloComputation:
     """A named list of instructions with one root; `is_entry` marks the module's entry."""
 
-    __slots__ = ("name", "instructions", "is_entry", "trailer", "lineno", "_by_name")
+    __slots__ = ("name", "instructions", "is_entry", "trailer", "lineno", "col", "offset", "_by_name")
 
     def __init__(self, name: str, instructions: list, is_entry: bool = False, trailer: Optional[dict] = None,
-                 lineno: int = 0):
+                 lineno: int = 0, col: int = 0, offset: int = -1):
         self.name = name
         self.instructions = instructions
         self.is_entry = is_entry
         self.trailer = trailer or {}
-        self.lineno = lineno
+        self.lineno = lineno  # 1-based line and column of the computation's head (0: unknown)
+        self.col = col
+        self.offset = offset
         self._by_name: Optional[dict] = None
 
     @property
@@ -563,6 +578,14 @@ class _Parser:
         self.n = len(text)
         self.shape_cache: dict[str, Shape] = {}
         self.percent_seen = False
+        self.tuple_depth = 0
+        # For the verifier: computation signatures {name: (result shape, its offset, [(param name,
+        # shape, offset)])} and shapes written on operands [(instruction, operand index, shape, offset)].
+        self.signatures: dict[str, tuple] = {}
+        self.operand_shapes: list[tuple] = []
+        # When a dict, `instruction()` records the offsets of its operands and attribute keys there
+        # (the verifier re-reads one instruction this way to point at the exact column of an error).
+        self.record: Optional[dict] = None
 
     # -- errors and positions
     def error(self, message: str, pos: Optional[int] = None) -> HloParseError:
@@ -672,7 +695,10 @@ class _Parser:
         self.ws()
         text = self.text
         if text.startswith("(", self.pos):
+            if self.tuple_depth >= MAX_TUPLE_DEPTH:
+                raise self.error(f"tuple shape nested more than {MAX_TUPLE_DEPTH} deep")
             self.pos += 1
+            self.tuple_depth += 1
             subs = []
             self.ws()
             if not text.startswith(")", self.pos):
@@ -682,6 +708,7 @@ class _Parser:
                         continue
                     break
             self.expect(")", "closing the tuple shape")
+            self.tuple_depth -= 1
             return Shape("tuple", tuple_shapes=tuple(subs))
         m = _ARRAY_SHAPE.match(text, self.pos)
         if not m:
@@ -714,8 +741,16 @@ class _Parser:
                     d = d[2:].strip()
                 if not d.isdigit():
                     raise self.error(f"bad dimension '{d}' in shape", m.start(2))
+                if len(d) > 19 or int(d) > MAX_ELEMENTS:
+                    raise self.error(f"dimension {d[:24]}{'...' if len(d) > 24 else ''} is larger than "
+                                     f"2^62", m.start(2))
                 dims.append(int(d))
                 dyn.append(dynamic)
+        n = 1
+        for d in dims:
+            n *= max(d, 1)
+        if n > MAX_ELEMENTS:
+            raise self.error(f"shape {m.group(0)} has more than 2^62 elements", m.start())
         if layout is not None:
             head = layout.split(":", 1)[0].strip()
             if head:
@@ -796,19 +831,24 @@ class _Parser:
         name = self.name("computation name")
         self.ws()
         if self.text.startswith("(", self.pos):
-            # Signature: (p0: shape, ...) -> shape. Checked loosely; the body is authoritative.
+            # Signature: (p0: shape, ...) -> shape; the verifier checks it against the body.
             self.pos += 1
             self.ws()
+            params = []
             if not self.text.startswith(")", self.pos):
                 while True:
-                    self.name("parameter name")
+                    self.ws()
+                    p_pos = self.pos
+                    p_name = self.name("parameter name")
                     self.expect(":")
-                    self.shape()
+                    params.append((p_name, self.shape(), p_pos))
                     if not self.accept(","):
                         break
             self.expect(")", "closing the computation signature")
             self.expect("->", "in the computation signature")
-            self.shape()
+            self.ws()
+            result_pos = self.pos
+            self.signatures[name] = (self.shape(), result_pos, params)
         self.expect("{", "opening the computation body")
         instructions: list[HloInstruction] = []
         names: dict[str, int] = {}
@@ -841,7 +881,7 @@ class _Parser:
                     break
         else:
             self.pos = save
-        comp = HloComputation(name, instructions, is_entry, trailer, start)
+        comp = HloComputation(name, instructions, is_entry, trailer, offset=start)
         self._check_operands(comp, names)
         return comp
 
@@ -882,13 +922,15 @@ class _Parser:
         operands: list[str] = []
         literal = None
         parameter_number = None
+        record = self.record
+        inline_shapes: list = []
         if opcode == "constant":
             literal = self._literal()
         elif opcode == "parameter":
             self.ws()
             mi = _INT.match(self.text, self.pos)
-            if not mi or int(mi.group(0)) < 0:
-                raise self.error("expected parameter number")
+            if not mi or mi.group(0).startswith("-") or len(mi.group(0)) > 9:
+                raise self.error("expected parameter number (0 to 999999999)")
             parameter_number = int(mi.group(0))
             self.pos = mi.end()
             self.expect(")")
@@ -901,7 +943,10 @@ class _Parser:
                     # Operands may carry their shape: `f32[2]{0} %x` or `(f32[], s32[]) %t`.
                     if c == "(" or (_ARRAY_SHAPE.match(self.text, self.pos)
                                     and not _name_then_delim(self.text, self.pos)):
-                        self.shape()
+                        inline_shapes.append((len(operands), self.shape(), self.pos))
+                    if record is not None:
+                        self.ws()
+                        record.setdefault("operands", []).append(self.pos)
                     operands.append(self.name("operand name"))
                     if self.accept(","):
                         continue
@@ -920,6 +965,8 @@ class _Parser:
             key_pos = self.pos
             kv = self.attribute()
             (k, v), = kv.items()
+            if record is not None:
+                record.setdefault("attrs", {})[k] = key_pos
             if k in attrs:
                 raise self.error(f"duplicate attribute '{k}'", key_pos)
             attrs[k] = v
@@ -930,8 +977,10 @@ class _Parser:
                 except AttributeError_ as e:
                     raise self.error(f"attribute '{k}': {e}", key_pos) from None
         ins = HloInstruction(name, opcode, shape, operands, attrs, parsed, is_root, literal,
-                             parameter_number, 0)
-        ins.lineno = start  # byte offset for now; converted lazily (line numbers are costly)
+                             parameter_number, offset=start)
+        if inline_shapes:
+            for k, written, pos in inline_shapes:
+                self.operand_shapes.append((ins, k, written, pos))
         self._check_instruction(ins, start)
         return ins
 
@@ -979,16 +1028,13 @@ class _Parser:
         comps = mod.computations_by_name
         entries = [c for c in mod.computations if c.is_entry]
         if len(entries) > 1:
-            raise self.error("more than one ENTRY computation", entries[1].lineno)
+            raise self.error("more than one ENTRY computation", entries[1].offset)
         for c in mod.computations:
             for ins in c.instructions:
                 for callee in ins.called_computations():
                     if callee not in comps:
-                        err = self.error(f"instruction '{ins.name}' calls unknown computation '{callee}'",
-                                         ins.lineno)
-                        raise err
-                    if callee == c.name:
-                        raise self.error(f"computation '{c.name}' calls itself", ins.lineno)
+                        raise self.error(f"instruction '{ins.name}' calls unknown computation '{callee}'",
+                                         ins.offset)
 
 
 def _name_then_delim(text: str, pos: int) -> bool:
@@ -1003,33 +1049,47 @@ def _name_then_delim(text: str, pos: int) -> bool:
     return rest < len(text) and text[rest] in ",)"
 
 
-def parse_hlo(text: str, filename: str = "<string>") -> HloModule:
-    """Parse HLO text into an HloModule; raises HloParseError (with file:line:col) on bad input."""
+def parse_hlo(text: str, filename: str = "<string>", verify: bool = True) -> HloModule:
+    """Parse HLO text into an HloModule; raises HloParseError (with file:line:col) on bad input.
+
+    With `verify` (the default), the module is also checked as XLA's HloVerifier does (shapes against
+    each opcode's shape inference, names, call graph; autotune/verifier.py). `verify=False` is for
+    re-parsing text this package printed itself.
+    """
     p = _Parser(text, filename)
     try:
         mod = p.parse_module()
     except RecursionError:
         raise p.error("nesting too deep") from None
-    # Convert byte offsets to line numbers once, in one pass.
-    offsets = sorted({ins.lineno for c in mod.computations for ins in c.instructions})
-    line_of: dict[int, int] = {}
-    line, last = 1, 0
-    for off in offsets:
-        line += text.count("\n", last, off)
-        last = off
-        line_of[off] = line
-    for c in mod.computations:
-        for ins in c.instructions:
-            ins.lineno = line_of[ins.lineno]
-        c.lineno = text.count("\n", 0, c.lineno) + 1 if len(mod.computations) < 64 else 0
+    _assign_positions(mod, text)
+    if verify:
+        from .verifier import verify_module
+        verify_module(mod, p)
     return mod
 
 
-def parse_hlo_file(path: str) -> HloModule:
+def _assign_positions(mod: HloModule, text: str) -> None:
+    """Set the 1-based line and column of every computation and instruction from its byte offset
+    (one pass over the text, in offset order)."""
+    items: list = []
+    for c in mod.computations:  # in text order already: each computation, then its instructions
+        items.append(c)
+        items.extend(c.instructions)
+    line, last, rfind = 1, 0, text.rfind
+    count = text.count
+    for x in items:
+        off = x.offset
+        line += count("\n", last, off)
+        last = off
+        x.lineno = line
+        x.col = off - rfind("\n", 0, off)
+
+
+def parse_hlo_file(path: str, verify: bool = True) -> HloModule:
     """Read and parse an HLO text file; errors name the file."""
     try:
         with open(path, encoding="utf-8") as f:
             text = f.read()
     except UnicodeDecodeError as e:
         raise HloParseError(f"not UTF-8 text ({e.reason})", str(path), 1, 1) from None
-    return parse_hlo(text, str(path))
+    return parse_hlo(text, str(path), verify)
