@@ -371,6 +371,20 @@ _ATTR_PARSERS = {
 CALLED_COMPUTATION_ATTRS = ("calls", "to_apply", "condition", "body", "branch_computations",
                             "true_computation", "false_computation", "select", "scatter")
 
+# Which opcodes may name computations, with which attributes (XLA's parser allows no others), and the
+# attributes each needs: {opcode: (allowed attributes, required attributes)}.
+_CALLED_BY_OPCODE: dict = {
+    **{op: (("to_apply",), ("to_apply",)) for op in (
+        "call", "map", "reduce", "reduce-window", "scatter", "sort", "all-reduce", "all-reduce-start",
+        "reduce-scatter")},
+    "fusion": (("calls",), ("calls",)), "async-start": (("calls",), ("calls",)),
+    "async-update": (("calls",), ()), "async-done": (("calls",), ()),
+    "custom-call": (("to_apply", "calls"), ()),
+    "while": (("condition", "body"), ("condition", "body")),
+    "conditional": (("branch_computations", "true_computation", "false_computation"), ()),
+    "select-and-scatter": (("select", "scatter"), ("select", "scatter")),
+}
+
 
 # --------------------------------------------------------------------------------------------------
 # Syntax tree
@@ -568,6 +582,7 @@ _SPECIAL = re.compile(r'[{}()\[\],"]')
 _TABLE_HEAD = re.compile(r"(FileNames|FunctionNames|FileLocations|StackFrames)\b")
 _COMP_AFTER_TABLE = re.compile(r"^[ \t]*((?:ENTRY\s+)?%?[A-Za-z_][\w.\-]*\s*[({])", re.M)
 _CLOSERS = {"}": "{", ")": "(", "]": "["}
+_CALLED_NAMES = frozenset(CALLED_COMPUTATION_ATTRS)
 
 
 class _Parser:
@@ -583,6 +598,10 @@ class _Parser:
         # shape, offset)])} and shapes written on operands [(instruction, operand index, shape, offset)].
         self.signatures: dict[str, tuple] = {}
         self.operand_shapes: list[tuple] = []
+        self.shapes_by_name: dict[str, dict] = {}  # computation -> {instruction name: its shape}
+        self.forward_references: set[str] = set()  # computations using values before defining them
+        # Instructions whose operands all have the result's shape object (interned: same text).
+        self.same_shapes: set[HloInstruction] = set()
         # When a dict, `instruction()` records the offsets of its operands and attribute keys there
         # (the verifier re-reads one instruction this way to point at the exact column of an error).
         self.record: Optional[dict] = None
@@ -599,6 +618,24 @@ class _Parser:
 
     def lineno(self, pos: int) -> int:
         return self.text.count("\n", 0, pos) + 1
+
+    def locate(self, ins: HloInstruction, where: tuple) -> int:
+        """Offset of an instruction's operand (("operand", i)) or attribute key (("attr", key)), found by
+        reading the instruction again while recording; the instruction's own offset if not found."""
+        saved = (self.pos, self.record, self.operand_shapes)
+        record: dict = {}
+        try:
+            self.pos, self.record, self.operand_shapes = ins.offset, record, []
+            self.instruction()
+        except HloParseError:
+            pass
+        finally:
+            self.pos, self.record, self.operand_shapes = saved
+        kind, key = where
+        if kind == "operand":
+            offsets = record.get("operands", [])
+            return offsets[key] if key < len(offsets) else ins.offset
+        return record.get("attrs", {}).get(key, ins.offset)
 
     # -- lexing helpers
     def ws(self) -> None:
@@ -851,7 +888,9 @@ class _Parser:
             self.signatures[name] = (self.shape(), result_pos, params)
         self.expect("{", "opening the computation body")
         instructions: list[HloInstruction] = []
-        names: dict[str, int] = {}
+        names: dict[str, Shape] = {}
+        later: list = []  # (instruction, operand) used before its definition (or undefined)
+        same_shapes = self.same_shapes
         while True:
             self.ws()
             if self.text.startswith("}", self.pos):
@@ -863,7 +902,17 @@ class _Parser:
             ins = self.instruction()
             if ins.name in names:
                 raise self.error(f"duplicate instruction name '{ins.name}'", ins_pos)
-            names[ins.name] = ins_pos
+            shape = ins.shape
+            uniform = True
+            for o in ins.operands:
+                s = names.get(o)
+                if s is not shape:
+                    uniform = False
+                    if s is None:
+                        later.append((ins, o))
+            if uniform:
+                same_shapes.add(ins)
+            names[ins.name] = shape
             instructions.append(ins)
         if not instructions:
             raise self.error(f"computation '{name}' has no instructions", start)
@@ -882,23 +931,22 @@ class _Parser:
         else:
             self.pos = save
         comp = HloComputation(name, instructions, is_entry, trailer, offset=start)
-        self._check_operands(comp, names)
+        self._check_operands(comp, names, later)
+        self.shapes_by_name[name] = names
         return comp
 
-    def _check_operands(self, comp: HloComputation, positions: dict) -> None:
-        defined = positions
-        for ins in comp.instructions:
-            for o in ins.operands:
-                if o not in defined:
-                    pos = positions[ins.name]
-                    idx = self.text.find(o, pos)
-                    raise self.error(f"use of undefined value '{o}' in computation '{comp.name}'",
-                                     idx if idx >= 0 else pos)
+    def _check_operands(self, comp: HloComputation, names: dict, later: list) -> None:
+        for ins, o in later:
+            if o not in names:
+                raise self.error(f"use of undefined value '{o}' in computation '{comp.name}'",
+                                 self.locate(ins, ("operand", ins.operands.index(o))))
+        if later:  # operands defined after their users: the verifier looks for cycles
+            self.forward_references.add(comp.name)
         params = [i for i in comp.instructions if i.opcode == "parameter"]
         nums = sorted(i.parameter_number for i in params)
         if nums != list(range(len(nums))):
             raise self.error(f"computation '{comp.name}' has parameter numbers {nums}, expected 0..{len(nums) - 1}",
-                             positions[params[0].name] if params else self.pos)
+                             params[0].offset if params else self.pos)
 
     def instruction(self) -> HloInstruction:
         self.ws()
@@ -967,6 +1015,8 @@ class _Parser:
             (k, v), = kv.items()
             if record is not None:
                 record.setdefault("attrs", {})[k] = key_pos
+            if k in _CALLED_NAMES and k not in _CALLED_BY_OPCODE.get(opcode, ((),))[0]:
+                raise self.error(f"attribute '{k}' is not allowed on '{opcode}'", key_pos)
             if k in attrs:
                 raise self.error(f"duplicate attribute '{k}'", key_pos)
             attrs[k] = v
@@ -1019,10 +1069,15 @@ class _Parser:
         op = ins.opcode
         if op == "get-tuple-element" and "index" not in ins.parsed:
             raise self.error("get-tuple-element needs index=", pos)
-        if op in ("fusion", "call", "map", "reduce", "reduce-window", "scatter", "all-reduce", "sort",
-                  "while", "conditional", "select-and-scatter", "reduce-scatter") and not ins.called_computations():
-            if op not in ("sort", "all-reduce") or not ins.called_computations():
-                raise self.error(f"'{op}' needs a called computation attribute", pos)
+        called = _CALLED_BY_OPCODE.get(op)
+        if called is not None:
+            for k in called[1]:
+                if k not in ins.parsed:
+                    raise self.error(f"'{op}' needs attribute {k}=", pos)
+            if op == "conditional" and "branch_computations" not in ins.parsed and not (
+                    "true_computation" in ins.parsed and "false_computation" in ins.parsed):
+                raise self.error("'conditional' needs branch_computations= (or true_computation= and "
+                                 "false_computation=)", pos)
 
     def _check_module(self, mod: HloModule) -> None:
         comps = mod.computations_by_name

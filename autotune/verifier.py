@@ -30,7 +30,7 @@ from __future__ import annotations
 import re
 from typing import Any, Callable, Optional, Sequence
 
-from .hlo import (CALLED_COMPUTATION_ATTRS, DTYPE_BYTES, OPCODES, AttributeError_, ConvDimLabels,
+from .hlo import (_CALLED_BY_OPCODE, CALLED_COMPUTATION_ATTRS, DTYPE_BYTES, OPCODES, AttributeError_, ConvDimLabels,
                   HloComputation, HloInstruction, HloModule, HloParseError, Shape, parse_int_list)
 
 __all__ = ["verify_module", "MAX_CALL_DEPTH", "compatible", "HloVerifierError"]
@@ -257,10 +257,10 @@ class _Signature:
 
     __slots__ = ("name", "params", "result")
 
-    def __init__(self, comp: HloComputation):
-        self.name = comp.name
-        self.params = [p.shape for p in comp.parameters]
-        self.result = comp.root.shape
+    def __init__(self, name: str, params: list, result: Shape):
+        self.name = name
+        self.params = params
+        self.result = result
 
     def text(self) -> str:
         return f"({', '.join(_txt(p) for p in self.params)}) -> {_txt(self.result)}"
@@ -1773,13 +1773,36 @@ def _check_literal(lit: str, shape: Shape) -> None:
 # The verifier
 
 
+# Fast path: elementwise opcodes whose operands all have the result's exact shape (the parser interns
+# shapes by text, so `is` compares them) need no more than an element-type check: opcode -> (operand
+# count, allowed element types).
+_FAST: dict = {op: (1, types) for op, types in _UNARY_TYPES.items()}
+_FAST.update({op: (2, types) for op, types in _BINARY_TYPES.items()})
+_FAST.update({"copy": (1, _ARRAY_TYPES | {"token"}), "abs": (1, _SIGNED_INT | _FLOAT),
+              "real": (1, _FLOAT), "imag": (1, _FLOAT), "reduce-precision": (1, frozenset())})
+
+# Opcodes that may call computations (the call graph's edges) -> the attributes naming them (hlo.py
+# allows called-computation attributes on these only).
+_CALLERS = {op: allowed for op, (allowed, _) in _CALLED_BY_OPCODE.items()}
+
+# Attributes that do not change what an instruction's shape may be (left out of the memo key);
+# called computations enter the key by their signature instead of their name.
+_IRRELEVANT_ATTRS = frozenset(("metadata", "sharding", "frontend_attributes", "backend_config",
+                               "statistics_viz", "control-predecessors", "origin", "schedule",
+                               "operand_precision", "precision_config", "channel_id", "use_global_device_ids",
+                               "is_stable", "indices_are_sorted", "unique_indices", "algorithm",
+                               "source_target_pairs", "result_accuracy") + CALLED_COMPUTATION_ATTRS)
+
+
 class _Verifier:
     def __init__(self, module: HloModule, parser: Any = None):
         self.module = module
         self.parser = parser
         self.comps = module.computations_by_name
         self._signatures: dict = {}
+        self._sig_keys: dict = {}
         self._memo: set = set()
+        self._calls: dict = {}  # computation name -> [(callee, calling instruction)]
         # XLA:TPU verifies with allow_mixed_precision; its modules carry tiled layouts.
         shapes = parser.shape_cache if parser is not None else {
             i.shape.to_text(): None for c in module.computations for i in c.instructions}
@@ -1788,42 +1811,31 @@ class _Verifier:
     def signature(self, name: str) -> _Signature:
         sig = self._signatures.get(name)
         if sig is None:
-            sig = self._signatures[name] = _Signature(self.comps[name])
+            comp = self.comps[name]
+            sig = self._signatures[name] = _Signature(name, [p.shape for p in comp.parameters], comp.root.shape)
         return sig
+
+    def _sig_key(self, name: str) -> tuple:
+        """Identity of a called computation's signature (shapes are interned by the parser)."""
+        key = self._sig_keys.get(name)
+        if key is None:
+            sig = self.signature(name)
+            key = self._sig_keys[name] = (id(sig.result), *map(id, sig.params))
+        return key
 
     # -- errors
     def error(self, message: str, node: Any, where: Optional[tuple] = None) -> HloParseError:
         """An HloParseError at `node` (instruction or computation), at the operand/attribute `where`."""
         p = self.parser
-        filename = self.module.filename
         if p is not None and getattr(node, "offset", -1) >= 0:
             pos = node.offset
             if where is not None and isinstance(node, HloInstruction):
-                pos = self._locate(node, where)
+                pos = p.locate(node, where)
             return p.error(message, pos)
-        return HloParseError(message, filename, getattr(node, "lineno", 0), getattr(node, "col", 0))
-
-    def _locate(self, ins: HloInstruction, where: tuple) -> int:
-        """Offset of an instruction's operand or attribute key: re-read the instruction, recording."""
-        p = self.parser
-        saved = (p.pos, p.record, p.operand_shapes)
-        record: dict = {}
-        try:
-            p.pos, p.record, p.operand_shapes = ins.offset, record, []
-            p.instruction()
-        except HloParseError:
-            return ins.offset
-        finally:
-            p.pos, p.record, p.operand_shapes = saved
-        kind, key = where
-        if kind == "operand":
-            offs = record.get("operands", [])
-            return offs[key] if key < len(offs) else ins.offset
-        return record.get("attrs", {}).get(key, ins.offset)
+        return HloParseError(message, self.module.filename, getattr(node, "lineno", 0), getattr(node, "col", 0))
 
     # -- module
     def run(self) -> None:
-        self._check_call_graph()
         p = self.parser
         signatures = p.signatures if p is not None else {}
         inline: dict = {}  # id(instruction) -> [(operand index, shape written inline, offset)]
@@ -1833,17 +1845,33 @@ class _Verifier:
             if comp.name in signatures:
                 self._check_signature(comp, signatures[comp.name])
             self._check_computation(comp, inline)
+        self._check_call_graph()
 
     def _check_call_graph(self) -> None:
         """No cycles through called computations (any length), nesting at most MAX_CALL_DEPTH."""
-        calls: dict = {}
-        for c in self.module.computations:
-            out = []
-            for ins in c.instructions:
-                for callee in ins.called_computations():
-                    out.append((callee, ins))
-            calls[c.name] = out
+        calls = self._calls
+        # Usual case: every callee is defined before its callers (as XLA and JAX print modules), so the
+        # text order is a topological order and one pass gives the depths.
         depth: dict = {}
+        for comp in self.module.computations:
+            d = 0
+            for callee, ins in calls[comp.name]:
+                dc = depth.get(callee)
+                if dc is None:
+                    break
+                if dc > d:
+                    d = dc
+            else:
+                depth[comp.name] = d + 1
+                if d + 1 > MAX_CALL_DEPTH:
+                    callee, ins = max(calls[comp.name], key=lambda e: depth[e[0]])
+                    raise self.error(f"{ins.opcode} '{ins.name}': calls nested more than {MAX_CALL_DEPTH} "
+                                     f"deep (through computation '{callee}')", ins)
+                continue
+            break
+        else:
+            return
+        depth = {}
         state: dict = {}
         for root in self.module.computations:
             if root.name in state:
@@ -1892,35 +1920,84 @@ class _Verifier:
                               f"parameter({ins.parameter_number}) '{ins.name}' is {_txt(ins.shape)}", pos)
 
     def _check_computation(self, comp: HloComputation, inline: dict) -> None:
+        """Every instruction's rule (memoized); collects the computation's calls for the call graph."""
         instructions = comp.instructions
-        shapes = {ins.name: ins.shape for ins in instructions}
+        p = self.parser
+        shape_of = p.shapes_by_name.get(comp.name) if p is not None else None
+        if shape_of is None:
+            shape_of = {ins.name: ins.shape for ins in instructions}
+        same = p.same_shapes if p is not None and not inline else None
+        params = []
         memo = self._memo
         rules = _RULES
+        fast = _FAST
+        irrelevant = _IRRELEVANT_ATTRS
+        callers = _CALLERS
+        sig_keys = self._sig_keys
+        calls = self._calls[comp.name] = []
         for ins in instructions:
             opcode = ins.opcode
             if opcode == "parameter":
+                params.append(ins)
                 continue
-            ops = [shapes[o] for o in ins.operands]
+            names = ins.operands
+            shape = ins.shape
+            f = fast.get(opcode)
+            if f is not None and len(names) == f[0] and shape.dtype in f[1]:
+                if same is not None:
+                    if ins in same:
+                        continue
+                elif not inline:
+                    for o in names:
+                        if shape_of[o] is not shape:
+                            break
+                    else:
+                        continue
+            ops = [shape_of[o] for o in names]
             if inline and id(ins) in inline:
                 for k, written, pos in inline[id(ins)]:
                     if not compatible(written, ops[k]):
                         raise self.parser.error(
                             f"{opcode} '{ins.name}': operand {k} is written as {_txt(written)}, but "
-                            f"'{ins.operands[k]}' is {_txt(ops[k])}", pos)
+                            f"'{names[k]}' is {_txt(ops[k])}", pos)
             # Memo key: the verdict depends only on these (shapes are interned by the parser).
-            key = (opcode, id(ins.shape), *map(id, ops),
-                   *[kv for kv in ins.attrs.items() if kv[0] not in _IRRELEVANT_ATTRS])
+            attrs = ins.attrs
+            if attrs and (len(attrs) > 1 or "metadata" not in attrs):
+                key = (opcode, id(shape), *map(id, ops), *[kv for kv in attrs.items() if kv[0] not in irrelevant])
+                callee_attrs = callers.get(opcode)
+                if callee_attrs is not None:
+                    parsed = ins.parsed
+                    for a in callee_attrs:
+                        callee = parsed.get(a)
+                        if callee is None:
+                            continue
+                        for c in (callee,) if type(callee) is str else callee:
+                            calls.append((c, ins))
+                            k = sig_keys.get(c)
+                            key += (k if k is not None else self._sig_key(c),)
+            else:
+                key = (opcode, id(shape), *map(id, ops))
             if key in memo and opcode != "constant":
                 continue
             try:
                 inferred = rules[opcode](self, ins, ops)
-                if inferred is not None and not compatible(ins.shape, inferred, self.mixed_precision):
-                    raise _Fail(f"result shape is {_txt(ins.shape)}, expected {_txt(inferred)}")
-            except _Fail as f:
-                raise self.error(f"{opcode} '{ins.name}': {f.message}", ins, f.where) from None
+                if inferred is not None and not compatible(shape, inferred, self.mixed_precision):
+                    raise _Fail(f"result shape is {_txt(shape)}, expected {_txt(inferred)}")
+            except _Fail as e:
+                raise self.error(f"{opcode} '{ins.name}': {e.message}", ins, e.where) from None
             memo.add(key)
+        if comp.name not in self._signatures:
+            for n, param in enumerate(params):
+                if param.parameter_number != n:
+                    params.sort(key=lambda i: i.parameter_number)
+                    break
+            self._signatures[comp.name] = _Signature(comp.name, [i.shape for i in params], comp.root.shape)
         # Operands may be defined after their users (XLA prints in any topological order), but no
         # value may depend on itself.
+        if p is not None:
+            if comp.name in p.forward_references:
+                self._check_cycles(comp)
+            return
         position = {ins.name: n for n, ins in enumerate(instructions)}
         for n, ins in enumerate(instructions):
             for o in ins.operands:
@@ -1959,14 +2036,6 @@ def _callee_attr(ins: HloInstruction, callee: str) -> str:
         if v == callee or (isinstance(v, tuple) and callee in v):
             return k
     return "calls"
-
-
-# Attributes that do not change what an instruction's shape may be (left out of the memo key).
-_IRRELEVANT_ATTRS = frozenset(("metadata", "sharding", "frontend_attributes", "backend_config",
-                               "statistics_viz", "control-predecessors", "origin", "schedule",
-                               "operand_precision", "precision_config", "channel_id", "use_global_device_ids",
-                               "is_stable", "indices_are_sorted", "unique_indices", "algorithm",
-                               "source_target_pairs", "result_accuracy"))
 
 
 def verify_module(module: HloModule, parser: Any = None) -> None:
