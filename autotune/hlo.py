@@ -215,10 +215,11 @@ class AttributeError_(ValueError):
 
 
 def _int(s: str) -> int:
-    try:
-        return int(s)
-    except ValueError:
-        raise AttributeError_(f"expected an integer, got {s!r}") from None
+    s = s.strip()
+    if not re.fullmatch(r"[-+]?\d{1,19}", s) or abs(int(s)) > MAX_ELEMENTS:
+        shown = s if len(s) <= 24 else s[:24] + "..."
+        raise AttributeError_(f"expected an integer from -2^62 to 2^62, got {shown!r}")
+    return int(s)
 
 
 def parse_int_list(v: str) -> tuple:

@@ -30,8 +30,9 @@ from __future__ import annotations
 import re
 from typing import Any, Callable, Optional, Sequence
 
-from .hlo import (_CALLED_BY_OPCODE, CALLED_COMPUTATION_ATTRS, DTYPE_BYTES, OPCODES, AttributeError_, ConvDimLabels,
-                  HloComputation, HloInstruction, HloModule, HloParseError, Shape, parse_int_list)
+from .analysis import CONV_POSITIONS_LIMIT
+from .hlo import (_CALLED_BY_OPCODE, CALLED_COMPUTATION_ATTRS, DTYPE_BYTES, MAX_ELEMENTS, OPCODES, AttributeError_,
+                  ConvDimLabels, HloComputation, HloInstruction, HloModule, HloParseError, Shape, parse_int_list)
 
 __all__ = ["verify_module", "MAX_CALL_DEPTH", "compatible", "HloVerifierError"]
 
@@ -238,7 +239,11 @@ def _window_output(base: Shape, window: tuple, dtype: str, key: str = "window") 
     if len(window) != base.rank:
         raise _Fail(f"window has {len(window)} dimensions, the operand has rank {base.rank}", ("attr", key))
     out = []
+    volume = 1
     for i, w in enumerate(window):
+        volume *= max(w.size, 1)
+        if volume > MAX_ELEMENTS:
+            raise _Fail("window has more than 2^62 elements", ("attr", key))
         if w.size <= 0 or w.stride <= 0 or w.lhs_dilate < 1 or w.rhs_dilate < 1:
             raise _Fail(f"window dimension {i}: size, stride and dilations must be positive "
                         f"(size={w.size} stride={w.stride} lhs_dilate={w.lhs_dilate} rhs_dilate={w.rhs_dilate})",
@@ -977,6 +982,10 @@ def _convolution(v, ins, ops):
                         f"{_txt(rhs)} (size {ks})", ("attr", "window"))
     base = _array(lhs.dtype, [lhs.dims[d] for d in labels.lhs_spatial], [_dyn(lhs)[d] for d in labels.lhs_spatial])
     spatial = _window_output(base, window, lhs.dtype)
+    for i in range(n):  # what the cost analysis can count (analysis._valid_positions)
+        if min(window[i].size, spatial.dims[i]) > CONV_POSITIONS_LIMIT:
+            raise _Fail(f"spatial dimension {i} has {window[i].size} window and {spatial.dims[i]} output positions; "
+                        f"at most {CONV_POSITIONS_LIMIT} on one side can be analyzed", ("attr", "window"))
     out = [0] * (n + 2)
     dyn = [False] * (n + 2)
     out[labels.out_batch] = batch // bgc if batch >= 0 else -1
