@@ -472,7 +472,8 @@ def _restyle_names(v: str, percent: bool) -> str:
 class HloComputation:
     """A named list of instructions with one root; `is_entry` marks the module's entry."""
 
-    __slots__ = ("name", "instructions", "is_entry", "trailer", "lineno", "col", "offset", "_by_name")
+    __slots__ = ("name", "instructions", "is_entry", "trailer", "lineno", "col", "offset", "_by_name",
+                 "_by_name_of")
 
     def __init__(self, name: str, instructions: list, is_entry: bool = False, trailer: Optional[dict] = None,
                  lineno: int = 0, col: int = 0, offset: int = -1):
@@ -484,11 +485,15 @@ class HloComputation:
         self.col = col
         self.offset = offset
         self._by_name: Optional[dict] = None
+        self._by_name_of: Optional[list] = None  # the instruction list `_by_name` was built from
 
     @property
     def by_name(self) -> dict:
-        if self._by_name is None or len(self._by_name) != len(self.instructions):
+        """{name: instruction}; rebuilt when `instructions` is replaced (normalization does) or resized."""
+        if (self._by_name is None or self._by_name_of is not self.instructions
+                or len(self._by_name) != len(self.instructions)):
             self._by_name = {i.name: i for i in self.instructions}
+            self._by_name_of = self.instructions
         return self._by_name
 
     @property

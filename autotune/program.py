@@ -174,6 +174,8 @@ def _inline_calls(comp: HloComputation, comps: dict, namer: _Namer, done: set, s
         return
     if comp.name in stack:
         raise ProgramError(f"recursive call through computation '{comp.name}'", None, filename)
+    # Operands before users from here on (the text may define values after their uses).
+    comp.instructions = _topological(comp, filename)
     if not any(i.opcode in INLINED_OPCODES for i in comp.instructions):
         done.add(comp.name)
         return
