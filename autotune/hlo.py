@@ -956,11 +956,12 @@ class _Parser:
 
     def instruction(self) -> HloInstruction:
         self.ws()
-        start = self.pos
         is_root = False
         if self.text.startswith("ROOT", self.pos) and not _NAME_FULL.match(self.text, self.pos + 4):
             is_root = True
             self.pos += 4
+            self.ws()
+        start = self.pos  # the instruction's position: its name
         name = self.name("instruction name")
         self.expect("=", f"after instruction name '{name}'")
         shape = self.shape()
@@ -997,7 +998,8 @@ class _Parser:
                     # Operands may carry their shape: `f32[2]{0} %x` or `(f32[], s32[]) %t`.
                     if c == "(" or (_ARRAY_SHAPE.match(self.text, self.pos)
                                     and not _name_then_delim(self.text, self.pos)):
-                        inline_shapes.append((len(operands), self.shape(), self.pos))
+                        shape_pos = self.pos
+                        inline_shapes.append((len(operands), self.shape(), shape_pos))
                     if record is not None:
                         self.ws()
                         record.setdefault("operands", []).append(self.pos)

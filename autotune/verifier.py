@@ -1905,9 +1905,10 @@ class _Verifier:
                 s = state.get(callee)
                 if s == 1:
                     cycle = path[path.index(callee):] + [callee]
-                    how = "itself" if len(cycle) == 2 else "itself through " + " -> ".join(f"'{c}'" for c in cycle[1:])
-                    raise self.error(f"{ins.opcode} '{ins.name}': computation '{name}' calls {how} "
-                                     f"(recursion is not allowed)", ins, ("attr", _callee_attr(ins, callee)))
+                    how = "itself" if callee == name else (
+                        f"'{callee}', which calls back into it ({' -> '.join(cycle)})")
+                    raise self.error(f"{ins.opcode} '{ins.name}': computation '{name}' calls {how}; recursion is "
+                                     f"not allowed", ins, ("attr", _callee_attr(ins, callee)))
                 if s is None:
                     state[callee] = 1
                     path.append(callee)
