@@ -1160,6 +1160,8 @@ def _scatter(v, ins, ops):
     _sorted_unique(uwd, "update_window_dims")
     _sorted_unique(iwd, "inserted_window_dims")
     _sorted_unique(obatch, "input_batching_dims")
+    if set(iwd) & set(obatch):
+        raise _Fail("a dimension is both inserted and batching", ("attr", "input_batching_dims"))
     first = _need_array(ops, 0)
     for i in range(n):
         operand = _need_array(ops, i)
@@ -1794,6 +1796,19 @@ _FAST.update({"copy": (1, _ARRAY_TYPES | {"token"}), "abs": (1, _SIGNED_INT | _F
 # allows called-computation attributes on these only).
 _CALLERS = {op: allowed for op, (allowed, _) in _CALLED_BY_OPCODE.items()}
 
+# The attributes the rules of the most frequent opcodes read (their memo key holds only these); other
+# opcodes key on all attributes but the irrelevant ones below.
+_KEY_ATTRS = {
+    "broadcast": ("dimensions",), "reshape": (), "bitcast": (), "transpose": ("dimensions",), "convert": (),
+    "reduce": ("dimensions",), "compare": ("direction", "type"), "select": (), "tuple": (),
+    "get-tuple-element": ("index",), "call": (), "concatenate": ("dimensions",), "slice": ("slice",),
+    "reverse": ("dimensions",), "pad": ("padding",), "dynamic-slice": ("dynamic_slice_sizes",),
+    "dynamic-update-slice": (), "iota": ("iota_dimension",), "fusion": ("kind",),
+    "convolution": ("window", "dim_labels", "feature_group_count", "batch_group_count"),
+    "dot": ("lhs_contracting_dims", "rhs_contracting_dims", "lhs_batch_dims", "rhs_batch_dims", "sparsity"),
+    "constant": (),  # keyed on its literal too (below)
+}
+
 # Attributes that do not change what an instruction's shape may be (left out of the memo key);
 # called computations enter the key by their signature instead of their name.
 _IRRELEVANT_ATTRS = frozenset(("metadata", "sharding", "frontend_attributes", "backend_config",
@@ -1945,6 +1960,7 @@ class _Verifier:
         callers = _CALLERS
         sig_keys = self._sig_keys
         calls = self._calls[comp.name] = []
+        key_attrs = _KEY_ATTRS
         for ins in instructions:
             opcode = ins.opcode
             if opcode == "parameter":
@@ -1952,12 +1968,14 @@ class _Verifier:
                 continue
             names = ins.operands
             shape = ins.shape
-            f = fast.get(opcode)
-            if f is not None and len(names) == f[0] and shape.dtype in f[1]:
-                if same is not None:
-                    if ins in same:
+            if same is not None:
+                if ins in same:
+                    f = fast.get(opcode)
+                    if f is not None and len(names) == f[0] and shape.dtype in f[1]:
                         continue
-                elif not inline:
+            elif not inline:
+                f = fast.get(opcode)
+                if f is not None and len(names) == f[0] and shape.dtype in f[1]:
                     for o in names:
                         if shape_of[o] is not shape:
                             break
@@ -1970,24 +1988,28 @@ class _Verifier:
                         raise self.parser.error(
                             f"{opcode} '{ins.name}': operand {k} is written as {_txt(written)}, but "
                             f"'{names[k]}' is {_txt(ops[k])}", pos)
-            # Memo key: the verdict depends only on these (shapes are interned by the parser).
+            # Memo key: the verdict depends only on these (shapes are interned by the parser; called
+            # computations enter by their signature).
             attrs = ins.attrs
-            if attrs and (len(attrs) > 1 or "metadata" not in attrs):
-                key = (opcode, id(shape), *map(id, ops), *[kv for kv in attrs.items() if kv[0] not in irrelevant])
-                callee_attrs = callers.get(opcode)
-                if callee_attrs is not None:
-                    parsed = ins.parsed
-                    for a in callee_attrs:
-                        callee = parsed.get(a)
-                        if callee is None:
-                            continue
-                        for c in (callee,) if type(callee) is str else callee:
-                            calls.append((c, ins))
-                            k = sig_keys.get(c)
-                            key += (k if k is not None else self._sig_key(c),)
+            ka = key_attrs.get(opcode)
+            if ka is not None:
+                key = (opcode, id(shape), *map(id, ops), *map(attrs.get, ka)) if ka else (opcode, id(shape), *map(id, ops))
             else:
-                key = (opcode, id(shape), *map(id, ops))
-            if key in memo and opcode != "constant":
+                key = (opcode, id(shape), *map(id, ops), *[kv for kv in attrs.items() if kv[0] not in irrelevant])
+            callee_attrs = callers.get(opcode)
+            if callee_attrs is not None:
+                parsed = ins.parsed
+                for a in callee_attrs:
+                    callee = parsed.get(a)
+                    if callee is None:
+                        continue
+                    for c in (callee,) if type(callee) is str else callee:
+                        calls.append((c, ins))
+                        k = sig_keys.get(c)
+                        key += (k if k is not None else self._sig_key(c),)
+            if opcode == "constant":
+                key += (ins.literal,)
+            if key in memo:
                 continue
             try:
                 inferred = rules[opcode](self, ins, ops)

@@ -30,8 +30,9 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from autotune.testing.fuzz import (CRASH, HANG, OK, OUTCOMES, POSITIONED, TRACEBACK, UNPOSITIONED,  # noqa: E402
-                                   corpus_files, mutants)
+from autotune.cli import MEASUREMENT_FAILED_EXIT  # noqa: E402
+from autotune.testing.fuzz import (CRASH, HANG, MEASUREMENT_FAILED, OK, OUTCOMES, POSITIONED,  # noqa: E402
+                                   TRACEBACK, UNPOSITIONED, corpus_files, mutants)
 
 COMMANDS = (["show"], ["emit", "--target", "cpu", "-o", "{out}"], ["emit", "--target", "tpu", "-o", "{out}"],
             ["measure", "--evaluator", "sim", "--target", "tpu", "--store", "none"])
@@ -63,6 +64,9 @@ def _run_commands(path: str, out: str) -> dict:
                     "traceback": tb[-3000:]}
         if res.exit_code == 0:
             continue
+        if res.exit_code == MEASUREMENT_FAILED_EXIT and cmd[0] == "measure":
+            return {"outcome": MEASUREMENT_FAILED, "command": cmd[0], "exit": res.exit_code,
+                    "detail": stderr.strip().splitlines()[-1][:300]}
         errors = [line for line in stderr.splitlines() if ERROR_LINE.match(line)]
         others = [line for line in stderr.splitlines() if line.strip() and not ERROR_LINE.match(line)
                   and "warning" not in line]
@@ -148,7 +152,7 @@ def run(args: argparse.Namespace) -> dict:
             by_command[result.get("command", "?")] += 1
         if "seconds" in result:
             seconds.append(result["seconds"])
-        if outcome not in (OK, POSITIONED):
+        if outcome not in (OK, POSITIONED, MEASUREMENT_FAILED):
             failures.append({**{k: job[k] for k in ("source", "seed", "mutations")}, **result})
         os.unlink(job["path"])
         if args.progress and done % 500 == 0:
@@ -225,6 +229,9 @@ def write_report(res: dict, args: argparse.Namespace, path: str) -> None:
     ]
     for o in OUTCOMES:
         lines.append(f"| {o.replace('_', ' ')} | {c.get(o, 0):,} | {100 * c.get(o, 0) / max(n, 1):.2f}% |")
+    lines += ["", "Measurement failed = `measure` exit status 3 after reading the program fine: the TPU simulator "
+              "refuses default tiles that do not fit its scratchpad (hardware/simulator.py, already so for the "
+              "unmutated data/tpugraphs/layout_module.hlo); not an input error."]
     lines += ["", "Errors with a position, by the command that reported them: "
               + ", ".join(f"{k} {v:,}" for k, v in sorted(res["errors_by_command"].items())) + ".", "",
               "Most frequent error messages (names folded to `'_'`, numbers to `N`):", "",

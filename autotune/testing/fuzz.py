@@ -35,7 +35,10 @@ UNPOSITIONED = "error_without_position"
 TRACEBACK = "traceback"
 HANG = "hang"
 CRASH = "crash"
-OUTCOMES = (OK, POSITIONED, UNPOSITIONED, TRACEBACK, HANG, CRASH)
+# `measure` exit status 3: the program was read fine but the evaluator could not time some kernels
+# (the simulator refuses tiles that do not fit its scratchpad); not an input error.
+MEASUREMENT_FAILED = "measurement_failed"
+OUTCOMES = (OK, MEASUREMENT_FAILED, POSITIONED, UNPOSITIONED, TRACEBACK, HANG, CRASH)
 
 # file:line:col at the start of a message (the form of HloParseError.one_line and the CLI's errors).
 POSITION = re.compile(r"^.+?:\d+:\d+: ")
