@@ -35,6 +35,7 @@ class ProgramError(HloParseError):
 
     def __init__(self, message: str, ins: Optional[HloInstruction] = None, filename: str = "<string>"):
         super().__init__(message, filename, ins.lineno if ins is not None else 0, ins.col if ins is not None else 0)
+        self.instruction = ins
 
 
 @dataclass

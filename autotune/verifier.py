@@ -34,13 +34,11 @@ from .analysis import CONV_POSITIONS_LIMIT
 from .hlo import (_CALLED_BY_OPCODE, CALLED_COMPUTATION_ATTRS, DTYPE_BYTES, MAX_ELEMENTS, OPCODES, AttributeError_,
                   ConvDimLabels, HloComputation, HloInstruction, HloModule, HloParseError, Shape, parse_int_list)
 
-__all__ = ["verify_module", "MAX_CALL_DEPTH", "compatible", "HloVerifierError"]
+__all__ = ["verify_module", "MAX_CALL_DEPTH", "compatible"]
 
 # Calls (fusion, call, while, conditional, reducers, ...) nested deeper than this are refused: the
 # analyses walk called computations recursively.
 MAX_CALL_DEPTH = 100
-
-HloVerifierError = HloParseError  # what the verifier raises (an alias: one error type for bad input)
 
 _FLOAT = frozenset(("f16", "bf16", "f32", "f64", "f8e4m3fn", "f8e5m2", "f8e4m3b11fnuz", "f8e5m2fnuz",
                     "f8e4m3fnuz", "f8e4m3", "f8e3m4", "f8e8m0fnu", "f4e2m1fn"))
@@ -764,16 +762,27 @@ def _iota(v, ins, ops):
     return None
 
 
-@_rule("reduce")
-def _reduce(v, ins, ops):
-    if len(ops) < 2 or len(ops) % 2:
-        raise _Fail(f"expects an even number of operands (inputs, then init values), got {len(ops)}")
-    n = len(ops) // 2
+def _same_dims_arrays(ops: list, n: int) -> Shape:
+    """The first `n` operands: arrays with the dims of operand 0 (element types may differ)."""
     first = _need_array(ops, 0)
     for i in range(1, n):
         _need_array(ops, i)
         if not _dims_match(ops[i], first):
             raise _Fail(f"operand {i} has shape {_txt(ops[i])}, expected the dims of {_txt(first)}", ("operand", i))
+    return first
+
+
+def _inputs_and_inits(ops: list) -> tuple:
+    """Reduce-like operands: N arrays of equal dims, then N init values; returns (N, operand 0)."""
+    if len(ops) < 2 or len(ops) % 2:
+        raise _Fail(f"expects an even number of operands (inputs, then init values), got {len(ops)}")
+    n = len(ops) // 2
+    return n, _same_dims_arrays(ops, n)
+
+
+@_rule("reduce")
+def _reduce(v, ins, ops):
+    n, first = _inputs_and_inits(ops)
     dims = _int_list(ins, "dimensions")
     _dims_in_range(dims, first.rank, "dimensions")
     accs = _reducer(v.signature(ins.parsed["to_apply"]), ops[n:], [o.dtype for o in ops[:n]], "to_apply")
@@ -785,14 +794,7 @@ def _reduce(v, ins, ops):
 
 @_rule("reduce-window")
 def _reduce_window(v, ins, ops):
-    if len(ops) < 2 or len(ops) % 2:
-        raise _Fail(f"expects an even number of operands (inputs, then init values), got {len(ops)}")
-    n = len(ops) // 2
-    first = _need_array(ops, 0)
-    for i in range(1, n):
-        _need_array(ops, i)
-        if not _dims_match(ops[i], first):
-            raise _Fail(f"operand {i} has shape {_txt(ops[i])}, expected the dims of {_txt(first)}", ("operand", i))
+    n, first = _inputs_and_inits(ops)
     accs = _reducer(v.signature(ins.parsed["to_apply"]), ops[n:], [o.dtype for o in ops[:n]], "to_apply")
     window = ins.parsed.get("window")
     if window is None:
@@ -1212,11 +1214,7 @@ def _scatter(v, ins, ops):
 @_rule("sort")
 def _sort(v, ins, ops):
     _count(ops, 1, None)
-    first = _need_array(ops, 0)
-    for i in range(1, len(ops)):
-        _need_array(ops, i)
-        if not _dims_match(ops[i], first):
-            raise _Fail(f"operand {i} has shape {_txt(ops[i])}, expected the dims of {_txt(first)}", ("operand", i))
+    first = _same_dims_arrays(ops, len(ops))
     dims = _int_list(ins, "dimensions")
     if len(dims) != 1:
         raise _Fail("dimensions must name one dimension", ("attr", "dimensions"))
@@ -1233,11 +1231,7 @@ def _sort(v, ins, ops):
 @_rule("map")
 def _map(v, ins, ops):
     _count(ops, 1, None)
-    first = _need_array(ops, 0)
-    for i in range(1, len(ops)):
-        _need_array(ops, i)
-        if not _dims_match(ops[i], first):
-            raise _Fail(f"operand {i} has shape {_txt(ops[i])}, expected the dims of {_txt(first)}", ("operand", i))
+    first = _same_dims_arrays(ops, len(ops))
     if "dimensions" in ins.attrs and tuple(_int_list(ins, "dimensions")) != tuple(range(first.rank)):
         raise _Fail(f"dimensions must be {{{','.join(map(str, range(first.rank)))}}}", ("attr", "dimensions"))
     fn = v.signature(ins.parsed["to_apply"])
@@ -2038,28 +2032,13 @@ class _Verifier:
                     return
 
     def _check_cycles(self, comp: HloComputation) -> None:
-        by_name = {i.name: i for i in comp.instructions}
-        state: dict = {}
-        for start in comp.instructions:
-            if start.name in state:
-                continue
-            state[start.name] = 1
-            stack = [(start, iter(start.operands))]
-            while stack:
-                node, it = stack[-1]
-                nxt = next(it, None)
-                if nxt is None:
-                    stack.pop()
-                    state[node.name] = 2
-                    continue
-                s = state.get(nxt)
-                if s == 1:
-                    ins = by_name[nxt]
-                    raise self.error(f"{ins.opcode} '{ins.name}': depends on itself (an instruction cycle in "
-                                     f"computation '{comp.name}')", ins)
-                if s is None:
-                    state[nxt] = 1
-                    stack.append((by_name[nxt], iter(by_name[nxt].operands)))
+        from .program import ProgramError, _topological
+        try:
+            _topological(comp, self.module.filename)
+        except ProgramError as e:
+            ins = e.instruction
+            raise self.error(f"{ins.opcode} '{ins.name}': depends on itself (an instruction cycle in computation "
+                             f"'{comp.name}')", ins) from None
 
 
 def _callee_attr(ins: HloInstruction, callee: str) -> str:

@@ -118,6 +118,10 @@ class Mutator:
         return text, done
 
     # -- helpers
+    def _pick(self, items: Sequence) -> Any:
+        """A random element, or None when there is none (the mutation then does nothing)."""
+        return self.rng.choice(items) if items else None
+
     def _pos(self, text: str) -> int:
         return self.rng.randrange(len(text)) if text else 0
 
@@ -266,18 +270,17 @@ class Mutator:
         return text[:m.start()] + new_text + text[m.end():], f"shape {m.group(0)} -> {new_text} at {m.start()}"
 
     def change_dtype(self, text: str) -> tuple:
-        shapes = list(_SHAPE.finditer(text))
-        if not shapes:
+        m = self._pick(list(_SHAPE.finditer(text)))
+        if m is None:
             return text, ""
-        m = self.rng.choice(shapes)
         new = self.rng.choice([t for t in _DTYPES if t != m.group(1)])
         return text[:m.start(1)] + new + text[m.end(1):], f"dtype {m.group(1)} -> {new} at {m.start()}"
 
     def change_operand(self, text: str) -> tuple:
         ins = self._instructions(text)
-        if not ins:
+        m = self._pick(ins)
+        if m is None:
             return text, ""
-        m = self.rng.choice(ins)
         ops = self._operands(text, m)
         if not ops:
             return text, ""
@@ -288,10 +291,9 @@ class Mutator:
         return text[:a] + pct + new + text[b:], f"operand {text[a:b]} -> {new} in '{m.group(2)}'"
 
     def swap_operands(self, text: str) -> tuple:
-        ins = self._instructions(text)
-        if not ins:
+        m = self._pick(self._instructions(text))
+        if m is None:
             return text, ""
-        m = self.rng.choice(ins)
         ops = self._operands(text, m)
         if len(ops) < 2:
             return text, ""
@@ -342,10 +344,9 @@ class Mutator:
                 f"dimension numbers {m.group(1)}={value} -> {new}")
 
     def change_opcode(self, text: str) -> tuple:
-        ins = self._instructions(text)
-        if not ins:
+        m = self._pick(self._instructions(text))
+        if m is None:
             return text, ""
-        m = self.rng.choice(ins)
         new = self.rng.choice([o for o in _OPCODE_SWAPS if o != m.group(5)])
         return text[:m.start(5)] + new + text[m.end(5):], f"opcode {m.group(5)} -> {new} in '{m.group(2)}'"
 
@@ -361,10 +362,9 @@ class Mutator:
                 f"{m.group(1)}={m.group(2)} -> {new}")
 
     def huge_window(self, text: str) -> tuple:
-        wins = list(_WINDOW.finditer(text))
-        if not wins:
+        m = self._pick(list(_WINDOW.finditer(text)))
+        if m is None:
             return text, ""
-        m = self.rng.choice(wins)
         field_ = self.rng.choice(("size", "stride", "pad", "lhs_dilate", "rhs_dilate"))
         value = self.rng.choice(("1000000000", "4611686018427387904", "0", "-1", "100000"))
         body = m.group(1)
