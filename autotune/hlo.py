@@ -338,12 +338,12 @@ def parse_backend_config(v: str) -> Any:
     if s.startswith('"'):
         try:
             s = json.loads(s)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):  # not JSON, or nested too deep for json
             return v
     if isinstance(s, str) and s.startswith("{"):
         try:
             return json.loads(s)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):
             return s
     return s
 

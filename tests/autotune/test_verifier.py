@@ -367,3 +367,37 @@ def test_accepts_hlo_printed_by_xla_after_optimization():
         text = compiled.executable.hlo_modules()[0].to_string()
         assert "fusion" in text and "is_scheduled=true" in text
         parse_hlo(text, f"{name}.optimized.hlo")
+
+
+_WHILE_PARTS = ("\ncond {\n  s = s32[] parameter(0)\n  z = s32[] constant(10)\n"
+                "  ROOT l = pred[] compare(s, z), direction=LT\n}\n")
+
+
+def _shared_while_bodies(levels: int) -> str:
+    """Each body runs two loops over the next body: 2^levels control-flow paths, `levels` computations."""
+    comps = []
+    for k in range(levels):
+        inner = (f"  w1 = s32[] while(s), condition=cond, body=b{k + 1}\n"
+                 f"  ROOT w2 = s32[] while(w1), condition=cond, body=b{k + 1}") if k + 1 < levels else \
+            "  o = s32[] constant(1)\n  ROOT w2 = s32[] add(s, o)"
+        comps.append(f"b{k} {{\n  s = s32[] parameter(0)\n{inner}\n}}\n")
+    return _module("  i = s32[] constant(0)\n  ROOT w = s32[] while(i), condition=cond, body=b0",
+                   _WHILE_PARTS + "\n".join(reversed(comps)))
+
+
+@pytest.mark.parametrize("name,text", [
+    ("long chain", _module("\n".join(["  p0 = f32[4] parameter(0)"] + [
+        f"  a{i} = f32[4] add({'p0' if i == 0 else f'a{i - 1}'}, p0)" for i in range(5000)]))),
+    ("deeply nested backend_config JSON", _module(
+        '  i = s32[] constant(0)\n  ROOT w = s32[] while(i), condition=cond, body=cond2, backend_config={"x":'
+        + "[" * 100000 + "]" * 100000 + "}",
+        _WHILE_PARTS + "\ncond2 {\n  s = s32[] parameter(0)\n  o = s32[] constant(1)\n  ROOT n = s32[] add(s, o)\n}\n")),
+    ("while bodies shared by 2^60 paths", _shared_while_bodies(60)),
+    ("deeply nested metadata", _module("  ROOT c = f32[] constant(1), metadata={" + "{" * 50000 + "}" * 50000 + "}")),
+])
+def test_extreme_inputs_finish_quickly(name, text):
+    """Inputs that used to recurse or revisit without bound (or could): each goes through quickly."""
+    from autotune.testing.fuzz import OK, check
+    t0 = time.perf_counter()
+    assert check(text, "extreme.hlo", 20.0) == (OK, "")
+    assert time.perf_counter() - t0 < 5.0
