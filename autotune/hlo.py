@@ -374,7 +374,7 @@ CALLED_COMPUTATION_ATTRS = ("calls", "to_apply", "condition", "body", "branch_co
 
 # Which opcodes may name computations, with which attributes (XLA's parser allows no others), and the
 # attributes each needs: {opcode: (allowed attributes, required attributes)}.
-_CALLED_BY_OPCODE: dict = {
+CALLED_BY_OPCODE: dict = {
     **{op: (("to_apply",), ("to_apply",)) for op in (
         "call", "map", "reduce", "reduce-window", "scatter", "sort", "all-reduce", "all-reduce-start",
         "reduce-scatter")},
@@ -1023,7 +1023,7 @@ class _Parser:
             (k, v), = kv.items()
             if record is not None:
                 record.setdefault("attrs", {})[k] = key_pos
-            if k in _CALLED_NAMES and k not in _CALLED_BY_OPCODE.get(opcode, ((),))[0]:
+            if k in _CALLED_NAMES and k not in CALLED_BY_OPCODE.get(opcode, ((),))[0]:
                 raise self.error(f"attribute '{k}' is not allowed on '{opcode}'", key_pos)
             if k in attrs:
                 raise self.error(f"duplicate attribute '{k}'", key_pos)
@@ -1077,7 +1077,7 @@ class _Parser:
         op = ins.opcode
         if op == "get-tuple-element" and "index" not in ins.parsed:
             raise self.error("get-tuple-element needs index=", pos)
-        called = _CALLED_BY_OPCODE.get(op)
+        called = CALLED_BY_OPCODE.get(op)
         if called is not None:
             for k in called[1]:
                 if k not in ins.parsed:

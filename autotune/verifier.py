@@ -19,11 +19,11 @@ attribute at fault when the text is at hand), e.g.
 
 The rules follow xla/service/shape_inference.cc and xla/service/hlo_verifier.cc (openxla/xla). XLA
 allows mixed floating-point precision (a declared f32 where bf16 is inferred) only when the backend
-asks for it: so here, only in modules with TPU tiled layouts (`{...:T(8,128)}`), as XLA:TPU runs the
-verifier; elsewhere element types must match exactly. Custom calls are checked for nothing but their operands'
-existence (their result is whatever the target produces). Verification is linear in the program's
-size; results are memoized per distinct (opcode, shapes, attributes), so repeated layers cost a
-dictionary lookup.
+asks for it: so here, only in modules with TPU tiled layouts (`{...:T(8,128)}`), as XLA:TPU runs
+the verifier; elsewhere element types must match exactly. Custom calls are checked for nothing but
+their target name (their result is whatever the target produces). Verification is linear in the
+program's size; verdicts are memoized per distinct (opcode, shapes, attributes, called signatures),
+so repeated layers cost a dictionary lookup (benchmarks/verifier_speed.py).
 """
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ import re
 from typing import Any, Callable, Optional, Sequence
 
 from .analysis import CONV_POSITIONS_LIMIT
-from .hlo import (_CALLED_BY_OPCODE, CALLED_COMPUTATION_ATTRS, DTYPE_BYTES, MAX_ELEMENTS, OPCODES, AttributeError_,
+from .hlo import (CALLED_BY_OPCODE, CALLED_COMPUTATION_ATTRS, DTYPE_BYTES, MAX_ELEMENTS, OPCODES, AttributeError_,
                   ConvDimLabels, HloComputation, HloInstruction, HloModule, HloParseError, Shape, parse_int_list)
 
 __all__ = ["verify_module", "MAX_CALL_DEPTH", "compatible"]
@@ -1676,7 +1676,8 @@ def _collective_permute_start(v, ins, ops):
         _count(ops, 1)
     res = ins.shape
     if res.tuple_shapes is None or len(res.tuple_shapes) < 2 or not compatible(res.tuple_shapes[0], ops[0]):
-        raise _Fail(f"result shape is {_txt(res)}, expected ({_txt(ops[0])}, {_txt(ops[-3] if len(ops) == 4 else ops[0])}, ...)")
+        out = ops[1] if len(ops) == 4 else ops[0]
+        raise _Fail(f"result shape is {_txt(res)}, expected ({_txt(ops[0])}, {_txt(out)}, ...)")
     return None
 
 
@@ -1788,7 +1789,7 @@ _FAST.update({"copy": (1, _ARRAY_TYPES | {"token"}), "abs": (1, _SIGNED_INT | _F
 
 # Opcodes that may call computations (the call graph's edges) -> the attributes naming them (hlo.py
 # allows called-computation attributes on these only).
-_CALLERS = {op: allowed for op, (allowed, _) in _CALLED_BY_OPCODE.items()}
+_CALLERS = {op: allowed for op, (allowed, _) in CALLED_BY_OPCODE.items()}
 
 # The attributes the rules of the most frequent opcodes read (their memo key holds only these); other
 # opcodes key on all attributes but the irrelevant ones below.
@@ -1987,7 +1988,7 @@ class _Verifier:
             attrs = ins.attrs
             ka = key_attrs.get(opcode)
             if ka is not None:
-                key = (opcode, id(shape), *map(id, ops), *map(attrs.get, ka)) if ka else (opcode, id(shape), *map(id, ops))
+                key = (opcode, id(shape), *map(id, ops), *map(attrs.get, ka))
             else:
                 key = (opcode, id(shape), *map(id, ops), *[kv for kv in attrs.items() if kv[0] not in irrelevant])
             callee_attrs = callers.get(opcode)

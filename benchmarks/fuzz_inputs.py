@@ -124,6 +124,7 @@ def run(args: argparse.Namespace) -> dict:
     failures: list = []
     messages = collections.Counter()
     seconds: list = []
+    slowest: list = []
     gen = mutants(files, args.files, args.seed)
     workers = [_Worker() for _ in range(args.workers)]
     pending = 0
@@ -152,6 +153,9 @@ def run(args: argparse.Namespace) -> dict:
             by_command[result.get("command", "?")] += 1
         if "seconds" in result:
             seconds.append(result["seconds"])
+            slowest.append((result["seconds"], job["source"], job["seed"], job["mutations"], outcome))
+            slowest.sort(key=lambda x: -x[0])
+            del slowest[5:]
         if outcome not in (OK, POSITIONED, MEASUREMENT_FAILED):
             failures.append({**{k: job[k] for k in ("source", "seed", "mutations")}, **result})
         os.unlink(job["path"])
@@ -202,7 +206,7 @@ def run(args: argparse.Namespace) -> dict:
     seconds.sort()
     return {"files": done, "seed_files": len(files), "counts": dict(counts), "failures": failures,
             "errors_by_command": dict(by_command), "top_messages": messages.most_common(25),
-            "wall_s": time.time() - t_start,
+            "wall_s": time.time() - t_start, "slowest": slowest,
             "median_s": seconds[len(seconds) // 2] if seconds else None, "max_s": seconds[-1] if seconds else None}
 
 
@@ -238,6 +242,9 @@ def write_report(res: dict, args: argparse.Namespace, path: str) -> None:
               "| count | message |", "|---:|---|"]
     for msg, cnt in res["top_messages"]:
         lines.append(f"| {cnt:,} | `{msg}` |")
+    lines += ["", "Slowest files (seconds for all four commands):", ""]
+    for sec, src, seed, what, outcome in res["slowest"]:
+        lines.append(f"- {sec:.2f} s: {src} seed {seed} ({'; '.join(what)}): {outcome.replace('_', ' ')}")
     if res["failures"]:
         lines += ["", "Not clean (rebuild with `Mutator(seed).mutate(open(source).read())`):", ""]
         for f in res["failures"][:50]:
@@ -269,7 +276,7 @@ def main() -> None:
     with open(os.path.splitext(args.out)[0] + "_failures.jsonl", "w") as f:
         for rec in res["failures"]:
             f.write(json.dumps(rec) + "\n")
-    print(json.dumps({k: v for k, v in res.items() if k not in ("failures", "top_messages")}, indent=1))
+    print(json.dumps({k: v for k, v in res.items() if k not in ("failures", "top_messages", "slowest")}, indent=1))
 
 
 if __name__ == "__main__":

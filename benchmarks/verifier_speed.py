@@ -58,7 +58,8 @@ def main() -> None:
         f"Machine: 2-core shared CI-class VM ({platform.machine()}, Python {platform.python_version()}); "
         f"date: {time.strftime('%Y-%m-%d')}. Best of {args.repeats} alternating runs.",
         "",
-        "| program | instructions | parse (ms) | parse + verify (ms) | verifier (ms) | verifier / parse | verifier per instruction |",
+        "| program | instructions | parse (ms) | parse + verify (ms) | verifier (ms) | verifier / parse "
+        "| verifier per instruction |",
         "|---|---:|---:|---:|---:|---:|---:|",
         f"| resnet_large_train.hlo | {n:,} | {p * 1e3:.1f} | {v * 1e3:.1f} | {(v - p) * 1e3:.1f} | "
         f"{100 * (v - p) / p:.1f}% | {(v - p) / n * 1e6:.2f} us |",

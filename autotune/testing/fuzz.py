@@ -110,8 +110,8 @@ class Mutator:
         done = []
         for _ in range(n):
             pool = self.syntactic if rng.random() < self.syntactic_share else self.semantic
-            for _attempt in range(4):  # a semantic mutation may find nothing to change
-                text, what = rng.choice(pool)(text)
+            for attempt in range(5):  # a semantic mutation may find nothing to change: then syntactic
+                text, what = rng.choice(pool if attempt < 4 else self.syntactic)(text)
                 if what:
                     done.append(what)
                     break
