@@ -27,6 +27,7 @@ so repeated layers cost a dictionary lookup (benchmarks/verifier_speed.py).
 """
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any, Callable, Optional, Sequence
 
@@ -931,6 +932,17 @@ def _ragged_dot(v, ins, ops):
     return _array(ins.shape.dtype, dims, dyn)
 
 
+@functools.lru_cache(maxsize=256)
+def _dim_labels_problem(raw: str, n: int, lhs_rank: int, rhs_rank: int, out_rank: int) -> str:
+    """What is wrong with convolution dim_labels for these ranks ('' if nothing; -1: not an array)."""
+    for part, rank, what in zip(re.split(r"_|->", raw), (lhs_rank, rhs_rank, out_rank), ("input", "kernel", "output")):
+        if rank >= 0 and len(part) != rank:
+            return f"dim_labels {raw}: {what} labels '{part}' for a rank-{rank} {what}"
+        if len(set(part)) != len(part) or sorted(c for c in part if c.isdigit()) != [str(i) for i in range(n)]:
+            return f"dim_labels {raw}: {what} labels '{part}' must name each dimension once"
+    return ""
+
+
 @_rule("convolution")
 def _convolution(v, ins, ops):
     _count(ops, 2)
@@ -948,12 +960,9 @@ def _convolution(v, ins, ops):
     n = len(labels.lhs_spatial)
     where = ("attr", "dim_labels")
     if raw:
-        parts = re.split(r"_|->", raw)
-        for part, shape, what in zip(parts, (lhs, rhs, ins.shape), ("input", "kernel", "output")):
-            if shape.tuple_shapes is None and len(part) != shape.rank:
-                raise _Fail(f"dim_labels {raw}: {what} labels '{part}' for a rank-{shape.rank} {what}", where)
-            if len(set(part)) != len(part) or sorted(c for c in part if c.isdigit()) != [str(i) for i in range(n)]:
-                raise _Fail(f"dim_labels {raw}: {what} labels '{part}' must name each dimension once", where)
+        problem = _dim_labels_problem(raw, n, lhs.rank, rhs.rank, -1 if ins.shape.tuple_shapes else ins.shape.rank)
+        if problem:
+            raise _Fail(problem, where)
     if not (len(labels.kernel_spatial) == len(labels.out_spatial) == n) or lhs.rank != n + 2 or rhs.rank != n + 2:
         raise _Fail(f"dim_labels for {n} spatial dimensions, operands {_txt(lhs)} and {_txt(rhs)}", where)
     if len(window) != n:
@@ -1976,7 +1985,18 @@ class _Verifier:
                             break
                     else:
                         continue
-            ops = [shape_of[o] for o in names]
+            n = len(names)  # (unrolled for the usual one or two operands: this loop is the hot path)
+            if n == 1:
+                o0 = shape_of[names[0]]
+                ops = [o0]
+                okey: Any = id(o0)
+            elif n == 2:
+                o0, o1 = shape_of[names[0]], shape_of[names[1]]
+                ops = [o0, o1]
+                okey = (id(o0), id(o1))
+            else:
+                ops = [shape_of[o] for o in names]
+                okey = tuple(map(id, ops))
             if inline and id(ins) in inline:
                 for k, written, pos in inline[id(ins)]:
                     if not compatible(written, ops[k]):
@@ -1987,10 +2007,15 @@ class _Verifier:
             # computations enter by their signature).
             attrs = ins.attrs
             ka = key_attrs.get(opcode)
-            if ka is not None:
-                key = (opcode, id(shape), *map(id, ops), *map(attrs.get, ka))
+            if ka is None:
+                akey: Any = tuple(kv for kv in attrs.items() if kv[0] not in irrelevant)
+            elif not ka:
+                akey = None
+            elif len(ka) == 1:
+                akey = attrs.get(ka[0])
             else:
-                key = (opcode, id(shape), *map(id, ops), *[kv for kv in attrs.items() if kv[0] not in irrelevant])
+                akey = tuple(map(attrs.get, ka))
+            key = (opcode, id(shape), okey, akey)
             callee_attrs = callers.get(opcode)
             if callee_attrs is not None:
                 parsed = ins.parsed
