@@ -66,7 +66,8 @@ import math
 from dataclasses import dataclass
 from typing import Optional
 
-from .hlo import ConvDimLabels, HloComputation, HloInstruction, HloModule, Shape, async_sugar
+from .hlo import (ConvDimLabels, HloComputation, HloInstruction, HloModule, HloParseError, Shape, async_sugar,
+                  parse_int_list)
 
 __all__ = ["Cost", "instruction_cost", "computation_cost", "computation_costs", "module_cost",
            "shape_size", "convolution_flops", "TRANSCENDENTAL_OPCODES", "ELEMENTWISE_OPCODES"]
@@ -177,6 +178,7 @@ class _Analyzer:
         self.module = module
         self.comps = module.computations_by_name
         self._totals: dict = {}
+        self._in_progress: set = set()
         self._users: dict = {}
 
     # -- helpers
@@ -195,10 +197,15 @@ class _Analyzer:
         c = self._totals.get(name)
         if c is None:
             comp = self.comps[name]
+            if name in self._in_progress:  # the verifier refuses recursion; never loop on it anyway
+                raise HloParseError(f"computation '{name}' calls itself", self.module.filename, comp.lineno,
+                                    comp.col)
+            self._in_progress.add(name)
             c = Cost()
             for ins in comp.instructions:
                 c += self.cost(ins, comp)
             self._totals[name] = c
+            self._in_progress.discard(name)
         return c
 
     def users(self, comp: HloComputation) -> dict:
@@ -417,37 +424,51 @@ def _dot(a: _Analyzer, ins: HloInstruction, comp: HloComputation) -> Cost:
     return c
 
 
+# Most (output, kernel) index pairs `_valid_positions` counts one at a time per spatial dimension (the
+# smaller side is iterated); beyond it a convolution is refused as too large to analyze.
+CONV_POSITIONS_LIMIT = 1 << 20
+
+
+class ConvolutionTooLarge(ValueError):
+    """A convolution window whose valid positions are too costly to count (see CONV_POSITIONS_LIMIT)."""
+
+
+def _count_hits(base: int, step: int, n: int, hi_u: int, base_dil: int) -> int:
+    """How many j in [0, n) put base + j*step in [0, hi_u] on a multiple of base_dil (O(1))."""
+    lo = 0 if base >= 0 else -(base // step) if base % step == 0 else -base // step + 1
+    if hi_u < base:
+        return 0
+    hi = min((hi_u - base) // step, n - 1)
+    if hi < lo:
+        return 0
+    if base_dil == 1:
+        return hi - lo + 1
+    g = math.gcd(step, base_dil)
+    if base % g:
+        return 0
+    period = base_dil // g
+    first_mod = (-base // g) * pow(step // g, -1, period) % period if period > 1 else 0
+    first = lo + (first_mod - lo) % period
+    return 0 if first > hi else (hi - first) // period + 1
+
+
 def _valid_positions(in_size: int, kernel: int, out: int, stride: int, pad_lo: int, base_dil: int,
                      win_dil: int) -> int:
     """Number of (output, kernel) index pairs that hit a real (non-padding, non-hole) input element.
 
-    Same count as the double loop in XLA's GetConvolutionFlops, in closed form per kernel index.
+    Same count as the double loop in XLA's GetConvolutionFlops: for each index on the smaller side,
+    the matching indices on the other side are counted in closed form. Raises ConvolutionTooLarge
+    when both sides exceed CONV_POSITIONS_LIMIT.
     """
     if out <= 0 or kernel <= 0 or in_size <= 0:
         return 0
-    count = 0
-    hi_u = (in_size - 1) * base_dil  # largest valid undilated index
-    for k in range(kernel):
-        c = k * win_dil - pad_lo  # undilated index = o * stride + c
-        # o range with 0 <= o*stride + c <= hi_u
-        lo = 0 if c >= 0 else -(c // stride) if (-c) % stride == 0 else (-c) // stride + 1
-        hi = (hi_u - c) // stride if hi_u - c >= 0 else -1
-        hi = min(hi, out - 1)
-        if hi < lo:
-            continue
-        if base_dil == 1:
-            count += hi - lo + 1
-            continue
-        # Need (o*stride + c) % base_dil == 0.
-        period = base_dil // math.gcd(stride, base_dil)
-        first = None
-        for o in range(lo, min(hi, lo + period - 1) + 1):
-            if (o * stride + c) % base_dil == 0:
-                first = o
-                break
-        if first is not None:
-            count += (hi - first) // period + 1
-    return count
+    if min(kernel, out) > CONV_POSITIONS_LIMIT:
+        raise ConvolutionTooLarge(f"{kernel} window and {out} output positions in one dimension; at most "
+                                  f"{CONV_POSITIONS_LIMIT} on one side can be analyzed")
+    hi_u = (in_size - 1) * base_dil  # largest valid undilated index; undilated index = o*stride + k*win_dil - pad_lo
+    if kernel <= out:
+        return sum(_count_hits(k * win_dil - pad_lo, stride, out, hi_u, base_dil) for k in range(kernel))
+    return sum(_count_hits(o * stride - pad_lo, win_dil, kernel, hi_u, base_dil) for o in range(out))
 
 
 def convolution_flops(ins: HloInstruction, lhs: Shape, rhs: Shape) -> float:
@@ -474,7 +495,10 @@ def convolution_flops(ins: HloInstruction, lhs: Shape, rhs: Shape) -> float:
 
 def _convolution(a: _Analyzer, ins: HloInstruction, comp: HloComputation) -> Cost:
     c = a.default(ins, comp)
-    c.flops = convolution_flops(ins, a.operand(ins, comp, 0).shape, a.operand(ins, comp, 1).shape)
+    try:
+        c.flops = convolution_flops(ins, a.operand(ins, comp, 0).shape, a.operand(ins, comp, 1).shape)
+    except ConvolutionTooLarge as e:
+        raise HloParseError(f"convolution '{ins.name}': {e}", a.module.filename, ins.lineno, ins.col) from None
     return c
 
 

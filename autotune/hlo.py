@@ -5,6 +5,10 @@ Reads HLO as JAX prints it (`lower(...).as_text(dialect="hlo")`, names without %
 configs, `/*index=N*/` comments, elided constants) and headerless modules. Attribute values are kept
 verbatim for printing; the ones the analyses need are also parsed (and validated) into Python values.
 Errors raise `HloParseError` carrying file:line:col, the offending line and a caret.
+
+`parse_hlo` also runs the verifier (autotune/verifier.py: shape inference per opcode, names, call
+graph) unless `verify=False`, and bounds what any input can cost later: at most `MAX_ELEMENTS`
+elements per array, `MAX_TUPLE_DEPTH` nested tuples.
 """
 from __future__ import annotations
 
@@ -60,6 +64,12 @@ def async_sugar(opcode: str) -> Optional[tuple]:
     if phase in ("start", "update", "done") and base in OPCODES and base not in _NOT_ASYNC_WRAPPABLE:
         return base, phase
     return None
+
+
+# Limits on what a program may declare (each gives one clear error): the element count of one array
+# (so sizes stay exact in 64-bit integers and finite as floats), and tuple nesting.
+MAX_ELEMENTS = 2 ** 62
+MAX_TUPLE_DEPTH = 64
 
 
 class HloParseError(ValueError):
@@ -226,10 +236,11 @@ class AttributeError_(ValueError):
 
 
 def _int(s: str) -> int:
-    try:
-        return int(s)
-    except ValueError:
-        raise AttributeError_(f"expected an integer, got {s!r}") from None
+    s = s.strip()
+    if not re.fullmatch(r"[-+]?\d{1,19}", s) or abs(int(s)) > MAX_ELEMENTS:
+        shown = s if len(s) <= 24 else s[:24] + "..."
+        raise AttributeError_(f"expected an integer from -2^62 to 2^62, got {shown!r}")
+    return int(s)
 
 
 def parse_int_list(v: str) -> tuple:
@@ -348,12 +359,12 @@ def parse_backend_config(v: str) -> Any:
     if s.startswith('"'):
         try:
             s = json.loads(s)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):  # not JSON, or nested too deep for json
             return v
     if isinstance(s, str) and s.startswith("{"):
         try:
             return json.loads(s)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):
             return s
     return s
 
@@ -383,6 +394,26 @@ _ATTR_PARSERS = {
 CALLED_COMPUTATION_ATTRS = ("calls", "to_apply", "condition", "body", "branch_computations",
                             "true_computation", "false_computation", "select", "scatter")
 
+# Which opcodes may name computations, with which attributes (XLA's parser allows no others), and the
+# attributes each needs: {opcode: (allowed attributes, required attributes)}.
+CALLED_BY_OPCODE: dict = {
+    **{op: (("to_apply",), ("to_apply",)) for op in (
+        "call", "map", "reduce", "reduce-window", "scatter", "sort", "all-reduce", "all-reduce-start",
+        "reduce-scatter", "collective-reduce", "scan")},
+    "fusion": (("calls",), ("calls",)), "async-start": (("calls",), ("calls",)),
+    "async-update": (("calls",), ()), "async-done": (("calls",), ()),
+    "custom-call": (("to_apply", "calls"), ()),
+    "while": (("condition", "body"), ("condition", "body")),
+    "conditional": (("branch_computations", "true_computation", "false_computation"), ()),
+    "select-and-scatter": (("select", "scatter"), ("select", "scatter")),
+}
+# XLA's async shorthand X-start / X-update / X-done carries the attributes of the X it wraps.
+for _op, (_allowed, _required) in list(CALLED_BY_OPCODE.items()):
+    if _op not in _NOT_ASYNC_WRAPPABLE and _op in OPCODES:
+        CALLED_BY_OPCODE.setdefault(f"{_op}-start", (_allowed, _required))
+        CALLED_BY_OPCODE.setdefault(f"{_op}-update", (_allowed, ()))
+        CALLED_BY_OPCODE.setdefault(f"{_op}-done", (_allowed, ()))
+
 
 # --------------------------------------------------------------------------------------------------
 # Syntax tree
@@ -392,11 +423,11 @@ class HloInstruction:
     """One instruction as written: name, opcode, shape, operand names, attributes (raw and parsed)."""
 
     __slots__ = ("name", "opcode", "shape", "operands", "attrs", "parsed", "is_root", "literal",
-                 "parameter_number", "lineno", "col")
+                 "parameter_number", "lineno", "col", "offset")
 
     def __init__(self, name: str, opcode: str, shape: Shape, operands: list, attrs: Optional[dict] = None,
                  parsed: Optional[dict] = None, is_root: bool = False, literal: Optional[str] = None,
-                 parameter_number: Optional[int] = None, lineno: int = 0, col: int = 0):
+                 parameter_number: Optional[int] = None, lineno: int = 0, col: int = 0, offset: int = -1):
         self.name = name
         self.opcode = opcode
         self.shape = shape
@@ -406,8 +437,9 @@ class HloInstruction:
         self.is_root = is_root
         self.literal = literal
         self.parameter_number = parameter_number
-        self.lineno = lineno  # 1-based line and column of the instruction in its file (0: unknown)
+        self.lineno = lineno  # 1-based line and column where the instruction starts (0: unknown)
         self.col = col
+        self.offset = offset  # byte offset in the parsed text (-1: not parsed from text)
 
     def attr(self, key: str, default: Any = None) -> Any:
         """Parsed value of a structured attribute (or the raw text for the others)."""
@@ -426,7 +458,7 @@ class HloInstruction:
     def copy(self, **changes: Any) -> "HloInstruction":
         new = HloInstruction(self.name, self.opcode, self.shape, list(self.operands), dict(self.attrs),
                              dict(self.parsed), self.is_root, self.literal, self.parameter_number, self.lineno,
-                             self.col)
+                             self.col, self.offset)
         for k, v in changes.items():
             setattr(new, k, v)
         return new
@@ -472,25 +504,28 @@ def _restyle_names(v: str, percent: bool) -> str:
 class HloComputation:
     """A named list of instructions with one root; `is_entry` marks the module's entry."""
 
-    __slots__ = ("name", "instructions", "is_entry", "trailer", "lineno", "_by_name", "_by_name_of")
+    __slots__ = ("name", "instructions", "is_entry", "trailer", "lineno", "col", "offset", "_by_name",
+                 "_by_name_of")
 
     def __init__(self, name: str, instructions: list, is_entry: bool = False, trailer: Optional[dict] = None,
-                 lineno: int = 0):
+                 lineno: int = 0, col: int = 0, offset: int = -1):
         self.name = name
         self.instructions = instructions
         self.is_entry = is_entry
         self.trailer = trailer or {}
-        self.lineno = lineno
+        self.lineno = lineno  # 1-based line and column of the computation's head (0: unknown)
+        self.col = col
+        self.offset = offset
         self._by_name: Optional[dict] = None
-        self._by_name_of: Optional[list] = None
+        self._by_name_of: Optional[list] = None  # the instruction list `_by_name` was built from
 
     @property
     def by_name(self) -> dict:
-        """name -> instruction; rebuilt when `instructions` is replaced (passes assign new lists)."""
-        ins = self.instructions
-        if self._by_name is None or self._by_name_of is not ins or len(self._by_name) != len(ins):
-            self._by_name = {i.name: i for i in ins}
-            self._by_name_of = ins
+        """{name: instruction}; rebuilt when `instructions` is replaced (normalization does) or resized."""
+        if (self._by_name is None or self._by_name_of is not self.instructions
+                or len(self._by_name) != len(self.instructions)):
+            self._by_name = {i.name: i for i in self.instructions}
+            self._by_name_of = self.instructions
         return self._by_name
 
     @property
@@ -585,6 +620,7 @@ _SPECIAL = re.compile(r'[{}()\[\],"]')
 _TABLE_HEAD = re.compile(r"(FileNames|FunctionNames|FileLocations|StackFrames)\b")
 _COMP_AFTER_TABLE = re.compile(r"^[ \t]*((?:ENTRY\s+)?%?[A-Za-z_][\w.\-]*\s*[({])", re.M)
 _CLOSERS = {"}": "{", ")": "(", "]": "["}
+_CALLED_NAMES = frozenset(CALLED_COMPUTATION_ATTRS)
 
 
 class _Parser:
@@ -595,6 +631,18 @@ class _Parser:
         self.n = len(text)
         self.shape_cache: dict[str, Shape] = {}
         self.percent_seen = False
+        self.tuple_depth = 0
+        # For the verifier: computation signatures {name: (result shape, its offset, [(param name,
+        # shape, offset)])} and shapes written on operands [(instruction, operand index, shape, offset)].
+        self.signatures: dict[str, tuple] = {}
+        self.operand_shapes: list[tuple] = []
+        self.shapes_by_name: dict[str, dict] = {}  # computation -> {instruction name: its shape}
+        self.forward_references: set[str] = set()  # computations using values before defining them
+        # Instructions whose operands all have the result's shape object (interned: same text).
+        self.same_shapes: set[HloInstruction] = set()
+        # When a dict, `instruction()` records the offsets of its operands and attribute keys there
+        # (the verifier re-reads one instruction this way to point at the exact column of an error).
+        self.record: Optional[dict] = None
 
     # -- errors and positions
     def error(self, message: str, pos: Optional[int] = None) -> HloParseError:
@@ -608,6 +656,24 @@ class _Parser:
 
     def lineno(self, pos: int) -> int:
         return self.text.count("\n", 0, pos) + 1
+
+    def locate(self, ins: HloInstruction, where: tuple) -> int:
+        """Offset of an instruction's operand (("operand", i)) or attribute key (("attr", key)), found by
+        reading the instruction again while recording; the instruction's own offset if not found."""
+        saved = (self.pos, self.record, self.operand_shapes)
+        record: dict = {}
+        try:
+            self.pos, self.record, self.operand_shapes = ins.offset, record, []
+            self.instruction()
+        except HloParseError:
+            pass
+        finally:
+            self.pos, self.record, self.operand_shapes = saved
+        kind, key = where
+        if kind == "operand":
+            offsets = record.get("operands", [])
+            return offsets[key] if key < len(offsets) else ins.offset
+        return record.get("attrs", {}).get(key, ins.offset)
 
     # -- lexing helpers
     def ws(self) -> None:
@@ -704,7 +770,10 @@ class _Parser:
         self.ws()
         text = self.text
         if text.startswith("(", self.pos):
+            if self.tuple_depth >= MAX_TUPLE_DEPTH:
+                raise self.error(f"tuple shape nested more than {MAX_TUPLE_DEPTH} deep")
             self.pos += 1
+            self.tuple_depth += 1
             subs = []
             self.ws()
             if not text.startswith(")", self.pos):
@@ -714,6 +783,7 @@ class _Parser:
                         continue
                     break
             self.expect(")", "closing the tuple shape")
+            self.tuple_depth -= 1
             return Shape("tuple", tuple_shapes=tuple(subs))
         m = _ARRAY_SHAPE.match(text, self.pos)
         if not m:
@@ -748,8 +818,16 @@ class _Parser:
                     d = d[2:].strip()
                 if not d.isdigit():
                     raise self.error(f"bad dimension '{d}' in shape", m.start(2))
+                if len(d) > 19 or int(d) > MAX_ELEMENTS:
+                    raise self.error(f"dimension {d[:24]}{'...' if len(d) > 24 else ''} is larger than "
+                                     f"2^62", m.start(2))
                 dims.append(int(d))
                 dyn.append(dynamic)
+        n = 1
+        for d in dims:
+            n *= max(d, 1)
+        if n > MAX_ELEMENTS:
+            raise self.error(f"shape {m.group(0)} has more than 2^62 elements", m.start())
         if layout is not None:
             head = layout.split(":", 1)[0].strip()
             if head:
@@ -830,22 +908,29 @@ class _Parser:
         name = self.name("computation name")
         self.ws()
         if self.text.startswith("(", self.pos):
-            # Signature: (p0: shape, ...) -> shape. Checked loosely; the body is authoritative.
+            # Signature: (p0: shape, ...) -> shape; the verifier checks it against the body.
             self.pos += 1
             self.ws()
+            params = []
             if not self.text.startswith(")", self.pos):
                 while True:
-                    self.name("parameter name")
+                    self.ws()
+                    p_pos = self.pos
+                    p_name = self.name("parameter name")
                     self.expect(":")
-                    self.shape()
+                    params.append((p_name, self.shape(), p_pos))
                     if not self.accept(","):
                         break
             self.expect(")", "closing the computation signature")
             self.expect("->", "in the computation signature")
-            self.shape()
+            self.ws()
+            result_pos = self.pos
+            self.signatures[name] = (self.shape(), result_pos, params)
         self.expect("{", "opening the computation body")
         instructions: list[HloInstruction] = []
-        names: dict[str, int] = {}
+        names: dict[str, Shape] = {}
+        later: list = []  # (instruction, operand) used before its definition (or undefined)
+        same_shapes = self.same_shapes
         while True:
             self.ws()
             if self.text.startswith("}", self.pos):
@@ -857,7 +942,17 @@ class _Parser:
             ins = self.instruction()
             if ins.name in names:
                 raise self.error(f"duplicate instruction name '{ins.name}'", ins_pos)
-            names[ins.name] = ins_pos
+            shape = ins.shape
+            uniform = True
+            for o in ins.operands:
+                s = names.get(o)
+                if s is not shape:
+                    uniform = False
+                    if s is None:
+                        later.append((ins, o))
+            if uniform:
+                same_shapes.add(ins)
+            names[ins.name] = shape
             instructions.append(ins)
         if not instructions:
             raise self.error(f"computation '{name}' has no instructions", start)
@@ -875,32 +970,32 @@ class _Parser:
                     break
         else:
             self.pos = save
-        comp = HloComputation(name, instructions, is_entry, trailer, start)
-        self._check_operands(comp, names)
+        comp = HloComputation(name, instructions, is_entry, trailer, offset=start)
+        self._check_operands(comp, names, later)
+        self.shapes_by_name[name] = names
         return comp
 
-    def _check_operands(self, comp: HloComputation, positions: dict) -> None:
-        defined = positions
-        for ins in comp.instructions:
-            for o in ins.operands:
-                if o not in defined:
-                    pos = positions[ins.name]
-                    idx = self.text.find(o, pos)
-                    raise self.error(f"use of undefined value '{o}' in computation '{comp.name}'",
-                                     idx if idx >= 0 else pos)
+    def _check_operands(self, comp: HloComputation, names: dict, later: list) -> None:
+        for ins, o in later:
+            if o not in names:
+                raise self.error(f"use of undefined value '{o}' in computation '{comp.name}'",
+                                 self.locate(ins, ("operand", ins.operands.index(o))))
+        if later:  # operands defined after their users: the verifier looks for cycles
+            self.forward_references.add(comp.name)
         params = [i for i in comp.instructions if i.opcode == "parameter"]
         nums = sorted(i.parameter_number for i in params)
         if nums != list(range(len(nums))):
             raise self.error(f"computation '{comp.name}' has parameter numbers {nums}, expected 0..{len(nums) - 1}",
-                             positions[params[0].name] if params else self.pos)
+                             params[0].offset if params else self.pos)
 
     def instruction(self) -> HloInstruction:
         self.ws()
-        start = self.pos
         is_root = False
         if self.text.startswith("ROOT", self.pos) and not _NAME_FULL.match(self.text, self.pos + 4):
             is_root = True
             self.pos += 4
+            self.ws()
+        start = self.pos  # the instruction's position: its name
         name = self.name("instruction name")
         self.expect("=", f"after instruction name '{name}'")
         shape = self.shape()
@@ -916,13 +1011,15 @@ class _Parser:
         operands: list[str] = []
         literal = None
         parameter_number = None
+        record = self.record
+        inline_shapes: list = []
         if opcode == "constant":
             literal = self._literal()
         elif opcode == "parameter":
             self.ws()
             mi = _INT.match(self.text, self.pos)
-            if not mi or int(mi.group(0)) < 0:
-                raise self.error("expected parameter number")
+            if not mi or mi.group(0).startswith("-") or len(mi.group(0)) > 9:
+                raise self.error("expected parameter number (0 to 999999999)")
             parameter_number = int(mi.group(0))
             self.pos = mi.end()
             self.expect(")")
@@ -935,7 +1032,11 @@ class _Parser:
                     # Operands may carry their shape: `f32[2]{0} %x` or `(f32[], s32[]) %t`.
                     if c == "(" or (_ARRAY_SHAPE.match(self.text, self.pos)
                                     and not _name_then_delim(self.text, self.pos)):
-                        self.shape()
+                        shape_pos = self.pos
+                        inline_shapes.append((len(operands), self.shape(), shape_pos))
+                    if record is not None:
+                        self.ws()
+                        record.setdefault("operands", []).append(self.pos)
                     operands.append(self.name("operand name"))
                     if self.accept(","):
                         continue
@@ -954,6 +1055,10 @@ class _Parser:
             key_pos = self.pos
             kv = self.attribute()
             (k, v), = kv.items()
+            if record is not None:
+                record.setdefault("attrs", {})[k] = key_pos
+            if k in _CALLED_NAMES and k not in CALLED_BY_OPCODE.get(opcode, ((),))[0]:
+                raise self.error(f"attribute '{k}' is not allowed on '{opcode}'", key_pos)
             if k in attrs:
                 raise self.error(f"duplicate attribute '{k}'", key_pos)
             attrs[k] = v
@@ -964,8 +1069,10 @@ class _Parser:
                 except AttributeError_ as e:
                     raise self.error(f"attribute '{k}': {e}", key_pos) from None
         ins = HloInstruction(name, opcode, shape, operands, attrs, parsed, is_root, literal,
-                             parameter_number, 0)
-        ins.lineno = start  # byte offset for now; converted lazily (line numbers are costly)
+                             parameter_number, offset=start)
+        if inline_shapes:
+            for k, written, pos in inline_shapes:
+                self.operand_shapes.append((ins, k, written, pos))
         self._check_instruction(ins, start)
         return ins
 
@@ -1004,25 +1111,27 @@ class _Parser:
         op = ins.opcode
         if op == "get-tuple-element" and "index" not in ins.parsed:
             raise self.error("get-tuple-element needs index=", pos)
-        if op in ("fusion", "call", "map", "reduce", "reduce-window", "scatter", "all-reduce", "sort",
-                  "while", "conditional", "select-and-scatter", "reduce-scatter") and not ins.called_computations():
-            if op not in ("sort", "all-reduce") or not ins.called_computations():
-                raise self.error(f"'{op}' needs a called computation attribute", pos)
+        called = CALLED_BY_OPCODE.get(op)
+        if called is not None:
+            for k in called[1]:
+                if k not in ins.parsed:
+                    raise self.error(f"'{op}' needs attribute {k}=", pos)
+            if op == "conditional" and "branch_computations" not in ins.parsed and not (
+                    "true_computation" in ins.parsed and "false_computation" in ins.parsed):
+                raise self.error("'conditional' needs branch_computations= (or true_computation= and "
+                                 "false_computation=)", pos)
 
     def _check_module(self, mod: HloModule) -> None:
         comps = mod.computations_by_name
         entries = [c for c in mod.computations if c.is_entry]
         if len(entries) > 1:
-            raise self.error("more than one ENTRY computation", entries[1].lineno)
+            raise self.error("more than one ENTRY computation", entries[1].offset)
         for c in mod.computations:
             for ins in c.instructions:
                 for callee in ins.called_computations():
                     if callee not in comps:
-                        err = self.error(f"instruction '{ins.name}' calls unknown computation '{callee}'",
-                                         ins.lineno)
-                        raise err
-                    if callee == c.name:
-                        raise self.error(f"computation '{c.name}' calls itself", ins.lineno)
+                        raise self.error(f"instruction '{ins.name}' calls unknown computation '{callee}'",
+                                         ins.offset)
 
 
 def _name_then_delim(text: str, pos: int) -> bool:
@@ -1037,33 +1146,47 @@ def _name_then_delim(text: str, pos: int) -> bool:
     return rest < len(text) and text[rest] in ",)"
 
 
-def parse_hlo(text: str, filename: str = "<string>") -> HloModule:
-    """Parse HLO text into an HloModule; raises HloParseError (with file:line:col) on bad input."""
+def parse_hlo(text: str, filename: str = "<string>", verify: bool = True) -> HloModule:
+    """Parse HLO text into an HloModule; raises HloParseError (with file:line:col) on bad input.
+
+    With `verify` (the default), the module is also checked as XLA's HloVerifier does (shapes against
+    each opcode's shape inference, names, call graph; autotune/verifier.py). `verify=False` is for
+    re-parsing text this package printed itself.
+    """
     p = _Parser(text, filename)
     try:
         mod = p.parse_module()
     except RecursionError:
         raise p.error("nesting too deep") from None
-    # Convert byte offsets to line numbers and columns once, in one pass.
-    offsets = sorted({ins.lineno for c in mod.computations for ins in c.instructions})
-    line_of: dict[int, tuple] = {}
-    line, last = 1, 0
-    for off in offsets:
-        line += text.count("\n", last, off)
-        last = off
-        line_of[off] = (line, off - text.rfind("\n", 0, off))
-    for c in mod.computations:
-        for ins in c.instructions:
-            ins.lineno, ins.col = line_of[ins.lineno]
-        c.lineno = text.count("\n", 0, c.lineno) + 1 if len(mod.computations) < 64 else 0
+    _assign_positions(mod, text)
+    if verify:
+        from .verifier import verify_module
+        verify_module(mod, p)
     return mod
 
 
-def parse_hlo_file(path: str) -> HloModule:
+def _assign_positions(mod: HloModule, text: str) -> None:
+    """Set the 1-based line and column of every computation and instruction from its byte offset
+    (one pass over the text, in offset order)."""
+    items: list = []
+    for c in mod.computations:  # in text order already: each computation, then its instructions
+        items.append(c)
+        items.extend(c.instructions)
+    line, last, rfind = 1, 0, text.rfind
+    count = text.count
+    for x in items:
+        off = x.offset
+        line += count("\n", last, off)
+        last = off
+        x.lineno = line
+        x.col = off - rfind("\n", 0, off)
+
+
+def parse_hlo_file(path: str, verify: bool = True) -> HloModule:
     """Read and parse an HLO text file; errors name the file."""
     try:
         with open(path, encoding="utf-8") as f:
             text = f.read()
     except UnicodeDecodeError as e:
         raise HloParseError(f"not UTF-8 text ({e.reason})", str(path), 1, 1) from None
-    return parse_hlo(text, str(path))
+    return parse_hlo(text, str(path), verify)

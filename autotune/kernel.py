@@ -36,7 +36,11 @@ def computation_signature(comp: HloComputation, module: HloModule, cache: dict) 
     instructions serialized in post-order from the root, operands by post-order position."""
     key = ("comp", comp.name)
     if key in cache:
+        if cache[key] is None:  # re-entered: a computation that calls itself (the verifier refuses these)
+            from .program import ProgramError
+            raise ProgramError(f"computation '{comp.name}' calls itself")
         return cache[key]
+    cache[key] = None
     by_name = comp.by_name
     pos: dict[str, int] = {}
     parts: list[str] = []

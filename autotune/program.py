@@ -12,11 +12,13 @@ lists and a multiplicity (how often the computation runs per program execution).
 from __future__ import annotations
 
 import itertools
+import math
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Optional
 
-from .hlo import (HloComputation, HloInstruction, HloModule, HloParseError, async_sugar, parse_hlo,
-                  parse_hlo_file)
+from .hlo import (MAX_ELEMENTS, HloComputation, HloInstruction, HloModule, HloParseError, async_sugar,
+                  parse_hlo, parse_hlo_file)
 
 DEFAULT_TRIP_COUNT = 1
 
@@ -45,8 +47,16 @@ ASYNC_DONE_TO_SYNC = {"all-gather-done": ("all-gather-start", "all-gather"),
                       "async-done": ("async-start", "call")}
 
 
-class ProgramError(ValueError):
-    """A well-formed module that the program model cannot represent (named instruction in message)."""
+class ProgramError(HloParseError):
+    """A well-formed module that the program model cannot represent, at the instruction at fault
+    (file:line:col when known; the verifier rules out most of these before normalization)."""
+
+    def __init__(self, message: str, ins: Optional[HloInstruction] = None, filename: str = "<string>"):
+        super().__init__(message, filename, ins.lineno if ins is not None else 0, ins.col if ins is not None else 0)
+        self.instruction = ins
+
+    def _full(self) -> str:
+        return self.one_line()  # (the source line is not kept after parsing: no caret)
 
 
 @dataclass
@@ -64,12 +74,13 @@ class WhileInfo:
 class Computation:
     """A kernel-bearing computation: instructions in topological order with index-based edges."""
 
-    def __init__(self, hlo: HloComputation, multiplicity: float = 1.0, kind: str = "entry"):
+    def __init__(self, hlo: HloComputation, multiplicity: float = 1.0, kind: str = "entry",
+                 filename: str = "<string>"):
         self.hlo = hlo
         self.name = hlo.name
         self.kind = kind
         self.multiplicity = multiplicity
-        self.instructions: list[HloInstruction] = _topological(hlo)
+        self.instructions: list[HloInstruction] = _topological(hlo, filename)
         hlo.instructions = self.instructions
         self.index = {ins.name: i for i, ins in enumerate(self.instructions)}
         self.operands: list[list[int]] = [[self.index[o] for o in ins.operands] for ins in self.instructions]
@@ -130,7 +141,7 @@ class Program:
 # --------------------------------------------------------------------------------------------------
 
 
-def _topological(comp: HloComputation) -> list[HloInstruction]:
+def _topological(comp: HloComputation, filename: str = "<string>") -> list[HloInstruction]:
     """Instructions in an order where operands come first (stable: keeps the written order if valid)."""
     ins = comp.instructions
     by_name = {i.name: i for i in ins}
@@ -154,7 +165,8 @@ def _topological(comp: HloComputation) -> list[HloInstruction]:
                 continue
             s = state.get(nxt)
             if s == 1:
-                raise ProgramError(f"cycle through instruction '{nxt}' in computation '{comp.name}'")
+                raise ProgramError(f"cycle through instruction '{nxt}' in computation '{comp.name}'", by_name[nxt],
+                                   filename)
             if s is None:
                 state[nxt] = 1
                 stack.append((by_name[nxt], iter(by_name[nxt].operands)))
@@ -177,12 +189,15 @@ class _Namer:
                 return cand
 
 
-def _inline_calls(comp: HloComputation, comps: dict, namer: _Namer, done: set, stack: tuple = ()) -> None:
+def _inline_calls(comp: HloComputation, comps: dict, namer: _Namer, done: set, stack: tuple = (),
+                  filename: str = "<string>") -> None:
     """Inline every call/fusion in `comp` (recursively, callees first)."""
     if comp.name in done:
         return
     if comp.name in stack:
-        raise ProgramError(f"recursive call through computation '{comp.name}'")
+        raise ProgramError(f"recursive call through computation '{comp.name}'", None, filename)
+    # Operands before users from here on (the text may define values after their uses).
+    comp.instructions = _topological(comp, filename)
     if not any(i.opcode in INLINED_OPCODES for i in comp.instructions):
         done.add(comp.name)
         return
@@ -194,12 +209,12 @@ def _inline_calls(comp: HloComputation, comps: dict, namer: _Namer, done: set, s
             out.append(ins)
             continue
         callee = comps[ins.called_computations()[0]]
-        _inline_calls(callee, comps, namer, done, stack + (comp.name,))
+        _inline_calls(callee, comps, namer, done, stack + (comp.name,), filename)
         mapping: dict[str, str] = {}
         params = {p.parameter_number: p for p in callee.instructions if p.opcode == "parameter"}
         if len(params) != len(ins.operands):
             raise ProgramError(f"'{ins.name}' passes {len(ins.operands)} operands to '{callee.name}' "
-                               f"which has {len(params)} parameters")
+                               f"which has {len(params)} parameters", ins, filename)
         for num, p in params.items():
             mapping[p.name] = ins.operands[num]
         for c_ins in callee.instructions:
@@ -396,13 +411,14 @@ def _trip_count(module: HloModule, comp: HloComputation, ins: HloInstruction) ->
     if cfg:
         from .hlo import parse_backend_config
         v = parse_backend_config(cfg)
-        if isinstance(v, dict):
-            n = (v.get("known_trip_count") or {}).get("n")
-            if n is not None:
-                try:
-                    return int(n), "backend_config"
-                except ValueError:
-                    pass
+        known = v.get("known_trip_count") if isinstance(v, dict) else None
+        n = known.get("n") if isinstance(known, dict) else None
+        if n is not None:
+            text = str(n).strip()
+            if not text.isdigit() or len(text) > 19 or int(text) > MAX_ELEMENTS:
+                raise ProgramError(f"while '{ins.name}': backend_config known_trip_count n={str(n)[:24]!r} is not a "
+                                   f"trip count (an integer from 0 to 2^62)", ins, module.filename)
+            return int(text), "backend_config"
     comps = module.computations_by_name
     cond = comps[ins.parsed["condition"]]
     body = comps[ins.parsed["body"]]
@@ -417,7 +433,7 @@ def _const_int(ins: Optional[HloInstruction]) -> Optional[int]:
         return None
     try:
         return int(float(ins.literal))
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # not a number, nan, inf
         return None
 
 
@@ -470,7 +486,7 @@ def _induction_pattern(comp: HloComputation, ins: HloInstruction, cond: HloCompu
         n = (limit - start) // step
     else:
         return None
-    return max(0, int(n))
+    return max(0, int(n)) if n <= MAX_ELEMENTS else None
 
 
 def _refuse_unsupported(module: HloModule, names: set) -> None:
@@ -480,8 +496,8 @@ def _refuse_unsupported(module: HloModule, names: set) -> None:
             continue
         for ins in comp.instructions:
             if ins.opcode in UNSUPPORTED_OPCODES:
-                raise ProgramError(f"{ins.location(module.filename)}: instruction '{ins.name}' "
-                                   f"('{ins.opcode}'): {_UNSUPPORTED_WHY}")
+                raise ProgramError(f"instruction '{ins.name}' "
+                                   f"('{ins.opcode}'): {_UNSUPPORTED_WHY}", ins, module.filename)
 
 
 def _async_roles(opcode: str) -> Optional[tuple]:
@@ -520,14 +536,16 @@ def _sync_async_pairs(module: HloModule, comp: HloComputation) -> None:
             chain.append(start)
             start = by_name[start.operands[0]] if start.operands else None
         if start is None or start.opcode != start_op:
-            raise ProgramError(f"{done.location(module.filename)}: instruction '{done.name}' "
-                               f"('{done.opcode}') does not take a '{start_op}' as its operand")
+            raise ProgramError(f"instruction '{done.name}' "
+                               f"('{done.opcode}') does not take a '{start_op}' as its operand", done,
+                               module.filename)
         for link in chain[1:] + [start]:
             others = [u.name for u in users[link.name] if u not in chain]
             if others:
                 allowed = f"{update_op}/{done.opcode}" if update_op else done.opcode
-                raise ProgramError(f"{link.location(module.filename)}: instruction '{link.name}' "
-                                   f"('{link.opcode}') is used by '{others[0]}'; only its {allowed} may use it")
+                raise ProgramError(f"instruction '{link.name}' "
+                                   f"('{link.opcode}') is used by '{others[0]}'; only its {allowed} may use it",
+                                   link, module.filename)
         meta = {"metadata": done.attrs["metadata"]} if "metadata" in done.attrs else {}
         if start_op == "async-start":
             callee = start.parsed["calls"][0]
@@ -542,8 +560,8 @@ def _sync_async_pairs(module: HloModule, comp: HloComputation) -> None:
     comp.instructions = [i for i in comp.instructions if i.name not in removed]
     for i in comp.instructions:
         if _is_async_start_or_update(i.opcode):
-            raise ProgramError(f"{i.location(module.filename)}: instruction '{i.name}' ('{i.opcode}') "
-                               "has no matching '-done' instruction")
+            raise ProgramError(f"instruction '{i.name}' ('{i.opcode}') "
+                               "has no matching '-done' instruction", i, module.filename)
 
 
 _ASYNC_STARTS = frozenset(start for start, _ in ASYNC_DONE_TO_SYNC.values())
@@ -557,47 +575,45 @@ def _normalize(module: HloModule) -> Program:
     for c in module.computations:
         if c.name in live_comps:
             _sync_async_pairs(module, c)
+    filename = module.filename
     namer = _Namer(module)
     done: set[str] = set()
-    # Kernel-bearing computations, discovered from the entry through control flow.
-    order: list[tuple[HloComputation, float, str]] = []
     whiles: list[WhileInfo] = []
     flags: list[str] = []
-    mult: dict[str, float] = {}
-    kinds: dict[str, str] = {}
-    queue: list[tuple[str, float, str]] = [(entry.name, 1.0, "entry")]
-    visits = 0
+    # Kernel-bearing computations, discovered from the entry through control flow (each normalized
+    # once, in discovery order), with the control-flow edges (callee, executions per caller
+    # execution, kind, instruction).
+    kinds: dict[str, str] = {entry.name: "entry"}
+    edges: dict[str, list] = {}
+    queue = deque([entry.name])
     while queue:
-        name, m, kind = queue.pop(0)
-        visits += 1
-        if visits > 10000:
-            raise ProgramError("control-flow nesting too deep or cyclic")
+        name = queue.popleft()
         comp = comps[name]
-        first = name not in mult
-        mult[name] = mult.get(name, 0.0) + m
-        kinds.setdefault(name, kind)
-        if first:
-            _inline_calls(comp, comps, namer, done)
-            _forward_tuples(comp)
-            _fold_splats(comp)
-            _degenerate_reduces(comp)
-            _remove_noops(comp)
-            _cse(comp)
-            _dce(comp)
+        _inline_calls(comp, comps, namer, done, filename=filename)
+        _forward_tuples(comp)
+        _fold_splats(comp)
+        _degenerate_reduces(comp)
+        _remove_noops(comp)
+        _cse(comp)
+        _dce(comp)
+        out = edges[name] = []
         for ins in comp.instructions:
             if ins.opcode == "while":
                 n, src = _trip_count(module, comp, ins)
-                if first:
-                    whiles.append(WhileInfo(name, ins.name, ins.parsed["body"], ins.parsed["condition"], n, src))
-                    if src == "default":
-                        flags.append(f"while '{ins.name}' in '{name}': trip count unknown, assumed "
-                                     f"{DEFAULT_TRIP_COUNT}")
-                queue.append((ins.parsed["body"], m * n, "while_body"))
-                queue.append((ins.parsed["condition"], m * (n + 1), "while_condition"))
+                whiles.append(WhileInfo(name, ins.name, ins.parsed["body"], ins.parsed["condition"], n, src))
+                if src == "default":
+                    flags.append(f"while '{ins.name}' in '{name}': trip count unknown, assumed "
+                                 f"{DEFAULT_TRIP_COUNT}")
+                out.append((ins.parsed["body"], float(n), "while_body", ins))
+                out.append((ins.parsed["condition"], float(n) + 1, "while_condition", ins))
             elif ins.opcode == "conditional":
                 branches = ins.called_computations()
-                for b in branches:
-                    queue.append((b, m / len(branches), "branch"))
+                out.extend((b, 1.0 / len(branches), "branch", ins) for b in branches)
+        for callee, _, kind, _ in out:
+            if callee not in kinds:
+                kinds[callee] = kind
+                queue.append(callee)
+    mult = _multiplicities(entry.name, kinds, edges, filename)
     # Keep only computations still referenced (called ones are inlined away).
     reachable: set[str] = set()
     stack = [entry.name]
@@ -613,12 +629,40 @@ def _normalize(module: HloModule) -> Program:
     # them lightly too (they may contain calls from JAX).
     for c in module.computations:
         if c.name not in mult:
-            _inline_calls(c, comps, namer, done)
+            _inline_calls(c, comps, namer, done, filename=filename)
     live = _reachable(module)
     module.computations = [c for c in module.computations if c.name in live]
-    bearing = [Computation(comps[n], mult[n], kinds[n]) for n in _bfs_order(entry.name, mult, comps)]
+    bearing = [Computation(comps[n], mult[n], kinds[n], filename) for n in kinds]
     prog = Program(module, bearing, whiles, flags, module.name, module.filename)
     return prog
+
+
+def _multiplicities(entry: str, kinds: dict, edges: dict, filename: str) -> dict:
+    """Executions per program run of each kernel-bearing computation: summed over every control-flow
+    path from the entry, callers before callees (one pass; the verifier rules out cycles)."""
+    indegree = dict.fromkeys(kinds, 0)
+    for out in edges.values():
+        for callee, _, _, _ in out:
+            indegree[callee] += 1
+    mult = dict.fromkeys(kinds, 0.0)
+    mult[entry] = 1.0
+    ready = [entry] if indegree[entry] == 0 else []
+    seen = 0
+    while ready:
+        name = ready.pop()
+        seen += 1
+        for callee, factor, _, ins in edges[name]:
+            mult[callee] += mult[name] * factor
+            if not math.isfinite(mult[callee]):
+                raise ProgramError(f"while '{ins.name}': loops nested too deep to count executions "
+                                   f"(more than 1e308)", ins, filename)
+            indegree[callee] -= 1
+            if indegree[callee] == 0:
+                ready.append(callee)
+    if seen != len(kinds):
+        name = next(n for n, d in indegree.items() if d > 0)
+        raise ProgramError(f"control flow through computation '{name}' is cyclic", None, filename)
+    return mult
 
 
 def _reachable(module: HloModule) -> set:
@@ -633,14 +677,6 @@ def _reachable(module: HloModule) -> set:
         for ins in comps[n].instructions:
             stack.extend(ins.called_computations())
     return out
-
-
-def _bfs_order(entry: str, mult: dict, comps: dict) -> list[str]:
-    seen = [entry]
-    for n in mult:
-        if n not in seen:
-            seen.append(n)
-    return seen
 
 
 def load_program(path: str) -> Program:

@@ -224,7 +224,8 @@ def donated_parameters(text: str) -> frozenset:
     (what ``jax.jit(..., donate_argnums=...)`` writes) and ``buffer_donor={ (param, {index}), ... }``.
     An execution consumes such a device buffer: it cannot be passed to a second execution.
     """
-    header = text.lstrip().split("\n", 1)[0]
+    m = re.search(r"^\s*HloModule\b[^\n]*", text, re.M)  # (comment lines may come first)
+    header = m.group(0) if m else ""
     params: set = set()
     for m in _ALIAS_HEADER.finditer(header):
         params.update(int(p) for p in _ALIAS_PARAMETER.findall(_braced(header, m.end())))

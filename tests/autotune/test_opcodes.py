@@ -388,7 +388,7 @@ def test_unsupported_opcode_is_refused_with_one_line(op, tmp_path):
     msg = str(e.value)
     first = next(i for i in parse_hlo(text).entry.instructions if i.opcode in UNSUPPORTED_OPCODES)
     line = text.splitlines().index(next(ln for ln in text.splitlines() if ln.startswith(f"{first.name} = "))) + 1
-    assert msg.startswith(f"{path}:{line}:1: instruction '{first.name}' ('{first.opcode}')"), msg
+    assert msg.startswith(f"{path}:{line}:1: error: instruction '{first.name}' ('{first.opcode}')"), msg
     assert "\n" not in msg and "device" in msg
     r = CliRunner().invoke(main, ["show", str(path)])
     assert r.exit_code == 2 and (r.exception is None or isinstance(r.exception, SystemExit)), r.output
@@ -399,7 +399,8 @@ def test_unsupported_opcode_is_refused_with_one_line(op, tmp_path):
 def test_async_pair_without_done_is_refused():
     text = module(f"p = {X} parameter(0)\nr = ({X}, f32[8,8]{{1,0}}) all-gather-start(p), "
                   f"replica_groups={{{{0,1}}}}, dimensions={{0}}\nROOT n = {X} negate(p)")
-    with pytest.raises(ProgramError, match=r"^x.hlo:6:1: instruction 'r' \('all-gather-start'\) has no matching"):
+    with pytest.raises(ProgramError,
+                       match=r"^x.hlo:6:1: error: instruction 'r' \('all-gather-start'\) has no matching"):
         Program.from_text(text, "x.hlo")
 
 
@@ -629,17 +630,19 @@ def test_new_elementwise_opcodes_fuse_with_identical_results(tmp_path):
     """acos ... sinh are elementwise (fusion.ELEMENTWISE): the default configuration (one kernel)
     and random ones compute on XLA:CPU exactly what the unfused program computes."""
     pytest.importorskip("jax")
-    sys.path.insert(0, REPO)
-    from benchmarks.emission_parity import run_check_program
+    from autotune.fusion import FusionSpace
+    from hardware.parity import check_program
 
+    space = FusionSpace(Program.from_text(NEW_ELEMENTWISE), "cpu")
+    assert len([k for k in space.kernels(space.default()) if not k.is_trivial]) == 1
     path = tmp_path / "newops.hlo"
     path.write_text(NEW_ELEMENTWISE)
-    res = run_check_program(str(path), ["default", "random:0", "random:1"], timeout=300)
-    assert res["status"] == "ok", res["status"]
-    assert res["results"]["default"]["kernels"] == 1
-    for spec, r in res["results"].items():
-        if not spec.startswith("_"):
-            assert r["reparse"] and r["ok"] and r["err"] == 0.0, (spec, r)
+    res = check_program(str(path), "cpu", ["default", "random:0", "random:1"], timeout=300)
+    assert {r.config for r in res} == {"default", "random:0", "random:1"}
+    if all("UNIMPLEMENTED" in r.status for r in res):  # jaxlib 0.10.2's XLA:CPU has no acos ... sinh
+        pytest.skip("this jaxlib's XLA:CPU does not implement acos ... sinh (the unfused program fails too)")
+    for r in res:
+        assert r.ok and r.error == 0.0, r
 
 
 def test_every_element_type_is_priced_at_its_width(models):

@@ -190,9 +190,19 @@ CELL = """
   ROOT u = f32[32,4,128]{2,1,0} dynamic-update-slice(buf, r, i, z, z)"""
 
 
+def fused_as_one(body: str):
+    """All non-trivial default kernels of body as one kernel, as XLA:TPU may fuse them (TpuGraphs
+    holds such fusions), beyond what the tpu fusion rules form (a dot's epilogue stays elementwise)."""
+    from autotune.kernel import Kernel
+    ks = kernels_of(body)
+    members = tuple(sorted({m for k in ks for m in k.members}))
+    root = max(k.root for k in ks)
+    return Kernel(ks[0].space, ks[0].comp, root, members)
+
+
 def test_hero_not_aligned_with_the_tiled_shape_counts_its_own_rows():
     from autotune.tiles import io_geometry, stack_rows
-    k = one_kernel(CELL)
+    k = fused_as_one(CELL)
     assert {"dot", "slice", "dynamic-update-slice"} <= set(k.opcodes)
     info = tiling_info(k, "tpu")
     assert info.hero == "dot" and info.shape.dims == (32, 4, 128) and not info.n_mask.any()

@@ -1,0 +1,1 @@
+"""Test tooling shared by tests/ and benchmarks/ (not imported by the autotune core)."""
