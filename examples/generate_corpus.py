@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import sys
 import time
 
@@ -31,30 +30,11 @@ import numpy as np  # noqa: E402
 
 from corpus import FAMILIES  # noqa: E402
 from corpus.nn import Ctx, Rand  # noqa: E402
+from hlo_count import count_hlo  # noqa: E402
 
 SEED = 0
 LEARNING_RATE = 0.01
 DEFAULT_OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hlo")
-
-INSTRUCTION_RE = re.compile(r"^\s*(ROOT\s+)?%?[\w.\-]+\s*=")
-
-
-def count_hlo(text: str) -> tuple[int, int]:
-    """(instructions, computations): instruction-defining lines inside computations, and headers."""
-    instructions = computations = 0
-    inside = False
-    for line in text.splitlines():
-        if not inside:
-            if line and not line[0].isspace() and line.rstrip().endswith("{") \
-                    and not line.startswith("HloModule"):
-                computations += 1
-                inside = True
-        elif line.rstrip() == "}":
-            inside = False
-        elif INSTRUCTION_RE.match(line):
-            instructions += 1
-    return instructions, computations
-
 
 def parse_hlo(text: str):
     """Re-parse HLO text with XLA's own parser (the location moved between jaxlib versions)."""

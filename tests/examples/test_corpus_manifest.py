@@ -2,31 +2,13 @@
 import collections
 import json
 import pathlib
-import re
 
 import pytest
 
-HLO_DIR = pathlib.Path(__file__).resolve().parents[2] / "examples" / "hlo"
+EXAMPLES = pathlib.Path(__file__).resolve().parents[2] / "examples"
+HLO_DIR = EXAMPLES / "hlo"
 MANIFEST = HLO_DIR / "manifest.json"
-INSTRUCTION_RE = re.compile(r"^\s*(ROOT\s+)?%?[\w.\-]+\s*=")
 KEYS = {"name", "file", "family", "size", "mode", "instructions", "computations", "jax_version"}
-
-
-def count_hlo(text):
-    """(instructions, computations), counted as examples/generate_corpus.py does."""
-    instructions = computations = 0
-    inside = False
-    for line in text.splitlines():
-        if not inside:
-            if line and not line[0].isspace() and line.rstrip().endswith("{") \
-                    and not line.startswith("HloModule"):
-                computations += 1
-                inside = True
-        elif line.rstrip() == "}":
-            inside = False
-        elif INSTRUCTION_RE.match(line):
-            instructions += 1
-    return instructions, computations
 
 
 @pytest.fixture(scope="module")
@@ -64,7 +46,8 @@ def test_has_a_large_program(manifest):
     assert max(e["instructions"] for e in manifest) >= 10_000
 
 
-def test_files_exist_and_counts_match(manifest):
+def test_files_exist_and_counts_match(manifest, example_module):
+    count_hlo = example_module("hlo_count.py").count_hlo
     for e in manifest:
         path = HLO_DIR / e["file"]
         assert path.is_file(), path
