@@ -229,6 +229,19 @@ class CpuRules(FusionRules):
         minor = operand.shape.minor_to_major()[0]
         return minor in ins.parsed.get("dimensions", ())
 
+    @staticmethod
+    def _scan_window(comp: Computation, n: int) -> bool:
+        """A reduce-window that is a cumulative scan (a window as long as its dimension, padded by
+        its length - 1): XLA:CPU's ReduceWindowRewriter rewrites it into reshapes and a tree of
+        smaller windows, inside a fusion too, with shapes whose layouts its emitter then lacks
+        (measured: `Check failed: input_shape.has_layout()` on a cumsum of f32[64] in a fusion)."""
+        ins = comp.instructions[n]
+        if ins.opcode != "reduce-window" or "window" not in ins.parsed:
+            return False
+        dims = comp.instructions[comp.operands[n][0]].shape.dims
+        return any(w.size > 1 and w.size == d and w.pad_lo + w.pad_hi == w.size - 1
+                   for w, d in zip(ins.parsed["window"], dims))
+
     def node_ok(self, comp: Computation, n: int) -> bool:
         # XLA:CPU never fuses reductions over major dimensions (and its simplifier rewrites them
         # inside hand-made fusions into shapes the verifier rejects). A bitcast-convert between
@@ -239,6 +252,8 @@ class CpuRules(FusionRules):
         ins = comp.instructions[n]
         if ins.opcode == "bitcast-convert":
             return not changes_bit_width(ins, comp.instructions[comp.operands[n][0]])
+        if self._scan_window(comp, n):
+            return False
         return ins.opcode != "reduce" or self._reduces_minor(comp, n)
 
     def _output_fusable(self, comp: Computation, p: int, c: int) -> bool:
@@ -287,7 +302,9 @@ class CpuRules(FusionRules):
         reshape, bitcast or width-changing bitcast-convert aborts the compiler ("has_layout()" and
         indexing checks; a reshape only at some positions, e.g. f32[32] reshape(f32[1,1,1,32])
         feeding a multiply), so do a dot of a value computed in the fusion or with several
-        contracting or any batch dimensions, and a dynamic-update-slice unless
+        contracting or any batch dimensions; a dot of 16-bit operands or result multiplies or
+        accumulates in 16 bits there (relative error 7e-4 to 6e-3 against the dot unfused); a
+        dynamic-update-slice unless
         its update and indices are kernel inputs. A convolution in a kLoop fusion is XLA:CPU's
         naive loop at best: with batch_group_count > 1 (a depthwise convolution's weight
         gradient) it computes wrong numbers (max relative error 551 against the instruction
@@ -303,11 +320,15 @@ class CpuRules(FusionRules):
             elif op == "dot":
                 p = ins[m].parsed
                 if any(o in mset for o in comp.operands[m]) or p.get("lhs_batch_dims") \
-                        or len(p.get("lhs_contracting_dims", ())) != 1:
+                        or len(p.get("lhs_contracting_dims", ())) != 1 \
+                        or min(DTYPE_BYTES.get(comp.instructions[x].shape.dtype, 4)
+                               for x in (m, *comp.operands[m])) < 4:
                     return False
             elif op not in cls._LOOP_SAFE or not is_elementwise(comp, m) and op in ELEMENTWISE:
                 return False
             elif op == "reduce" and not cls._reduces_minor(comp, m):
+                return False
+            elif cls._scan_window(comp, m):
                 return False
         return _single_function_partition(comp, root, members) and _selects_ok(comp, members)
 

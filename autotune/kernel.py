@@ -6,11 +6,15 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import math
+import re
 import struct
 from dataclasses import dataclass
 from functools import cached_property
 from itertools import chain
-from typing import TYPE_CHECKING, Callable, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
+
+import numpy as np
 
 from .hlo import CALLED_COMPUTATION_ATTRS, HloComputation, HloInstruction, HloModule, Shape
 
@@ -392,7 +396,8 @@ def emit_fused_module(space: "FusionSpace", cfg: "FusionConfig", metadata: bool 
         replaced[comp.name] = HloComputation(comp.name, out, comp.hlo.is_entry, dict(comp.hlo.trailer))
         new_comps[comp.name] = fused_here
     for name, comp_new in replaced.items():
-        sink_rearranges_through_fusions(comp_new, {c.name: c for c in new_comps[name]}, fresh)
+        fused = {c.name: c for c in new_comps[name]}
+        sink_rearranges_through_fusions(comp_new, fused, fresh)
     computations: list[HloComputation] = []
     for c in module.computations:
         computations.extend(new_comps.get(c.name, []))
@@ -438,7 +443,8 @@ class _Rearrange:
 def _canonical_dot_dims(ins: HloInstruction, by_name: dict) -> Optional[tuple]:
     """The output dims of XLA's DotDecomposer canonical form of a dot ([batch..., M, N], M and N the
     products of the free dimensions, omitted when 1; size-1 batch dims dropped as
-    BatchDotSimplification does), or None when XLA keeps the dot as it is."""
+    BatchDotSimplification does; a canonical dot's size-1 dims dropped as AlgebraicSimplifier
+    does), or None when XLA keeps the dot as it is."""
     p = ins.parsed
     lhs, rhs = by_name[ins.operands[0]].shape, by_name[ins.operands[1]].shape
     lb, rb = tuple(p.get("lhs_batch_dims", ())), tuple(p.get("rhs_batch_dims", ()))
@@ -446,8 +452,9 @@ def _canonical_dot_dims(ins: HloInstruction, by_name: dict) -> Optional[tuple]:
     canonical = (len(lc) == 1 and len(lb) + 2 >= lhs.rank and len(rb) + 2 >= rhs.rank
                  and (lb or lc) and lb == tuple(range(len(lb))) and rb == tuple(range(len(rb)))
                  and all(lhs.dims[d] != 1 for d in lb))
-    if canonical:
-        return None
+    if canonical:  # AlgebraicSimplifier's RemoveDegenerateDimensionFromDot: size-1 dims dropped
+        out = tuple(d for d in ins.shape.dims if d != 1)
+        return out if out != ins.shape.dims else None
     m = n = 1
     for d in range(lhs.rank):
         if d not in lb and d not in lc:
@@ -513,6 +520,54 @@ def _movable(ins: HloInstruction, fused: dict) -> bool:
             and bool(ins.operands) and not ins.shape.is_tuple)
 
 
+def _rearranged_literal(literal: Optional[str], dims: tuple, src_dims: tuple, rearrange: "_Rearrange") -> Optional[str]:
+    """The literal of a constant of shape `dims` rewritten for shape `src_dims` (the inverse of the
+    reshape/transpose `rearrange`), or None when its elements cannot be read (an elided literal)."""
+    if literal is None:
+        return None
+    values = re.findall(r"[^{},\s]+", literal)
+    if len(values) != math.prod(dims):
+        return None
+    arr = np.array(values, dtype=object).reshape(dims)
+    if rearrange.kind == "reshape":
+        arr = arr.reshape(src_dims)
+    else:  # dims = transpose(src, perm): src = transpose(dims, inverse perm)
+        inverse = [0] * len(rearrange.perm)
+        for k, d in enumerate(rearrange.perm):
+            inverse[d] = k
+        arr = arr.transpose(inverse)
+
+    def render(a: Any) -> str:
+        return "{" + ", ".join(render(x) for x in a) + "}" if isinstance(a, np.ndarray) else str(a)
+    return render(arr) if arr.ndim else str(arr.item())
+
+
+def _fold_reshape_chains(comp: HloComputation) -> None:
+    """As AlgebraicSimplifier does before the ReshapeMover looks: a reshape of a reshape reads the
+    first one's operand, and a reshape to its operand's own shape is that operand (unused
+    reshapes left behind are dropped). Sinking sees the rearranges XLA will see."""
+    by_name: dict = {}
+    alias: dict = {}
+    out = []
+    for ins in comp.instructions:
+        if any(o in alias for o in ins.operands):
+            ins = ins.copy(operands=[alias.get(o, o) for o in ins.operands])
+        if ins.opcode == "reshape" and ins.operands:
+            src = by_name[ins.operands[0]]
+            if src.opcode == "reshape" and src.operands:
+                ins = ins.copy(operands=[src.operands[0]])
+                src = by_name[src.operands[0]]
+            if not ins.is_root and not src.shape.is_tuple and src.shape.dims == ins.shape.dims \
+                    and src.shape.dtype == ins.shape.dtype:
+                alias[ins.name] = src.name
+                continue
+        by_name[ins.name] = ins
+        out.append(ins)
+    used = {o for i in out for o in i.operands}
+    comp.instructions = [i for i in out if i.opcode != "reshape" or i.is_root or i.name in used]
+    comp._by_name = None
+
+
 def sink_rearranges_through_fusions(comp: HloComputation, fused: dict, fresh) -> None:
     """Rewrite every elementwise-only fusion (and plain elementwise instruction) whose operands are
     equivalent reshapes/transposes (or trivially rearrangeable values) as XLA's ReshapeMover would,
@@ -532,6 +587,7 @@ def sink_rearranges_through_fusions(comp: HloComputation, fused: dict, fresh) ->
     while changed and rounds < 64:  # each round sinks one layer of rearranges; real chains are short
         changed = False
         rounds += 1
+        _fold_reshape_chains(comp)
         by_name = {i.name: i for i in comp.instructions}
         users: dict[str, int] = {}
         for i in comp.instructions:
@@ -576,10 +632,19 @@ def sink_rearranges_through_fusions(comp: HloComputation, fused: dict, fresh) ->
                 out.append(inv)
                 new_ops.append(inv.name)
             body = fused.get(ins.parsed["calls"][0]) if ins.opcode == "fusion" else None
+            literals = {}
+            for b in body.instructions if body is not None else ():
+                if b.opcode == "constant" and not b.shape.is_tuple and b.shape.dims == dims:
+                    literals[b.name] = _rearranged_literal(b.literal, dims, src.dims, first)
+            if None in literals.values():  # a constant whose literal cannot be rewritten: left as is
+                out.append(ins)
+                continue
             for b in body.instructions if body is not None else ():
                 # elementwise: every value but scalar bounds has the fusion's dims
                 if not b.shape.is_tuple and b.shape.dims == dims:
                     b.shape = Shape(b.shape.dtype, src.dims, None, (False,) * len(src.dims))
+                    if b.name in literals:
+                        b.literal = literals[b.name]
             moved = ins.copy(name=fresh(f"{ins.name}.sunk"), operands=new_ops, is_root=False,
                              shape=Shape(ins.shape.dtype, src.dims, None, (False,) * len(src.dims)))
             out.append(moved)

@@ -836,7 +836,8 @@ class TileSpace:
     def _footprints(self, arr: np.ndarray) -> np.ndarray:
         b = stack_rows([self.info.row] * len(arr))
         sub, lanes = self.target.vector_shape
-        return io_geometry(b, arr, sub, lanes)["footprint"]
+        g = io_geometry(b, arr, sub, lanes)
+        return reduction_streaming(g, b["kind"], self.target.scratchpad_bytes)[1]
 
     def footprint(self, tile: TileConfig) -> float:
         """Double-buffered scratchpad bytes of a tile (inputs + output, x2)."""
@@ -935,6 +936,21 @@ class TileSpace:
 
     def to_array(self, tiles: Sequence[TileConfig]) -> np.ndarray:
         return np.stack([self.info.tile_array(t) for t in tiles])
+
+
+def reduction_streaming(g: dict, kind: np.ndarray, scratchpad_bytes: float, ksteps: Any = 1.0) -> tuple:
+    """(steps, double-buffered footprint per step) of each tile. A reduction (kInput) or
+    contraction (kOutput) tile whose inputs do not fit the scratchpad at once streams them over its
+    reduced or contracted dimensions in that many steps, its output tile resident (as XLA:TPU's
+    emitters loop over those dims) when they do not fit even single-buffered; other tiles take one step with the whole footprint. `ksteps`:
+    contraction steps the tile already has (a filter tile). Shared by the tile space and the
+    simulator, so that a tile the space calls valid is one the simulator can run."""
+    in_b = 2.0 * g["in_tile"].sum(axis=1) / ksteps
+    out_b = 2.0 * g["out_tile"]
+    room = scratchpad_bytes - out_b
+    stream = (kind > 0) & ((in_b + out_b) / 2.0 > scratchpad_bytes) & (room > 0)  # not even unbuffered
+    steps = np.where(stream, np.ceil(in_b / np.maximum(room, 1.0)), 1.0)
+    return steps, in_b / steps + out_b
 
 
 def batch_inputs(kernels: Sequence[Any], tiles: Optional[Sequence[Optional[TileConfig]]], target: Any,

@@ -29,7 +29,7 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
-from autotune.tiles import TileConfig, TileSpace, batch_inputs, io_geometry
+from autotune.tiles import TileConfig, TileSpace, batch_inputs, io_geometry, reduction_streaming
 
 from .base import INVALID, Evaluator, Measurement
 from .targets import get_target
@@ -99,6 +99,9 @@ def simulate_batch(b: dict, T: np.ndarray, ks: np.ndarray, kp: np.ndarray, spec,
     """Noise-free runtimes (seconds; +inf where the tile cannot fit) for stacked rows."""
     sub, lanes = spec.vector_shape
     g = io_geometry(b, T, sub, lanes)
+    rs, _ = reduction_streaming(g, b["kind"], spec.scratchpad_bytes, ks)
+    ks = ks * rs  # streaming inputs over reduced/contracted dims: rs more steps, each a share of K
+    kp = np.where(rs > 1, np.maximum(kp / rs, 1.0), kp)
     bw = spec.hbm_bytes_per_s * c.hbm_efficiency
     # ---- DMA: per transfer setup + bytes / bandwidth, inefficient for short contiguous runs
     lm = b.get("lhs_mult", np.ones_like(ks))
@@ -144,7 +147,10 @@ class TpuSimulator(Evaluator):
     # 2: hero rows of kernels whose tiled shape is not the dot output (tiles.m_scale)
     # 3: device work of every opcode (tiles.device_work): sort, fft, scan, batch norm, collectives,
     #    infeed/outfeed, ragged-dot/scaled-dot on the MXU; async pairs priced as their operation
-    version = "3"
+    # 4: reductions and contractions whose inputs exceed the scratchpad stream them over the
+    #    reduced/contracted dims
+    #    (tiles.reduction_streaming) instead of failing to fit
+    version = "4"
 
     def __init__(self, target: str = "tpu", noise: Optional[float] = None, seed: int = 0,
                  budget: Any = None, store: Any = None, constants: Optional[SimConstants] = None,

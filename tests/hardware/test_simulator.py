@@ -174,3 +174,26 @@ def test_calibration_on_tpugraphs_v3():
     assert sim["kendall"] > 0.8 and sim["kendall"] > an["kendall"]
     assert sim["top5"] < 1.05
     assert sim["mean_abs_log10_err_default"] < 0.1  # within ~25% of real v3 runtimes
+
+
+@pytest.mark.parametrize("body,in_bytes", [
+    # a reduction to 4 values of 28 MB of input (TpuGraphs' layout module has such kernels)
+    ("""  x = f32[2,96,96,96,4]{4,3,2,1,0} parameter(0)
+  z = f32[] constant(0)
+  ROOT r = f32[4]{0} reduce(x, z), dimensions={0,1,2,3}, to_apply=add""", 2 * 96 ** 3 * 4 * 4),
+    # a weight gradient: contraction over 64 MB of activations into a small output
+    ("""  a = f32[4096,4096]{1,0} parameter(0)
+  b = f32[4096,64]{1,0} parameter(1)
+  ROOT d = f32[4096,64]{1,0} dot(a, b), lhs_contracting_dims={0}, rhs_contracting_dims={0}""",
+     4096 * 4096 * 4)], ids=["reduce", "weight-gradient"])
+def test_inputs_larger_than_the_scratchpad_stream_instead_of_failing(body, in_bytes):
+    prog = Program.from_text("HloModule m\n\nadd {\n  p = f32[] parameter(0)\n  q = f32[] parameter(1)\n"
+                             "  ROOT s = f32[] add(p, q)\n}\n\nENTRY e {\n" + body + "\n}\n")
+    space = FusionSpace(prog, "tpu")
+    k = next(k for k in space.kernels(space.default()) if not k.is_trivial)
+    ts = TileSpace(k, "tpu")
+    assert ts.is_valid(ts.default())
+    sim = TpuSimulator("tpu")
+    t = sim.simulate([k], [ts.default()], noise=False)[0]
+    assert np.isfinite(t)
+    assert t >= in_bytes / sim.spec.hbm_bytes_per_s  # every input byte is read at least once
