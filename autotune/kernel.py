@@ -698,7 +698,9 @@ def cpu_checkable(space: "FusionSpace", cfg: "FusionConfig") -> CpuCheckable:
     For the `cpu` target: the emitted program itself. For others: every fusion kLoop (kinds say how
     to generate code, not what is computed); a kernel XLA:CPU cannot compile as one loop fusion
     (`CpuRules.loop_fusion_compiles`) is split into single-instruction kernels (its inner edges
-    unfused), and single instructions XLA:CPU cannot compile as a loop fusion are emitted plain.
+    unfused), and single instructions XLA:CPU cannot compile as a loop fusion (or lone dots, which
+    XLA:CPU's loop emitter sums in another order than its dot library: errors of 1e-2 after a
+    decomposition) are emitted plain.
     Emitting the split kernels' elementwise ops plain would let XLA's simplifier and ReshapeMover
     rewrite them into reshapes around the checked fusions, which the real emission never has."""
     from .fusion import CpuRules, FusionConfig
@@ -722,7 +724,10 @@ def cpu_checkable(space: "FusionSpace", cfg: "FusionConfig") -> CpuCheckable:
             for e, p in space.in_edges[r.comp][m]:
                 if p in mset:
                     bits[e] = 0
-    text = emit_fused_text(space, FusionConfig(bits), metadata=False, kind="kLoop", keep=compiles)
+    def keep(r) -> bool:  # a lone dot stays a library call: a loop-emitted dot sums in another order
+        return compiles(r) and not (len(r.members) == 1 and comps[r.comp].instructions[r.root].opcode == "dot")
+
+    text = emit_fused_text(space, FusionConfig(bits), metadata=False, kind="kLoop", keep=keep)
     return CpuCheckable(text, checked, len(multi))
 
 

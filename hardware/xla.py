@@ -309,6 +309,8 @@ def compile_hlo(text: str, *, disable_fusion: bool = False,
         from autotune.kernel import XLA_FUSION_PASSES
         passes += list(XLA_FUSION_PASSES)
         flags["xla_disable_hlo_passes"] = ",".join(dict.fromkeys(passes))
+    if "lapack_" in text:
+        _initialize_lapack()
     stablehlo = api.hlo_to_stablehlo(_proto(text))
     opts = api.CompileOptions()
     if flags:
@@ -316,6 +318,18 @@ def compile_hlo(text: str, *, disable_fusion: bool = False,
     t0 = time.perf_counter()
     exe = api.client.compile_and_load(stablehlo, api.DeviceList((api.device,)), opts)
     return CompiledHlo(exe, text, time.perf_counter() - t0, flags)
+
+
+def _initialize_lapack() -> None:
+    """Load the LAPACK kernels behind jaxlib's `lapack_*_ffi` custom calls (cholesky,
+    triangular_solve, ...). jax does this when it lowers a linalg op itself; a program given as
+    HLO text skips that step, and executing its custom calls then segfaults."""
+    try:
+        from jax._src.lax import linalg
+        linalg.initialize_lapack()
+    except (ImportError, AttributeError):  # pragma: no cover - another jax layout
+        from jax._src.lib import lapack
+        lapack._lapack.initialize()
 
 
 def _flag_value(v: Any) -> Any:
