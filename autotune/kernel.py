@@ -312,7 +312,10 @@ def emit_fused_module(space: "FusionSpace", cfg: "FusionConfig", metadata: bool 
 
     For checking a configuration on another compiler than its target's: `kind` gives every fusion
     that kind (kinds say how to generate code, not what is computed), and kernels for which
-    `keep(ref)` is False are emitted as their plain instructions.
+    `keep(ref)` is False are emitted as their plain instructions. Elementwise kernels of one element
+    (scalar arithmetic, f32[1] optimizer state) are always emitted plain: XLA's simplifier turns
+    the values around them into reshapes that add or drop size-1 dims, and its ReshapeMover would
+    then clone such a fusion with a new shape but its old body (rejected by XLA's verifier).
     """
     from .fusion import NODE_FUSIBLE, is_scalar_constant
 
@@ -339,7 +342,7 @@ def emit_fused_module(space: "FusionSpace", cfg: "FusionConfig", metadata: bool 
         members_anywhere: set[int] = set()
         plain: set[int] = set()  # members of kernels emitted unfused (`keep`)
         for ref in roots.values():
-            if keep is None or keep(ref):
+            if (keep is None or keep(ref)) and not _one_element_elementwise(comp.instructions, ref):
                 members_anywhere.update(ref.members)
             else:
                 plain.update(ref.members)
@@ -405,6 +408,13 @@ def emit_fused_module(space: "FusionSpace", cfg: "FusionConfig", metadata: bool 
     attrs = {k: v for k, v in module.attrs.items() if k != "is_scheduled"}
     return HloModule(module.name, computations, attrs, module.tables if metadata else "", module.percent,
                      module.filename)
+
+
+def _one_element_elementwise(insts: Sequence[HloInstruction], ref: "KernelRef") -> bool:
+    """A kernel of elementwise instructions computing one element."""
+    root = insts[ref.root]
+    return (not root.shape.is_tuple and root.shape.elements <= 1
+            and all(insts[m].opcode in _XLA_ELEMENTWISE for m in ref.members))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -676,7 +686,8 @@ def emit_fused_text(space: "FusionSpace", cfg: "FusionConfig", metadata: bool = 
     n = len(space.state(cfg).refs())
     lines = [f"// autotune: {space.program.name or 'program'} for target {space.rules.name}: "
              f"{n} kernels, {cfg.count()} of {space.n_edges} fusible edges fused.",
-             "// Each fusion is one tuned kernel. Compiled with XLA's default options XLA re-decides fusion",
+             "// Each fusion is one tuned kernel (elementwise kernels of one element are left as plain",
+             "// instructions). Compiled with XLA's default options XLA re-decides fusion",
              "// around them; to run exactly these kernels (as autotune measured them), compile with",
              f'// XLA_FLAGS="{compile_flags_text()}"']
     return "\n".join(lines) + "\n" + text
@@ -707,7 +718,9 @@ def cpu_checkable(space: "FusionSpace", cfg: "FusionConfig") -> CpuCheckable:
     refs = space.state(cfg).refs()
     multi = [r for r in refs if len(r.members) > 1]
     if space.rules.name == "cpu":
-        return CpuCheckable(emit_fused_text(space, cfg, metadata=False), len(multi), len(multi))
+        comps = space.program.computations
+        fused = [r for r in multi if not _one_element_elementwise(comps[r.comp].instructions, r)]
+        return CpuCheckable(emit_fused_text(space, cfg, metadata=False), len(fused), len(multi))
     comps = space.program.computations
 
     def compiles(r) -> bool:
@@ -717,7 +730,7 @@ def cpu_checkable(space: "FusionSpace", cfg: "FusionConfig") -> CpuCheckable:
     checked = 0
     for r in multi:
         if compiles(r):
-            checked += 1
+            checked += not _one_element_elementwise(comps[r.comp].instructions, r)
             continue
         mset = set(r.members)
         for m in r.members:

@@ -193,3 +193,27 @@ def test_width_changing_bitcast_convert_is_never_inside_a_fusion():
                 for ins in comp.instructions:
                     if ins.opcode == "bitcast-convert":
                         assert ins.shape.rank == comp.by_name[ins.operands[0]].shape.rank, (target, ins)
+
+
+def test_one_element_elementwise_kernels_are_emitted_plain():
+    """A scalar (or f32[1]) elementwise kernel stays plain instructions: XLA's simplifier makes
+    size-1-dim reshapes around such values and its ReshapeMover would re-shape the fusion
+    (found on cox_survival_train and dlrm_small_train of examples/idioms)."""
+    text = """HloModule m
+
+ENTRY e {
+  a = f32[1]{0} parameter(0)
+  b = f32[1]{0} parameter(1)
+  x = f32[64]{0} parameter(2)
+  m = f32[1]{0} multiply(a, b)
+  s = f32[1]{0} add(m, a)
+  y = f32[64]{0} exponential(x)
+  ROOT t = (f32[1]{0}, f32[64]{0}) tuple(s, y)
+}
+"""
+    space = FusionSpace(Program.from_text(text), "cpu")
+    cfg = FusionConfig(bytearray([1] * space.n_edges))
+    out = parse_hlo(emit_fused_text(space, cfg, header=True))
+    entry = {i.name: i for i in out.entry.instructions}
+    assert entry["s"].opcode == "add" and entry["m"].opcode == "multiply"
+    assert entry["y"].opcode == "fusion"  # (64 elements: still a kernel of its own)
