@@ -222,8 +222,8 @@ def write_report(res: dict, args: argparse.Namespace, path: str) -> None:
         f"date: {time.strftime('%Y-%m-%d')}; wall time {res['wall_s'] / 60:.1f} min "
         f"(median {res['median_s']:.2f} s, max {res['max_s']:.2f} s per file).",
         "",
-        f"{n:,} mutated files from {res['seed_files']} corpus programs (examples/hlo, tests/fixtures/hlo, "
-        "data/tpugraphs/layout_module.hlo), 1-3 mutations each (40% syntactic, 60% semantic), each run "
+        f"{n:,} mutated files from {res['seed_files']} corpus programs (examples/hlo, examples/idioms, "
+        "tests/fixtures/hlo, data/tpugraphs/layout_module.hlo), 1-3 mutations each (40% syntactic, 60% semantic), each run "
         "through `show`, `emit --target cpu`, `emit --target tpu`, `measure --evaluator sim` "
         f"(click's CliRunner in worker processes; {args.timeout:g} s per file; {WORKER_MEMORY_BYTES >> 30} GiB "
         "address-space limit per worker).",
@@ -233,9 +233,8 @@ def write_report(res: dict, args: argparse.Namespace, path: str) -> None:
     ]
     for o in OUTCOMES:
         lines.append(f"| {o.replace('_', ' ')} | {c.get(o, 0):,} | {100 * c.get(o, 0) / max(n, 1):.2f}% |")
-    lines += ["", "Measurement failed = `measure` exit status 3 after reading the program fine: the TPU simulator "
-              "refuses default tiles that do not fit its scratchpad (hardware/simulator.py, already so for the "
-              "unmutated data/tpugraphs/layout_module.hlo); not an input error."]
+    lines += ["", "Measurement failed = `measure` exit status 3 after reading the program fine (a kernel the "
+              "simulator could not run); not an input error."]
     lines += ["", "Errors with a position, by the command that reported them: "
               + ", ".join(f"{k} {v:,}" for k, v in sorted(res["errors_by_command"].items())) + ".", "",
               "Most frequent error messages (names folded to `'_'`, numbers to `N`):", "",

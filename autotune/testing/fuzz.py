@@ -45,9 +45,10 @@ POSITION = re.compile(r"^.+?:\d+:\d+: ")
 
 
 def corpus_files(root: str = ROOT, max_bytes: Optional[int] = None) -> list[str]:
-    """The real programs mutants are made from: examples/hlo, tests/fixtures/hlo (all of it) and the
-    TpuGraphs module, sorted; optionally only files up to `max_bytes`."""
+    """The real programs mutants are made from: examples/hlo, examples/idioms, tests/fixtures/hlo (all
+    of it) and the TpuGraphs module, sorted; optionally only files up to `max_bytes`."""
     files = sorted(glob.glob(os.path.join(root, "examples", "hlo", "*.hlo"))
+                   + glob.glob(os.path.join(root, "examples", "idioms", "*.hlo"))
                    + glob.glob(os.path.join(root, "tests", "fixtures", "hlo", "**", "*.hlo"), recursive=True)
                    + [os.path.join(root, "data", "tpugraphs", "layout_module.hlo")])
     if max_bytes is not None:
