@@ -335,8 +335,9 @@ def fusion(program: str, budget: str, cost_model: Optional[str], strategy: str, 
             raise UserError(f"--hw-budget {hw_budget}: must be finite (e.g. 30s, 1m; 0 = no verification)")
     prog, _ = _load(program)
     space = FusionSpace(prog, target)
-    if space.n_edges == 0:
-        raise UserError(f"{program}: no fusible producer->consumer edges on target {target}; nothing to tune")
+    # No fusible edge: one configuration (the default), still emitted, reported and verified.
+    no_edges = (f"{program}: no fusible producer->consumer edges on target {target}: the program has one "
+                "configuration, written as it is") if space.n_edges == 0 else None
     strategy_cls = get_strategy(strategy)
     ev_name = evaluator or _default_evaluator(target)
     if (scheduler or workers > 1) and ev_name != "xla":
@@ -373,6 +374,8 @@ def fusion(program: str, budget: str, cost_model: Optional[str], strategy: str, 
         if model_name == "hardware":
             ev.budget = Budget(tuner.budget.seconds)
         result = tuner.run()
+        if no_edges:
+            result.warnings.insert(0, no_edges)
         if hw <= 0:
             result.verification = {"status": "skipped", "reason": "--hw-budget 0: no hardware verification asked for"}
         meta = {"program": str(program), "target": target, "cost_model": model_name, "strategy": strategy_name,

@@ -12,7 +12,7 @@ repository root (``python -m autotune.cli``, so the checkout's code is what runs
 and then compiles and runs, with ``hardware.xla.compile_hlo`` (default options) in a subprocess
 (XLA aborts the process on some bad modules), the original, the emitted X and the tuned
 ``CPU_DIR/fused.hlo`` on the same ``hardware.xla.random_inputs(original, seed=0)``, comparing
-outputs with ``benchmarks.emission_parity.output_error``. (The TPU run's fused.hlo is not run:
+outputs with ``hardware.xla.output_error``. (The TPU run's fused.hlo is not run:
 XLA:CPU rejects TPU fusion kinds such as kInput.)
 
 Outcomes: ``ok``, ``ok (...)`` when the command succeeded but printed warnings or reported failed
@@ -87,8 +87,7 @@ def parity(original: str, others: list[str]) -> None:
     """In-process (run it in a subprocess): compile and run the original and each other program on
     the original's random inputs. Prints ``STAGE path`` before each compile (so that a crash names
     the program) and ``RESULT path outcome`` after each comparison."""
-    from benchmarks.emission_parity import output_error
-    from hardware.xla import compile_hlo, random_inputs
+    from hardware.xla import compile_hlo, output_error, random_inputs
     text = Path(original).read_text()
     print("STAGE", original, flush=True)
     inputs = random_inputs(text, seed=0)
