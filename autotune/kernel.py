@@ -482,8 +482,9 @@ def _rearrange_of(ins: HloInstruction, by_name: dict) -> Optional[_Rearrange]:
         return None
     if ins.opcode == "reshape":
         src = by_name[ins.operands[0]]
-        if src.opcode == "dot" and _canonical_dot_dims(src, by_name) == ins.shape.dims:
-            return None  # reshape(reshape(canonical dot)): XLA folds it to the canonical dot itself
+        inner = _rearrange_of(src, by_name) if src.opcode in ("dot", "gather", "broadcast") else None
+        if inner is not None and inner.virtual and inner.kind == "reshape" and inner.src_dims == ins.shape.dims:
+            return None  # reshape(reshape(canonical dot/gather/...)): XLA folds it to the canonical value
         return _Rearrange("reshape", src.shape.dims, ins.shape.dims)
     if ins.opcode == "transpose":
         return _Rearrange("transpose", by_name[ins.operands[0]].shape.dims, ins.shape.dims,
@@ -491,6 +492,16 @@ def _rearrange_of(ins: HloInstruction, by_name: dict) -> Optional[_Rearrange]:
     if ins.opcode == "dot":
         canon = _canonical_dot_dims(ins, by_name)
         return _Rearrange("reshape", canon, ins.shape.dims, virtual=True) if canon is not None else None
+    if ins.opcode == "gather" and len(ins.operands) == 2:
+        # GatherSimplifier: a gather of one slice with collapsed dims becomes a gather of the whole
+        # slice (its slice_sizes) and a reshape dropping the collapsed size-1 dims.
+        idx = by_name[ins.operands[1]].shape
+        sizes = tuple(ins.parsed.get("slice_sizes", ()))
+        if (not idx.is_tuple and idx.elements == len(ins.parsed.get("start_index_map", ())) and sizes
+                and ins.parsed.get("collapsed_slice_dims") and not ins.parsed.get("operand_batching_dims")
+                and sizes != ins.shape.dims and math.prod(sizes) == ins.shape.elements):
+            return _Rearrange("reshape", sizes, ins.shape.dims, virtual=True)
+        return None
     if ins.opcode == "broadcast" and ins.operands:
         # AlgebraicSimplifier turns a broadcast that only inserts size-1 dims into a reshape.
         src = by_name[ins.operands[0]].shape
