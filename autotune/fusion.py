@@ -242,6 +242,20 @@ class CpuRules(FusionRules):
         return any(w.size > 1 and w.size == d and w.pad_lo + w.pad_hi == w.size - 1
                    for w, d in zip(ins.parsed["window"], dims))
 
+    @staticmethod
+    def _loses_operand_layout(comp: Computation, p: int, c: int) -> bool:
+        """Whether XLA:CPU lacks the layout of p's value when c reads it inside one fusion: in a
+        computation that runs inside a while loop (body, condition, a branch called from one), the
+        instructions of a hand-made fusion keep no layout through the StableHLO round trip, and a
+        non-elementwise consumer indexes its operand through that layout (measured, jaxlib 0.10.2:
+        broadcast, slice, dynamic-slice, pad, reverse and reduce of a value computed in the fusion,
+        e.g. `u32[2] broadcast(u32[] subtract(...))` of jax.random's threefry rotations, abort with
+        "Check failed: has_layout()"; the same fusions compile in the entry computation or a
+        conditional branch outside loops, and elementwise chains or broadcasts of a parameter or
+        scalar constant compile inside loops)."""
+        return (comp.in_loop and not is_elementwise(comp, c)
+                and not is_scalar_constant(comp.instructions[p]))
+
     def node_ok(self, comp: Computation, n: int) -> bool:
         # XLA:CPU never fuses reductions over major dimensions (and its simplifier rewrites them
         # inside hand-made fusions into shapes the verifier rejects). A bitcast-convert between
@@ -272,7 +286,7 @@ class CpuRules(FusionRules):
             return False
         if pi.opcode == "reduce" and not self._reduces_minor(comp, p):
             return False
-        return True
+        return not self._loses_operand_layout(comp, p, c)
 
     def kernel_ok(self, comp: Computation, root: int, members: Sequence[int]) -> bool:
         ins = comp.instructions
@@ -329,6 +343,8 @@ class CpuRules(FusionRules):
             elif op == "reduce" and not cls._reduces_minor(comp, m):
                 return False
             elif cls._scan_window(comp, m):
+                return False
+            if any(o in mset and cls._loses_operand_layout(comp, o, m) for o in comp.operands[m]):
                 return False
         return _single_function_partition(comp, root, members) and _selects_ok(comp, members)
 

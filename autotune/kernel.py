@@ -393,6 +393,8 @@ def emit_fused_module(space: "FusionSpace", cfg: "FusionConfig", metadata: bool 
                 attrs["metadata"] = ins.attrs["metadata"]
             out.append(HloInstruction(ins.name, "fusion", ins.shape, [insts[i].name for i in inputs], attrs,
                                       {"calls": (fname,)}, is_root=ins.is_root))
+        if space.rules.name == "cpu" or kind is not None:  # compiled by XLA:CPU
+            out = _wrap_transposes_into_reshapes(out, fused_here, fresh)
         root_name = comp.hlo.root.name
         for i in out:
             i.is_root = i.name == root_name
@@ -415,6 +417,39 @@ def _one_element_elementwise(insts: Sequence[HloInstruction], ref: "KernelRef") 
     root = insts[ref.root]
     return (not root.shape.is_tuple and root.shape.elements <= 1
             and all(insts[m].opcode in _XLA_ELEMENTWISE for m in ref.members))
+
+
+def _wrap_transposes_into_reshapes(out: list[HloInstruction], fused_here: list[HloComputation],
+                                   fresh: Callable[[str], str]) -> list[HloInstruction]:
+    """Each plain transpose that a reshape or bitcast reads, as a one-instruction kLoop fusion.
+
+    XLA:CPU with its fusion pass disabled (EMITTED_CPU_COMPILE_OPTIONS) miscompiles
+    `reshape(transpose(x))`: layout assignment makes the transpose a layout-only bitcast plus a copy
+    into the reshape's layout, and the algebraic simplifier after layout assignment then drops the
+    copy with the permutation (measured, jaxlib 0.10.2: `u32[4] reshape(u32[2,2] transpose(a))`
+    returns a's elements unpermuted; the XLA fusion pass normally fuses the copy first). That
+    dropped the rbg dropout key's transpose (wrong random bits; relative error 8.8e-3 on its
+    gradients, the original program compiled with the same options too). Inside a fusion the
+    transpose reads a parameter, whose layout XLA:CPU keeps, and is computed as written."""
+    by_name = {i.name: i for i in out}
+    readers = {n for i in out if i.opcode in ("reshape", "bitcast") for n in i.operands}
+    result = []
+    for ins in out:
+        if ins.opcode != "transpose" or ins.name not in readers:
+            result.append(ins)
+            continue
+        operand = by_name[ins.operands[0]]
+        fname = fresh(f"fused_{ins.name}")
+        pname = fresh("param_0")
+        body = [HloInstruction(pname, "parameter", operand.shape, [], parameter_number=0),
+                ins.copy(name=fresh(ins.name), operands=[pname], is_root=True)]
+        fused_here.append(HloComputation(fname, body))
+        attrs = {"kind": "kLoop", "calls": fname}
+        if "metadata" in ins.attrs:
+            attrs["metadata"] = ins.attrs["metadata"]
+        result.append(HloInstruction(ins.name, "fusion", ins.shape, [operand.name], attrs, {"calls": (fname,)},
+                                     is_root=ins.is_root))
+    return result
 
 
 # --------------------------------------------------------------------------------------------------

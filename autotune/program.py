@@ -75,10 +75,11 @@ class Computation:
     """A kernel-bearing computation: instructions in topological order with index-based edges."""
 
     def __init__(self, hlo: HloComputation, multiplicity: float = 1.0, kind: str = "entry",
-                 filename: str = "<string>"):
+                 filename: str = "<string>", in_loop: bool = False):
         self.hlo = hlo
         self.name = hlo.name
         self.kind = kind
+        self.in_loop = in_loop  # runs inside a while loop (its body or condition, or called from one)
         self.multiplicity = multiplicity
         self.instructions: list[HloInstruction] = _topological(hlo, filename)
         hlo.instructions = self.instructions
@@ -632,9 +633,23 @@ def _normalize(module: HloModule) -> Program:
             _inline_calls(c, comps, namer, done, filename=filename)
     live = _reachable(module)
     module.computations = [c for c in module.computations if c.name in live]
-    bearing = [Computation(comps[n], mult[n], kinds[n], filename) for n in kinds]
+    looped = _inside_loops(kinds, edges)
+    bearing = [Computation(comps[n], mult[n], kinds[n], filename, n in looped) for n in kinds]
     prog = Program(module, bearing, whiles, flags, module.name, module.filename)
     return prog
+
+
+def _inside_loops(kinds: dict, edges: dict) -> set:
+    """Kernel-bearing computations that run inside a while loop: bodies and conditions, and what
+    control flow reaches from them."""
+    looped = {n for n, k in kinds.items() if k.startswith("while_")}
+    stack = list(looped)
+    while stack:
+        for callee, _, _, _ in edges.get(stack.pop(), ()):
+            if callee not in looped:
+                looped.add(callee)
+                stack.append(callee)
+    return looped
 
 
 def _multiplicities(entry: str, kinds: dict, edges: dict, filename: str) -> dict:

@@ -230,3 +230,24 @@ def test_in_place_rule_is_what_the_fast_path_checks():
         for _ in range(200):
             cfg = sp.neighbor(cfg, rng)
             assert sp.is_valid(cfg), name
+
+
+def test_cpu_loop_body_fusions_never_read_fused_values_through_layouts():
+    """Inside a while body XLA:CPU keeps no layout for values computed in a hand-made fusion, so a
+    broadcast (slice, pad, reduce, ...) of one aborts its emitter (the threefry rotation
+    `broadcast(32 - k)`); elementwise chains and broadcasts of kernel inputs still fuse there."""
+    from autotune.fusion import CpuRules
+    sp = _load("loop_rotate_transpose", "cpu")
+    body = next(c for c in sp.program.computations if c.kind == "while_body")
+    assert body.in_loop and not sp.program.computations[0].in_loop
+    ins, rules = body.instructions, sp.rules
+    sub = next(i for i, x in enumerate(ins) if x.opcode == "subtract" and x.shape.rank == 0)
+    bcast = next(u for u in body.users[sub] if ins[u].opcode == "broadcast")
+    shr = next(u for u in body.users[bcast] if ins[u].opcode == "shift-right-logical")
+    assert not rules.edge_ok(body, sub, bcast)
+    assert rules.edge_ok(body, bcast, shr)  # elementwise consumer of a fused broadcast
+    assert not CpuRules.loop_fusion_compiles(body, shr, [sub, bcast, shr])
+    assert CpuRules.loop_fusion_compiles(body, shr, [bcast, shr])
+    for cfg in (sp.default(), sp.random(np.random.default_rng(0))):
+        for ref in sp.state(cfg).refs():
+            assert not (sub in ref.members and bcast in ref.members)

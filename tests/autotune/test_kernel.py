@@ -217,3 +217,16 @@ ENTRY e {
     entry = {i.name: i for i in out.entry.instructions}
     assert entry["s"].opcode == "add" and entry["m"].opcode == "multiply"
     assert entry["y"].opcode == "fusion"  # (64 elements: still a kernel of its own)
+
+
+def test_transpose_read_by_reshape_is_emitted_as_its_own_fusion():
+    """XLA:CPU without its fusion pass drops the permutation of `reshape(transpose(x))`; programs
+    emitted for XLA:CPU carry such a transpose as a one-instruction kLoop fusion."""
+    sp = FusionSpace(Program.from_file(os.path.join(FIXTURES, "loop_rotate_transpose.hlo")), "cpu")
+    module = parse_hlo(emit_fused_text(sp, sp.unfused()))
+    entry = next(c for c in module.computations if c.is_entry)
+    reshape = next(i for i in entry.instructions if i.is_root)
+    producer = next(i for i in entry.instructions if i.name == reshape.operands[0])
+    assert producer.opcode == "fusion" and producer.attrs["kind"] == "kLoop"
+    called = next(c for c in module.computations if c.name == producer.attrs["calls"])
+    assert [i.opcode for i in called.instructions] == ["parameter", "transpose"]

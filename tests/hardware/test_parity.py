@@ -41,7 +41,7 @@ xla = pytest.mark.xla
 @pytest.mark.parametrize("name,target", [("keepdims_logsumexp", "cpu"), ("keepdims_logsumexp", "tpu"),
                                          ("dus_shifted_window", "tpu"), ("dus_kv_update", "tpu"),
                                          ("dot_slice_dus", "tpu"), ("dropout_rbg", "cpu"),
-                                         ("dropout_rbg", "tpu")])
+                                         ("dropout_rbg", "tpu"), ("loop_rotate_transpose", "cpu")])
 def test_emitted_fixture_matches_original(name, target):
     pytest.importorskip("jax")
     from hardware.parity import check_program
@@ -71,3 +71,23 @@ def test_illegal_in_place_fusion_is_caught_as_a_mismatch(tmp_path):
     ref = compile_hlo(text)(*inputs)
     got = compile_hlo(emitted)(*inputs)
     assert output_error(got, ref)[1] is False
+
+
+@xla
+def test_emitted_transpose_into_reshape_computes_under_measure_options():
+    """XLA:CPU with EMITTED_CPU_COMPILE_OPTIONS computes `reshape(transpose(x))` of the original
+    program without the permutation (so the measure-mode reference is wrong too); the emitted
+    program gives what XLA's default compile of the original gives."""
+    pytest.importorskip("jax")
+    from autotune.fusion import FusionSpace
+    from autotune.kernel import EMITTED_CPU_COMPILE_OPTIONS, emit_fused_text
+    from autotune.program import Program
+    from hardware.xla import compile_hlo, verification_inputs
+    path = os.path.join(FIXTURES, "loop_rotate_transpose.hlo")
+    text = open(path).read()
+    inputs = verification_inputs(text)
+    want = np.asarray(compile_hlo(text)(*inputs)[0])
+    assert not np.array_equal(np.asarray(compile_hlo(text, **EMITTED_CPU_COMPILE_OPTIONS)(*inputs)[0]), want)
+    sp = FusionSpace(Program.from_file(path), "cpu")
+    emitted = emit_fused_text(sp, sp.unfused())
+    assert np.array_equal(np.asarray(compile_hlo(emitted, **EMITTED_CPU_COMPILE_OPTIONS)(*inputs)[0]), want)
