@@ -342,7 +342,7 @@ def emit_fused_module(space: "FusionSpace", cfg: "FusionConfig", metadata: bool 
         members_anywhere: set[int] = set()
         plain: set[int] = set()  # members of kernels emitted unfused (`keep`)
         for ref in roots.values():
-            if (keep is None or keep(ref)) and not _one_element_elementwise(comp.instructions, ref):
+            if (keep is None or keep(ref)) and not _one_element_elementwise(comp, ref):
                 members_anywhere.update(ref.members)
             else:
                 plain.update(ref.members)
@@ -412,11 +412,17 @@ def emit_fused_module(space: "FusionSpace", cfg: "FusionConfig", metadata: bool 
                      module.filename)
 
 
-def _one_element_elementwise(insts: Sequence[HloInstruction], ref: "KernelRef") -> bool:
-    """A kernel of elementwise instructions computing one element."""
+def _one_element_elementwise(comp: Any, ref: "KernelRef") -> bool:
+    """A kernel of elementwise instructions computing one element from at least one value that is
+    not a constant (a kernel of constants only is folded by XLA into a constant, which XLA:CPU
+    then fails to pass to the fusions reading it: an out_of_range abort, donated_adam_train)."""
+    insts = comp.instructions
     root = insts[ref.root]
-    return (not root.shape.is_tuple and root.shape.elements <= 1
-            and all(insts[m].opcode in _XLA_ELEMENTWISE for m in ref.members))
+    if root.shape.is_tuple or root.shape.elements > 1 or any(insts[m].opcode not in _XLA_ELEMENTWISE
+                                                             for m in ref.members):
+        return False
+    members = set(ref.members)
+    return any(o not in members and insts[o].opcode != "constant" for m in ref.members for o in comp.operands[m])
 
 
 def _wrap_transposes_into_reshapes(out: list[HloInstruction], fused_here: list[HloComputation],
@@ -765,7 +771,7 @@ def cpu_checkable(space: "FusionSpace", cfg: "FusionConfig") -> CpuCheckable:
     multi = [r for r in refs if len(r.members) > 1]
     if space.rules.name == "cpu":
         comps = space.program.computations
-        fused = [r for r in multi if not _one_element_elementwise(comps[r.comp].instructions, r)]
+        fused = [r for r in multi if not _one_element_elementwise(comps[r.comp], r)]
         return CpuCheckable(emit_fused_text(space, cfg, metadata=False), len(fused), len(multi))
     comps = space.program.computations
 
@@ -776,7 +782,7 @@ def cpu_checkable(space: "FusionSpace", cfg: "FusionConfig") -> CpuCheckable:
     checked = 0
     for r in multi:
         if compiles(r):
-            checked += not _one_element_elementwise(comps[r.comp].instructions, r)
+            checked += not _one_element_elementwise(comps[r.comp], r)
             continue
         mset = set(r.members)
         for m in r.members:
