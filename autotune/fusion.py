@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import hashlib
 from array import array
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from bisect import bisect_left
-from typing import Iterable, Optional, Sequence
+from typing import Callable, Iterable, Optional, Sequence
 
 import numpy as np
 
@@ -108,6 +108,18 @@ class FusionRules:
                     return False
         return True
 
+    def monotone(self, comp: Computation, root: int) -> bool:
+        """Whether every subset (containing the root) of a legal kernel at `root` is legal, so that
+        repair may cut all offending edges in one walk from the root."""
+        return False
+
+    def grown_ok(self, comp: Computation, root: int, heroes: Sequence[int], has_checked: bool,
+                 members: "Callable[[], list[int]]") -> bool:
+        """kernel_ok of a kernel grown from its root one producer at a time (repair's walk):
+        `heroes` and `has_checked` describe the members incrementally, `members()` lists them
+        sorted. Rules override this with exact shortcuts; the default is the full check."""
+        return self.kernel_ok(comp, root, members())
+
     def is_expensive(self, ins: HloInstruction) -> bool:
         return ins.opcode in EXPENSIVE and ins.shape.dtype not in ("s8", "s16", "s32", "s64", "u8", "u16",
                                                                    "u32", "u64", "pred")
@@ -163,6 +175,27 @@ class TpuRules(FusionRules):
         if ins[root].opcode == "dynamic-update-slice" and not in_place_ok(comp, root, mset):
             return False
         return True
+
+    def monotone(self, comp: Computation, root: int) -> bool:
+        # The hero count and a hero's downstream members only grow with the member set; the
+        # in-place rule of a dynamic-update-slice root does not (its buffer joining makes it legal).
+        return comp.instructions[root].opcode != "dynamic-update-slice"
+
+    def grown_ok(self, comp: Computation, root: int, heroes: Sequence[int], has_checked: bool,
+                 members: "Callable[[], list[int]]") -> bool:
+        """kernel_ok without walking the members where it decides by the hero count alone: a second
+        hero is illegal; a kernel with no checked opcode is legal (hero_count_only); a lone hero
+        that is the root or no dot/convolution has no epilogue to check (the root has no users
+        among its members); otherwise the full check."""
+        if len(heroes) > self.max_heroes:
+            return False
+        if not has_checked:
+            return True
+        ins = comp.instructions
+        if len(heroes) <= 1 and ins[root].opcode != "dynamic-update-slice" and (
+                not heroes or heroes[0] == root or ins[heroes[0]].opcode not in ("dot", "convolution")):
+            return True
+        return self.kernel_ok(comp, root, members())
 
     def edge_ok(self, comp: Computation, p: int, c: int) -> bool:
         pi, ci = comp.instructions[p], comp.instructions[c]
@@ -1153,33 +1186,51 @@ class FusionSpace:
         for ci, comp in enumerate(self.program.computations):
             # Reverse topological order: consumers first, as XLA's fusion pass visits them.
             for n in range(len(comp) - 1, -1, -1):
-                if not self.is_root(bits, ci, n):
+                if not self.is_root(bits, ci, n) or self._kernel_ok_fast(comp, ci, n, self.members(bits, ci, n)):
                     continue
+                # Cutting the first offending edge and walking again from the root replays the same
+                # walk up to that edge; under a monotone rule the walk may go on past the cut instead
+                # (a legal kernel's sub-walks are legal), one walk for all cuts.
+                self._cut(bits, ci, n, every=rules.monotone(comp, n))
                 while not rules.kernel_ok(comp, n, self.members(bits, ci, n)):
-                    self._cut_one(bits, ci, n)
+                    self._cut(bits, ci, n, every=False)
         return FusionConfig(bits)
 
-    def _cut_one(self, bits: bytearray, ci: int, root: int) -> None:
-        """Cut the fused edge that first makes the kernel at root illegal (breadth-first from root)."""
+    def _cut(self, bits: bytearray, ci: int, root: int, every: bool) -> None:
+        """Cut the fused edge that first makes the kernel at root illegal (breadth-first from root),
+        or with `every`, each edge that would make the kernel grown so far illegal."""
         comp = self.program.computations[ci]
         rules = self.rules
+        hero_set, checked_set = self._hero_sets[ci], self._checked_sets[ci]
+        in_edges = self.in_edges[ci]
         members = [root]
+        heroes = [root] if root in hero_set else []
+        has_checked = root in checked_set
         seen = {root}
-        queue = [root]
+        queue = deque([root])
         last_edge = None
+        cut = False
         while queue:
-            n = queue.pop(0)
-            for e, p in self.in_edges[ci][n]:
+            n = queue.popleft()
+            for e, p in in_edges[n]:
                 if not bits[e] or p in seen:
                     continue
-                trial = members + [p]
-                if not rules.kernel_ok(comp, root, sorted(trial)):
+                trial_heroes = heroes + [p] if p in hero_set else heroes
+                if not rules.grown_ok(comp, root, trial_heroes, has_checked or p in checked_set,
+                                      lambda: sorted(members + [p])):
                     bits[e] = 0
-                    return
+                    if not every:
+                        return
+                    cut = True
+                    continue
                 seen.add(p)
                 members.append(p)
+                heroes = trial_heroes
+                has_checked = has_checked or p in checked_set
                 queue.append(p)
                 last_edge = e
+        if cut:
+            return
         if last_edge is not None:  # the kernel is illegal as a whole: shrink it
             bits[last_edge] = 0
         else:
