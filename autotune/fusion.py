@@ -139,6 +139,11 @@ class FusionRules:
         """Whether a one-instruction kernel is emitted as a fusion (so the compiler keeps it alone)."""
         return True
 
+    def duplicable_into(self, comp: Computation, p: int, u: int, fusible_users: set) -> bool:
+        """Whether XLA's fusion would fuse producer p into its user u (ShouldFuse), as
+        ComputeGloballyUnfusible asks of every user of a producer it would duplicate."""
+        return u in fusible_users
+
     # Default configuration: XLA-like greedy choice.
     def default_edge(self, space: "FusionSpace", e: int) -> bool:
         ci, p, c = space.edge_comp[e], space.edge_prod[e], space.edge_cons[e]
@@ -222,13 +227,27 @@ class TpuRules(FusionRules):
         b = [d for d in ins.shape.dims if d != 1][-2:]
         return a != b or ins.opcode == "transpose" and tuple(ins.parsed.get("dimensions", ()))[-1:] != (ins.shape.rank - 1,)
 
+    def duplicable_into(self, comp: Computation, p: int, u: int, fusible_users: set) -> bool:
+        # XLA's fusion never takes a producer with other users into a dot/convolution's inputs.
+        return u in fusible_users and comp.instructions[u].opcode not in ("dot", "convolution")
+
     def default_edge(self, space: "FusionSpace", e: int) -> bool:
+        """InstructionFusion's choice (the base rule) where duplication is bounded: a producer with
+        other users is not duplicated into a dot/convolution's inputs, nor at all when it ends a
+        dot/convolution output fusion (the hero's work) or when ComputeGloballyUnfusible says so (its
+        operands are bigger than its output and some user cannot fuse it): without these, residual and gradient-accumulation chains of a deep model
+        were cloned into every kernel downstream (kernels quadratic in depth)."""
         ci, p, c = space.edge_comp[e], space.edge_prod[e], space.edge_cons[e]
         comp = space.program.computations[ci]
         # XLA:TPU fuses only elementwise epilogues into dot/convolution output fusions: a relayout
         # reshape/transpose after a hero's elementwise chain starts a new kernel.
         if space.hero_upstream(ci, p) and self.is_relayout(comp, c):
             return False
+        if len(comp.users[p]) > 1:
+            info = _default_info(space, ci)
+            if comp.instructions[c].opcode in ("dot", "convolution") or info.no_duplicate[p] \
+                    or info.output_fused[p]:
+                return False
         return super().default_edge(space, e)
 
 
@@ -368,6 +387,13 @@ class CpuRules(FusionRules):
     def wrap_single(self, ins: HloInstruction) -> bool:
         return ins.opcode in self.fusible and ins.opcode != "dot"
 
+    def duplicable_into(self, comp: Computation, p: int, u: int, fusible_users: set) -> bool:
+        # Reduce users never can: XLA:CPU 0.10.2 turns reductions into YNNPACK library fusions
+        # (`__ynn_fusion`) before loop fusion; layout ops and convolutions XLA fuses although our
+        # `cpu` rules keep them unfused (_XLA_LOOP_FUSIBLE_EXTRA).
+        op = comp.instructions[u].opcode
+        return op != "reduce" and (u in fusible_users or op in _XLA_LOOP_FUSIBLE_EXTRA)
+
     def default_edge(self, space: "FusionSpace", e: int) -> bool:
         """XLA:CPU's CpuInstructionFusion::ShouldFuse plus InstructionFusion's global rules:
 
@@ -399,7 +425,7 @@ class CpuRules(FusionRules):
 
 
 class _DefaultInfo:
-    """Per-computation facts for CpuRules.default_edge (memoized on the space)."""
+    """Per-computation facts for the rules' default_edge (memoized on the space)."""
 
     def __init__(self, space: "FusionSpace", ci: int):
         comp = space.program.computations[ci]
@@ -417,12 +443,17 @@ class _DefaultInfo:
             if in_b <= out_b:
                 continue
             fusible_users = {u for _, u in space.out_edges[ci][p]}
-            all_fusible = all(
-                ins[u].opcode != "reduce" and (u in fusible_users or ins[u].opcode in _XLA_LOOP_FUSIBLE_EXTRA)
-                for u in users)
-            if not all_fusible:
+            if not all(space.rules.duplicable_into(comp, p, u, fusible_users) for u in users):
                 self.no_duplicate[p] = True
         self._reused: dict[int, bool] = {}
+        # Ends of dot/convolution output fusions: the hero, or an elementwise op one of whose
+        # operands is in one and has no other user. Such a value contains the hero's work, which
+        # XLA never duplicates (on TPU/GPU the epilogue joins the dot before instruction fusion).
+        of = self.output_fused = [False] * n
+        for k in range(n):
+            op = ins[k].opcode
+            of[k] = op in ("dot", "convolution") or is_elementwise(comp, k) and any(
+                of[o] and len(comp.users[o]) == 1 for o in comp.operands[k])
 
     def reused(self, n: int) -> bool:
         """Whether n's value would be read more than once per element by the kernel it is fused into
@@ -638,7 +669,7 @@ _TRANSPARENT = frozenset({"reshape", "bitcast", "transpose"})
 
 
 def _default_info(space: "FusionSpace", ci: int) -> _DefaultInfo:
-    cache = space.__dict__.setdefault("_cpu_default_info", {})
+    cache = space.__dict__.setdefault("_default_info", {})
     info = cache.get(ci)
     if info is None:
         info = cache[ci] = _DefaultInfo(space, ci)
