@@ -19,6 +19,7 @@ from typing import Callable, Iterable, Optional, Sequence
 
 import numpy as np
 
+from .gc_pause import gc_paused
 from .hlo import DTYPE_BYTES, HloInstruction
 from .program import Computation, Program
 
@@ -795,6 +796,7 @@ class KernelRef:
 class FusionSpace:
     """The fusion search space of a program on a target (`Space` interface for strategies)."""
 
+    @gc_paused()
     def __init__(self, program: Program, target: str = "tpu"):
         self.program = program
         self.target = target
@@ -1045,6 +1047,7 @@ class FusionSpace:
         return KernelRef(ci, root, mem, None, self.rules.kernel_ok(comp, root, mem), self)
 
     # ---- Space interface
+    @gc_paused()
     def default(self) -> FusionConfig:
         """The target compiler's heuristic (greedy, as XLA's InstructionFusion), made valid."""
         if self._default is None:
@@ -1423,6 +1426,7 @@ class FusionState:
         self.kernels = kernels if isinstance(kernels, KernelMap) else KernelMap(kernels)
 
     @classmethod
+    @gc_paused()
     def build(cls, space: FusionSpace, bits: bytearray) -> "FusionState":
         bits = bytearray(bits)
         kernels: dict[tuple[int, int], KernelRef] = {}
