@@ -92,13 +92,16 @@ def main() -> None:
     ap.add_argument("--layers", type=int, nargs="+", default=[12, 48, 200])
     ap.add_argument("--targets", nargs="+", default=["tpu", "cpu"])
     ap.add_argument("--md", help="also write a markdown table to this file")
+    ap.add_argument("--machine", default="2-core shared CI-class VM", help="machine named in the table's title")
     ap.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
         child(*args.child)
         return
-    lines = [f"# Analysis time against program size ({platform.node() and '2-core shared CI-class VM'}, "
-             f"{time.strftime('%Y-%m-%d')})", "",
+    lines = [f"# Analysis time against program size ({args.machine}, {time.strftime('%Y-%m-%d')}, "
+             f"Python {platform.python_version()})", "",
+             "Seconds per stage; instructions as parsed (before normalization); show = parse + normalize + "
+             "space + default + state; peak MB = resident memory of the process.", "",
              f"`python benchmarks/scale.py --layers {' '.join(map(str, args.layers))} "
              f"--targets {' '.join(args.targets)}`", "",
              "| target | layers | instructions | " + " | ".join(STAGES) + " | show | peak MB |",
