@@ -235,9 +235,10 @@ class TpuRules(FusionRules):
     def default_edge(self, space: "FusionSpace", e: int) -> bool:
         """InstructionFusion's choice (the base rule) where duplication is bounded: a producer with
         other users is not duplicated into a dot/convolution's inputs, nor at all when it ends a
-        dot/convolution output fusion (the hero's work) or when ComputeGloballyUnfusible says so (its
-        operands are bigger than its output and some user cannot fuse it): without these, residual and gradient-accumulation chains of a deep model
-        were cloned into every kernel downstream (kernels quadratic in depth)."""
+        dot/convolution output fusion (the hero's work) or when ComputeGloballyUnfusible says so
+        (its operands are bigger than its output and some user cannot fuse it). Without these, the
+        residual and gradient-accumulation chains of a deep model were cloned into every kernel
+        downstream (total kernel membership quadratic in depth)."""
         ci, p, c = space.edge_comp[e], space.edge_prod[e], space.edge_cons[e]
         comp = space.program.computations[ci]
         # XLA:TPU fuses only elementwise epilogues into dot/convolution output fusions: a relayout
@@ -1220,7 +1221,9 @@ class FusionSpace:
         for ci, comp in enumerate(self.program.computations):
             # Reverse topological order: consumers first, as XLA's fusion pass visits them.
             for n in range(len(comp) - 1, -1, -1):
-                if not self.is_root(bits, ci, n) or self._kernel_ok_fast(comp, ci, n, self.members(bits, ci, n)):
+                if not self.is_root(bits, ci, n):
+                    continue
+                if self._kernel_ok_fast(comp, ci, n, self.members(bits, ci, n)):
                     continue
                 # Cutting the first offending edge and walking again from the root replays the same
                 # walk up to that edge; under a monotone rule the walk may go on past the cut instead

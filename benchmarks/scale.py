@@ -118,7 +118,8 @@ def main() -> None:
             lines.append(row)
             if prev is not None:
                 n0, t0 = prev
-                slopes = " | ".join(f"{exponent(n0, t0[s], r['instructions'], t[s]):.2f}" for s in (*STAGES, "show"))
+                n1 = r["instructions"]
+                slopes = " | ".join(f"{exponent(n0, t0[s], n1, t[s]):.2f}" for s in (*STAGES, "show"))
                 srow = f"| {target} | exponent | {n0:,} -> {r['instructions']:,} | {slopes} | |"
                 print(srow, flush=True)
                 lines.append(srow)
