@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import hashlib
 from array import array
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from bisect import bisect_left
-from typing import Iterable, Optional, Sequence
+from typing import Callable, Iterable, Optional, Sequence
 
 import numpy as np
 
+from .gc_pause import gc_paused
 from .hlo import DTYPE_BYTES, HloInstruction
 from .program import Computation, Program
 
@@ -108,6 +109,18 @@ class FusionRules:
                     return False
         return True
 
+    def monotone(self, comp: Computation, root: int) -> bool:
+        """Whether every subset (containing the root) of a legal kernel at `root` is legal, so that
+        repair may cut all offending edges in one walk from the root."""
+        return False
+
+    def grown_ok(self, comp: Computation, root: int, heroes: Sequence[int], has_checked: bool,
+                 members: "Callable[[], list[int]]") -> bool:
+        """kernel_ok of a kernel grown from its root one producer at a time (repair's walk):
+        `heroes` and `has_checked` describe the members incrementally, `members()` lists them
+        sorted. Rules override this with exact shortcuts; the default is the full check."""
+        return self.kernel_ok(comp, root, members())
+
     def is_expensive(self, ins: HloInstruction) -> bool:
         return ins.opcode in EXPENSIVE and ins.shape.dtype not in ("s8", "s16", "s32", "s64", "u8", "u16",
                                                                    "u32", "u64", "pred")
@@ -126,6 +139,11 @@ class FusionRules:
     def wrap_single(self, ins: HloInstruction) -> bool:
         """Whether a one-instruction kernel is emitted as a fusion (so the compiler keeps it alone)."""
         return True
+
+    def duplicable_into(self, comp: Computation, p: int, u: int, fusible_users: set) -> bool:
+        """Whether XLA's fusion would fuse producer p into its user u (ShouldFuse), as
+        ComputeGloballyUnfusible asks of every user of a producer it would duplicate."""
+        return u in fusible_users
 
     # Default configuration: XLA-like greedy choice.
     def default_edge(self, space: "FusionSpace", e: int) -> bool:
@@ -164,6 +182,27 @@ class TpuRules(FusionRules):
             return False
         return True
 
+    def monotone(self, comp: Computation, root: int) -> bool:
+        # The hero count and a hero's downstream members only grow with the member set; the
+        # in-place rule of a dynamic-update-slice root does not (its buffer joining makes it legal).
+        return comp.instructions[root].opcode != "dynamic-update-slice"
+
+    def grown_ok(self, comp: Computation, root: int, heroes: Sequence[int], has_checked: bool,
+                 members: "Callable[[], list[int]]") -> bool:
+        """kernel_ok without walking the members where it decides by the hero count alone: a second
+        hero is illegal; a kernel with no checked opcode is legal (hero_count_only); a lone hero
+        that is the root or no dot/convolution has no epilogue to check (the root has no users
+        among its members); otherwise the full check."""
+        if len(heroes) > self.max_heroes:
+            return False
+        if not has_checked:
+            return True
+        ins = comp.instructions
+        if len(heroes) <= 1 and ins[root].opcode != "dynamic-update-slice" and (
+                not heroes or heroes[0] == root or ins[heroes[0]].opcode not in ("dot", "convolution")):
+            return True
+        return self.kernel_ok(comp, root, members())
+
     def edge_ok(self, comp: Computation, p: int, c: int) -> bool:
         pi, ci = comp.instructions[p], comp.instructions[c]
         po, co = pi.opcode, ci.opcode
@@ -189,13 +228,28 @@ class TpuRules(FusionRules):
         b = [d for d in ins.shape.dims if d != 1][-2:]
         return a != b or ins.opcode == "transpose" and tuple(ins.parsed.get("dimensions", ()))[-1:] != (ins.shape.rank - 1,)
 
+    def duplicable_into(self, comp: Computation, p: int, u: int, fusible_users: set) -> bool:
+        # XLA's fusion never takes a producer with other users into a dot/convolution's inputs.
+        return u in fusible_users and comp.instructions[u].opcode not in ("dot", "convolution")
+
     def default_edge(self, space: "FusionSpace", e: int) -> bool:
+        """InstructionFusion's choice (the base rule) where duplication is bounded: a producer with
+        other users is not duplicated into a dot/convolution's inputs, nor at all when it ends a
+        dot/convolution output fusion (the hero's work) or when ComputeGloballyUnfusible says so
+        (its operands are bigger than its output and some user cannot fuse it). Without these, the
+        residual and gradient-accumulation chains of a deep model were cloned into every kernel
+        downstream (total kernel membership quadratic in depth)."""
         ci, p, c = space.edge_comp[e], space.edge_prod[e], space.edge_cons[e]
         comp = space.program.computations[ci]
         # XLA:TPU fuses only elementwise epilogues into dot/convolution output fusions: a relayout
         # reshape/transpose after a hero's elementwise chain starts a new kernel.
         if space.hero_upstream(ci, p) and self.is_relayout(comp, c):
             return False
+        if len(comp.users[p]) > 1:
+            info = _default_info(space, ci)
+            if comp.instructions[c].opcode in ("dot", "convolution") or info.no_duplicate[p] \
+                    or info.output_fused[p]:
+                return False
         return super().default_edge(space, e)
 
 
@@ -351,6 +405,13 @@ class CpuRules(FusionRules):
     def wrap_single(self, ins: HloInstruction) -> bool:
         return ins.opcode in self.fusible and ins.opcode != "dot"
 
+    def duplicable_into(self, comp: Computation, p: int, u: int, fusible_users: set) -> bool:
+        # Reduce users never can: XLA:CPU 0.10.2 turns reductions into YNNPACK library fusions
+        # (`__ynn_fusion`) before loop fusion; layout ops and convolutions XLA fuses although our
+        # `cpu` rules keep them unfused (_XLA_LOOP_FUSIBLE_EXTRA).
+        op = comp.instructions[u].opcode
+        return op != "reduce" and (u in fusible_users or op in _XLA_LOOP_FUSIBLE_EXTRA)
+
     def default_edge(self, space: "FusionSpace", e: int) -> bool:
         """XLA:CPU's CpuInstructionFusion::ShouldFuse plus InstructionFusion's global rules:
 
@@ -382,7 +443,7 @@ class CpuRules(FusionRules):
 
 
 class _DefaultInfo:
-    """Per-computation facts for CpuRules.default_edge (memoized on the space)."""
+    """Per-computation facts for the rules' default_edge (memoized on the space)."""
 
     def __init__(self, space: "FusionSpace", ci: int):
         comp = space.program.computations[ci]
@@ -400,12 +461,17 @@ class _DefaultInfo:
             if in_b <= out_b:
                 continue
             fusible_users = {u for _, u in space.out_edges[ci][p]}
-            all_fusible = all(
-                ins[u].opcode != "reduce" and (u in fusible_users or ins[u].opcode in _XLA_LOOP_FUSIBLE_EXTRA)
-                for u in users)
-            if not all_fusible:
+            if not all(space.rules.duplicable_into(comp, p, u, fusible_users) for u in users):
                 self.no_duplicate[p] = True
         self._reused: dict[int, bool] = {}
+        # Ends of dot/convolution output fusions: the hero, or an elementwise op one of whose
+        # operands is in one and has no other user. Such a value contains the hero's work, which
+        # XLA never duplicates (on TPU/GPU the epilogue joins the dot before instruction fusion).
+        of = self.output_fused = [False] * n
+        for k in range(n):
+            op = ins[k].opcode
+            of[k] = op in ("dot", "convolution") or is_elementwise(comp, k) and any(
+                of[o] and len(comp.users[o]) == 1 for o in comp.operands[k])
 
     def reused(self, n: int) -> bool:
         """Whether n's value would be read more than once per element by the kernel it is fused into
@@ -621,7 +687,7 @@ _TRANSPARENT = frozenset({"reshape", "bitcast", "transpose"})
 
 
 def _default_info(space: "FusionSpace", ci: int) -> _DefaultInfo:
-    cache = space.__dict__.setdefault("_cpu_default_info", {})
+    cache = space.__dict__.setdefault("_default_info", {})
     info = cache.get(ci)
     if info is None:
         info = cache[ci] = _DefaultInfo(space, ci)
@@ -747,6 +813,7 @@ class KernelRef:
 class FusionSpace:
     """The fusion search space of a program on a target (`Space` interface for strategies)."""
 
+    @gc_paused()
     def __init__(self, program: Program, target: str = "tpu"):
         self.program = program
         self.target = target
@@ -997,6 +1064,7 @@ class FusionSpace:
         return KernelRef(ci, root, mem, None, self.rules.kernel_ok(comp, root, mem), self)
 
     # ---- Space interface
+    @gc_paused()
     def default(self) -> FusionConfig:
         """The target compiler's heuristic (greedy, as XLA's InstructionFusion), made valid."""
         if self._default is None:
@@ -1171,31 +1239,51 @@ class FusionSpace:
             for n in range(len(comp) - 1, -1, -1):
                 if not self.is_root(bits, ci, n):
                     continue
+                if self._kernel_ok_fast(comp, ci, n, self.members(bits, ci, n)):
+                    continue
+                # Cutting the first offending edge and walking again from the root replays the same
+                # walk up to that edge; under a monotone rule the walk may go on past the cut instead
+                # (a legal kernel's sub-walks are legal), one walk for all cuts.
+                self._cut(bits, ci, n, every=rules.monotone(comp, n))
                 while not rules.kernel_ok(comp, n, self.members(bits, ci, n)):
-                    self._cut_one(bits, ci, n)
+                    self._cut(bits, ci, n, every=False)
         return FusionConfig(bits)
 
-    def _cut_one(self, bits: bytearray, ci: int, root: int) -> None:
-        """Cut the fused edge that first makes the kernel at root illegal (breadth-first from root)."""
+    def _cut(self, bits: bytearray, ci: int, root: int, every: bool) -> None:
+        """Cut the fused edge that first makes the kernel at root illegal (breadth-first from root),
+        or with `every`, each edge that would make the kernel grown so far illegal."""
         comp = self.program.computations[ci]
         rules = self.rules
+        hero_set, checked_set = self._hero_sets[ci], self._checked_sets[ci]
+        in_edges = self.in_edges[ci]
         members = [root]
+        heroes = [root] if root in hero_set else []
+        has_checked = root in checked_set
         seen = {root}
-        queue = [root]
+        queue = deque([root])
         last_edge = None
+        cut = False
         while queue:
-            n = queue.pop(0)
-            for e, p in self.in_edges[ci][n]:
+            n = queue.popleft()
+            for e, p in in_edges[n]:
                 if not bits[e] or p in seen:
                     continue
-                trial = members + [p]
-                if not rules.kernel_ok(comp, root, sorted(trial)):
+                trial_heroes = heroes + [p] if p in hero_set else heroes
+                if not rules.grown_ok(comp, root, trial_heroes, has_checked or p in checked_set,
+                                      lambda: sorted(members + [p])):
                     bits[e] = 0
-                    return
+                    if not every:
+                        return
+                    cut = True
+                    continue
                 seen.add(p)
                 members.append(p)
+                heroes = trial_heroes
+                has_checked = has_checked or p in checked_set
                 queue.append(p)
                 last_edge = e
+        if cut:
+            return
         if last_edge is not None:  # the kernel is illegal as a whole: shrink it
             bits[last_edge] = 0
         else:
@@ -1357,6 +1445,7 @@ class FusionState:
         self.kernels = kernels if isinstance(kernels, KernelMap) else KernelMap(kernels)
 
     @classmethod
+    @gc_paused()
     def build(cls, space: FusionSpace, bits: bytearray) -> "FusionState":
         bits = bytearray(bits)
         kernels: dict[tuple[int, int], KernelRef] = {}

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Iterable, Optional
 
+from .gc_pause import gc_paused
+
 # --------------------------------------------------------------------------------------------------
 # Element types and opcodes
 
@@ -1146,6 +1148,7 @@ def _name_then_delim(text: str, pos: int) -> bool:
     return rest < len(text) and text[rest] in ",)"
 
 
+@gc_paused()
 def parse_hlo(text: str, filename: str = "<string>", verify: bool = True) -> HloModule:
     """Parse HLO text into an HloModule; raises HloParseError (with file:line:col) on bad input.
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
 
 import numpy as np
 
+from .gc_pause import gc_paused
 from .hlo import CALLED_COMPUTATION_ATTRS, HloComputation, HloInstruction, HloModule, Shape
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -301,6 +302,7 @@ EMITTED_CPU_COMPILE_OPTIONS = {"disable_fusion": True,
                                "xla_flags": {"xla_disable_hlo_passes": "reshape-mover"}}
 
 
+@gc_paused()
 def emit_fused_module(space: "FusionSpace", cfg: "FusionConfig", metadata: bool = True,
                       kind: Optional[str] = None,
                       keep: Optional[Callable[["KernelRef"], bool]] = None) -> HloModule:

@@ -17,6 +17,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Optional
 
+from .gc_pause import gc_paused
 from .hlo import (MAX_ELEMENTS, HloComputation, HloInstruction, HloModule, HloParseError, async_sugar,
                   parse_hlo, parse_hlo_file)
 
@@ -111,6 +112,7 @@ class Program:
     source: str = "<string>"
 
     @classmethod
+    @gc_paused()
     def from_module(cls, module: HloModule) -> "Program":
         return _normalize(module)
 

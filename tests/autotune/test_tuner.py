@@ -283,7 +283,14 @@ def test_kernel_sum_verification_failures_are_warnings(space):
             return [Measurement.failure("compile_error: scripted") if k.hash in self.bad else m
                     for k, m in zip(kernels, ok)]
 
-    t = Tuner(space, _kernel_cost, get_strategy("annealing")(space, seed=0), budget=None, progress=False,
+    # Kernels of the default cost a little more, so that the best predicted configuration is not
+    # the default (whose kernels are the cheapest here under the plain cost).
+    default_hashes = {k.hash for k in space.kernels(space.default())}
+
+    def cost(kernels):
+        return _kernel_cost(kernels) + np.array([1e-7 * (k.hash in default_hashes) for k in kernels])
+
+    t = Tuner(space, cost, get_strategy("annealing")(space, seed=0), budget=None, progress=False,
               max_evaluations=200, top_k_verify=3, hw_budget=30)
     r = t.run()
     best = t.top_predicted()[0][1]
@@ -295,7 +302,7 @@ def test_kernel_sum_verification_failures_are_warnings(space):
     assert any("best predicted configuration failed" in w for w in r.warnings)
     everything = {k.hash for _, c in t.top_predicted() for k in space.kernels(c)} | \
         {k.hash for k in space.kernels(space.default())}
-    r2 = Tuner(space, _kernel_cost, get_strategy("annealing")(space, seed=0), budget=None, progress=False,
+    r2 = Tuner(space, cost, get_strategy("annealing")(space, seed=0), budget=None, progress=False,
                max_evaluations=200, top_k_verify=3, hw_budget=30, evaluator=Failing(everything)).run()
     assert r2.verification_failed and r2.measured_best is None and r2.measured_default is None
     assert len(r2.warnings) == 1 and r2.warnings[0].startswith("verification failed")
