@@ -13,6 +13,8 @@ A kernel becomes a small directed graph (`KernelGraph`):
 * `tiled_dims`: the dims of the kernel's tiled shape (`autotune.tiles`), so that tile features can be
   computed later for any tile without the kernel at hand (datasets store graphs, not kernels);
 * `kernel_feat`: a small kernel-level vector (`KERNEL_FEATURE_NAMES`), used by the XGBoost model.
+* `geom_feat`: the kernel's tile geometry and analytical time terms at its default tile
+  (`GEOMETRY_FEATURE_NAMES`, `geometry_features`), used by both learned models.
 
 Node feature layout (`NODE_FEATURE_NAMES` gives every column's name; sizes in brackets):
   meta [5]      is_parameter, is_constant, is_root, n_operands, n_users (inside the kernel)
@@ -37,6 +39,31 @@ there is no tile, e.g. for the fusion task): has_tile, log2 tile extent per dim 
 tiled shape, leading dims folded into the first), log2 tile elements, log2 number of tiles, tile
 fraction of the shape, tile/shape ratio per dim (6), has_kernel_tile, log2 kernel-tile elements.
 
+Geometry features (`GEOMETRY_FEATURE_NAMES`, groups in `GEOMETRY_GROUPS`; TPU-kind targets, all zero
+elsewhere): what `autotune.tiles` and the analytical model compute for the kernel at its default tile
+(`tiles.default_tile`, the tile the simulator and XLA run; for the fusion task the tile features above
+stay zero, these carry the tile instead). Sizes in bytes and counts are log2(1 + x), times are
+log2(1 + nanoseconds):
+  shape [14]     tiled rank, dims (6, leading dims folded), elements, elements after padding the two
+                 minor dims to the (8, 128) vector tile, that padding factor, minor and second-minor
+                 extents, element bytes, has_geometry
+  tile [12]      default-tile extents (6), number of tiles, tile fraction, padding factor of the tile,
+                 double-buffered footprint, streaming steps of a reduction/contraction, filter steps
+  inputs [68]    per input (the 8 largest, by bytes; the rest merged as in `TilingInfo`): bytes,
+                 role (same-shaped, dot lhs, dot rhs, other), per-tile bytes, contiguous run of one
+                 transfer (bytes), alpha (per-tile read exponent); then the number of inputs, total
+                 bytes, shortest and bytes-weighted mean run
+  output [4]     bytes, alpha, per-tile bytes, contiguous run
+  dot [14]       has hero, is convolution, is generic, K, K padded to 128, K padding factor, M, N,
+                 m_scale, n_const, M and N of a tile (padded to (8, 128)), hero flops, padded MXU flops
+  work [6]       vector flops outside the hero, transcendentals, flops of the dot's lhs / rhs producers
+                 (recomputed per tile), off-chip link seconds (ns), trivial
+  analytical [8] the tiled analytical model's terms: MXU, vector and transcendental time per tile,
+                 compute and transfer time per tile, DMAs per tile, its prediction, log2 compute /
+                 transfer ratio
+`FEATURE_VERSION` is a hash of every layout above: saved models and datasets record it, and a file
+with another layout is refused.
+
 Before training the raw rows are min-max scaled by a `FeatureScaler` fitted on the training set and
 saved with the model.
 
@@ -45,6 +72,7 @@ its docstring for the layout as far as it could be reconstructed here).
 """
 from __future__ import annotations
 
+import hashlib
 import math
 from dataclasses import dataclass, field
 from typing import Any, Optional, Sequence
@@ -53,7 +81,8 @@ import numpy as np
 
 __all__ = ["OPCODE_VOCAB", "OPCODE_INDEX", "NUM_OPCODES", "OTHER_OPCODE_ID", "OTHER_BUCKET_OPCODES",
            "opcode_id", "DTYPES", "NODE_FEATURE_NAMES", "NODE_DIM", "STATIC_COLUMNS", "TILE_FEATURE_NAMES",
-           "TILE_DIM", "KERNEL_FEATURE_NAMES",
+           "TILE_DIM", "KERNEL_FEATURE_NAMES", "GEOMETRY_FEATURE_NAMES", "GEOMETRY_GROUPS", "GEOMETRY_DIM",
+           "geometry_features", "FEATURE_VERSION",
            "KernelGraph", "kernel_graph", "node_features", "tile_features", "tile_feature_matrix",
            "FeatureScaler", "TPUGRAPHS_NODE_DIM", "tpugraphs_node_features", "clear_cache"]
 
@@ -134,6 +163,31 @@ TILE_DIM = len(TILE_FEATURE_NAMES)
 KERNEL_FEATURE_NAMES: tuple = ("flops", "transcendentals", "bytes_read", "bytes_written", "intensity",
                                "n_members", "n_inputs", "n_edges", "kind_kLoop", "kind_kInput",
                                "kind_kOutput", "out_rank", "out_elements", "tiled_elements")
+
+_I_SLOTS = 8  # inputs kept apart in the geometry features (= autotune.tiles.I_MAX)
+_INPUT_FIELDS = ("bytes", "same", "lhs", "rhs", "other", "tile_bytes", "run", "alpha")
+GEOMETRY_GROUPS: dict = {
+    "shape": ("geo_has_geometry", "geo_rank", *_names("geo_dim"), "geo_elements", "geo_padded_elements",
+              "geo_shape_pad_factor", "geo_minor_extent", "geo_second_minor_extent", "geo_dtype_bytes"),
+    "tile": (*_names("geo_tile"), "geo_n_tiles", "geo_tile_fraction", "geo_tile_pad_factor", "geo_footprint",
+             "geo_stream_steps", "geo_filter_steps"),
+    "inputs": tuple(f"geo_in{i}_{f}" for i in range(_I_SLOTS) for f in _INPUT_FIELDS)
+              + ("geo_n_inputs", "geo_in_bytes", "geo_in_min_run", "geo_in_mean_run"),
+    "output": ("geo_out_bytes", "geo_out_alpha", "geo_out_tile_bytes", "geo_out_run"),
+    "dot": ("geo_has_hero", "geo_hero_conv", "geo_hero_generic", "geo_K", "geo_K_pad", "geo_K_pad_factor", "geo_M",
+            "geo_N", "geo_m_scale", "geo_n_const", "geo_tile_M", "geo_tile_N", "geo_hero_flops", "geo_mxu_flops"),
+    "work": ("geo_vector_flops", "geo_transcendentals", "geo_lhs_producer_flops", "geo_rhs_producer_flops",
+             "geo_link_ns", "geo_trivial"),
+    "analytical": ("geo_t_mxu", "geo_t_vector", "geo_t_trans", "geo_c_tile", "geo_x_tile", "geo_n_dma", "geo_t",
+                   "geo_compute_transfer_ratio"),
+}
+GEOMETRY_FEATURE_NAMES: tuple = tuple(n for names in GEOMETRY_GROUPS.values() for n in names)
+GEOMETRY_DIM = len(GEOMETRY_FEATURE_NAMES)
+_GCOL = {n: i for i, n in enumerate(GEOMETRY_FEATURE_NAMES)}
+# Every layout a saved model or dataset depends on; bump the suffix when a feature's meaning changes.
+FEATURE_VERSION: str = hashlib.sha1(("|".join(NODE_FEATURE_NAMES) + "#" + "|".join(KERNEL_FEATURE_NAMES) + "#"
+                                     + "|".join(GEOMETRY_FEATURE_NAMES) + f"#{TILE_DIM}#{NUM_OPCODES}#g1"
+                                     ).encode()).hexdigest()[:12]
 
 
 def _l2(x: float) -> float:
@@ -314,6 +368,112 @@ def tile_feature_matrix(tiled_dims: Sequence[int], tiles: Sequence[Any]) -> np.n
     return out
 
 
+def _ns(seconds: float) -> float:
+    return _l2(float(seconds) * 1e9)
+
+
+def geometry_features(kernel: Any, target: Any = "tpu") -> np.ndarray:
+    """The `GEOMETRY_FEATURE_NAMES` vector of a kernel at its default tile, from `autotune.tiles` and
+    the analytical model's tiled terms; all zero on targets that do not tile (kind other than tpu)."""
+    from hardware.targets import get_target
+    v = np.zeros(GEOMETRY_DIM, np.float32)
+    spec = get_target(target)
+    if spec.kind != "tpu":
+        return v
+    from costmodels.analytical import tiled_time_terms
+    from .tiles import (ROLE_LHS, ROLE_OTHER, ROLE_RHS, ROLE_SAME, batch_inputs, default_tile, io_geometry,
+                        reduction_streaming, tiling_info)
+
+    def put(name: str, x: float) -> None:
+        v[_GCOL[name]] = x
+
+    info = tiling_info(kernel, spec)
+    b, T, ks, kp, _ = batch_inputs([kernel], [default_tile(kernel, spec)], spec)
+    sub, lanes = spec.vector_shape
+    g = io_geometry(b, T, sub, lanes)
+    terms = {k: float(np.asarray(x)[0]) for k, x in tiled_time_terms(b, T, ks, kp, spec, g).items()}
+    steps, footprint = reduction_streaming(g, b["kind"], spec.scratchpad_bytes, ks)
+    # ---- shape
+    put("geo_has_geometry", 1.0)
+    put("geo_rank", float(info.rank))
+    for i, d in enumerate(_fold(info.dims)):
+        put(f"geo_dim_{i}", _l2(d))
+    D, U = b["D"][0], b["U"][0]
+    padded = float(np.prod(np.ceil(D / U) * U))
+    put("geo_elements", _l2(info.elements))
+    put("geo_padded_elements", _l2(padded))
+    put("geo_shape_pad_factor", padded / max(float(np.prod(D)), 1.0))
+    if info.rank >= 1:
+        put("geo_minor_extent", _l2(info.dims[info.mtm[0]]))
+    if info.rank >= 2:
+        put("geo_second_minor_extent", _l2(info.dims[info.mtm[1]]))
+    put("geo_dtype_bytes", float(info.dtype_bytes))
+    # ---- default tile
+    Tt = g["T"][0]
+    for i, t in enumerate(_fold([int(x) for x in Tt[:min(info.rank, len(Tt))]])):
+        put(f"geo_tile_{i}", _l2(t))
+    put("geo_n_tiles", _l2(g["n"][0]))
+    put("geo_tile_fraction", float(g["frac"][0]))
+    put("geo_tile_pad_factor", float(g["padfac"][0]))
+    put("geo_footprint", _l2(footprint[0]))
+    put("geo_stream_steps", float(steps[0]))
+    put("geo_filter_steps", float(ks[0]))
+    # ---- inputs (largest first, as TilingInfo orders them)
+    in_bytes, role, alpha = b["in_bytes"][0], b["in_role"][0], b["in_alpha"][0]
+    in_tile, in_run = g["in_tile"][0], g["in_run"][0]
+    roles = {ROLE_SAME: "same", ROLE_LHS: "lhs", ROLE_RHS: "rhs", ROLE_OTHER: "other"}
+    for i in range(min(_I_SLOTS, len(in_bytes))):
+        r = roles.get(int(role[i]))
+        if r is None:  # an empty slot
+            continue
+        put(f"geo_in{i}_bytes", _l2(in_bytes[i]))
+        put(f"geo_in{i}_{r}", 1.0)
+        put(f"geo_in{i}_tile_bytes", _l2(in_tile[i]))
+        put(f"geo_in{i}_run", _l2(in_run[i]))
+        put(f"geo_in{i}_alpha", float(alpha[i]))
+    present = in_tile > 0
+    put("geo_n_inputs", float(len(getattr(kernel, "inputs", ()))))
+    put("geo_in_bytes", _l2(in_bytes.sum()))
+    if present.any():
+        put("geo_in_min_run", _l2(in_run[present].min()))
+        put("geo_in_mean_run", _l2(float((in_run * in_tile)[present].sum() / in_tile[present].sum())))
+    # ---- output
+    put("geo_out_bytes", _l2(b["out_bytes"][0]))
+    put("geo_out_alpha", float(b["out_alpha"][0]))
+    put("geo_out_tile_bytes", _l2(g["out_tile"][0]))
+    put("geo_out_run", _l2(g["out_run"][0]))
+    # ---- matrix-unit hero
+    if info.hero is not None:
+        put("geo_has_hero", 1.0)
+        put("geo_hero_conv", float(info.hero == "conv"))
+        put("geo_hero_generic", float(info.hero == "generic"))
+        put("geo_K", _l2(info.K))
+        put("geo_K_pad", _l2(info.K_pad))
+        put("geo_K_pad_factor", float(info.K_pad) / max(float(info.K), 1.0))
+        mm, nm = b["mmask"][0], b["nmask"][0]
+        put("geo_M", _l2(float(np.prod(np.where(mm, D, 1.0))) * info.m_scale))
+        put("geo_N", _l2(float(np.prod(np.where(nm, D, 1.0))) * info.n_const))
+        put("geo_m_scale", math.log2(max(float(info.m_scale), 1e-30)))
+        put("geo_n_const", _l2(info.n_const))
+        put("geo_tile_M", _l2(math.ceil(float(g["Tm"][0]) / sub) * sub))
+        put("geo_tile_N", _l2(math.ceil(float(g["Tn"][0]) / lanes) * lanes))
+        put("geo_hero_flops", _l2(info.hero_flops))
+        put("geo_mxu_flops", _l2(float(g["mxu_tile"][0] * g["n"][0])))
+    # ---- other work
+    put("geo_vector_flops", _l2(info.vec_flops))
+    put("geo_transcendentals", _l2(info.trans_rest))
+    put("geo_lhs_producer_flops", _l2(info.lhs_vec))
+    put("geo_rhs_producer_flops", _l2(info.rhs_vec))
+    put("geo_link_ns", _ns(info.link_s))
+    put("geo_trivial", float(info.trivial))
+    # ---- the analytical model's terms
+    for name in ("t_mxu", "t_vector", "t_trans", "c_tile", "x_tile", "t"):
+        put(f"geo_{name}", _ns(terms[name]))
+    put("geo_n_dma", terms["n_dma"])
+    put("geo_compute_transfer_ratio", math.log2(max(terms["c_tile"], 1e-15) / max(terms["x_tile"], 1e-15)))
+    return v
+
+
 # --------------------------------------------------------------------------------------------------
 @dataclass
 class KernelGraph:
@@ -326,6 +486,7 @@ class KernelGraph:
     kernel_feat: np.ndarray          # [len(KERNEL_FEATURE_NAMES)] float32
     hash: str = ""
     meta: dict = field(default_factory=dict)
+    geom_feat: np.ndarray = field(default_factory=lambda: np.zeros(GEOMETRY_DIM, np.float32))  # [GEOMETRY_DIM]
 
     @property
     def num_nodes(self) -> int:
@@ -411,7 +572,8 @@ def kernel_graph(kernel: Any, target: str = "tpu") -> KernelGraph:
                    kind == "kLoop", kind == "kInput", kind == "kOutput",
                    main.rank if main is not None else 0, _l2(main.elements) if main is not None else 0,
                    _l2(math.prod(tiled) if tiled else 1)], np.float32)
-    g = KernelGraph(rows, ops, np.array([src, dst], np.int64).reshape(2, -1), tiled, kf, kernel.hash)
+    g = KernelGraph(rows, ops, np.array([src, dst], np.int64).reshape(2, -1), tiled, kf, kernel.hash,
+                    geom_feat=geometry_features(kernel, target))
     if len(_GRAPH_CACHE) >= _GRAPH_CACHE_MAX:
         _GRAPH_CACHE.clear()
     _GRAPH_CACHE[key] = g
