@@ -32,7 +32,7 @@ def check_model_scope(path: str, kind: str, have_task: Any, have_target: Any, ta
     if (task is not None and have_task != task) or (target is not None and have_target != target):
         want_task = task if task is not None else have_task
         want_target = target if target is not None else have_target
-        raise ValueError(f"{path} is a {kind} model for task {have_task}, target {have_target}; "
+        raise ValueError(f"{path}: {kind} model for task {have_task}, target {have_target}; "
                          f"this needs task {want_task}, target {want_target}")
 
 
