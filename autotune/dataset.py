@@ -35,7 +35,7 @@ from typing import Any, Iterator, Optional, Sequence
 import numpy as np
 
 from .features import (FEATURE_VERSION, GEOMETRY_DIM, KERNEL_FEATURE_NAMES, NODE_DIM, TILE_DIM,
-                       TPUGRAPHS_NODE_DIM, KernelGraph, kernel_graph, tile_features, tpugraphs_node_features)
+                       TPUGRAPHS_NODE_DIM, KernelGraph, kernel_graph, kernel_graphs, tile_features, tpugraphs_node_features)
 
 __all__ = ["Samples", "Dataset", "build_dataset", "make_split", "program_family", "read_split_file",
            "FEATURE_VERSION", "DATASET_VERSION", "read_tpugraphs_npz", "TpuGraphsRecord", "write_tpugraphs_tile",
@@ -277,7 +277,7 @@ def _build_program(path: Path, task: str, evaluator: Any, target: str, n_cfgs: i
         cfgs = [space.default()] + [space.random(rng) for _ in range(max(0, min(n_cfgs, 4) - 1))]
     kernels, membership = _unique_kernels(space, cfgs)
     index = {k.hash: i for i, k in enumerate(kernels)}
-    graphs = [kernel_graph(k, target) for k in kernels]
+    graphs = kernel_graphs(kernels, target)
     arrays: dict = {}
     if task == "fusion":
         s_graph = np.arange(len(kernels))

@@ -82,7 +82,7 @@ import numpy as np
 __all__ = ["OPCODE_VOCAB", "OPCODE_INDEX", "NUM_OPCODES", "OTHER_OPCODE_ID", "OTHER_BUCKET_OPCODES",
            "opcode_id", "DTYPES", "NODE_FEATURE_NAMES", "NODE_DIM", "STATIC_COLUMNS", "TILE_FEATURE_NAMES",
            "TILE_DIM", "KERNEL_FEATURE_NAMES", "GEOMETRY_FEATURE_NAMES", "GEOMETRY_GROUPS", "GEOMETRY_DIM",
-           "geometry_features", "FEATURE_VERSION",
+           "geometry_features", "geometry_matrix", "kernel_graphs", "FEATURE_VERSION",
            "KernelGraph", "kernel_graph", "node_features", "tile_features", "tile_feature_matrix",
            "FeatureScaler", "TPUGRAPHS_NODE_DIM", "tpugraphs_node_features", "clear_cache"]
 
@@ -368,110 +368,121 @@ def tile_feature_matrix(tiled_dims: Sequence[int], tiles: Sequence[Any]) -> np.n
     return out
 
 
-def _ns(seconds: float) -> float:
-    return _l2(float(seconds) * 1e9)
+def _ns(seconds: Any) -> Any:
+    return _l2v(np.asarray(seconds, np.float64) * 1e9)
+
+
+def _l2v(x: Any) -> np.ndarray:
+    return np.log2(1.0 + np.maximum(np.asarray(x, np.float64), 0.0))
 
 
 def geometry_features(kernel: Any, target: Any = "tpu") -> np.ndarray:
-    """The `GEOMETRY_FEATURE_NAMES` vector of a kernel at its default tile, from `autotune.tiles` and
-    the analytical model's tiled terms; all zero on targets that do not tile (kind other than tpu)."""
+    """The `GEOMETRY_FEATURE_NAMES` vector of one kernel at its default tile (`geometry_matrix`)."""
+    return geometry_matrix([kernel], target)[0]
+
+
+def geometry_matrix(kernels: Sequence[Any], target: Any = "tpu") -> np.ndarray:
+    """[len(kernels), GEOMETRY_DIM] geometry features at the kernels' default tiles, from
+    `autotune.tiles` and the analytical model's tiled terms, vectorized over the kernels; all zero on
+    targets that do not tile (kind other than tpu)."""
     from hardware.targets import get_target
-    v = np.zeros(GEOMETRY_DIM, np.float32)
+    kernels = list(kernels)
+    n = len(kernels)
+    V = np.zeros((n, GEOMETRY_DIM), np.float64)
     spec = get_target(target)
-    if spec.kind != "tpu":
-        return v
+    if spec.kind != "tpu" or n == 0:
+        return V.astype(np.float32)
     from costmodels.analytical import tiled_time_terms
     from .tiles import (ROLE_LHS, ROLE_OTHER, ROLE_RHS, ROLE_SAME, batch_inputs, default_tile, io_geometry,
-                        reduction_streaming, tiling_info)
+                        reduction_streaming)
 
-    def put(name: str, x: float) -> None:
-        v[_GCOL[name]] = x
+    def put(name: str, x: Any) -> None:
+        V[:, _GCOL[name]] = x
 
-    info = tiling_info(kernel, spec)
-    b, T, ks, kp, _ = batch_inputs([kernel], [default_tile(kernel, spec)], spec)
+    b, T, ks, kp, infos = batch_inputs(kernels, [default_tile(k, spec) for k in kernels], spec)
     sub, lanes = spec.vector_shape
     g = io_geometry(b, T, sub, lanes)
-    terms = {k: float(np.asarray(x)[0]) for k, x in tiled_time_terms(b, T, ks, kp, spec, g).items()}
+    terms = tiled_time_terms(b, T, ks, kp, spec, g)
     steps, footprint = reduction_streaming(g, b["kind"], spec.scratchpad_bytes, ks)
-    # ---- shape
+    # ---- per kernel: the static description (TilingInfo)
+    for i, info in enumerate(infos):
+        row = V[i]
+        row[_GCOL["geo_rank"]] = info.rank
+        for j, d in enumerate(_fold(info.dims)):
+            row[_GCOL[f"geo_dim_{j}"]] = _l2(d)
+        if info.rank >= 1:
+            row[_GCOL["geo_minor_extent"]] = _l2(info.dims[info.mtm[0]])
+        if info.rank >= 2:
+            row[_GCOL["geo_second_minor_extent"]] = _l2(info.dims[info.mtm[1]])
+        row[_GCOL["geo_dtype_bytes"]] = info.dtype_bytes
+        Tt = g["T"][i]
+        for j, t in enumerate(_fold([int(x) for x in Tt[:min(info.rank, len(Tt))]])):
+            row[_GCOL[f"geo_tile_{j}"]] = _l2(t)
+        row[_GCOL["geo_n_inputs"]] = len(getattr(kernels[i], "inputs", ()))
+        if info.hero is not None:
+            row[_GCOL["geo_has_hero"]] = 1.0
+            row[_GCOL["geo_hero_conv"]] = float(info.hero == "conv")
+            row[_GCOL["geo_hero_generic"]] = float(info.hero == "generic")
+            row[_GCOL["geo_K"]] = _l2(info.K)
+            row[_GCOL["geo_K_pad"]] = _l2(info.K_pad)
+            row[_GCOL["geo_K_pad_factor"]] = float(info.K_pad) / max(float(info.K), 1.0)
+            row[_GCOL["geo_m_scale"]] = math.log2(max(float(info.m_scale), 1e-30))
+            row[_GCOL["geo_n_const"]] = _l2(info.n_const)
+            row[_GCOL["geo_hero_flops"]] = _l2(info.hero_flops)
+        row[_GCOL["geo_vector_flops"]] = _l2(info.vec_flops)
+        row[_GCOL["geo_transcendentals"]] = _l2(info.trans_rest)
+        row[_GCOL["geo_lhs_producer_flops"]] = _l2(info.lhs_vec)
+        row[_GCOL["geo_rhs_producer_flops"]] = _l2(info.rhs_vec)
+        row[_GCOL["geo_trivial"]] = float(info.trivial)
+    # ---- vectorized: shape padding, the default tile, transfers, the matrix unit, the time terms
     put("geo_has_geometry", 1.0)
-    put("geo_rank", float(info.rank))
-    for i, d in enumerate(_fold(info.dims)):
-        put(f"geo_dim_{i}", _l2(d))
-    D, U = b["D"][0], b["U"][0]
-    padded = float(np.prod(np.ceil(D / U) * U))
-    put("geo_elements", _l2(info.elements))
-    put("geo_padded_elements", _l2(padded))
-    put("geo_shape_pad_factor", padded / max(float(np.prod(D)), 1.0))
-    if info.rank >= 1:
-        put("geo_minor_extent", _l2(info.dims[info.mtm[0]]))
-    if info.rank >= 2:
-        put("geo_second_minor_extent", _l2(info.dims[info.mtm[1]]))
-    put("geo_dtype_bytes", float(info.dtype_bytes))
-    # ---- default tile
-    Tt = g["T"][0]
-    for i, t in enumerate(_fold([int(x) for x in Tt[:min(info.rank, len(Tt))]])):
-        put(f"geo_tile_{i}", _l2(t))
-    put("geo_n_tiles", _l2(g["n"][0]))
-    put("geo_tile_fraction", float(g["frac"][0]))
-    put("geo_tile_pad_factor", float(g["padfac"][0]))
-    put("geo_footprint", _l2(footprint[0]))
-    put("geo_stream_steps", float(steps[0]))
-    put("geo_filter_steps", float(ks[0]))
-    # ---- inputs (largest first, as TilingInfo orders them)
-    in_bytes, role, alpha = b["in_bytes"][0], b["in_role"][0], b["in_alpha"][0]
-    in_tile, in_run = g["in_tile"][0], g["in_run"][0]
-    roles = {ROLE_SAME: "same", ROLE_LHS: "lhs", ROLE_RHS: "rhs", ROLE_OTHER: "other"}
-    for i in range(min(_I_SLOTS, len(in_bytes))):
-        r = roles.get(int(role[i]))
-        if r is None:  # an empty slot
-            continue
-        put(f"geo_in{i}_bytes", _l2(in_bytes[i]))
-        put(f"geo_in{i}_{r}", 1.0)
-        put(f"geo_in{i}_tile_bytes", _l2(in_tile[i]))
-        put(f"geo_in{i}_run", _l2(in_run[i]))
-        put(f"geo_in{i}_alpha", float(alpha[i]))
+    D, U = b["D"], b["U"]
+    padded = np.prod(np.ceil(D / U) * U, axis=1)
+    put("geo_elements", _l2v(np.prod(D, axis=1)))
+    put("geo_padded_elements", _l2v(padded))
+    put("geo_shape_pad_factor", padded / np.maximum(np.prod(D, axis=1), 1.0))
+    put("geo_n_tiles", _l2v(g["n"]))
+    put("geo_tile_fraction", g["frac"])
+    put("geo_tile_pad_factor", g["padfac"])
+    put("geo_footprint", _l2v(footprint))
+    put("geo_stream_steps", steps)
+    put("geo_filter_steps", ks)
+    in_bytes, role, alpha, in_tile, in_run = b["in_bytes"], b["in_role"], b["in_alpha"], g["in_tile"], g["in_run"]
+    roles = ((ROLE_SAME, "same"), (ROLE_LHS, "lhs"), (ROLE_RHS, "rhs"), (ROLE_OTHER, "other"))
+    for j in range(min(_I_SLOTS, in_bytes.shape[1])):
+        used = role[:, j] > 0  # an empty slot has no role
+        put(f"geo_in{j}_bytes", np.where(used, _l2v(in_bytes[:, j]), 0.0))
+        for r, name in roles:
+            put(f"geo_in{j}_{name}", (role[:, j] == r).astype(np.float64))
+        put(f"geo_in{j}_tile_bytes", np.where(used, _l2v(in_tile[:, j]), 0.0))
+        put(f"geo_in{j}_run", np.where(used, _l2v(in_run[:, j]), 0.0))
+        put(f"geo_in{j}_alpha", np.where(used, alpha[:, j], 0.0))
     present = in_tile > 0
-    put("geo_n_inputs", float(len(getattr(kernel, "inputs", ()))))
-    put("geo_in_bytes", _l2(in_bytes.sum()))
-    if present.any():
-        put("geo_in_min_run", _l2(in_run[present].min()))
-        put("geo_in_mean_run", _l2(float((in_run * in_tile)[present].sum() / in_tile[present].sum())))
-    # ---- output
-    put("geo_out_bytes", _l2(b["out_bytes"][0]))
-    put("geo_out_alpha", float(b["out_alpha"][0]))
-    put("geo_out_tile_bytes", _l2(g["out_tile"][0]))
-    put("geo_out_run", _l2(g["out_run"][0]))
-    # ---- matrix-unit hero
-    if info.hero is not None:
-        put("geo_has_hero", 1.0)
-        put("geo_hero_conv", float(info.hero == "conv"))
-        put("geo_hero_generic", float(info.hero == "generic"))
-        put("geo_K", _l2(info.K))
-        put("geo_K_pad", _l2(info.K_pad))
-        put("geo_K_pad_factor", float(info.K_pad) / max(float(info.K), 1.0))
-        mm, nm = b["mmask"][0], b["nmask"][0]
-        put("geo_M", _l2(float(np.prod(np.where(mm, D, 1.0))) * info.m_scale))
-        put("geo_N", _l2(float(np.prod(np.where(nm, D, 1.0))) * info.n_const))
-        put("geo_m_scale", math.log2(max(float(info.m_scale), 1e-30)))
-        put("geo_n_const", _l2(info.n_const))
-        put("geo_tile_M", _l2(math.ceil(float(g["Tm"][0]) / sub) * sub))
-        put("geo_tile_N", _l2(math.ceil(float(g["Tn"][0]) / lanes) * lanes))
-        put("geo_hero_flops", _l2(info.hero_flops))
-        put("geo_mxu_flops", _l2(float(g["mxu_tile"][0] * g["n"][0])))
-    # ---- other work
-    put("geo_vector_flops", _l2(info.vec_flops))
-    put("geo_transcendentals", _l2(info.trans_rest))
-    put("geo_lhs_producer_flops", _l2(info.lhs_vec))
-    put("geo_rhs_producer_flops", _l2(info.rhs_vec))
-    put("geo_link_ns", _ns(info.link_s))
-    put("geo_trivial", float(info.trivial))
-    # ---- the analytical model's terms
+    put("geo_in_bytes", _l2v(in_bytes.sum(axis=1)))
+    any_in = present.any(axis=1)
+    put("geo_in_min_run", np.where(any_in, _l2v(np.where(present, in_run, np.inf).min(axis=1, initial=np.inf)
+                                                 .clip(max=1e300)), 0.0))
+    wsum = np.where(present, in_tile, 0.0).sum(axis=1)
+    put("geo_in_mean_run", np.where(any_in, _l2v(np.where(present, in_run * in_tile, 0.0).sum(axis=1)
+                                                  / np.maximum(wsum, 1e-300)), 0.0))
+    put("geo_out_bytes", _l2v(b["out_bytes"]))
+    put("geo_out_alpha", b["out_alpha"])
+    put("geo_out_tile_bytes", _l2v(g["out_tile"]))
+    put("geo_out_run", _l2v(g["out_run"]))
+    hero = V[:, _GCOL["geo_has_hero"]] > 0
+    m_scale = np.array([inf.m_scale for inf in infos])
+    n_const = np.array([inf.n_const for inf in infos])
+    put("geo_M", np.where(hero, _l2v(np.prod(np.where(b["mmask"], D, 1.0), axis=1) * m_scale), 0.0))
+    put("geo_N", np.where(hero, _l2v(np.prod(np.where(b["nmask"], D, 1.0), axis=1) * n_const), 0.0))
+    put("geo_tile_M", np.where(hero, _l2v(np.ceil(g["Tm"] / sub) * sub), 0.0))
+    put("geo_tile_N", np.where(hero, _l2v(np.ceil(g["Tn"] / lanes) * lanes), 0.0))
+    put("geo_mxu_flops", np.where(hero, _l2v(g["mxu_tile"] * g["n"]), 0.0))
+    put("geo_link_ns", _ns(b["link_s"]))
     for name in ("t_mxu", "t_vector", "t_trans", "c_tile", "x_tile", "t"):
         put(f"geo_{name}", _ns(terms[name]))
     put("geo_n_dma", terms["n_dma"])
-    put("geo_compute_transfer_ratio", math.log2(max(terms["c_tile"], 1e-15) / max(terms["x_tile"], 1e-15)))
-    return v
+    put("geo_compute_transfer_ratio", np.log2(np.maximum(terms["c_tile"], 1e-15) / np.maximum(terms["x_tile"], 1e-15)))
+    return V.astype(np.float32)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -514,8 +525,18 @@ def _tiled_dims(kernel: Any, target: str) -> tuple:
         return tuple(max(int(d), 1) for d in main.dims) if main is not None else ()
 
 
-def kernel_graph(kernel: Any, target: str = "tpu") -> KernelGraph:
-    """The `KernelGraph` of a Kernel (cached by kernel hash and target)."""
+def kernel_graphs(kernels: Sequence[Any], target: str = "tpu") -> list:
+    """`kernel_graph` of many kernels, the geometry of those not cached yet computed in one batch."""
+    todo = {k.hash: k for k in kernels if (k.hash, target) not in _GRAPH_CACHE}
+    if todo:
+        for k, row in zip(todo.values(), geometry_matrix(list(todo.values()), target)):
+            kernel_graph(k, target, geom=row)
+    return [kernel_graph(k, target) for k in kernels]
+
+
+def kernel_graph(kernel: Any, target: str = "tpu", geom: Optional[np.ndarray] = None) -> KernelGraph:
+    """The `KernelGraph` of a Kernel (cached by kernel hash and target); `geom`: its geometry row
+    when already computed (`kernel_graphs`)."""
     key = (kernel.hash, target)
     g = _GRAPH_CACHE.get(key)
     if g is not None:
@@ -573,7 +594,7 @@ def kernel_graph(kernel: Any, target: str = "tpu") -> KernelGraph:
                    main.rank if main is not None else 0, _l2(main.elements) if main is not None else 0,
                    _l2(math.prod(tiled) if tiled else 1)], np.float32)
     g = KernelGraph(rows, ops, np.array([src, dst], np.int64).reshape(2, -1), tiled, kf, kernel.hash,
-                    geom_feat=geometry_features(kernel, target))
+                    geom_feat=geometry_features(kernel, target) if geom is None else geom)
     if len(_GRAPH_CACHE) >= _GRAPH_CACHE_MAX:
         _GRAPH_CACHE.clear()
     _GRAPH_CACHE[key] = g

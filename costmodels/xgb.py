@@ -24,7 +24,7 @@ from typing import Any, Optional, Sequence
 import numpy as np
 
 from autotune.features import (FEATURE_VERSION, GEOMETRY_DIM, GEOMETRY_GROUPS, KERNEL_FEATURE_NAMES, NODE_DIM,
-                               NUM_OPCODES, STATIC_COLUMNS, TILE_DIM, KernelGraph, kernel_graph, tile_features)
+                               NUM_OPCODES, STATIC_COLUMNS, TILE_DIM, KernelGraph, kernel_graph, kernel_graphs, tile_features)
 
 from .base import CostModel, check_model_scope, register_cost_model
 
@@ -209,7 +209,7 @@ class XgbCostModel(CostModel):
         kernels = list(kernels)
         if not kernels:
             return np.zeros(0)
-        graphs = [kernel_graph(k, self.target) for k in kernels]
+        graphs = kernel_graphs(kernels, self.target)
         tf = None
         if self.task == "tile":
             from autotune.tiles import default_tile

@@ -25,7 +25,7 @@ from torch import nn
 import torch.nn.functional as F
 
 from autotune.features import (FEATURE_VERSION, GEOMETRY_DIM, KERNEL_FEATURE_NAMES, NODE_DIM, NUM_OPCODES,
-                               STATIC_COLUMNS, TILE_DIM, FeatureScaler, KernelGraph, kernel_graph, tile_features)
+                               STATIC_COLUMNS, TILE_DIM, FeatureScaler, KernelGraph, kernel_graph, kernel_graphs, tile_features)
 from autotune.tiles import default_tile
 
 KDIM = len(KERNEL_FEATURE_NAMES)
@@ -268,7 +268,7 @@ class GnnCostModel(CostModel):
         kernels = list(kernels)
         if not kernels:
             return np.zeros(0)
-        graphs = [kernel_graph(k, self.target) for k in kernels]
+        graphs = kernel_graphs(kernels, self.target)
         tf = np.zeros((len(kernels), TILE_DIM), np.float32)
         if self.task == "tile":
             tl = list(tiles) if tiles is not None else [None] * len(kernels)
