@@ -251,12 +251,10 @@ def _load_model_file(path: str, task: str, target: str):
         from costmodels.xgb import XgbCostModel as cls
     else:
         raise UserError(f"{path}: unknown model file type {ext!r} (expected .pt for GNN, .json/.ubj for XGBoost)")
-    model = cls.load(path)
-    for attr, want in (("task", task), ("target", target)):
-        have = getattr(model, attr, None)
-        if have is not None and have != want:
-            raise UserError(f"{path}: model was trained for {attr} {have!r}, not {want!r}")
-    return model
+    try:
+        return cls.load(path, task=task, target=target)
+    except ValueError as e:
+        raise UserError(str(e)) from None
 
 
 def _run_dir(program: str, out: Optional[str], kind: str) -> Path:

@@ -6,9 +6,10 @@ They are plain click commands (not attached to a group here); autotune/cli.py at
     autotune dataset build --programs DIR --task fusion|tile --evaluator sim|xla [--target T]
                            [--configs-per-program N] [--split-file F] --out DIR
     autotune train --model gnn|xgboost --task fusion|tile --data DIR --out MODEL [--seed S]
+                   [--n-estimators N] [--max-depth D] [--min-runtime-us U] [--threads T]  (XGBoost)
                    [--epochs N] [--reduction node|column|lstm|transformer] [--encoder sage|gat|none]
                    [--loss rank|mse] [--no-static-features] [--edge-direction both|in|out]
-                   [--no-kernel-features] [--hidden H] [--layers K] [--batch-size B] [--lr LR]
+                   [--no-kernel-features] [--geometry-features] [--hidden H] [--layers K] [--batch-size B] [--lr LR]
     autotune evaluate --model M [--model M2 ...] --data DIR [--split test|validation|train|all] [--json]
 
 In `evaluate`, M is "analytical" (the predictions stored in the dataset; on the fusion task scaled per
@@ -92,11 +93,16 @@ def _make_model(model: str, task: str, target: str, opts: dict) -> Any:
                             loss=opts.get("loss"), static_features=opts.get("static_features", True),
                             edge_direction=opts.get("edge_direction"), hidden=opts.get("hidden"),
                             layers=opts.get("layers"), seed=opts.get("seed", 0),
-                            graph_features=opts.get("kernel_features", True))
+                            graph_features=opts.get("kernel_features", True),
+                            geometry_features=opts.get("geometry_features", False))
     if model in ("xgboost", "xgb"):
         from costmodels.xgb import XgbCostModel
+        kw = {k: opts[k] for k in ("max_depth", "nthread") if opts.get(k)}
+        if opts.get("lr"):
+            kw["learning_rate"] = opts["lr"]
         return XgbCostModel(task, target, seed=opts.get("seed", 0), static_features=opts.get("static_features", True),
-                            n_estimators=opts.get("n_estimators") or 300)
+                            n_estimators=opts.get("n_estimators") or 300,
+                            min_runtime_s=(opts.get("min_runtime_us") or 0.0) * 1e-6, **kw)
     raise ValueError(f"unknown model {model!r} (use gnn or xgboost)")
 
 
@@ -117,7 +123,7 @@ def _fit(m: Any, ds: Any, opts: dict) -> None:
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--epochs", type=click.IntRange(1, 100000), default=None, help="GNN epochs (default 20).")
 @click.option("--batch-size", type=click.IntRange(2, 100000), default=None)
-@click.option("--lr", type=float, default=None)
+@click.option("--lr", type=float, default=None, help="Learning rate (GNN default 1e-3, XGBoost eta default 0.1).")
 @click.option("--hidden", type=click.IntRange(1, 4096), default=None)
 @click.option("--layers", type=click.IntRange(0, 64), default=None)
 @click.option("--reduction", type=click.Choice(["node", "per-node", "column", "lstm", "transformer"]), default=None)
@@ -128,12 +134,19 @@ def _fit(m: Any, ds: Any, opts: dict) -> None:
 @click.option("--edge-direction", type=click.Choice(["both", "in", "out"]), default=None)
 @click.option("--no-kernel-features", is_flag=True,
               help="GNN: no kernel-level features joined before the head (graph information only).")
-@click.option("--n-estimators", type=click.IntRange(1, 100000), default=None, help="XGBoost rounds.")
+@click.option("--geometry-features", is_flag=True,
+              help="GNN: join the kernel's default-tile geometry features (autotune.features) before the head.")
+@click.option("--n-estimators", type=click.IntRange(1, 100000), default=None, help="XGBoost rounds (default 300).")
+@click.option("--max-depth", type=click.IntRange(1, 64), default=None, help="XGBoost tree depth (default 6).")
+@click.option("--min-runtime-us", type=click.FloatRange(0.0), default=None,
+              help="XGBoost, fusion: train (and early-stop) on kernels at least this slow (the paper's metric: 5).")
+@click.option("--threads", type=click.IntRange(1, 4096), default=None, help="XGBoost threads (default: all cores).")
 @_friendly
 def train(model: str, task: str, data_dir: str, out_path: str, seed: int, epochs: Optional[int],
           batch_size: Optional[int], lr: Optional[float], hidden: Optional[int], layers: Optional[int],
           reduction: Optional[str], encoder: Optional[str], loss: Optional[str], no_static_features: bool,
-          edge_direction: Optional[str], no_kernel_features: bool, n_estimators: Optional[int]) -> None:
+          edge_direction: Optional[str], no_kernel_features: bool, geometry_features: bool, n_estimators: Optional[int],
+          max_depth: Optional[int], min_runtime_us: Optional[float], threads: Optional[int]) -> None:
     """Train a GNN or XGBoost cost model on a dataset's train split (validation for model selection)."""
     from .dataset import Dataset
     ds = Dataset.open(data_dir)
@@ -141,7 +154,8 @@ def train(model: str, task: str, data_dir: str, out_path: str, seed: int, epochs
         raise LearnError(f"{data_dir} is a {ds.task} dataset, not {task}")
     opts = dict(seed=seed, epochs=epochs, batch_size=batch_size, lr=lr, hidden=hidden, layers=layers,
                 reduction=reduction, encoder=encoder, loss=loss, static_features=not no_static_features,
-                edge_direction=edge_direction, n_estimators=n_estimators, kernel_features=not no_kernel_features)
+                edge_direction=edge_direction, n_estimators=n_estimators, kernel_features=not no_kernel_features,
+                max_depth=max_depth, min_runtime_us=min_runtime_us, nthread=threads, geometry_features=geometry_features)
     m = _make_model(model, task, ds.target, opts)
     _fit(m, ds, opts)
     m.save(out_path)
@@ -214,12 +228,15 @@ class FittedAnalytical:
 
 def evaluate_models(models: dict, ds: Any, split: str = "test") -> dict:
     """{"programs": {name: {model: {metric: value}}}, "summary": {model: {metric: mean}},
-    "median": {model: {metric: median}}}; `models` maps a label to a model or "analytical"."""
+    "median": {model: {metric: median}}, "pooled": {model: {metric: value over every kernel of the
+    split at once}} (fusion task, absolute predictions)}; `models` maps a label to a model or "analytical"."""
     from .metrics import fusion_metrics, tile_metrics
     names = ds.programs_in(split)
     if not names:
         raise ValueError(f"dataset {ds.root} has no programs in the {split} split")
     per: dict = {}
+    pooled_pred: dict = {label: [] for label in models}
+    pooled_true: list = []
     for name, s in ds.iter_programs(split):
         ok = np.isfinite(s.runtime) & (s.runtime > 0)
         if not ok.any():
@@ -235,6 +252,7 @@ def evaluate_models(models: dict, ds: Any, split: str = "test") -> dict:
                 pred = m.predict_graphs(s.sample_graphs(), s.tile_feat)
                 absolute = bool(getattr(m, "predicts_absolute", True))
             if ds.task == "fusion":
+                pooled_pred[label].append(np.asarray(pred, float) if absolute else None)
                 met = fusion_metrics(pred, s.runtime)
                 if not absolute:
                     met.pop("mape")
@@ -244,6 +262,15 @@ def evaluate_models(models: dict, ds: Any, split: str = "test") -> dict:
                 met.pop("pair_acc", None)
             row[label] = met
         per[name] = row
+        pooled_true.append(np.asarray(s.runtime, float))
+    pooled: dict = {}
+    if ds.task == "fusion" and pooled_true:  # every test kernel in one pool (no per-program weighting)
+        true = np.concatenate(pooled_true)
+        for label, preds in pooled_pred.items():
+            if preds and all(p is not None for p in preds):
+                met = fusion_metrics(np.concatenate(preds), true)
+                pooled[label] = {"mape": met["mape"], "kendall": met["kendall"], "n_kernels": met["n_kernels"],
+                                 "mape_all": met["mape_all"], "kendall_all": met["kendall_all"]}
     summary: dict = {}
     median: dict = {}
     for label in models:
@@ -254,7 +281,8 @@ def evaluate_models(models: dict, ds: Any, split: str = "test") -> dict:
             vals = vals[np.isfinite(vals)]
             summary[label][k] = float(vals.mean()) if len(vals) else float("nan")
             median[label][k] = float(np.median(vals)) if len(vals) else float("nan")
-    return {"task": ds.task, "split": split, "programs": per, "summary": summary, "median": median}
+    return {"task": ds.task, "split": split, "programs": per, "summary": summary, "median": median,
+            "pooled": pooled}
 
 
 _ORDER = ("mape", "kendall", "mape_all", "kendall_all", "tile_ape", "top1", "top5", "top10")
@@ -279,11 +307,13 @@ def _table(res: dict) -> str:
         rows.append([name] + [_fmt(k, r.get(m, {}).get(k)) for m, k in cols])
     rows.append(["median"] + [_fmt(k, res["median"][m].get(k)) for m, k in cols])
     rows.append(["mean"] + [_fmt(k, res["summary"][m].get(k)) for m, k in cols])
+    if res.get("pooled"):
+        rows.append(["pooled"] + [_fmt(k, res["pooled"].get(m, {}).get(k)) for m, k in cols])
     widths = [max(len(x[i]) for x in [header] + rows) for i in range(len(header))]
     lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(line, widths)))
              for line in [header] + rows]
     lines.insert(1, "-" * len(lines[0]))
-    lines.insert(len(lines) - 2, "-" * len(lines[0]))
+    lines.insert(len(lines) - (3 if res.get("pooled") else 2), "-" * len(lines[0]))
     return "\n".join(lines)
 
 

@@ -34,16 +34,14 @@ from typing import Any, Iterator, Optional, Sequence
 
 import numpy as np
 
-from .features import (KERNEL_FEATURE_NAMES, NODE_DIM, NODE_FEATURE_NAMES, TILE_DIM, TPUGRAPHS_NODE_DIM,
-                       KernelGraph, kernel_graph, tile_features, tpugraphs_node_features)
+from .features import (FEATURE_VERSION, GEOMETRY_DIM, KERNEL_FEATURE_NAMES, NODE_DIM, TILE_DIM,
+                       TPUGRAPHS_NODE_DIM, KernelGraph, kernel_graph, kernel_graphs, tile_features, tpugraphs_node_features)
 
 __all__ = ["Samples", "Dataset", "build_dataset", "make_split", "program_family", "read_split_file",
            "FEATURE_VERSION", "DATASET_VERSION", "read_tpugraphs_npz", "TpuGraphsRecord", "write_tpugraphs_tile",
            "SPLITS", "resolve_evaluator"]
 
 DATASET_VERSION = 1
-FEATURE_VERSION = hashlib.sha1(("|".join(NODE_FEATURE_NAMES) + "#" + "|".join(KERNEL_FEATURE_NAMES)
-                                + f"#{TILE_DIM}").encode()).hexdigest()[:12]
 SPLITS = ("train", "validation", "test")
 _SPLIT_ALIASES = {"train": "train", "training": "train", "validation": "validation", "valid": "validation",
                   "val": "validation", "test": "test"}
@@ -279,7 +277,7 @@ def _build_program(path: Path, task: str, evaluator: Any, target: str, n_cfgs: i
         cfgs = [space.default()] + [space.random(rng) for _ in range(max(0, min(n_cfgs, 4) - 1))]
     kernels, membership = _unique_kernels(space, cfgs)
     index = {k.hash: i for i, k in enumerate(kernels)}
-    graphs = [kernel_graph(k, target) for k in kernels]
+    graphs = kernel_graphs(kernels, target)
     arrays: dict = {}
     if task == "fusion":
         s_graph = np.arange(len(kernels))
@@ -329,6 +327,7 @@ def _build_program(path: Path, task: str, evaluator: Any, target: str, n_cfgs: i
         edge_ptr=np.concatenate([[0], np.cumsum(n_edges)]).astype(np.int64),
         tiled_dims=tdims, tiled_rank=trank,
         kernel_feat=np.stack([g.kernel_feat for g in graphs]) if graphs else np.zeros((0, len(KERNEL_FEATURE_NAMES)), np.float32),
+        geom_feat=np.stack([g.geom_feat for g in graphs]) if graphs else np.zeros((0, GEOMETRY_DIM), np.float32),
         hashes=np.array([k.hash for k in kernels], dtype="U32"),
         multiplicity=np.array([float(k.multiplicity) for k in kernels], np.float64),
         s_graph=np.asarray(s_graph, np.int64), s_tile=np.array(s_tiles, dtype="U64"),
@@ -511,7 +510,8 @@ class Dataset:
                                       a["opcode"][np_[i]:np_[i + 1]].astype(np.int64),
                                       a["edge_index"][:, ep[i]:ep[i + 1]].astype(np.int64),
                                       tuple(int(d) for d in a["tiled_dims"][i, :r]),
-                                      a["kernel_feat"][i].astype(np.float32), str(a["hashes"][i])))
+                                      a["kernel_feat"][i].astype(np.float32), str(a["hashes"][i]),
+                                      geom_feat=a["geom_feat"][i].astype(np.float32)))
         n = len(a["s_graph"])
         s = Samples(graphs, a["s_graph"].astype(np.int64), [str(t) for t in a["s_tile"]],
                     a["s_runtime"].astype(np.float64), np.zeros(n, np.int64), [name], [rec["family"]],

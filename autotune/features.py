@@ -13,6 +13,8 @@ A kernel becomes a small directed graph (`KernelGraph`):
 * `tiled_dims`: the dims of the kernel's tiled shape (`autotune.tiles`), so that tile features can be
   computed later for any tile without the kernel at hand (datasets store graphs, not kernels);
 * `kernel_feat`: a small kernel-level vector (`KERNEL_FEATURE_NAMES`), used by the XGBoost model.
+* `geom_feat`: the kernel's tile geometry and analytical time terms at its default tile
+  (`GEOMETRY_FEATURE_NAMES`, `geometry_features`), used by both learned models.
 
 Node feature layout (`NODE_FEATURE_NAMES` gives every column's name; sizes in brackets):
   meta [5]      is_parameter, is_constant, is_root, n_operands, n_users (inside the kernel)
@@ -37,6 +39,31 @@ there is no tile, e.g. for the fusion task): has_tile, log2 tile extent per dim 
 tiled shape, leading dims folded into the first), log2 tile elements, log2 number of tiles, tile
 fraction of the shape, tile/shape ratio per dim (6), has_kernel_tile, log2 kernel-tile elements.
 
+Geometry features (`GEOMETRY_FEATURE_NAMES`, groups in `GEOMETRY_GROUPS`; TPU-kind targets, all zero
+elsewhere): what `autotune.tiles` and the analytical model compute for the kernel at its default tile
+(`tiles.default_tile`, the tile the simulator and XLA run; for the fusion task the tile features above
+stay zero, these carry the tile instead). Sizes in bytes and counts are log2(1 + x), times are
+log2(1 + nanoseconds):
+  shape [14]     tiled rank, dims (6, leading dims folded), elements, elements after padding the two
+                 minor dims to the (8, 128) vector tile, that padding factor, minor and second-minor
+                 extents, element bytes, has_geometry
+  tile [12]      default-tile extents (6), number of tiles, tile fraction, padding factor of the tile,
+                 double-buffered footprint, streaming steps of a reduction/contraction, filter steps
+  inputs [68]    per input (the 8 largest, by bytes; the rest merged as in `TilingInfo`): bytes,
+                 role (same-shaped, dot lhs, dot rhs, other), per-tile bytes, contiguous run of one
+                 transfer (bytes), alpha (per-tile read exponent); then the number of inputs, total
+                 bytes, shortest and bytes-weighted mean run
+  output [4]     bytes, alpha, per-tile bytes, contiguous run
+  dot [14]       has hero, is convolution, is generic, K, K padded to 128, K padding factor, M, N,
+                 m_scale, n_const, M and N of a tile (padded to (8, 128)), hero flops, padded MXU flops
+  work [6]       vector flops outside the hero, transcendentals, flops of the dot's lhs / rhs producers
+                 (recomputed per tile), off-chip link seconds (ns), trivial
+  analytical [8] the tiled analytical model's terms: MXU, vector and transcendental time per tile,
+                 compute and transfer time per tile, DMAs per tile, its prediction, log2 compute /
+                 transfer ratio
+`FEATURE_VERSION` is a hash of every layout above: saved models and datasets record it, and a file
+with another layout is refused.
+
 Before training the raw rows are min-max scaled by a `FeatureScaler` fitted on the training set and
 saved with the model.
 
@@ -45,6 +72,7 @@ its docstring for the layout as far as it could be reconstructed here).
 """
 from __future__ import annotations
 
+import hashlib
 import math
 from dataclasses import dataclass, field
 from typing import Any, Optional, Sequence
@@ -53,7 +81,8 @@ import numpy as np
 
 __all__ = ["OPCODE_VOCAB", "OPCODE_INDEX", "NUM_OPCODES", "OTHER_OPCODE_ID", "OTHER_BUCKET_OPCODES",
            "opcode_id", "DTYPES", "NODE_FEATURE_NAMES", "NODE_DIM", "STATIC_COLUMNS", "TILE_FEATURE_NAMES",
-           "TILE_DIM", "KERNEL_FEATURE_NAMES",
+           "TILE_DIM", "KERNEL_FEATURE_NAMES", "GEOMETRY_FEATURE_NAMES", "GEOMETRY_GROUPS", "GEOMETRY_DIM",
+           "geometry_features", "geometry_matrix", "kernel_graphs", "FEATURE_VERSION",
            "KernelGraph", "kernel_graph", "node_features", "tile_features", "tile_feature_matrix",
            "FeatureScaler", "TPUGRAPHS_NODE_DIM", "tpugraphs_node_features", "clear_cache"]
 
@@ -134,6 +163,31 @@ TILE_DIM = len(TILE_FEATURE_NAMES)
 KERNEL_FEATURE_NAMES: tuple = ("flops", "transcendentals", "bytes_read", "bytes_written", "intensity",
                                "n_members", "n_inputs", "n_edges", "kind_kLoop", "kind_kInput",
                                "kind_kOutput", "out_rank", "out_elements", "tiled_elements")
+
+_I_SLOTS = 8  # inputs kept apart in the geometry features (= autotune.tiles.I_MAX)
+_INPUT_FIELDS = ("bytes", "same", "lhs", "rhs", "other", "tile_bytes", "run", "alpha")
+GEOMETRY_GROUPS: dict = {
+    "shape": ("geo_has_geometry", "geo_rank", *_names("geo_dim"), "geo_elements", "geo_padded_elements",
+              "geo_shape_pad_factor", "geo_minor_extent", "geo_second_minor_extent", "geo_dtype_bytes"),
+    "tile": (*_names("geo_tile"), "geo_n_tiles", "geo_tile_fraction", "geo_tile_pad_factor", "geo_footprint",
+             "geo_stream_steps", "geo_filter_steps"),
+    "inputs": tuple(f"geo_in{i}_{f}" for i in range(_I_SLOTS) for f in _INPUT_FIELDS)
+              + ("geo_n_inputs", "geo_in_bytes", "geo_in_min_run", "geo_in_mean_run"),
+    "output": ("geo_out_bytes", "geo_out_alpha", "geo_out_tile_bytes", "geo_out_run"),
+    "dot": ("geo_has_hero", "geo_hero_conv", "geo_hero_generic", "geo_K", "geo_K_pad", "geo_K_pad_factor", "geo_M",
+            "geo_N", "geo_m_scale", "geo_n_const", "geo_tile_M", "geo_tile_N", "geo_hero_flops", "geo_mxu_flops"),
+    "work": ("geo_vector_flops", "geo_transcendentals", "geo_lhs_producer_flops", "geo_rhs_producer_flops",
+             "geo_link_ns", "geo_trivial"),
+    "analytical": ("geo_t_mxu", "geo_t_vector", "geo_t_trans", "geo_c_tile", "geo_x_tile", "geo_n_dma", "geo_t",
+                   "geo_compute_transfer_ratio"),
+}
+GEOMETRY_FEATURE_NAMES: tuple = tuple(n for names in GEOMETRY_GROUPS.values() for n in names)
+GEOMETRY_DIM = len(GEOMETRY_FEATURE_NAMES)
+_GCOL = {n: i for i, n in enumerate(GEOMETRY_FEATURE_NAMES)}
+# Every layout a saved model or dataset depends on; bump the suffix when a feature's meaning changes.
+FEATURE_VERSION: str = hashlib.sha1(("|".join(NODE_FEATURE_NAMES) + "#" + "|".join(KERNEL_FEATURE_NAMES) + "#"
+                                     + "|".join(GEOMETRY_FEATURE_NAMES) + f"#{TILE_DIM}#{NUM_OPCODES}#g1"
+                                     ).encode()).hexdigest()[:12]
 
 
 def _l2(x: float) -> float:
@@ -314,6 +368,123 @@ def tile_feature_matrix(tiled_dims: Sequence[int], tiles: Sequence[Any]) -> np.n
     return out
 
 
+def _ns(seconds: Any) -> Any:
+    return _l2v(np.asarray(seconds, np.float64) * 1e9)
+
+
+def _l2v(x: Any) -> np.ndarray:
+    return np.log2(1.0 + np.maximum(np.asarray(x, np.float64), 0.0))
+
+
+def geometry_features(kernel: Any, target: Any = "tpu") -> np.ndarray:
+    """The `GEOMETRY_FEATURE_NAMES` vector of one kernel at its default tile (`geometry_matrix`)."""
+    return geometry_matrix([kernel], target)[0]
+
+
+def geometry_matrix(kernels: Sequence[Any], target: Any = "tpu") -> np.ndarray:
+    """[len(kernels), GEOMETRY_DIM] geometry features at the kernels' default tiles, from
+    `autotune.tiles` and the analytical model's tiled terms, vectorized over the kernels; all zero on
+    targets that do not tile (kind other than tpu)."""
+    from hardware.targets import get_target
+    kernels = list(kernels)
+    n = len(kernels)
+    V = np.zeros((n, GEOMETRY_DIM), np.float64)
+    spec = get_target(target)
+    if spec.kind != "tpu" or n == 0:
+        return V.astype(np.float32)
+    from costmodels.analytical import tiled_time_terms
+    from .tiles import (ROLE_LHS, ROLE_OTHER, ROLE_RHS, ROLE_SAME, batch_inputs, default_tile, io_geometry,
+                        reduction_streaming)
+
+    def put(name: str, x: Any) -> None:
+        V[:, _GCOL[name]] = x
+
+    b, T, ks, kp, infos = batch_inputs(kernels, [default_tile(k, spec) for k in kernels], spec)
+    sub, lanes = spec.vector_shape
+    g = io_geometry(b, T, sub, lanes)
+    terms = tiled_time_terms(b, T, ks, kp, spec, g)
+    steps, footprint = reduction_streaming(g, b["kind"], spec.scratchpad_bytes, ks)
+    # ---- per kernel: the static description (TilingInfo)
+    for i, info in enumerate(infos):
+        row = V[i]
+        row[_GCOL["geo_rank"]] = info.rank
+        for j, d in enumerate(_fold(info.dims)):
+            row[_GCOL[f"geo_dim_{j}"]] = _l2(d)
+        if info.rank >= 1:
+            row[_GCOL["geo_minor_extent"]] = _l2(info.dims[info.mtm[0]])
+        if info.rank >= 2:
+            row[_GCOL["geo_second_minor_extent"]] = _l2(info.dims[info.mtm[1]])
+        row[_GCOL["geo_dtype_bytes"]] = info.dtype_bytes
+        Tt = g["T"][i]
+        for j, t in enumerate(_fold([int(x) for x in Tt[:min(info.rank, len(Tt))]])):
+            row[_GCOL[f"geo_tile_{j}"]] = _l2(t)
+        row[_GCOL["geo_n_inputs"]] = len(getattr(kernels[i], "inputs", ()))
+        if info.hero is not None:
+            row[_GCOL["geo_has_hero"]] = 1.0
+            row[_GCOL["geo_hero_conv"]] = float(info.hero == "conv")
+            row[_GCOL["geo_hero_generic"]] = float(info.hero == "generic")
+            row[_GCOL["geo_K"]] = _l2(info.K)
+            row[_GCOL["geo_K_pad"]] = _l2(info.K_pad)
+            row[_GCOL["geo_K_pad_factor"]] = float(info.K_pad) / max(float(info.K), 1.0)
+            row[_GCOL["geo_m_scale"]] = math.log2(max(float(info.m_scale), 1e-30))
+            row[_GCOL["geo_n_const"]] = _l2(info.n_const)
+            row[_GCOL["geo_hero_flops"]] = _l2(info.hero_flops)
+        row[_GCOL["geo_vector_flops"]] = _l2(info.vec_flops)
+        row[_GCOL["geo_transcendentals"]] = _l2(info.trans_rest)
+        row[_GCOL["geo_lhs_producer_flops"]] = _l2(info.lhs_vec)
+        row[_GCOL["geo_rhs_producer_flops"]] = _l2(info.rhs_vec)
+        row[_GCOL["geo_trivial"]] = float(info.trivial)
+    # ---- vectorized: shape padding, the default tile, transfers, the matrix unit, the time terms
+    put("geo_has_geometry", 1.0)
+    D, U = b["D"], b["U"]
+    padded = np.prod(np.ceil(D / U) * U, axis=1)
+    put("geo_elements", _l2v(np.prod(D, axis=1)))
+    put("geo_padded_elements", _l2v(padded))
+    put("geo_shape_pad_factor", padded / np.maximum(np.prod(D, axis=1), 1.0))
+    put("geo_n_tiles", _l2v(g["n"]))
+    put("geo_tile_fraction", g["frac"])
+    put("geo_tile_pad_factor", g["padfac"])
+    put("geo_footprint", _l2v(footprint))
+    put("geo_stream_steps", steps)
+    put("geo_filter_steps", ks)
+    in_bytes, role, alpha, in_tile, in_run = b["in_bytes"], b["in_role"], b["in_alpha"], g["in_tile"], g["in_run"]
+    roles = ((ROLE_SAME, "same"), (ROLE_LHS, "lhs"), (ROLE_RHS, "rhs"), (ROLE_OTHER, "other"))
+    for j in range(min(_I_SLOTS, in_bytes.shape[1])):
+        used = role[:, j] > 0  # an empty slot has no role
+        put(f"geo_in{j}_bytes", np.where(used, _l2v(in_bytes[:, j]), 0.0))
+        for r, name in roles:
+            put(f"geo_in{j}_{name}", (role[:, j] == r).astype(np.float64))
+        put(f"geo_in{j}_tile_bytes", np.where(used, _l2v(in_tile[:, j]), 0.0))
+        put(f"geo_in{j}_run", np.where(used, _l2v(in_run[:, j]), 0.0))
+        put(f"geo_in{j}_alpha", np.where(used, alpha[:, j], 0.0))
+    present = in_tile > 0
+    put("geo_in_bytes", _l2v(in_bytes.sum(axis=1)))
+    any_in = present.any(axis=1)
+    put("geo_in_min_run", np.where(any_in, _l2v(np.where(present, in_run, np.inf).min(axis=1, initial=np.inf)
+                                                 .clip(max=1e300)), 0.0))
+    wsum = np.where(present, in_tile, 0.0).sum(axis=1)
+    put("geo_in_mean_run", np.where(any_in, _l2v(np.where(present, in_run * in_tile, 0.0).sum(axis=1)
+                                                  / np.maximum(wsum, 1e-300)), 0.0))
+    put("geo_out_bytes", _l2v(b["out_bytes"]))
+    put("geo_out_alpha", b["out_alpha"])
+    put("geo_out_tile_bytes", _l2v(g["out_tile"]))
+    put("geo_out_run", _l2v(g["out_run"]))
+    hero = V[:, _GCOL["geo_has_hero"]] > 0
+    m_scale = np.array([inf.m_scale for inf in infos])
+    n_const = np.array([inf.n_const for inf in infos])
+    put("geo_M", np.where(hero, _l2v(np.prod(np.where(b["mmask"], D, 1.0), axis=1) * m_scale), 0.0))
+    put("geo_N", np.where(hero, _l2v(np.prod(np.where(b["nmask"], D, 1.0), axis=1) * n_const), 0.0))
+    put("geo_tile_M", np.where(hero, _l2v(np.ceil(g["Tm"] / sub) * sub), 0.0))
+    put("geo_tile_N", np.where(hero, _l2v(np.ceil(g["Tn"] / lanes) * lanes), 0.0))
+    put("geo_mxu_flops", np.where(hero, _l2v(g["mxu_tile"] * g["n"]), 0.0))
+    put("geo_link_ns", _ns(b["link_s"]))
+    for name in ("t_mxu", "t_vector", "t_trans", "c_tile", "x_tile", "t"):
+        put(f"geo_{name}", _ns(terms[name]))
+    put("geo_n_dma", terms["n_dma"])
+    put("geo_compute_transfer_ratio", np.log2(np.maximum(terms["c_tile"], 1e-15) / np.maximum(terms["x_tile"], 1e-15)))
+    return V.astype(np.float32)
+
+
 # --------------------------------------------------------------------------------------------------
 @dataclass
 class KernelGraph:
@@ -326,6 +497,7 @@ class KernelGraph:
     kernel_feat: np.ndarray          # [len(KERNEL_FEATURE_NAMES)] float32
     hash: str = ""
     meta: dict = field(default_factory=dict)
+    geom_feat: np.ndarray = field(default_factory=lambda: np.zeros(GEOMETRY_DIM, np.float32))  # [GEOMETRY_DIM]
 
     @property
     def num_nodes(self) -> int:
@@ -353,8 +525,18 @@ def _tiled_dims(kernel: Any, target: str) -> tuple:
         return tuple(max(int(d), 1) for d in main.dims) if main is not None else ()
 
 
-def kernel_graph(kernel: Any, target: str = "tpu") -> KernelGraph:
-    """The `KernelGraph` of a Kernel (cached by kernel hash and target)."""
+def kernel_graphs(kernels: Sequence[Any], target: str = "tpu") -> list:
+    """`kernel_graph` of many kernels, the geometry of those not cached yet computed in one batch."""
+    todo = {k.hash: k for k in kernels if (k.hash, target) not in _GRAPH_CACHE}
+    if todo:
+        for k, row in zip(todo.values(), geometry_matrix(list(todo.values()), target)):
+            kernel_graph(k, target, geom=row)
+    return [kernel_graph(k, target) for k in kernels]
+
+
+def kernel_graph(kernel: Any, target: str = "tpu", geom: Optional[np.ndarray] = None) -> KernelGraph:
+    """The `KernelGraph` of a Kernel (cached by kernel hash and target); `geom`: its geometry row
+    when already computed (`kernel_graphs`)."""
     key = (kernel.hash, target)
     g = _GRAPH_CACHE.get(key)
     if g is not None:
@@ -411,7 +593,8 @@ def kernel_graph(kernel: Any, target: str = "tpu") -> KernelGraph:
                    kind == "kLoop", kind == "kInput", kind == "kOutput",
                    main.rank if main is not None else 0, _l2(main.elements) if main is not None else 0,
                    _l2(math.prod(tiled) if tiled else 1)], np.float32)
-    g = KernelGraph(rows, ops, np.array([src, dst], np.int64).reshape(2, -1), tiled, kf, kernel.hash)
+    g = KernelGraph(rows, ops, np.array([src, dst], np.int64).reshape(2, -1), tiled, kf, kernel.hash,
+                    geom_feat=geometry_features(kernel, target) if geom is None else geom)
     if len(_GRAPH_CACHE) >= _GRAPH_CACHE_MAX:
         _GRAPH_CACHE.clear()
     _GRAPH_CACHE[key] = g

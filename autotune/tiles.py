@@ -42,7 +42,7 @@ import numpy as np
 
 from .hlo import DTYPE_BYTES, Shape
 
-__all__ = ["TileConfig", "TileSpace", "TilingInfo", "tiling_info", "io_geometry", "R_MAX", "I_MAX",
+__all__ = ["TileConfig", "TileSpace", "TilingInfo", "tiling_info", "default_tile", "io_geometry", "R_MAX", "I_MAX",
            "DTYPE_BYTES_TPU", "stack_rows", "tiles_to_array"]
 
 R_MAX = 8  # max tiled rank handled by the vectorized geometry (higher ranks fold leading dims)
@@ -687,6 +687,24 @@ def tiling_info(kernel: Any, target: Any = "tpu") -> TilingInfo:
             _INFO_CACHE.clear()
         _INFO_CACHE[key] = info
     return info
+
+
+_DEFAULT_TILES: dict = {}
+
+
+def default_tile(kernel: Any, target: Any = "tpu") -> "TileConfig":
+    """The kernel's default tile on a target (`TileSpace.default`: the analytical model's argmin, as
+    XLA picks it), cached by kernel hash and target name; shared by the models, the simulator and the
+    featurizer."""
+    name = target if isinstance(target, str) else getattr(target, "name", str(target))
+    key = (kernel.hash, name)
+    t = _DEFAULT_TILES.get(key)
+    if t is None:
+        t = TileSpace(kernel, target).default()
+        if len(_DEFAULT_TILES) > 500_000:
+            _DEFAULT_TILES.clear()
+        _DEFAULT_TILES[key] = t
+    return t
 
 
 _ROW_ARRAY_KEYS = ("D", "U", "VU", "order", "mmask", "nmask", "win", "stride", "din", "in_bytes", "in_alpha",

@@ -40,15 +40,10 @@ KINDS = ("kLoop", "kInput", "kOutput")
 
 def _default_tile(info: Any, kernel: Any) -> Any:
     """A None entry in a tile list: the kernel's default tile (this model's argmin, as XLA)."""
-    from autotune.tiles import TileSpace
-    key = (kernel.hash, info.target.name)
-    t = _DEFAULTS.get(key)
-    if t is None:
-        t = _DEFAULTS[key] = TileSpace(kernel, info.target).default()
-    return t
+    from autotune.tiles import default_tile
+    return default_tile(kernel, info.target)
 
 
-_DEFAULTS: dict = {}
 _UNTILED: dict = {}
 _NO_ATTR = object()
 
@@ -91,6 +86,26 @@ def untiled_rows(kernels: Sequence[Any]) -> np.ndarray:
     return out
 
 
+def tiled_time_terms(b: dict, T: np.ndarray, ks: np.ndarray, kp: np.ndarray, spec: Any,
+                     g: Optional[dict] = None) -> dict:
+    """The tiled model's terms per item (seconds, unscaled): t_mxu, t_vector, t_trans (per tile),
+    c_tile, x_tile, n_dma, t (the prediction); b, T, ks, kp from `batch_inputs`, g its `io_geometry`
+    when already computed. Also the learned models' features (autotune.features)."""
+    sub, lanes = spec.vector_shape
+    if g is None:
+        g = io_geometry(b, T, sub, lanes)
+    mxu = g["mxu_tile"] * np.where(b["K_pad"] > 0, kp / np.maximum(b["K_pad"], 1e-30), 1.0)
+    t_mxu = mxu / spec.peak_flops
+    t_vector = g["vec_tile"] / spec.vector_flops / ks
+    t_trans = g["trans_tile"] / spec.transcendental_per_s / ks
+    c_tile = t_mxu + t_vector + t_trans
+    n_dma = (g["in_tile"] > 0).sum(axis=1) + 1
+    x_tile = (g["in_tile"].sum(axis=1) + g["out_tile"]) / spec.hbm_bytes_per_s + n_dma * spec.dma_setup_s
+    t = g["n"] * ks * np.maximum(c_tile, x_tile / ks) + spec.kernel_launch_s + b["link_s"]
+    return {"t_mxu": t_mxu, "t_vector": t_vector, "t_trans": t_trans, "c_tile": c_tile, "x_tile": x_tile,
+            "n_dma": n_dma, "t": t}
+
+
 class AnalyticalCostModel(CostModel):
     """max(compute, transfer) + launch from static metrics and a target spec (seconds)."""
 
@@ -125,14 +140,7 @@ class AnalyticalCostModel(CostModel):
             t = np.maximum(comp, xfer) + link + launch
             return np.where(b[:, 5] > 0, 0.0, t * sc[b[:, 4].astype(int)])
         b, T, ks, kp, _ = batch_inputs(kernels, tiles, s, default_tile=_default_tile)
-        sub, lanes = s.vector_shape
-        g = io_geometry(b, T, sub, lanes)
-        mxu = g["mxu_tile"] * np.where(b["K_pad"] > 0, kp / np.maximum(b["K_pad"], 1e-30), 1.0)
-        c_tile = mxu / s.peak_flops + (g["vec_tile"] / s.vector_flops
-                                        + g["trans_tile"] / s.transcendental_per_s) / ks
-        n_dma = (g["in_tile"] > 0).sum(axis=1) + 1
-        x_tile = (g["in_tile"].sum(axis=1) + g["out_tile"]) / s.hbm_bytes_per_s + n_dma * s.dma_setup_s
-        t = g["n"] * ks * np.maximum(c_tile, x_tile / ks) + launch + b["link_s"]
+        t = tiled_time_terms(b, T, ks, kp, s)["t"]
         kind = b["kind"].astype(int)
         return np.where(b["trivial"] > 0, 0.0, t * sc[kind])  # bitcast-only kernels: no time
 

@@ -17,13 +17,23 @@ from typing import Any, Callable, Optional, Sequence
 import numpy as np
 
 __all__ = ["CostModel", "EvaluatorCostModel", "register_cost_model", "get_cost_model", "list_cost_models",
-           "UnknownCostModelError", "ENTRY_POINT_GROUP"]
+           "UnknownCostModelError", "ENTRY_POINT_GROUP", "check_model_scope"]
 
 ENTRY_POINT_GROUP = "autotune.costmodels"
 
 
 class UnknownCostModelError(ValueError):
     """A cost-model spec that names nothing known."""
+
+
+def check_model_scope(path: str, kind: str, have_task: Any, have_target: Any, task: Optional[str],
+                      target: Optional[str]) -> None:
+    """Refuse a saved model made for another task or target, in one line naming both."""
+    if (task is not None and have_task != task) or (target is not None and have_target != target):
+        want_task = task if task is not None else have_task
+        want_target = target if target is not None else have_target
+        raise ValueError(f"{path}: {kind} model for task {have_task}, target {have_target}; "
+                         f"this needs task {want_task}, target {want_target}")
 
 
 class CostModel(ABC):

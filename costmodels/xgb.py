@@ -1,31 +1,59 @@
 """XGBoost baseline cost model on kernel-level features (AutoTVM-style, Kaufman et al. section 6).
 
-Feature vector of a (kernel, tile) item (`kernel_vector`):
-  opcode histogram over `OPCODE_VOCAB` (counts of nodes per opcode, parameters included)
-  ++ kernel-level features (`KERNEL_FEATURE_NAMES`: static metrics, sizes, fusion kind, ...)
-  ++ column-wise mean and max of the raw node features (shapes, layouts, windows, ...)
-  ++ tile features (`TILE_FEATURE_NAMES`; zero for the fusion task).
-Tasks: "fusion" uses reg:squarederror on standardized log runtime (predicts seconds); "tile" uses
-rank:pairwise with one query group per kernel (predicts scores, lower = faster).
+Feature vector of a (kernel, tile) item (`kernel_vector`), in groups (`FEATURE_GROUPS`):
+  opcodes     opcode histogram over `OPCODE_VOCAB` (counts of nodes per opcode, parameters included)
+  kernel      kernel-level features (`KERNEL_FEATURE_NAMES`: static metrics, sizes, fusion kind, ...)
+  geo_*       the kernel's tile geometry and analytical time terms at its default tile
+              (`GEOMETRY_GROUPS` of autotune.features: shape, tile, inputs, output, dot, work, analytical)
+  nodes       column-wise mean and max of the raw node features (shapes, layouts, windows, ...)
+  tile        tile features (`TILE_FEATURE_NAMES`; zero for the fusion task).
+`drop_groups` zeroes whole groups (the ablation of benchmarks/learned_features.py).
+Tasks: "fusion" uses reg:squarederror on standardized log runtime (predicts seconds), optionally on
+kernels >= `min_runtime_s` only (the paper's metric keeps kernels >= 5 us); "tile" uses rank:pairwise
+with one query group per kernel (predicts scores, lower = faster).
+A saved model records `FEATURE_VERSION`; a file from another feature layout is refused.
 """
 from __future__ import annotations
 
 import base64
 import json
+import lzma
 import os
 from typing import Any, Optional, Sequence
 
 import numpy as np
 
-from autotune.features import (KERNEL_FEATURE_NAMES, NODE_DIM, NUM_OPCODES, STATIC_COLUMNS, TILE_DIM, KernelGraph,
-                               kernel_graph, tile_features)
+from autotune.features import (FEATURE_VERSION, GEOMETRY_DIM, GEOMETRY_GROUPS, KERNEL_FEATURE_NAMES, NODE_DIM,
+                               NUM_OPCODES, STATIC_COLUMNS, TILE_DIM, KernelGraph, kernel_graph, kernel_graphs, tile_features)
 
-from .base import CostModel, register_cost_model
+from .base import CostModel, check_model_scope, register_cost_model
 
-__all__ = ["XgbCostModel", "kernel_vector", "KERNEL_VECTOR_DIM", "FORMAT_VERSION"]
+__all__ = ["XgbCostModel", "kernel_vector", "KERNEL_VECTOR_DIM", "FORMAT_VERSION", "FEATURE_GROUPS"]
 
-FORMAT_VERSION = 1
-KERNEL_VECTOR_DIM = NUM_OPCODES + len(KERNEL_FEATURE_NAMES) + 2 * NODE_DIM + TILE_DIM
+FORMAT_VERSION = 2
+_KDIM = len(KERNEL_FEATURE_NAMES)
+_GEO0 = NUM_OPCODES + _KDIM          # first geometry column
+_NODE0 = _GEO0 + GEOMETRY_DIM        # first node-mean column
+KERNEL_VECTOR_DIM = _NODE0 + 2 * NODE_DIM + TILE_DIM
+
+
+def _feature_groups() -> dict:
+    groups = {"opcodes": list(range(NUM_OPCODES)), "kernel": list(range(NUM_OPCODES, _GEO0))}
+    j = _GEO0
+    for name, cols in GEOMETRY_GROUPS.items():
+        groups["geo_" + name] = list(range(j, j + len(cols)))
+        j += len(cols)
+    groups["nodes"] = list(range(_NODE0, _NODE0 + 2 * NODE_DIM))
+    groups["tile"] = list(range(KERNEL_VECTOR_DIM - TILE_DIM, KERNEL_VECTOR_DIM))
+    return groups
+
+
+FEATURE_GROUPS: dict = _feature_groups()  # group name -> column indices of `kernel_vector`
+# Columns zeroed by static_features=False: static metrics of the kernel and its nodes, and the
+# geometry groups derived from them (work and the analytical model's time terms).
+_STATIC_VECTOR_COLUMNS = (list(range(NUM_OPCODES, NUM_OPCODES + 5))
+                          + [_NODE0 + c for c in STATIC_COLUMNS] + [_NODE0 + NODE_DIM + c for c in STATIC_COLUMNS]
+                          + FEATURE_GROUPS["geo_work"] + FEATURE_GROUPS["geo_analytical"])
 
 _STATIC_CACHE: dict = {}
 
@@ -38,7 +66,8 @@ def _static_part(g: KernelGraph) -> np.ndarray:
         nf = g.node_feat
         mean = nf.mean(axis=0) if len(nf) else np.zeros(NODE_DIM, np.float32)
         mx = nf.max(axis=0) if len(nf) else np.zeros(NODE_DIM, np.float32)
-        v = np.concatenate([hist, g.kernel_feat.astype(np.float32), mean, mx]).astype(np.float32)
+        v = np.concatenate([hist, g.kernel_feat.astype(np.float32), g.geom_feat.astype(np.float32), mean,
+                            mx]).astype(np.float32)
         if len(_STATIC_CACHE) > 200_000:
             _STATIC_CACHE.clear()
         _STATIC_CACHE[key] = v
@@ -51,18 +80,17 @@ def kernel_vector(g: KernelGraph, tile_feat: Optional[np.ndarray] = None) -> np.
     return np.concatenate([_static_part(g), tf])
 
 
-def _matrix(graphs: Sequence[KernelGraph], tile_feat: Optional[np.ndarray], static: bool) -> np.ndarray:
+def _matrix(graphs: Sequence[KernelGraph], tile_feat: Optional[np.ndarray], static: bool,
+            drop: Sequence[str] = ()) -> np.ndarray:
     X = np.zeros((len(graphs), KERNEL_VECTOR_DIM), np.float32)
     for i, g in enumerate(graphs):
         X[i, :KERNEL_VECTOR_DIM - TILE_DIM] = _static_part(g)
     if tile_feat is not None and len(graphs):
         X[:, KERNEL_VECTOR_DIM - TILE_DIM:] = tile_feat
     if not static:
-        base = NUM_OPCODES + len(KERNEL_FEATURE_NAMES)
-        cols = list(range(NUM_OPCODES, NUM_OPCODES + 5))  # kernel-level static metrics
-        for c in STATIC_COLUMNS:
-            cols += [base + c, base + NODE_DIM + c]
-        X[:, cols] = 0.0
+        X[:, _STATIC_VECTOR_COLUMNS] = 0.0
+    for name in drop:
+        X[:, FEATURE_GROUPS[name]] = 0.0
     return X
 
 
@@ -73,13 +101,18 @@ class XgbCostModel(CostModel):
 
     def __init__(self, task: str = "fusion", target: str = "tpu", n_estimators: int = 300, max_depth: int = 6,
                  learning_rate: float = 0.1, subsample: float = 0.9, seed: int = 0, static_features: bool = True,
-                 early_stopping_rounds: int = 30, nthread: Optional[int] = None, **_: Any):
+                 early_stopping_rounds: int = 30, nthread: Optional[int] = None, min_runtime_s: float = 0.0,
+                 drop_groups: Sequence[str] = (), **_: Any):
         if task not in ("fusion", "tile"):
             raise ValueError(f"task must be fusion or tile, not {task!r}")
+        unknown = [g for g in drop_groups if g not in FEATURE_GROUPS]
+        if unknown:
+            raise ValueError(f"unknown feature group {unknown[0]!r} (known: {', '.join(FEATURE_GROUPS)})")
         self.task, self.target = task, target
         self.params = {"n_estimators": int(n_estimators), "max_depth": int(max_depth),
                        "learning_rate": float(learning_rate), "subsample": float(subsample), "seed": int(seed),
-                       "static_features": bool(static_features), "early_stopping_rounds": int(early_stopping_rounds)}
+                       "static_features": bool(static_features), "early_stopping_rounds": int(early_stopping_rounds),
+                       "min_runtime_s": float(min_runtime_s), "drop_groups": list(drop_groups)}
         self.nthread = nthread
         self.booster = None
         self.y_mu, self.y_sigma = 0.0, 1.0
@@ -92,10 +125,13 @@ class XgbCostModel(CostModel):
     # ---- training
     def _xy(self, samples: Any) -> tuple:
         rt = np.asarray(samples.runtime, np.float64)
-        ok = np.nonzero(np.isfinite(rt) & (rt > 0))[0]
+        keep = np.isfinite(rt) & (rt > 0)
+        if self.task == "fusion" and self.params["min_runtime_s"] > 0:
+            keep &= rt >= self.params["min_runtime_s"]
+        ok = np.nonzero(keep)[0]
         graphs = [samples.graphs[samples.graph[i]] for i in ok]
         tf = samples.tile_feat[ok] if self.task == "tile" else None
-        X = _matrix(graphs, tf, self.params["static_features"])
+        X = _matrix(graphs, tf, self.params["static_features"], self.params["drop_groups"])
         ly = np.log(rt[ok])
         groups = np.asarray(samples.program, np.int64)[ok] * 10_000_000 + np.asarray(samples.graph, np.int64)[ok]
         return X, ly, groups
@@ -159,7 +195,8 @@ class XgbCostModel(CostModel):
             raise ValueError("the XGBoost cost model is not trained (fit or load it first)")
         if not len(graphs):
             return np.zeros(0)
-        X = _matrix(graphs, tile_feat if self.task == "tile" else None, self.params["static_features"])
+        X = _matrix(graphs, tile_feat if self.task == "tile" else None, self.params["static_features"],
+                    self.params["drop_groups"])
         kw = {}
         if self.best_iteration is not None:
             kw["iteration_range"] = (0, int(self.best_iteration) + 1)
@@ -172,12 +209,12 @@ class XgbCostModel(CostModel):
         kernels = list(kernels)
         if not kernels:
             return np.zeros(0)
-        graphs = [kernel_graph(k, self.target) for k in kernels]
+        graphs = kernel_graphs(kernels, self.target)
         tf = None
         if self.task == "tile":
-            from costmodels.gnn.model import _default_tile
+            from autotune.tiles import default_tile
             tl = list(tiles) if tiles is not None else [None] * len(kernels)
-            tf = np.stack([tile_features(g.tiled_dims, t if t is not None else _default_tile(k, self.target))
+            tf = np.stack([tile_features(g.tiled_dims, t if t is not None else default_tile(k, self.target))
                            for k, g, t in zip(kernels, graphs, tl)])
         return self.predict_graphs(graphs, tf)
 
@@ -185,11 +222,12 @@ class XgbCostModel(CostModel):
     def save(self, path: str) -> None:
         if self.booster is None:
             raise ValueError("cannot save an untrained XGBoost cost model")
-        raw = bytes(self.booster.save_raw("json"))
+        raw = lzma.compress(bytes(self.booster.save_raw("ubj")))  # 2000 deep trees: ~8 MB instead of ~50
         doc = {"format": "autotune-xgb", "version": FORMAT_VERSION, "task": self.task, "target": self.target,
                "params": self.params, "y_mu": self.y_mu, "y_sigma": self.y_sigma,
                "best_iteration": self.best_iteration, "feature_dim": KERNEL_VECTOR_DIM,
-               "booster": base64.b64encode(raw).decode("ascii")}
+               "feature_version": FEATURE_VERSION,
+               "booster_encoding": "ubj.xz", "booster": base64.b64encode(raw).decode("ascii")}
         tmp = f"{path}.tmp{os.getpid()}"
         with open(tmp, "w") as f:
             json.dump(doc, f)
@@ -207,18 +245,19 @@ class XgbCostModel(CostModel):
             raise ValueError(f"{path} is not an XGBoost cost model file (corrupt or wrong format)") from None
         if not isinstance(doc, dict) or doc.get("format") != "autotune-xgb":
             raise ValueError(f"{path} is not an XGBoost cost model file")
-        if doc.get("version") != FORMAT_VERSION:
-            raise ValueError(f"{path}: XGBoost model format version {doc.get('version')} is not supported")
-        if doc.get("feature_dim") != KERNEL_VECTOR_DIM:
-            raise ValueError(f"{path}: the model was trained with another feature layout")
-        if task is not None and doc["task"] != task:
-            raise ValueError(f"{path} is an XGBoost model for the {doc['task']} task, not {task}")
-        if target is not None and doc["target"] != target:
-            raise ValueError(f"{path} is an XGBoost model for target {doc['target']}, not {target}")
+        if doc.get("version") != FORMAT_VERSION or doc.get("feature_version") != FEATURE_VERSION \
+                or doc.get("feature_dim") != KERNEL_VECTOR_DIM:
+            have = doc.get("feature_version") or f"format {doc.get('version')}"
+            raise ValueError(f"{path}: XGBoost model trained with feature layout {have}, this autotune computes "
+                             f"layout {FEATURE_VERSION}; retrain it with `autotune train --model xgboost`")
+        check_model_scope(path, "XGBoost", doc.get("task"), doc.get("target"), task, target)
         m = cls(doc["task"], doc["target"], **doc["params"])
         try:
             b = xgb.Booster()
-            b.load_model(bytearray(base64.b64decode(doc["booster"])))
+            raw = base64.b64decode(doc["booster"])
+            if doc.get("booster_encoding") == "ubj.xz":
+                raw = lzma.decompress(raw)
+            b.load_model(bytearray(raw))
         except Exception as e:  # noqa: BLE001
             raise ValueError(f"{path}: corrupt booster ({type(e).__name__})") from None
         m.booster = b

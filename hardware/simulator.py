@@ -29,7 +29,7 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
-from autotune.tiles import TileConfig, TileSpace, batch_inputs, io_geometry, reduction_streaming
+from autotune.tiles import TileConfig, batch_inputs, default_tile, io_geometry, reduction_streaming
 
 from .base import INVALID, Evaluator, Measurement
 from .targets import get_target
@@ -166,7 +166,6 @@ class TpuSimulator(Evaluator):
         self.constants = c
         self.seed = int(seed)
         self.sim_seconds_per_item = sim_seconds_per_item
-        self._defaults: dict = {}
 
     @property
     def store_namespace(self) -> str:
@@ -174,12 +173,7 @@ class TpuSimulator(Evaluator):
 
     # ---- default tile (the analytical model's argmin, as XLA)
     def default_tile(self, kernel: Any) -> TileConfig:
-        key = kernel.hash
-        t = self._defaults.get(key)
-        if t is None:
-            t = TileSpace(kernel, self.spec).default()
-            self._defaults[key] = t
-        return t
+        return default_tile(kernel, self.spec)
 
     def simulate(self, kernels: Sequence[Any], tiles: Optional[Sequence[Any]] = None,
                  noise: bool = True) -> np.ndarray:

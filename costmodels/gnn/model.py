@@ -8,7 +8,8 @@
            column      column-wise mean and max over the nodes, concatenated
            lstm        LSTM over the nodes in topological order, last hidden state
            transformer Transformer encoder over the nodes (padding-masked), mean over the nodes
-      (++ scaled kernel-level features `KERNEL_FEATURE_NAMES`, config graph_features)
+      (++ scaled kernel-level features `KERNEL_FEATURE_NAMES`, config graph_features, and the kernel's
+          default-tile geometry `GEOMETRY_FEATURE_NAMES`, config geometry_features; autotune.features)
       (++ scaled tile features again, the late join; config late_join; tile task only)
       -> MLP head -> one value: log seconds (loss "mse", fusion) or a rank score (loss "rank", tiles)
 """
@@ -23,12 +24,13 @@ import torch
 from torch import nn
 import torch.nn.functional as F
 
-from autotune.features import (KERNEL_FEATURE_NAMES, NODE_DIM, NUM_OPCODES, STATIC_COLUMNS, TILE_DIM, FeatureScaler,
-                               KernelGraph, kernel_graph, tile_features)
+from autotune.features import (FEATURE_VERSION, GEOMETRY_DIM, KERNEL_FEATURE_NAMES, NODE_DIM, NUM_OPCODES,
+                               STATIC_COLUMNS, TILE_DIM, FeatureScaler, KernelGraph, kernel_graph, kernel_graphs, tile_features)
+from autotune.tiles import default_tile
 
 KDIM = len(KERNEL_FEATURE_NAMES)
 KERNEL_STATIC = (0, 1, 2, 3, 4)  # flops, transcendentals, bytes read/written, intensity
-from costmodels.base import CostModel, register_cost_model
+from costmodels.base import CostModel, check_model_scope, register_cost_model
 
 from .layers import DirectedSAGEConv, GATConv, GraphBatch, collate, scatter_max, scatter_mean, scatter_sum, to_padded
 
@@ -44,8 +46,13 @@ DEFAULT_CONFIG: dict = {
     "task": "fusion", "target": "tpu", "encoder": "sage", "reduction": "column", "layers": 3,
     "hidden": 64, "embedding": 32, "edge_direction": "both", "aggr": "mean", "heads": 4,
     "transformer_layers": 1, "loss": None, "rank_loss": "hinge", "margin": 0.1, "static_features": True,
-    "dropout": 0.0, "graph_features": True, "late_join": True,
+    "dropout": 0.0, "graph_features": True, "late_join": True, "geometry_features": False,
 }
+
+
+def kernel_dim(cfg: dict) -> int:
+    """Width of the kernel-level input: kernel features, plus the geometry features when enabled."""
+    return KDIM + (GEOMETRY_DIM if cfg.get("geometry_features") else 0)
 
 
 def collate_prepared(preps: Sequence[tuple], tfs: np.ndarray) -> GraphBatch:
@@ -96,9 +103,10 @@ class GnnNet(nn.Module):
         self.dropout = float(cfg.get("dropout", 0.0))
         red = cfg["reduction"]
         self.reduction = red
-        # per-graph features come in as [kernel features (KDIM) | tile features (TILE_DIM)]
-        cols = (list(range(KDIM)) if cfg.get("graph_features", True) else []) + \
-            (list(range(KDIM, KDIM + TILE_DIM)) if cfg.get("late_join", True) and cfg["task"] == "tile" else [])
+        # per-graph features come in as [kernel (+ geometry) features (kd) | tile features (TILE_DIM)]
+        kd = kernel_dim(cfg)
+        cols = (list(range(kd)) if cfg.get("graph_features", True) else []) + \
+            (list(range(kd, kd + TILE_DIM)) if cfg.get("late_join", True) and cfg["task"] == "tile" else [])
         self.register_buffer("gcols", torch.tensor(cols, dtype=torch.long), persistent=False)
         self.gdim = len(cols)
         if red == "node":
@@ -195,7 +203,7 @@ class GnnCostModel(CostModel):
         p = self._prep_cache.get(key)
         if p is None:
             x = self.node_scaler.transform(g.node_feat) * self._static_mask()
-            kf = self.kernel_scaler.transform(g.kernel_feat[None, :])[0]
+            kf = self.kernel_scaler.transform(self._kernel_row(g)[None, :])[0]
             if not self.config["static_features"]:
                 kf[list(KERNEL_STATIC)] = 0.0
             p = (x.astype(np.float32), g.opcode, g.edge_index, kf.astype(np.float32))
@@ -203,6 +211,11 @@ class GnnCostModel(CostModel):
                 self._prep_cache.clear()
             self._prep_cache[key] = p
         return p
+
+    def _kernel_row(self, g: KernelGraph) -> np.ndarray:
+        if self.config["geometry_features"]:
+            return np.concatenate([g.kernel_feat, g.geom_feat]).astype(np.float32)
+        return g.kernel_feat
 
     def scale_tiles(self, tile_feat: np.ndarray) -> np.ndarray:
         tf = np.asarray(tile_feat, np.float32).reshape(-1, TILE_DIM)
@@ -212,7 +225,7 @@ class GnnCostModel(CostModel):
 
     def fit_scalers(self, graphs: Sequence[KernelGraph], tile_feat: np.ndarray) -> None:
         self.node_scaler = FeatureScaler().fit([g.node_feat for g in graphs])
-        self.kernel_scaler = FeatureScaler().fit(np.stack([g.kernel_feat for g in graphs]))
+        self.kernel_scaler = FeatureScaler().fit(np.stack([self._kernel_row(g) for g in graphs]))
         tf = np.asarray(tile_feat, np.float32).reshape(-1, TILE_DIM)
         self.tile_scaler = FeatureScaler().fit(tf if len(tf) else np.zeros((1, TILE_DIM), np.float32))
         self._prep_cache.clear()
@@ -255,14 +268,14 @@ class GnnCostModel(CostModel):
         kernels = list(kernels)
         if not kernels:
             return np.zeros(0)
-        graphs = [kernel_graph(k, self.target) for k in kernels]
+        graphs = kernel_graphs(kernels, self.target)
         tf = np.zeros((len(kernels), TILE_DIM), np.float32)
         if self.task == "tile":
             tl = list(tiles) if tiles is not None else [None] * len(kernels)
             cache: dict = {}
             for i, (k, g, t) in enumerate(zip(kernels, graphs, tl)):
                 if t is None:
-                    t = _default_tile(k, self.target)
+                    t = default_tile(k, self.target)
                 key = (g.hash, getattr(t, "key", lambda: str(t))())
                 r = cache.get(key)
                 if r is None:
@@ -295,6 +308,7 @@ class GnnCostModel(CostModel):
                 "node_scaler": self.node_scaler.state_dict(), "tile_scaler": self.tile_scaler.state_dict(),
                 "kernel_scaler": self.kernel_scaler.state_dict(),
                 "node_dim": NODE_DIM, "tile_dim": TILE_DIM, "num_opcodes": NUM_OPCODES, "history": self.history,
+                "feature_version": FEATURE_VERSION,
                 "y_mu": self.y_mu, "y_sigma": self.y_sigma}
 
     def save(self, path: str) -> None:
@@ -321,10 +335,10 @@ class GnnCostModel(CostModel):
         if st.get("node_dim") != NODE_DIM or st.get("tile_dim") != TILE_DIM or st.get("num_opcodes") != NUM_OPCODES:
             raise ValueError(f"{path}: the model was trained with another feature layout "
                              f"({st.get('node_dim')}+{st.get('tile_dim')} features, now {NODE_DIM}+{TILE_DIM})")
-        if task is not None and st["task"] != task:
-            raise ValueError(f"{path} is a GNN model for the {st['task']} task, not {task}")
-        if target is not None and st["target"] != target:
-            raise ValueError(f"{path} is a GNN model for target {st['target']}, not {target}")
+        if (st.get("config") or {}).get("geometry_features") and st.get("feature_version") != FEATURE_VERSION:
+            raise ValueError(f"{path}: GNN model trained with feature layout {st.get('feature_version')}, this "
+                             f"autotune computes layout {FEATURE_VERSION}; retrain it with `autotune train --model gnn`")
+        check_model_scope(path, "GNN", st.get("task"), st.get("target"), task, target)
         cfg = dict(st["config"])
         m = cls(**cfg)
         try:
@@ -337,9 +351,6 @@ class GnnCostModel(CostModel):
         m.history = list(st.get("history", []))
         m.y_mu, m.y_sigma = float(st.get("y_mu", 0.0)), float(st.get("y_sigma", 1.0))
         return m
-
-
-_DEFAULTS: dict = {}
 
 
 class torch_threads:
@@ -361,15 +372,6 @@ class torch_threads:
     def __exit__(self, *exc: Any) -> None:
         if self.n and self.prev is not None and self.prev != self.n:
             torch.set_num_threads(self.prev)
-
-
-def _default_tile(kernel: Any, target: str) -> Any:
-    key = (kernel.hash, target)
-    t = _DEFAULTS.get(key)
-    if t is None:
-        from autotune.tiles import TileSpace
-        t = _DEFAULTS[key] = TileSpace(kernel, target).default()
-    return t
 
 
 register_cost_model("gnn", GnnCostModel)

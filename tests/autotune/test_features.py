@@ -169,3 +169,76 @@ def test_real_program_features_are_finite():
         assert np.isfinite(g.node_feat).all() and np.isfinite(g.kernel_feat).all()
         assert g.edge_index.shape[0] == 2 and (g.edge_index < g.num_nodes).all()
         assert F.tpugraphs_node_features(k)[0].shape[1] == 140
+
+
+# ---- geometry features (the kernel at its default tile; issue 17)
+DOT = """
+  x = f32[128,256]{1,0} parameter(0)
+  w = f32[256,64]{1,0} parameter(1)
+  ROOT d = f32[128,64]{1,0} dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}"""
+
+
+def geo(g, name):
+    return float(g.geom_feat[F.GEOMETRY_FEATURE_NAMES.index(name)])
+
+
+def test_geometry_layout_and_version():
+    assert len(set(F.GEOMETRY_FEATURE_NAMES)) == F.GEOMETRY_DIM
+    assert sum(len(v) for v in F.GEOMETRY_GROUPS.values()) == F.GEOMETRY_DIM
+    assert len(F.FEATURE_VERSION) == 12
+
+
+def test_geometry_of_a_dot_by_hand():
+    """f32[128,256] x f32[256,64]: K = 256, M = 128, N = 64; the output's minor dim (64) pads to 128 lanes."""
+    (k,) = kernels_of(DOT)
+    g = F.kernel_graph(k)
+    assert g.geom_feat.shape == (F.GEOMETRY_DIM,) and g.geom_feat.dtype == np.float32
+    assert geo(g, "geo_has_geometry") == 1.0 and geo(g, "geo_rank") == 2.0
+    assert geo(g, "geo_has_hero") == 1.0 and geo(g, "geo_hero_conv") == 0.0
+    assert geo(g, "geo_K") == pytest.approx(math.log2(257))
+    assert geo(g, "geo_M") == pytest.approx(math.log2(129))
+    assert geo(g, "geo_N") == pytest.approx(math.log2(65))
+    assert geo(g, "geo_padded_elements") == pytest.approx(math.log2(1 + 128 * 128))
+    assert geo(g, "geo_shape_pad_factor") == pytest.approx(2.0)
+    # inputs by bytes: the lhs (128 KiB) first, then the rhs (64 KiB)
+    assert geo(g, "geo_in0_lhs") == 1.0 and geo(g, "geo_in0_bytes") == pytest.approx(math.log2(1 + 128 * 256 * 4))
+    assert geo(g, "geo_in1_rhs") == 1.0 and geo(g, "geo_in1_bytes") == pytest.approx(math.log2(1 + 256 * 64 * 4))
+    assert geo(g, "geo_in2_bytes") == 0.0 and geo(g, "geo_n_inputs") == 2.0
+    # one tile holds it all (16 MiB scratchpad): the default tile is the whole shape
+    assert geo(g, "geo_n_tiles") == pytest.approx(1.0) and geo(g, "geo_tile_fraction") == 1.0
+    # the analytical model's own prediction is one of the features
+    from costmodels.analytical import AnalyticalCostModel
+    t = AnalyticalCostModel("tpu").predict([k], [None])[0]
+    assert geo(g, "geo_t") == pytest.approx(math.log2(1 + t * 1e9), rel=1e-5)
+
+
+def test_geometry_is_deterministic_and_target_aware():
+    (k,) = kernels_of(REDUCE, REDUCE_EXTRA)
+    a = F.geometry_features(k, "tpu")
+    F.clear_cache()
+    b = F.kernel_graph(k).geom_feat
+    assert np.array_equal(a, b) and np.isfinite(a).all()
+    # a reduce kernel is tiled over the reduce's input f32[32,128]: no padding, no matrix unit
+    assert geo(F.kernel_graph(k), "geo_elements") == pytest.approx(math.log2(1 + 32 * 128))
+    assert geo(F.kernel_graph(k), "geo_has_hero") == 0.0
+    assert not F.geometry_features(k, "cpu").any()  # targets that do not tile: all zero
+
+
+def test_geometry_on_a_real_program_dot():
+    """Every dot kernel of a real example program: K is the product of the dot's contracting dims."""
+    prog = Program.from_file("examples/hlo/bert_small_infer.hlo")
+    space = FusionSpace(prog, "tpu")
+    seen = 0
+    for k in space.kernels(space.default()):
+        comp = k.computation
+        dots = [m for m in k.members if comp.instructions[m].opcode == "dot"]
+        g = F.kernel_graph(k)
+        assert np.isfinite(g.geom_feat).all()
+        if not dots:
+            continue
+        ins = comp.instructions[dots[0]]
+        lhs = comp.instructions[comp.operands[dots[0]][0]].shape
+        K = math.prod(lhs.dims[d] for d in ins.parsed["lhs_contracting_dims"])
+        assert geo(g, "geo_K") == pytest.approx(math.log2(1 + K))
+        seen += 1
+    assert seen > 0

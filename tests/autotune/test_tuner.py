@@ -1,6 +1,7 @@
 """Tuner and the `autotune fusion` command: budgets, memoization, outputs, resume, signals, errors."""
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 import os
@@ -195,6 +196,27 @@ def test_tile_command(tmp_path):
         assert row["chosen_s"] <= row["default_s"] + 1e-15 and row["measured"] >= 1
     r = _cli("tile", SMALL, "--cost-model", "nope", "--out", str(tmp_path / "t2"), "--store", "none")
     assert r.returncode == 2 and "unknown cost model" in r.stderr
+
+
+def test_shipped_xgboost_out_of_the_box(tmp_path):
+    """`--cost-model xgboost` means the shipped XGBoost model; a model file for another task or target
+    is refused in one line that names both."""
+    out = tmp_path / "x"
+    r = _cli("fusion", SMALL, "--budget", "4s", "--hw-budget", "1s", "--out", str(out), "--store", "none",
+             "--cost-model", "xgboost", "--seed", "1")
+    assert r.returncode == 0, r.stderr
+    rep = json.loads((out / "report.json").read_text())
+    assert rep["cost_model"].endswith("xgb_fusion_tpu.json") and rep["speedup"] >= 1.0 and rep["evaluations"] > 0
+    assert 0 < rep["default_cost_s"] < 1.0
+    shipped = os.path.join(ROOT, "costmodels", "shipped", "xgb_fusion_tpu.json")
+    r = _cli("tile", SMALL, "--cost-model", shipped, "--out", str(tmp_path / "t"), "--store", "none")
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "task fusion, target tpu; this needs task tile, target tpu" in r.stderr
+    if importlib.util.find_spec("jaxlib") is None:  # the cpu target's evaluator needs jax
+        return
+    r = _cli("fusion", SMALL, "--target", "cpu", "--evaluator", "xla", "--cost-model", shipped, "--budget", "2s",
+             "--out", str(tmp_path / "c"), "--store", "none")
+    assert r.returncode == 2 and "task fusion, target tpu; this needs task fusion, target cpu" in r.stderr, r.stderr
 
 
 def test_custom_strategy_through_cli(tmp_path):

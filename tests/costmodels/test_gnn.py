@@ -149,7 +149,7 @@ def test_fusion_training_save_load(fusion_ds, kernels, tmp_path):
     m.save(str(path))
     m2 = GnnCostModel.load(str(path), task="fusion", target="tpu")
     assert np.allclose(m2.predict(kernels), p)
-    with pytest.raises(ValueError, match="fusion task, not tile"):
+    with pytest.raises(ValueError, match="task fusion, target tpu; this needs task tile"):
         GnnCostModel.load(str(path), task="tile")
     with pytest.raises(ValueError, match="target"):
         GnnCostModel.load(str(path), target="cpu")
@@ -164,6 +164,27 @@ def test_fusion_training_save_load(fusion_ds, kernels, tmp_path):
     torch.save(st, tmp_path / "v.pt")
     with pytest.raises(ValueError, match="version"):
         GnnCostModel.load(str(tmp_path / "v.pt"))
+
+
+def test_geometry_features_join_the_kernel_input(fusion_ds, kernels, tmp_path):
+    """geometry_features=True widens the kernel-level input by the featurizer's geometry row, is saved
+    with the layout version, and a file from another layout is refused."""
+    from autotune.features import GEOMETRY_DIM
+    from costmodels.gnn.model import KDIM
+    m = GnnCostModel("fusion", geometry_features=True, **TINY)
+    assert m.net.gdim == KDIM + GEOMETRY_DIM
+    m.fit(fusion_ds, epochs=1, batch_size=32, progress=False)
+    assert m.kernel_scaler.lo.shape == (KDIM + GEOMETRY_DIM,)
+    p = m.predict(kernels)
+    assert np.isfinite(p).all() and (p > 0).all()
+    path = tmp_path / "g.pt"
+    m.save(str(path))
+    assert np.allclose(GnnCostModel.load(str(path)).predict(kernels), p)
+    st = torch.load(str(path), weights_only=True)
+    st["feature_version"] = "0123456789ab"
+    torch.save(st, str(path))
+    with pytest.raises(ValueError, match="feature layout 0123456789ab"):
+        GnnCostModel.load(str(path))
 
 
 def test_untrained_model_refuses_to_predict(kernels):

@@ -9,12 +9,12 @@ from click.testing import CliRunner
 
 from autotune.cli_learn import dataset as dataset_cmd, evaluate as evaluate_cmd, train as train_cmd
 from autotune.dataset import build_dataset
-from autotune.features import NUM_OPCODES, kernel_graph
+from autotune.features import FEATURE_VERSION, GEOMETRY_DIM, NUM_OPCODES, kernel_graph
 from autotune.fusion import FusionSpace
 from autotune.metrics import ordered_pair_accuracy
 from autotune.program import Program
 from costmodels.base import get_cost_model
-from costmodels.xgb import KERNEL_VECTOR_DIM, XgbCostModel, kernel_vector
+from costmodels.xgb import FEATURE_GROUPS, KERNEL_VECTOR_DIM, XgbCostModel, kernel_vector
 
 ROOT = Path(__file__).resolve().parents[2]
 PROGRAMS = ["vae_small_infer", "lstm_small_infer", "autoencoder_small_infer"]
@@ -53,6 +53,24 @@ def test_kernel_vector(kernels):
     assert v.shape == (KERNEL_VECTOR_DIM,)
     assert v[:NUM_OPCODES].sum() == g.num_nodes  # opcode histogram
     assert np.isfinite(v).all()
+    # the groups partition the vector, and the geometry groups hold the featurizer's geometry row
+    cols = sorted(c for cols in FEATURE_GROUPS.values() for c in cols)
+    assert cols == list(range(KERNEL_VECTOR_DIM))
+    geo = [c for name, cs in FEATURE_GROUPS.items() if name.startswith("geo_") for c in cs]
+    assert len(geo) == GEOMETRY_DIM and np.array_equal(v[geo], g.geom_feat)
+
+
+def test_min_runtime_and_dropped_groups(fusion_ds, kernels):
+    """Training on slow kernels only sees fewer rows; a dropped group is invisible to the model."""
+    train = fusion_ds.load("train")
+    m = XgbCostModel("fusion", min_runtime_s=1e-6, drop_groups=["geo_analytical", "nodes"], **SMALL)
+    X, ly, _ = m._xy(train)
+    assert len(X) == int((train.runtime >= 1e-6).sum()) < len(train.runtime)
+    assert not X[:, FEATURE_GROUPS["geo_analytical"] + FEATURE_GROUPS["nodes"]].any()
+    m.fit(fusion_ds)
+    assert np.isfinite(m.predict(kernels)).all()
+    with pytest.raises(ValueError, match="unknown feature group 'nope'"):
+        XgbCostModel("fusion", drop_groups=["nope"])
 
 
 def test_fusion_regression_save_load(fusion_ds, kernels, tmp_path):
@@ -66,11 +84,18 @@ def test_fusion_regression_save_load(fusion_ds, kernels, tmp_path):
     m.save(str(path))
     m2 = XgbCostModel.load(str(path), task="fusion", target="tpu")
     assert np.allclose(m2.predict(kernels), p)
-    with pytest.raises(ValueError, match="fusion task, not tile"):
+    with pytest.raises(ValueError, match="model for task fusion, target tpu; this needs task tile, target tpu"):
         XgbCostModel.load(str(path), task="tile")
-    path.write_text("{\"format\": \"autotune-xgb\", \"version\": 1, \"feature_dim\": 3}")
-    with pytest.raises(ValueError, match="feature layout"):
-        XgbCostModel.load(str(path))
+    with pytest.raises(ValueError, match="model for task fusion, target tpu; this needs task fusion, target cpu"):
+        XgbCostModel.load(str(path), target="cpu")
+    # a model saved with another feature layout (the version-1 files had no geometry features)
+    doc = json.loads(path.read_text())
+    for change in ({"version": 1, "feature_version": None}, {"feature_version": "0123456789ab"}):
+        path.write_text(json.dumps({**doc, **change}))
+        with pytest.raises(ValueError) as e:
+            XgbCostModel.load(str(path))
+        msg = str(e.value)
+        assert "feature layout" in msg and FEATURE_VERSION in msg and "retrain" in msg and "\n" not in msg
     path.write_text("garbage")
     with pytest.raises(ValueError, match="not an XGBoost"):
         XgbCostModel.load(str(path))
