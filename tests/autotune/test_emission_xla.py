@@ -7,7 +7,8 @@ random inputs as the original (hardware/parity.py: metric, tolerance, and how `t
 configurations are checked on XLA:CPU). Every (program, target) runs in its own subprocess (an XLA
 `Check failed` aborts the process), two at a time.
 
-The subset: one small inference program of every model family, a few training steps, and the
+The subset: one small inference program of every model family (training steps come from the
+idiom corpus), and the
 smallest idiom programs that together carry every idiom of examples/idioms (greedy set cover,
 smallest first). AUTOTUNE_FULL_XLA_TESTS=1 runs every program;
 `python benchmarks/emission_parity.py` is the full sweep with more configurations (BENCHMARKS.md).
@@ -42,7 +43,6 @@ def _programs() -> list[Path]:
     models = [m["name"] for m in _manifest(MODELS)]
     if not FULL:
         keep = {n for n in models if n.endswith("_small_infer")}
-        keep |= {"mlp_mixer_small_train", "lstm_small_train", "gnn_small_train"}
         models = [n for n in models if n in keep]
     return [MODELS / f"{n}.hlo" for n in models] + [IDIOMS / f"{n}.hlo" for n in _idiom_cover(FULL)]
 

@@ -18,7 +18,8 @@ _spec = importlib.util.spec_from_file_location("scale_benchmark", os.path.join(R
 scale = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(scale)
 
-MIN_SECONDS = 0.01  # below this, a stage's time at the small size is timer and scheduler noise
+MIN_SECONDS = 0.05  # below this, a stage's time at the small size is timer and scheduler noise
+STAGE_EXPONENT = 1.75  # per stage: quadratic is 2; a shared machine's noise reaches ~1.6 on short stages
 
 
 def _best_times(text: str, target: str, repeats: int) -> tuple[dict[str, float], int]:
@@ -45,7 +46,7 @@ def test_no_stage_is_quadratic(target: str) -> None:
     report = {s: f"{small[s]:.3f}s -> {large[s]:.3f}s (exponent "
                  f"{scale.exponent(n_small, small[s], n_large, large[s]):.2f})" for s in small}
     slow = {s: report[s] for s in small
-            if small[s] >= MIN_SECONDS and large[s] / small[s] > 0.5 * size_ratio ** 2}
+            if small[s] >= MIN_SECONDS and large[s] / small[s] > size_ratio ** STAGE_EXPONENT}
     assert not slow, (f"{target}: superlinear stages from {n_small:,} to {n_large:,} instructions "
                       f"(x{size_ratio:.2f}): {slow}; all stages: {report}")
     # The end-to-end analysis is near-linear: well under x size_ratio^1.5.
