@@ -26,9 +26,9 @@ def main() -> None:
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
 
-    from autotune.fusion import FusionSpace
-    from autotune.program import Program
-    from autotune.tuner import Tuner
+    from autotune.compiler.fusion import FusionSpace
+    from autotune.compiler.program import Program
+    from autotune.tuning.tuner import Tuner
     from costmodels.analytical import AnalyticalCostModel
     from search.base import get_strategy
 

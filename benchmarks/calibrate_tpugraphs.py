@@ -8,7 +8,7 @@ and the analytical model:
   * Kendall tau (scipy.stats.kendalltau) between predicted and measured runtimes across tiles,
   * top-1 / top-5 slowdown: measured runtime of the best of the model's K best tiles / true best,
   * tile-size APE: per kernel 100 * (top-1 slowdown - 1) ("ape"), and the paper's runtime-weighted
-    form over all kernels from autotune.metrics.tile_metrics (with ordered-pair accuracy and MAPE),
+    form over all kernels from costmodels.metrics.tile_metrics (with ordered-pair accuracy and MAPE),
   * the error of the predicted absolute runtime of the default tile (log10 ratio).
 Repeated tiles are averaged; configs with errors are dropped; kernels with fewer than 2 distinct
 tiles (the reshapes) have no ranking metrics.
@@ -35,10 +35,10 @@ from scipy.stats import kendalltau
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from autotune.analysis import Cost  # noqa: E402
-from autotune.fusion import FusionSpace  # noqa: E402
-from autotune.program import Program  # noqa: E402
-from autotune.tiles import TileConfig, tiling_info  # noqa: E402
+from autotune.compiler.analysis import Cost  # noqa: E402
+from autotune.compiler.fusion import FusionSpace  # noqa: E402
+from autotune.compiler.program import Program  # noqa: E402
+from autotune.compiler.tiles import TileConfig, tiling_info  # noqa: E402
 from costmodels.analytical import AnalyticalCostModel  # noqa: E402
 from hardware.simulator import DEFAULTS, TpuSimulator  # noqa: E402
 
@@ -49,7 +49,7 @@ _FREE = {"parameter", "constant", "tuple", "get-tuple-element"}
 
 
 class ModuleKernel:
-    """A kernel covering a whole (already fused) entry computation: duck-types autotune.kernel.Kernel
+    """A kernel covering a whole (already fused) entry computation: duck-types autotune.compiler.kernel.Kernel
     for the tile geometry, the simulator and the analytical model."""
 
     def __init__(self, program: Program, name: str):
@@ -162,8 +162,8 @@ def summarize(recs, preds: dict) -> dict:
         # reference: XLA's own pick (the is_default run) on the same kernels
         agg["xla_default_top1"] = float(np.mean([r["y"][r["default"]] / r["y"].min() for r in recs
                                                  if len(r["y"]) >= 2]))
-        try:  # the project's metric definitions (autotune/metrics.py): runtime-weighted tile-size APE etc.
-            from autotune.metrics import tile_metrics
+        try:  # the project's metric definitions (costmodels/metrics.py): runtime-weighted tile-size APE etc.
+            from costmodels.metrics import tile_metrics
             ranked_recs = [r for r in recs if len(r["y"]) >= 2]
             pred = np.concatenate([preds[r["name"]][model] for r in ranked_recs])
             true = np.concatenate([r["y"] for r in ranked_recs])
@@ -236,7 +236,7 @@ def markdown(table: dict) -> str:
     for name, m in (("sim", sm), ("analytical", am)):
         pm = m.get("project_metrics", {})
         if "tile_ape" in pm:
-            lines.append(f"{name}: tile-size APE (runtime-weighted, autotune.metrics) {pm['tile_ape']:.1f}%, "
+            lines.append(f"{name}: tile-size APE (runtime-weighted, costmodels.metrics) {pm['tile_ape']:.1f}%, "
                          f"ordered-pair accuracy {pm['pair_acc']:.3f}, MAPE {pm['mape']:.1f}%")
     return "\n".join(lines)
 

@@ -58,8 +58,8 @@ def xla_kernels(text: str) -> tuple[list[dict], float]:
 
 
 def analyse(name: str) -> dict:
-    from autotune.fusion import FusionSpace
-    from autotune.program import Program
+    from autotune.compiler.fusion import FusionSpace
+    from autotune.compiler.program import Program
     path = CORPUS / f"{name}.hlo"
     text = path.read_text()
     prog = Program.from_text(text, filename=str(path))

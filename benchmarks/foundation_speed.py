@@ -22,10 +22,10 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import numpy as np  # noqa: E402
 
-from autotune.analysis import module_cost  # noqa: E402
-from autotune.fusion import FusionSpace  # noqa: E402
-from autotune.hlo import parse_hlo  # noqa: E402
-from autotune.program import Program  # noqa: E402
+from autotune.compiler.analysis import module_cost  # noqa: E402
+from autotune.compiler.fusion import FusionSpace  # noqa: E402
+from autotune.compiler.hlo import parse_hlo  # noqa: E402
+from autotune.compiler.program import Program  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

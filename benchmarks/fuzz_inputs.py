@@ -2,7 +2,7 @@
 
 Each mutant (autotune/testing/fuzz.py: 1-3 syntactic or semantic mutations of a corpus program) is
 written to a file and run through `autotune show`, `autotune emit --target cpu`, `autotune emit
---target tpu` and `autotune measure --evaluator sim` - the click entry point `autotune.cli.main`,
+--target tpu` and `autotune measure --evaluator sim` - the click entry point `autotune.cli.app.main`,
 invoked in-process by click's CliRunner inside worker subprocesses that each take many files (the
 commands stop at the first one that fails). A file that takes more than --timeout seconds is a hang:
 its worker is killed and replaced; a worker that dies (signal, memory limit) is a crash. Outcomes
@@ -30,7 +30,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from autotune.cli import MEASUREMENT_FAILED_EXIT  # noqa: E402
+from autotune.cli.app import MEASUREMENT_FAILED_EXIT  # noqa: E402
 from autotune.testing.fuzz import (CRASH, HANG, MEASUREMENT_FAILED, OK, OUTCOMES, POSITIONED,  # noqa: E402
                                    TRACEBACK, UNPOSITIONED, corpus_files, mutants)
 
@@ -48,7 +48,7 @@ WORKER_MEMORY_BYTES = 4 << 30  # a worker past this is a crash (unbounded memory
 def _run_commands(path: str, out: str) -> dict:
     from click.testing import CliRunner
 
-    from autotune.cli import main
+    from autotune.cli.app import main
     runner = CliRunner()
     for cmd in COMMANDS:
         args = [a.replace("{out}", out) for a in cmd]

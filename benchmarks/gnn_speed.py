@@ -55,9 +55,9 @@ def main(argv=None) -> dict:
 
     import torch
     torch.set_num_threads(a.threads)
-    from autotune import features as F
-    from autotune.fusion import FusionSpace
-    from autotune.program import Program
+    from costmodels import features as F
+    from autotune.compiler.fusion import FusionSpace
+    from autotune.compiler.program import Program
     from costmodels.gnn import GnnCostModel
     from costmodels.gnn.layers import collate
     from costmodels.gnn.train import pairwise_rank_loss

@@ -7,7 +7,7 @@ ablation (issue 17).
 
 DS/fusion is built with `autotune dataset build --task fusion --evaluator sim` (BENCHMARKS.md). Every
 model is trained on the train split (early stopping on the validation split) with one thread and
-scored on the test split by `autotune.cli_learn.evaluate_models`, the code behind `autotune
+scored on the test split by `autotune.cli.learn.evaluate_models`, the code behind `autotune
 evaluate`: per-program mean and median MAPE and Kendall tau over kernels >= 5 us, and the pooled
 MAPE and Kendall over every such test kernel at once. Rows:
 * "before": the features and settings of the previous XGBoost model (no geometry groups, 300
@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 def _train_and_score(ds, *, seed: int, rounds: int, depth: int, lr: float, min_runtime_s: float,
                      drop=()) -> dict:
-    from autotune.cli_learn import evaluate_models
+    from autotune.cli.learn import evaluate_models
     from costmodels.xgb import XgbCostModel
     t0 = time.perf_counter()
     m = XgbCostModel("fusion", ds.target, n_estimators=rounds, max_depth=depth, learning_rate=lr, seed=seed,
@@ -71,7 +71,7 @@ def main(argv=None) -> int:
     ap.add_argument("--groups", nargs="*", default=None, help="ablate only these groups")
     ap.add_argument("--out", default=None, help="markdown report (and .json beside it)")
     args = ap.parse_args(argv)
-    from autotune.dataset import Dataset
+    from autotune.tuning.dataset import Dataset
     from costmodels.xgb import FEATURE_GROUPS
     ds = Dataset.open(args.data)
     if ds.task != "fusion":

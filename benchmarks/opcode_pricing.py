@@ -26,9 +26,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 os.environ.setdefault("AUTOTUNE_NO_MICROBENCH", "1")
 
-from autotune.fusion import FusionSpace  # noqa: E402
-from autotune.program import Program  # noqa: E402
-from autotune.tiles import device_work  # noqa: E402
+from autotune.compiler.fusion import FusionSpace  # noqa: E402
+from autotune.compiler.program import Program  # noqa: E402
+from autotune.compiler.tiles import device_work  # noqa: E402
 from costmodels.analytical import AnalyticalCostModel  # noqa: E402
 from hardware.simulator import TpuSimulator  # noqa: E402
 
@@ -123,7 +123,7 @@ def pricing() -> list[dict]:
 
 def sweep(paths: list[str]) -> dict:
     from click.testing import CliRunner
-    from autotune.cli import main
+    from autotune.cli.app import main
     runner = CliRunner()
     out = {"programs": 0, "commands": 0, "failed": [], "kernels": 0, "seconds": 0.0}
     t0 = time.perf_counter()

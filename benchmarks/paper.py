@@ -93,7 +93,7 @@ class Ctx:
     # datasets ------------------------------------------------------------------------------
     def dataset(self, task: str, evaluator: str = "sim") -> Any:
         """Build (or resume) one of the run's datasets with the project's own dataset builder."""
-        from autotune.dataset import build_dataset
+        from autotune.tuning.dataset import build_dataset
         name = f"ds_{task}_{evaluator}"
         out = self.work / name
         target = "tpu" if evaluator == "sim" else "cpu"
@@ -101,7 +101,7 @@ class Ctx:
         store = None
         ev: Any = evaluator
         if evaluator == "xla":
-            from autotune.store import open_store
+            from autotune.tuning.store import open_store
             from hardware.xla import XlaEvaluator
             programs = self.xla_programs()
             store = open_store(str(self.work / "measurements.sqlite"))
@@ -131,7 +131,7 @@ class Ctx:
     # models --------------------------------------------------------------------------------
     def model(self, kind: str, ds: Any, tag: str, **opts: Any) -> Any:
         """Train (or load a trained) GNN/XGBoost on the dataset's train split; saved in the work folder."""
-        from autotune.cli_learn import _fit, _make_model, load_model_file
+        from autotune.cli.learn import _fit, _make_model, load_model_file
         ext = "pt" if kind == "gnn" else "json"
         path = self.work / f"{tag}_{kind}.{ext}"
         if path.exists():
@@ -177,7 +177,7 @@ def accuracy_table(res: dict, metrics: tuple) -> str:
 
 
 def _evaluate(ds: Any, models: dict) -> dict:
-    from autotune.cli_learn import FittedAnalytical, evaluate_models, fit_analytical_scales
+    from autotune.cli.learn import FittedAnalytical, evaluate_models, fit_analytical_scales
     ms = dict(models)
     ms["analytical"] = FittedAnalytical(fit_analytical_scales(ds, "train")) if ds.task == "fusion" else "analytical"
     return evaluate_models(ms, ds, "test")
@@ -193,7 +193,7 @@ def _split_note(ds: Any) -> str:
 # ------------------------------------------------------------------------------------- sections
 def section_calibration(ctx: Ctx) -> dict:
     import calibrate_tpugraphs as cal
-    from autotune.metrics import tile_size_ape
+    from costmodels.metrics import tile_size_ape
     import contextlib
     import io
     with contextlib.redirect_stdout(io.StringIO()):
@@ -222,7 +222,7 @@ def section_calibration(ctx: Ctx) -> dict:
                  f"{dflt['sim']['mean']['xla_default_top1']:.3f}", "-", "-", "-"])
     md = (f"{out['kernels']} real TPU v3 kernels with {out['tiles']} measured tiles from TpuGraphs "
           f"(`data/tpugraphs/tile_kernels.json`, vendored, CC BY 4.0); ranking metrics over the {len(recs)} kernels with at least two "
-          "distinct tiles. Tile-size APE is the paper's runtime-weighted form (`autotune.metrics.tile_size_ape`), "
+          "distinct tiles. Tile-size APE is the paper's runtime-weighted form (`costmodels.metrics.tile_size_ape`), "
           "top-k slowdown is the measured time of the best of a model's k best tiles over the true best (mean over "
           "kernels). The simulator's constants were grid-fitted on these kernels, so its fair numbers are "
           "leave-one-kernel-out (each kernel predicted with constants fitted on the other 14).\n\n"
@@ -274,7 +274,7 @@ def section_fusion_xla(ctx: Ctx) -> dict:
 
 def _random_split_view(ds: Any, root: Path, seed: int) -> Any:
     """The same samples with a random program-level split that ignores families (a view: shards linked)."""
-    from autotune.dataset import Dataset
+    from autotune.tuning.dataset import Dataset
     root.mkdir(parents=True, exist_ok=True)
     man = json.loads((ds.root / "manifest.json").read_text())
     names = sorted(man["programs"])
@@ -336,9 +336,9 @@ def section_tile_autotune(ctx: Ctx) -> dict:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from autotune.fusion import FusionSpace
-    from autotune.program import Program
-    from autotune.tiles import TileSpace
+    from autotune.compiler.fusion import FusionSpace
+    from autotune.compiler.program import Program
+    from autotune.compiler.tiles import TileSpace
     from costmodels.analytical import AnalyticalCostModel
     from hardware.simulator import TpuSimulator
     from search.topk import TopKTileSearch
@@ -508,12 +508,12 @@ def section_fusion_search_sim(ctx: Ctx) -> dict:
 def _xla_search_job(job: dict) -> dict:
     """Figure 5 on real XLA:CPU: hardware-only annealing (kernels measured by XLA, wall-clock budget B)
     against model search + B/10 of end-to-end verification; both judged by interleaved end-to-end timing."""
-    from autotune.fusion import FusionSpace
-    from autotune.kernel import emit_fused_text
-    from autotune.program import Program
-    from autotune.tuner import Tuner
-    from autotune.verification import race_programs
-    from autotune.cli_learn import load_model_file
+    from autotune.compiler.fusion import FusionSpace
+    from autotune.compiler.kernel import emit_fused_text
+    from autotune.compiler.program import Program
+    from autotune.tuning.tuner import Tuner
+    from autotune.tuning.verification import race_programs
+    from autotune.cli.learn import load_model_file
     from costmodels.base import EvaluatorCostModel
     from hardware.base import Budget
     from hardware.xla import XlaEvaluator
@@ -536,7 +536,7 @@ def _xla_search_job(job: dict) -> dict:
         t2.run()
         default_text = emit_fused_text(space, space.default(), metadata=False)
         cands = ([space.default()] if from_default else []) + [c for _, c in t2.top_predicted()]
-        # the tuner's end-to-end race (autotune.verification): screen in predicted order for 2/3 of B/10, then
+        # the tuner's end-to-end race (autotune.tuning.verification): screen in predicted order for 2/3 of B/10, then
         # race the two fastest and the default, the lowest minimum kept (the winner's curse on ~12% noise)
         race = race_programs(lambda text, first: ev.measure_program(text),
                              (emit_fused_text(space, c, metadata=False) for c in cands), B / 10,

@@ -41,7 +41,7 @@ sys.path.insert(0, ROOT)
 
 __all__ = ["run", "Settings", "Variant", "QUICK", "FULL", "variants", "SubsetDataset", "run_task", "main"]
 
-from autotune.metrics import FUSION_MIN_RUNTIME_S  # noqa: E402  (kernels >= 5 us, as the paper)
+from costmodels.metrics import FUSION_MIN_RUNTIME_S  # noqa: E402  (kernels >= 5 us, as the paper)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -133,7 +133,7 @@ def variants(task: str, seed_repeats: int = 1) -> list:
 def _compact(s: Any) -> Any:
     """The same samples with only the kernel graphs they use (scalers and feature preparation then
     touch only those)."""
-    from autotune.dataset import Samples
+    from autotune.tuning.dataset import Samples
     u, inv = np.unique(s.graph, return_inverse=True)
     return Samples([s.graphs[i] for i in u], inv.astype(np.int64), list(s.tile_keys), s.runtime, s.program,
                    s.programs, s.families, s.analytical,
@@ -160,7 +160,7 @@ def _pick_programs(ds: Any, split: str, n: Optional[int], seed: int) -> list:
 
 
 class SubsetDataset:
-    """A read-only view of an `autotune.dataset.Dataset` with seeded per-program caps and a runtime
+    """A read-only view of an `autotune.tuning.dataset.Dataset` with seeded per-program caps and a runtime
     floor, exposing what `GnnCostModel.fit` and `evaluate_models` use (task, target, root, programs,
     programs_in, iter_programs, load). Every variant sees exactly the same samples."""
 
@@ -178,7 +178,7 @@ class SubsetDataset:
     def programs_in(self, split: str = "all") -> list:
         if split in ("all", None):
             return sorted(self.programs)
-        from autotune.dataset import _SPLIT_ALIASES
+        from autotune.tuning.dataset import _SPLIT_ALIASES
         return list(self._names[_SPLIT_ALIASES.get(split, split)])
 
     def _cap(self, split: str) -> Optional[int]:
@@ -229,7 +229,7 @@ class SubsetDataset:
 
     def load(self, split: str = "train") -> Any:
         """All capped samples of a split (validation is scored in size-sorted batches by the model)."""
-        from autotune.dataset import Samples
+        from autotune.tuning.dataset import Samples
         key = ("load", split)
         if key in self._cache:
             return self._cache[key]
@@ -258,7 +258,7 @@ def train_and_evaluate(task: str, variant: Variant, train_view: SubsetDataset, t
                        settings: Settings, seed: int) -> dict:
     """Train one variant (cli_learn's model factory, GnnCostModel.fit) and score it with
     `evaluate_models` on each test view; returns one JSON-ready row."""
-    from autotune.cli_learn import _make_model, evaluate_models
+    from autotune.cli.learn import _make_model, evaluate_models
     s = seed + variant.seed_offset
     opts = dict(variant.opts, seed=s, hidden=settings.hidden)
     m = _make_model("gnn", task, train_view.target, opts)
@@ -293,7 +293,7 @@ def run_task(task: str, data: Path, settings: Settings, seed: int = 0, only: Opt
              log: Callable[[str], Any] = print, done: Any = None) -> dict:
     """All variants of one task on one dataset: {"task", "settings", "sizes", "rows", ...}. `done` (a
     benchmarks/joblog.JobLog) keeps each finished variant, so that an interrupted run resumes."""
-    from autotune.dataset import Dataset
+    from autotune.tuning.dataset import Dataset
     ds = Dataset.open(data)
     if ds.task != task:
         raise ValueError(f"{data} is a {ds.task} dataset, not {task}")

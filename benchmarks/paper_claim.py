@@ -44,9 +44,9 @@ class HardwareClock:
 
 
 def run_one(job: dict) -> dict:
-    from autotune.fusion import FusionSpace
-    from autotune.program import Program
-    from autotune.tuner import Tuner
+    from autotune.compiler.fusion import FusionSpace
+    from autotune.compiler.program import Program
+    from autotune.tuning.tuner import Tuner
     from hardware.base import Budget
     from hardware.simulator import TpuSimulator
     from search.base import get_strategy
@@ -77,7 +77,7 @@ def run_one(job: dict) -> dict:
         from costmodels.analytical import AnalyticalCostModel
         model = AnalyticalCostModel(target="tpu")
     else:
-        from autotune.cli import _load_model_file, shipped_model
+        from autotune.cli.app import _load_model_file, shipped_model
         path = job["cost_model"] if os.path.exists(job["cost_model"]) else shipped_model("gnn", "fusion", "tpu")
         model = _load_model_file(str(path), "fusion", "tpu")
     t2 = Tuner(space, model.predict, get_strategy("annealing")(space, seed=job["seed"], start=start),

@@ -90,8 +90,8 @@ def tile_feature_table(space: Any, tiles: Sequence[Any]) -> tuple:
     """(names, matrix) of per-tile features of one kernel: the project's `tile_features` (log extents,
     tile count, fractions) plus the tile's data movement and compute from `io_geometry` (footprint,
     padding, bytes per tile and in total, padded MXU work): AutoTVM's loop features, for tiles."""
-    from autotune.features import TILE_FEATURE_NAMES, tile_features
-    from autotune.tiles import io_geometry, stack_rows
+    from costmodels.features import TILE_FEATURE_NAMES, tile_features
+    from autotune.compiler.tiles import io_geometry, stack_rows
 
     info = space.info
     base = np.stack([tile_features(info.dims, t) for t in tiles]).astype(np.float64)
@@ -116,7 +116,7 @@ def tile_feature_table(space: Any, tiles: Sequence[Any]) -> tuple:
 
 def prepare_case(kernel: Any, program: str, target: str = "tpu") -> KernelCase:
     """Enumerate a kernel's valid tiles, their features and noise-free runtimes (the ground truth)."""
-    from autotune.tiles import TileSpace
+    from autotune.compiler.tiles import TileSpace
     from hardware.simulator import TpuSimulator
 
     space = TileSpace(kernel, target)
@@ -143,9 +143,9 @@ def find_cases(programs: Optional[Sequence[str]] = None, min_tiles: int = MIN_TI
     """Dot/convolution kernels of the corpus's default configurations with >= min_tiles valid tiles,
     deduplicated by kernel hash and by tuning landscape; per model family up to `per_family`, the
     largest spaces first, distinct tiled shapes preferred."""
-    from autotune.fusion import FusionSpace
-    from autotune.program import Program
-    from autotune.tiles import TileSpace
+    from autotune.compiler.fusion import FusionSpace
+    from autotune.compiler.program import Program
+    from autotune.compiler.tiles import TileSpace
 
     hlo_dir = os.path.join(ROOT, "examples", "hlo")
     if programs is None:

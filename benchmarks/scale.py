@@ -28,10 +28,10 @@ STAGES = ("parse", "normalize", "space", "default", "state", "kernels", "emit")
 
 def stage_times(text: str, target: str, name: str = "<scale>") -> tuple[dict[str, float], int]:
     """Seconds per analysis stage of one program on one target, and its instruction count."""
-    from autotune.fusion import FusionSpace
-    from autotune.hlo import parse_hlo
-    from autotune.kernel import emit_fused_text
-    from autotune.program import Program
+    from autotune.compiler.fusion import FusionSpace
+    from autotune.compiler.hlo import parse_hlo
+    from autotune.compiler.kernel import emit_fused_text
+    from autotune.compiler.program import Program
 
     out: dict[str, float] = {}
     t = time.perf_counter()

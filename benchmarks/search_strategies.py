@@ -32,9 +32,9 @@ STRATEGIES = ("annealing", "genetic", "random")
 
 def run_one(args: tuple) -> dict:
     path, strategy, budget, seed = args
-    from autotune.fusion import FusionSpace
-    from autotune.program import Program
-    from autotune.tuner import Tuner
+    from autotune.compiler.fusion import FusionSpace
+    from autotune.compiler.program import Program
+    from autotune.tuning.tuner import Tuner
     from hardware.simulator import TpuSimulator
     from search.base import get_strategy
 

@@ -23,9 +23,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 os.environ.setdefault("AUTOTUNE_NO_MICROBENCH", "1")
 
-from autotune.fusion import FusionSpace  # noqa: E402
-from autotune.program import Program  # noqa: E402
-from autotune.tiles import TileSpace  # noqa: E402
+from autotune.compiler.fusion import FusionSpace  # noqa: E402
+from autotune.compiler.program import Program  # noqa: E402
+from autotune.compiler.tiles import TileSpace  # noqa: E402
 from costmodels.analytical import AnalyticalCostModel  # noqa: E402
 from hardware.simulator import TpuSimulator  # noqa: E402
 

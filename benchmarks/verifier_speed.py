@@ -25,7 +25,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 def child(path: str, verify: bool) -> None:
     sys.path.insert(0, ROOT)
-    from autotune.hlo import parse_hlo
+    from autotune.compiler.hlo import parse_hlo
     parse_hlo("ENTRY e {\n  ROOT a = f32[] constant(1)\n}\n")  # imports, regexes, the verifier module
     text = open(path).read()
     t0 = time.perf_counter()

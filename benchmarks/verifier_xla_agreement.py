@@ -1,6 +1,6 @@
-"""Does XLA agree with our verifier? The hand-made programs of tests/autotune/test_verifier.py.
+"""Does XLA agree with our verifier? The hand-made programs of tests/autotune/compiler/test_verifier.py.
 
-Every wrong program there (rejected by `autotune.verifier` at an exact position) and every
+Every wrong program there (rejected by `autotune.compiler.verifier` at an exact position) and every
 well-formed one is given to jaxlib: XLA's HLO parser, the HLO -> StableHLO import (MLIR verifiers)
 and the XLA:CPU compiler. Each case runs in its own subprocess, since XLA aborts the process on
 some malformed modules (a CHECK failure or a segfault counts as a rejection).

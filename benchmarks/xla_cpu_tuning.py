@@ -42,10 +42,10 @@ def main() -> None:
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
 
-    from autotune.fusion import FusionSpace
-    from autotune.kernel import EMITTED_CPU_COMPILE_OPTIONS, emit_fused_text
-    from autotune.program import Program
-    from autotune.tuner import Tuner
+    from autotune.compiler.fusion import FusionSpace
+    from autotune.compiler.kernel import EMITTED_CPU_COMPILE_OPTIONS, emit_fused_text
+    from autotune.compiler.program import Program
+    from autotune.tuning.tuner import Tuner
     from costmodels.base import get_cost_model
     from hardware.xla import XlaEvaluator, jaxlib_version
     from search.base import get_strategy

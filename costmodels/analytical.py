@@ -14,15 +14,15 @@ Per tile:   t = sum over tiles of max(compute per tile, transfer per tile) + t_l
     c_tile = padded MXU flops of the tile / peak + vector and transcendental work of the tile
              (padded to the (8, 128) vector registers) / their rates,
     x_tile = (input + output bytes of the tile) / hbm_bytes_per_s + (number of DMAs) * dma_setup_s,
-with the tile's reads and writes from the shared tile geometry (`autotune.tiles.io_geometry`).
+with the tile's reads and writes from the shared tile geometry (`autotune.compiler.tiles.io_geometry`).
 
 Optional per-kernel-kind scale coefficients (kLoop / kInput / kOutput), fitted by least squares in
 log space on (kernel, measured runtime) pairs (`fit_scales`), as the paper does for its fusion
 baseline: log t_measured = log t_model + log s_kind, so s_kind = exp(mean residual).
 
-Static inputs come from `kernel.cost` (autotune/analysis.py), re-priced for the opcodes whose XLA
-figure is not a device's work by `autotune.tiles.device_work` (docs/simulator.md, section 1b), and
-the target spec (hardware/targets.py). Feature rows are cached per kernel hash; predictions are vectorized.
+Static inputs come from `kernel.cost` (autotune/compiler/analysis.py), re-priced for the opcodes whose XLA
+figure is not a device's work by `autotune.compiler.tiles.device_work` (docs/simulator.md, section 1b), and
+the target spec (autotune/compiler/targets.py). Feature rows are cached per kernel hash; predictions are vectorized.
 """
 from __future__ import annotations
 
@@ -31,16 +31,16 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
-from autotune.tiles import batch_inputs, io_geometry
+from autotune.compiler.tiles import batch_inputs, io_geometry
 
-from .base import CostModel, register_cost_model
+from costmodels.base import CostModel, register_cost_model
 
 KINDS = ("kLoop", "kInput", "kOutput")
 
 
 def _default_tile(info: Any, kernel: Any) -> Any:
     """A None entry in a tile list: the kernel's default tile (this model's argmin, as XLA)."""
-    from autotune.tiles import default_tile
+    from autotune.compiler.tiles import default_tile
     return default_tile(kernel, info.target)
 
 
@@ -52,7 +52,7 @@ def untiled_rows(kernels: Sequence[Any]) -> np.ndarray:
     """Per kernel [hero flops, flops, transcendentals, bytes read + written, kind index, trivial,
     interconnect bytes, host-link bytes], cached by kernel hash (the same numbers `TilingInfo`
     holds, without its tile geometry; flops and transcendentals are `tiles.device_work`'s)."""
-    from autotune.tiles import KIND_INDEX, MATMUL_OPCODES, device_work, hero_flops
+    from autotune.compiler.tiles import KIND_INDEX, MATMUL_OPCODES, device_work, hero_flops
     out = np.empty((len(kernels), 8))
     for i, k in enumerate(kernels):
         # Cached by hash when the kernel already has one; never hashed just for this cache.
@@ -90,7 +90,7 @@ def tiled_time_terms(b: dict, T: np.ndarray, ks: np.ndarray, kp: np.ndarray, spe
                      g: Optional[dict] = None) -> dict:
     """The tiled model's terms per item (seconds, unscaled): t_mxu, t_vector, t_trans (per tile),
     c_tile, x_tile, n_dma, t (the prediction); b, T, ks, kp from `batch_inputs`, g its `io_geometry`
-    when already computed. Also the learned models' features (autotune.features)."""
+    when already computed. Also the learned models' features (costmodels.features)."""
     sub, lanes = spec.vector_shape
     if g is None:
         g = io_geometry(b, T, sub, lanes)
@@ -114,7 +114,7 @@ class AnalyticalCostModel(CostModel):
     dedup_by_hash = False  # pricing a kernel costs less than its canonical hash (see ProgramCost)
 
     def __init__(self, target: Any = "tpu", scales: Optional[dict] = None):
-        from hardware.targets import get_target
+        from autotune.compiler.targets import get_target
         self.spec = get_target(target)
         self.target = self.spec.name
         self.scales = {k: 1.0 for k in KINDS}

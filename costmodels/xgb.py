@@ -4,7 +4,7 @@ Feature vector of a (kernel, tile) item (`kernel_vector`), in groups (`FEATURE_G
   opcodes     opcode histogram over `OPCODE_VOCAB` (counts of nodes per opcode, parameters included)
   kernel      kernel-level features (`KERNEL_FEATURE_NAMES`: static metrics, sizes, fusion kind, ...)
   geo_*       the kernel's tile geometry and analytical time terms at its default tile
-              (`GEOMETRY_GROUPS` of autotune.features: shape, tile, inputs, output, dot, work, analytical)
+              (`GEOMETRY_GROUPS` of costmodels.features: shape, tile, inputs, output, dot, work, analytical)
   nodes       column-wise mean and max of the raw node features (shapes, layouts, windows, ...)
   tile        tile features (`TILE_FEATURE_NAMES`; zero for the fusion task).
 `drop_groups` zeroes whole groups (the ablation of benchmarks/learned_features.py).
@@ -23,10 +23,10 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
-from autotune.features import (FEATURE_VERSION, GEOMETRY_DIM, GEOMETRY_GROUPS, KERNEL_FEATURE_NAMES, NODE_DIM,
+from costmodels.features import (FEATURE_VERSION, GEOMETRY_DIM, GEOMETRY_GROUPS, KERNEL_FEATURE_NAMES, NODE_DIM,
                                NUM_OPCODES, STATIC_COLUMNS, TILE_DIM, KernelGraph, kernel_graph, kernel_graphs, tile_features)
 
-from .base import CostModel, check_model_scope, register_cost_model
+from costmodels.base import CostModel, check_model_scope, register_cost_model
 
 __all__ = ["XgbCostModel", "kernel_vector", "KERNEL_VECTOR_DIM", "FORMAT_VERSION", "FEATURE_GROUPS"]
 
@@ -212,7 +212,7 @@ class XgbCostModel(CostModel):
         graphs = kernel_graphs(kernels, self.target)
         tf = None
         if self.task == "tile":
-            from autotune.tiles import default_tile
+            from autotune.compiler.tiles import default_tile
             tl = list(tiles) if tiles is not None else [None] * len(kernels)
             tf = np.stack([tile_features(g.tiled_dims, t if t is not None else default_tile(k, self.target))
                            for k, g, t in zip(kernels, graphs, tl)])

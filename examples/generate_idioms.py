@@ -64,7 +64,7 @@ def build(prog: IdiomProgram):
 
 def autotune_parse(text: str, filename: str) -> str:
     """"ok" when autotune's Program.from_text accepts the text, else its one-line error."""
-    from autotune.program import Program
+    from autotune.compiler.program import Program
     try:
         Program.from_text(text, filename)
     except Exception as e:  # noqa: BLE001  (any failure of our parser is a finding, not fatal)

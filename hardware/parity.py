@@ -7,13 +7,13 @@ Optional extra ``xla`` (jax/jaxlib), imported lazily like :mod:`hardware.xla`.
 * :func:`check_program` emits configurations of a program for a target and checks each one on
   XLA:CPU: our parser and XLA's re-read the text, XLA compiles it (its verifier runs first) with the
   options a user would use (``xla``: XLA's defaults) and with those our evaluator measures with
-  (``measure``: :data:`autotune.kernel.EMITTED_CPU_COMPILE_OPTIONS`), runs it and compares the
+  (``measure``: :data:`autotune.compiler.kernel.EMITTED_CPU_COMPILE_OPTIONS`), runs it and compares the
   outputs with the original's. Each (program, target) runs in its own subprocess: an XLA
   ``Check failed`` aborts the process, and then each (configuration, options) case is run alone to
   say which one did it.
 
 Configurations for a target other than ``cpu`` are checked in the form XLA:CPU can run
-(:func:`autotune.kernel.cpu_checkable`): every fusion kLoop, and kernels XLA:CPU cannot compile as
+(:func:`autotune.compiler.kernel.cpu_checkable`): every fusion kLoop, and kernels XLA:CPU cannot compile as
 one loop fusion split into single instructions; each result says how many of the configuration's
 multi-instruction kernels were checked as fusions.
 
@@ -36,7 +36,7 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
-from .xla import output_error, verification_inputs
+from hardware.xla import output_error, verification_inputs
 
 __all__ = ["MODES", "output_error", "verification_inputs", "config_for", "ParityResult", "check_program",
            "summarize", "as_dicts"]
@@ -77,7 +77,7 @@ class ParityResult:
 
 
 def _compile_options(mode: str) -> dict:
-    from autotune.kernel import EMITTED_CPU_COMPILE_OPTIONS
+    from autotune.compiler.kernel import EMITTED_CPU_COMPILE_OPTIONS
     if mode == "xla":
         return {}
     if mode == "measure":
@@ -95,11 +95,11 @@ def _first_line(exc: BaseException) -> str:
 def _check_in_process(path: str, target: str, specs: Sequence[str], modes: Sequence[str]) -> list[dict]:
     """The work of one subprocess: reference outputs once per XLA option set, then every
     (configuration, option set)."""
-    from autotune.fusion import FusionSpace
-    from autotune.hlo import parse_hlo
-    from autotune.kernel import cpu_checkable
-    from autotune.program import Program
-    from .xla import compile_hlo, parse_hlo_text
+    from autotune.compiler.fusion import FusionSpace
+    from autotune.compiler.hlo import parse_hlo
+    from autotune.compiler.kernel import cpu_checkable
+    from autotune.compiler.program import Program
+    from hardware.xla import compile_hlo, parse_hlo_text
 
     text = Path(path).read_text()
     inputs = verification_inputs(text)

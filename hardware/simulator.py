@@ -1,7 +1,7 @@
 """TPU-like kernel simulator: the embedded default "hardware" (name "sim").
 
 Every equation and constant is written out, with its source, in docs/simulator.md. In short, for a
-kernel with tile t (per logical dim of its tiled shape; autotune.tiles) on a TPU v3-like TensorCore:
+kernel with tile t (per logical dim of its tiled shape; autotune.compiler.tiles) on a TPU v3-like TensorCore:
 
     steps    = n_tiles * k_steps                  (k_steps > 1 only for a split contraction)
     dma(b,r) = dma_setup + b / (hbm_bw * hbm_eff) * (1 + r0 / r)   one transfer of b bytes, runs of r bytes
@@ -16,9 +16,9 @@ kernel with tile t (per logical dim of its tiled shape; autotune.tiles) on a TPU
                (+ t_link: a collective's interconnect / an infeed's host-link transfer, once)
     measured = runtime * exp(noise * z),  z ~ N(0, 1) from a hash of (seed, kernel hash, tile)
 
-Vector work and transcendentals are `autotune.tiles.device_work` (XLA's numbers, re-priced for the
+Vector work and transcendentals are `autotune.compiler.tiles.device_work` (XLA's numbers, re-priced for the
 opcodes listed in docs/simulator.md section 1b). Per-kernel static rows are cached by kernel hash
-(autotune.tiles.tiling_info); the per-tile math is vectorized over all (kernel, tile) items of a call.
+(autotune.compiler.tiles.tiling_info); the per-tile math is vectorized over all (kernel, tile) items of a call.
 """
 from __future__ import annotations
 
@@ -29,10 +29,10 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
-from autotune.tiles import TileConfig, batch_inputs, default_tile, io_geometry, reduction_streaming
+from autotune.compiler.tiles import TileConfig, batch_inputs, default_tile, io_geometry, reduction_streaming
 
-from .base import INVALID, Evaluator, Measurement
-from .targets import get_target
+from hardware.base import INVALID, Evaluator, Measurement
+from autotune.compiler.targets import get_target
 
 __all__ = ["TpuSimulator", "SimConstants", "simulate"]
 

@@ -56,7 +56,7 @@ from typing import Any, Optional, Sequence, Union
 
 import numpy as np
 
-from .base import Budget, Evaluator, KernelLike, Measurement
+from hardware.base import Budget, Evaluator, KernelLike, Measurement
 
 __all__ = [
     "XlaApiError", "TimingOptions", "TimingResult", "CompiledHlo", "XlaEvaluator",
@@ -306,7 +306,7 @@ def compile_hlo(text: str, *, disable_fusion: bool = False,
     flags = dict(xla_flags or {})
     if disable_fusion:
         passes = [p for p in str(flags.get("xla_disable_hlo_passes", "")).split(",") if p]
-        from autotune.kernel import XLA_FUSION_PASSES
+        from autotune.compiler.kernel import XLA_FUSION_PASSES
         passes += list(XLA_FUSION_PASSES)
         flags["xla_disable_hlo_passes"] = ",".join(dict.fromkeys(passes))
     if "lapack_" in text:
@@ -992,7 +992,7 @@ class XlaEvaluator(Evaluator):
         # (same failure semantics: crashes and timeouts become failed Measurements).
         self._pool = None
         if n_workers > 1 or scheduler:
-            from .pool import MeasurementPool
+            from hardware.pool import MeasurementPool
             self._pool = MeasurementPool(n_workers=n_workers, timeout=timeout_s, scheduler=scheduler)
         self.timeout_s = timeout_s
         self.seed = seed
@@ -1097,7 +1097,7 @@ class XlaEvaluator(Evaluator):
         program text whose outputs (XLA's default compilation, same inputs) this program's must
         match: ``extra["output_error"]``/``extra["outputs_match"]`` (:func:`output_error`).
         ``disable_fusion``/``xla_flags`` override the evaluator's compile options for this program
-        (e.g. ``autotune.kernel.EMITTED_CPU_COMPILE_OPTIONS`` for an emitted configuration).
+        (e.g. ``autotune.compiler.kernel.EMITTED_CPU_COMPILE_OPTIONS`` for an emitted configuration).
 
         Not cached in the store. Its fault-hook key is the sha1 hex digest of the text.
         """

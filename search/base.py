@@ -1,7 +1,7 @@
 """Strategy interface (ask/tell) and the strategy registry.
 
 A strategy proposes configurations of a `Space` (fusion or tile) and learns from their costs; it
-never evaluates anything itself. The tuner (autotune/tuner.py) owns budgets, cost evaluation,
+never evaluates anything itself. The tuner (autotune/tuning/tuner.py) owns budgets, cost evaluation,
 memoization, de-duplication, logging, checkpoints and progress display. The shape follows AutoTVM's
 tuners and Optuna's samplers, reduced to two calls:
 

@@ -10,7 +10,7 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
-from .base import Strategy, key_hash, register_strategy
+from search.base import Strategy, key_hash, register_strategy
 
 
 class RandomSearch(Strategy):

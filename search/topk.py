@@ -13,7 +13,7 @@ Two ways to use it:
   `ask(n)` hands out the predicted top K in order and `finished` turns True after K.
 
 Tile spaces are duck-typed: anything with `.tiles()` (and `.kernel` for the Strategy use) made by
-`space_factory(kernel, target)`, by default `autotune.tiles.TileSpace`.
+`space_factory(kernel, target)`, by default `autotune.compiler.tiles.TileSpace`.
 """
 from __future__ import annotations
 
@@ -22,12 +22,12 @@ from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
-from .base import Strategy, register_strategy
+from search.base import Strategy, register_strategy
 
 
 def default_tile_space(kernel: Any, target: Any = "tpu") -> Any:
-    """`autotune.tiles.TileSpace(kernel, target)`, imported only when needed."""
-    from autotune.tiles import TileSpace
+    """`autotune.compiler.tiles.TileSpace(kernel, target)`, imported only when needed."""
+    from autotune.compiler.tiles import TileSpace
     return TileSpace(kernel, target)
 
 

@@ -447,12 +447,12 @@ def run_pipeline(text: str, filename: str = "fuzz.hlo") -> dict:
     """What `autotune show`, `emit --target cpu|tpu` and `measure --evaluator sim` do to a program;
     returns a few numbers (raises what those commands would turn into their one-line errors)."""
     from hardware.simulator import TpuSimulator
-    from ..analysis import module_cost
-    from ..fusion import FusionSpace
-    from ..hlo import parse_hlo
-    from ..kernel import emit_fused_text
-    from ..program import Program
-    from ..store import MemoryStore
+    from autotune.compiler.analysis import module_cost
+    from autotune.compiler.fusion import FusionSpace
+    from autotune.compiler.hlo import parse_hlo
+    from autotune.compiler.kernel import emit_fused_text
+    from autotune.compiler.program import Program
+    from autotune.tuning.store import MemoryStore
 
     module = parse_hlo(text, filename)
     cost = module_cost(module)
@@ -475,8 +475,8 @@ def run_pipeline(text: str, filename: str = "fuzz.hlo") -> dict:
 
 def user_error_types() -> tuple:
     """Exception types the CLI turns into one-line errors (cli_errors.friendly)."""
-    from ..hlo import HloParseError
-    from ..program import ProgramError
+    from autotune.compiler.hlo import HloParseError
+    from autotune.compiler.program import ProgramError
     return (HloParseError, ProgramError)
 
 
@@ -486,7 +486,7 @@ def classify(exc: Optional[BaseException]) -> tuple[str, str]:
         return OK, ""
     if isinstance(exc, CaseTimeout):
         return HANG, str(exc)
-    from ..hlo import HloParseError
+    from autotune.compiler.hlo import HloParseError
     if isinstance(exc, HloParseError):
         line = exc.one_line()
         if "\n" not in line and exc.line > 0 and POSITION.match(line):

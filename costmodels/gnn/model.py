@@ -9,7 +9,7 @@
            lstm        LSTM over the nodes in topological order, last hidden state
            transformer Transformer encoder over the nodes (padding-masked), mean over the nodes
       (++ scaled kernel-level features `KERNEL_FEATURE_NAMES`, config graph_features, and the kernel's
-          default-tile geometry `GEOMETRY_FEATURE_NAMES`, config geometry_features; autotune.features)
+          default-tile geometry `GEOMETRY_FEATURE_NAMES`, config geometry_features; costmodels.features)
       (++ scaled tile features again, the late join; config late_join; tile task only)
       -> MLP head -> one value: log seconds (loss "mse", fusion) or a rank score (loss "rank", tiles)
 """
@@ -24,15 +24,15 @@ import torch
 from torch import nn
 import torch.nn.functional as F
 
-from autotune.features import (FEATURE_VERSION, GEOMETRY_DIM, KERNEL_FEATURE_NAMES, NODE_DIM, NUM_OPCODES,
+from costmodels.features import (FEATURE_VERSION, GEOMETRY_DIM, KERNEL_FEATURE_NAMES, NODE_DIM, NUM_OPCODES,
                                STATIC_COLUMNS, TILE_DIM, FeatureScaler, KernelGraph, kernel_graph, kernel_graphs, tile_features)
-from autotune.tiles import default_tile
+from autotune.compiler.tiles import default_tile
 
 KDIM = len(KERNEL_FEATURE_NAMES)
 KERNEL_STATIC = (0, 1, 2, 3, 4)  # flops, transcendentals, bytes read/written, intensity
 from costmodels.base import CostModel, check_model_scope, register_cost_model
 
-from .layers import DirectedSAGEConv, GATConv, GraphBatch, collate, scatter_max, scatter_mean, scatter_sum, to_padded
+from costmodels.gnn.layers import DirectedSAGEConv, GATConv, GraphBatch, collate, scatter_max, scatter_mean, scatter_sum, to_padded
 
 __all__ = ["GnnNet", "GnnCostModel", "DEFAULT_CONFIG", "ENCODERS", "REDUCTIONS", "FORMAT_VERSION"]
 
@@ -285,8 +285,8 @@ class GnnCostModel(CostModel):
 
     # ---- training
     def fit(self, dataset: Any, validation: Any = None, **train_kw: Any) -> "GnnCostModel":
-        """Train on a `autotune.dataset.Dataset` (its train and validation splits) or on `Samples`."""
-        from .train import fit_gnn
+        """Train on a `autotune.tuning.dataset.Dataset` (its train and validation splits) or on `Samples`."""
+        from costmodels.gnn.train import fit_gnn
         if hasattr(dataset, "load") and validation is None:
             train = dataset.load("train")
             try:

@@ -10,7 +10,7 @@
   ordered-pair accuracy); the best epoch's weights are kept (checkpoint selection) and training stops
   after `patience` epochs without improvement.
 
-`Samples` (autotune.dataset) provides: graphs (KernelGraph list), graph (sample -> graph index),
+`Samples` (autotune.tuning.dataset) provides: graphs (KernelGraph list), graph (sample -> graph index),
 tile_feat ([S, TILE_DIM] raw), runtime (seconds), family_of_sample (family id per sample).
 """
 from __future__ import annotations
@@ -25,9 +25,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from autotune.metrics import ordered_pair_accuracy
+from costmodels.metrics import ordered_pair_accuracy
 
-from .model import collate_prepared
+from costmodels.gnn.model import collate_prepared
 
 __all__ = ["fit_gnn", "pairwise_rank_loss", "family_weights"]
 

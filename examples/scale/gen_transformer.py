@@ -2,7 +2,7 @@
 
 d_model 256, 4 heads, batch 4, sequence 32, pre-norm attention and a GELU MLP, no biases; about
 230 instructions per layer (L=12: 3.1k, L=48: 12.3k, L=200: 51k). Used by benchmarks/scale.py and
-tests/autotune/test_scale.py (transformer_L12.hlo and transformer_L48.hlo are committed; larger
+tests/autotune/compiler/test_scale.py (transformer_L12.hlo and transformer_L48.hlo are committed; larger
 depths are generated on demand).
 
     python examples/scale/gen_transformer.py L [--out examples/scale/transformer_L{L}.hlo]

@@ -63,8 +63,8 @@ def test_mutants_are_reproducible():
 
 
 def test_classify_tells_bugs_from_user_errors():
-    from autotune.hlo import HloParseError
-    from autotune.program import ProgramError
+    from autotune.compiler.hlo import HloParseError
+    from autotune.compiler.program import ProgramError
     from autotune.testing.fuzz import CaseTimeout
     assert classify(HloParseError("bad", "f.hlo", 3, 4))[0] == POSITIONED
     assert classify(ProgramError("bad"))[0] != POSITIONED  # no instruction: no position

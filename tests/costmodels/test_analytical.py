@@ -2,12 +2,12 @@
 import numpy as np
 import pytest
 
-from autotune.fusion import FusionSpace
-from autotune.program import Program
-from autotune.tiles import TileConfig, TileSpace
+from autotune.compiler.fusion import FusionSpace
+from autotune.compiler.program import Program
+from autotune.compiler.tiles import TileConfig, TileSpace
 from costmodels.analytical import AnalyticalCostModel
 from costmodels.base import get_cost_model
-from hardware.targets import get_target
+from autotune.compiler.targets import get_target
 
 
 def one_kernel(body: str):

@@ -102,8 +102,8 @@ def test_evaluator_adapter_failures_are_inf():
 
 
 def test_simulator_as_evaluator_cost_model():
-    from autotune.fusion import FusionSpace
-    from autotune.program import Program
+    from autotune.compiler.fusion import FusionSpace
+    from autotune.compiler.program import Program
     from hardware.simulator import TpuSimulator
     prog = Program.from_text("HloModule m\nENTRY e {\n a = f32[256,256]{1,0} parameter(0)\n"
                              " ROOT n = f32[256,256]{1,0} negate(a)\n}\n")

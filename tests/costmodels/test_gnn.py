@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 import torch
 
-from autotune.dataset import build_dataset
-from autotune.features import NODE_DIM, TILE_DIM, kernel_graph
-from autotune.fusion import FusionSpace
-from autotune.metrics import ordered_pair_accuracy
-from autotune.program import Program
+from autotune.tuning.dataset import build_dataset
+from costmodels.features import NODE_DIM, TILE_DIM, kernel_graph
+from autotune.compiler.fusion import FusionSpace
+from costmodels.metrics import ordered_pair_accuracy
+from autotune.compiler.program import Program
 from costmodels.gnn import GnnCostModel, GnnNet, pairwise_rank_loss
 from costmodels.gnn.layers import (DirectedSAGEConv, GATConv, collate, scatter_max, scatter_mean, scatter_sum,
                                    segment_softmax)
@@ -169,7 +169,7 @@ def test_fusion_training_save_load(fusion_ds, kernels, tmp_path):
 def test_geometry_features_join_the_kernel_input(fusion_ds, kernels, tmp_path):
     """geometry_features=True widens the kernel-level input by the featurizer's geometry row, is saved
     with the layout version, and a file from another layout is refused."""
-    from autotune.features import GEOMETRY_DIM
+    from costmodels.features import GEOMETRY_DIM
     from costmodels.gnn.model import KDIM
     m = GnnCostModel("fusion", geometry_features=True, **TINY)
     assert m.net.gdim == KDIM + GEOMETRY_DIM
@@ -222,7 +222,7 @@ def test_early_stopping_keeps_best(fusion_ds):
 def test_cli_train_and_evaluate_gnn(fusion_ds, tmp_path):
     import json
     from click.testing import CliRunner
-    from autotune.cli_learn import evaluate, train
+    from autotune.cli.learn import evaluate, train
     out = tmp_path / "g.pt"
     r = CliRunner()
     res = r.invoke(train, ["--model", "gnn", "--task", "fusion", "--data", str(fusion_ds.root), "--out", str(out),
@@ -266,7 +266,7 @@ def test_length_bucketing_keeps_order(fusion_ds, kernels):
 
 
 def test_analytical_baseline_scales_fitted_on_train(fusion_ds):
-    from autotune.cli_learn import _KINDS, FittedAnalytical, _graph_kind, evaluate_models, fit_analytical_scales
+    from autotune.cli.learn import _KINDS, FittedAnalytical, _graph_kind, evaluate_models, fit_analytical_scales
     scales = fit_analytical_scales(fusion_ds, "train")
     assert set(scales) == set(_KINDS) and all(v > 0 for v in scales.values())
     fitted = FittedAnalytical(scales)

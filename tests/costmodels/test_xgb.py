@@ -7,12 +7,12 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from autotune.cli_learn import dataset as dataset_cmd, evaluate as evaluate_cmd, train as train_cmd
-from autotune.dataset import build_dataset
-from autotune.features import FEATURE_VERSION, GEOMETRY_DIM, NUM_OPCODES, kernel_graph
-from autotune.fusion import FusionSpace
-from autotune.metrics import ordered_pair_accuracy
-from autotune.program import Program
+from autotune.cli.learn import dataset as dataset_cmd, evaluate as evaluate_cmd, train as train_cmd
+from autotune.tuning.dataset import build_dataset
+from costmodels.features import FEATURE_VERSION, GEOMETRY_DIM, NUM_OPCODES, kernel_graph
+from autotune.compiler.fusion import FusionSpace
+from costmodels.metrics import ordered_pair_accuracy
+from autotune.compiler.program import Program
 from costmodels.base import get_cost_model
 from costmodels.xgb import FEATURE_GROUPS, KERNEL_VECTOR_DIM, XgbCostModel, kernel_vector
 

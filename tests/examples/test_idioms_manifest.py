@@ -98,7 +98,7 @@ def test_readme_lists_every_program(manifest):
 
 def test_recorded_parse_outcome_matches_autotune(manifest):
     """``autotune_parse`` says what autotune's parser does with each program today."""
-    from autotune.program import Program
+    from autotune.compiler.program import Program
     for e in manifest:
         path = IDIOMS_DIR / e["file"]
         try:

@@ -5,7 +5,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from autotune.store import MemoryStore
+from autotune.tuning.store import MemoryStore
 from hardware.base import (Budget, BudgetError, Evaluator, KernelLike, Measurement, parse_duration,
                            tile_key)
 

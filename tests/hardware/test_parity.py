@@ -13,8 +13,8 @@ FIXTURES = os.path.join(ROOT, "tests", "fixtures", "hlo")
 
 
 def test_config_for_names():
-    from autotune.fusion import FusionSpace
-    from autotune.program import Program
+    from autotune.compiler.fusion import FusionSpace
+    from autotune.compiler.program import Program
     sp = FusionSpace(Program.from_file(os.path.join(FIXTURES, "dus_kv_update.hlo")), "tpu")
     assert config_for(sp, "default") == sp.default()
     assert config_for(sp, "unfused").count() == 0
@@ -57,9 +57,9 @@ def test_illegal_in_place_fusion_is_caught_as_a_mismatch(tmp_path):
     legality allowed before) updates its buffer in place while reading it, and XLA:CPU computes
     other numbers."""
     pytest.importorskip("jax")
-    from autotune.fusion import FusionConfig, FusionSpace
-    from autotune.kernel import emit_fused_text
-    from autotune.program import Program
+    from autotune.compiler.fusion import FusionConfig, FusionSpace
+    from autotune.compiler.kernel import emit_fused_text
+    from autotune.compiler.program import Program
     from hardware.xla import compile_hlo, output_error
     path = os.path.join(FIXTURES, "dus_shifted_window.hlo")
     text = open(path).read()
@@ -79,9 +79,9 @@ def test_emitted_transpose_into_reshape_computes_under_measure_options():
     program without the permutation (so the measure-mode reference is wrong too); the emitted
     program gives what XLA's default compile of the original gives."""
     pytest.importorskip("jax")
-    from autotune.fusion import FusionSpace
-    from autotune.kernel import EMITTED_CPU_COMPILE_OPTIONS, emit_fused_text
-    from autotune.program import Program
+    from autotune.compiler.fusion import FusionSpace
+    from autotune.compiler.kernel import EMITTED_CPU_COMPILE_OPTIONS, emit_fused_text
+    from autotune.compiler.program import Program
     from hardware.xla import compile_hlo, verification_inputs
     path = os.path.join(FIXTURES, "loop_rotate_transpose.hlo")
     text = open(path).read()

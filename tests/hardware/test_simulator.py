@@ -2,9 +2,9 @@
 import numpy as np
 import pytest
 
-from autotune.fusion import FusionSpace
-from autotune.program import Program
-from autotune.tiles import TileConfig, TileSpace
+from autotune.compiler.fusion import FusionSpace
+from autotune.compiler.program import Program
+from autotune.compiler.tiles import TileConfig, TileSpace
 from hardware.base import Measurement
 from hardware.simulator import SimConstants, TpuSimulator
 

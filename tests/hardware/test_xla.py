@@ -359,9 +359,9 @@ def test_output_error_metric():
 
 
 def test_measure_program_checks_outputs_against_a_reference(evaluator):
-    from autotune.fusion import FusionSpace
-    from autotune.kernel import EMITTED_CPU_COMPILE_OPTIONS, emit_fused_text
-    from autotune.program import Program
+    from autotune.compiler.fusion import FusionSpace
+    from autotune.compiler.kernel import EMITTED_CPU_COMPILE_OPTIONS, emit_fused_text
+    from autotune.compiler.program import Program
     for name in ("donated_update", "random_normal", "two_outputs"):
         original = (SMALL / f"{name}.hlo").read_text()
         space = FusionSpace(Program.from_text(original), "cpu")

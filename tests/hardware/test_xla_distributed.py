@@ -8,8 +8,8 @@ import pytest
 pytest.importorskip("jax")
 distributed = pytest.importorskip("distributed")
 
-from autotune.fusion import FusionSpace  # noqa: E402
-from autotune.program import Program  # noqa: E402
+from autotune.compiler.fusion import FusionSpace  # noqa: E402
+from autotune.compiler.program import Program  # noqa: E402
 from hardware.xla import XlaEvaluator  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -10,8 +10,8 @@ import os
 
 import pytest
 
-from autotune.fusion import FusionSpace
-from autotune.program import Program
+from autotune.compiler.fusion import FusionSpace
+from autotune.compiler.program import Program
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PROGRAM = os.path.join(REPO, "examples", "hlo", "gnn_small_infer.hlo")

@@ -138,7 +138,7 @@ def test_unknown_parameter_is_an_error(space):
 
 @pytest.mark.parametrize("name", list(STRATEGIES))
 def test_same_seed_same_asks(name, program, space, cost, cost_of):
-    from autotune.fusion import FusionSpace
+    from autotune.compiler.fusion import FusionSpace
     other = FusionSpace(program, "tpu")  # a separate space: no shared caches
     a = drive(make(name, space, seed=7), cost, steps=8)
     b = drive(make(name, other, seed=7), cost_of(other), steps=8)
@@ -151,7 +151,7 @@ def test_same_seed_same_asks(name, program, space, cost, cost_of):
 @pytest.mark.parametrize("name", list(STRATEGIES))
 @pytest.mark.parametrize("pending", [False, True], ids=["after_tell", "between_ask_and_tell"])
 def test_state_dict_round_trip_resumes_identically(name, pending, program, space, cost, cost_of):
-    from autotune.fusion import FusionSpace
+    from autotune.compiler.fusion import FusionSpace
     a = make(name, space, seed=5)
     drive(a, cost, steps=6)
     cfgs = a.ask(16) if pending else []
@@ -266,8 +266,8 @@ def test_random_search_exhausts_a_tiny_space(tiny_space):
 def test_strategies_also_search_tile_spaces(program):
     """Strategies only need the Space interface: they run on a kernel's tile space as well."""
     try:
-        from autotune.fusion import FusionSpace
-        from autotune.tiles import TileSpace
+        from autotune.compiler.fusion import FusionSpace
+        from autotune.compiler.tiles import TileSpace
         from costmodels.analytical import AnalyticalCostModel
         fs = FusionSpace(program, "tpu")
         kernel = max(fs.kernels(fs.default()), key=lambda k: len(TileSpace(k, "tpu").tiles()))
@@ -289,7 +289,7 @@ def test_strategies_also_search_tile_spaces(program):
 @given(data=st.data(), name=st.sampled_from(["random", "annealing", "genetic"]))
 def test_random_interleavings_keep_the_contract(data, name, program):
     """Any mix of ask sizes, partial/late/duplicate tells and failures keeps ask's contract."""
-    from autotune.fusion import FusionSpace
+    from autotune.compiler.fusion import FusionSpace
     space = FusionSpace(program, "tpu")
     s = make(name, space, seed=data.draw(st.integers(0, 2 ** 16)))
     outstanding: list = []

@@ -1,5 +1,5 @@
 """TopKTileSearch with fake tile spaces, cost models and evaluators (duck typing), plus one real run
-through autotune.tiles when it is importable."""
+through autotune.compiler.tiles when it is importable."""
 from __future__ import annotations
 
 import math
@@ -130,10 +130,10 @@ def test_as_a_strategy_on_one_kernel():
 
 
 def test_with_real_tile_spaces(program):
-    """Integration with autotune.tiles and the analytical model (skipped while they are unavailable)."""
+    """Integration with autotune.compiler.tiles and the analytical model (skipped while they are unavailable)."""
     try:
-        from autotune.fusion import FusionSpace
-        from autotune.tiles import TileSpace
+        from autotune.compiler.fusion import FusionSpace
+        from autotune.compiler.tiles import TileSpace
         from costmodels.analytical import AnalyticalCostModel
         space = FusionSpace(program, "tpu")
         kernels = space.kernels(space.default())[:4]

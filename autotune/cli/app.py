@@ -1,0 +1,607 @@
+"""The `autotune` command line.
+
+Exit status: 0 done; 2 a user error (malformed HLO, bad option values, impossible budgets, unusable
+paths, corrupt files, a checkpoint of another run), printed as one line on stderr
+(`autotune: error: ...`) - tracebacks are for bugs only; 3 hardware measurement failed (`fusion`:
+no configuration could be verified; `measure`: a kernel or an end-to-end timing failed), after every
+output was written; 130 interrupted (Ctrl-C/SIGTERM), results so far written.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+import click
+
+import costmodels
+
+from autotune.cli.errors import OneLineErrorsGroup, UserError
+from autotune.cli.errors import friendly as _friendly
+
+TARGETS = ("tpu", "cpu")
+MEASUREMENT_FAILED_EXIT = 3   # hardware measurement failed / nothing verified (outputs are written)
+INTERRUPTED_EXIT = 130
+
+
+def _warn(message: str) -> None:
+    """One warning line on stderr (the same text is recorded in the report)."""
+    click.echo(f"autotune: warning: {message}", err=True)
+
+
+def _output_file(path: str, flag: str) -> Path:
+    """An output file path whose folder exists and is writable (checked before any work)."""
+    p = Path(path)
+    if p.is_dir():
+        raise UserError(f"{flag} {path}: is a directory, not a file")
+    parent = p.parent if str(p.parent) else Path(".")
+    if not parent.is_dir():
+        raise UserError(f"{flag} {path}: folder {parent} does not exist")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise UserError(f"{flag} {path}: folder {parent} is not writable")
+    return p
+
+
+def _output_dir(path: "str | Path", flag: str) -> Path:
+    """An output folder that exists and is writable, or that can be created (checked, not created)."""
+    p = Path(path)
+    if p.exists():
+        if not p.is_dir():
+            raise UserError(f"{flag} {path}: exists and is not a folder")
+        if not os.access(p, os.W_OK | os.X_OK):
+            raise UserError(f"{flag} {path}: folder is not writable")
+        return p
+    ancestor = p.absolute().parent
+    while not ancestor.exists():
+        ancestor = ancestor.parent
+    if not ancestor.is_dir() or not os.access(ancestor, os.W_OK | os.X_OK):
+        raise UserError(f"{flag} {path}: cannot create it ({ancestor} is not a writable folder)")
+    return p
+
+
+def _duration(text: Optional[str], flag: str, allow_zero: bool = False) -> Optional[float]:
+    """Seconds of a duration flag (30s, 5m, 1h; 'inf'/'none' = unlimited); one-line errors."""
+    from hardware.base import BudgetError, parse_duration
+    try:
+        value = parse_duration(text)
+    except BudgetError as e:
+        raise UserError(f"{flag}: {e}") from None
+    if value is not None and not math.isfinite(value):
+        raise UserError(f"{flag} {text}: must be a finite duration (e.g. 30s, 5m, 1h; 'inf' for no limit)")
+    if value is not None and value <= 0 and not allow_zero:
+        raise UserError(f"{flag} {text}: too small to evaluate anything (use e.g. 30s, 5m, 1h)")
+    return value
+
+
+def _load(path: str):
+    """Parse + normalize a program; returns (Program, XLA-style cost of the unfused module)."""
+    from autotune.compiler.analysis import module_cost
+    from autotune.compiler.hlo import parse_hlo_file
+    from autotune.compiler.program import Program
+
+    module = parse_hlo_file(path)
+    cost = module_cost(module)
+    return Program.from_module(module), cost
+
+
+def _load_config(space, path: Optional[str]):
+    from autotune.tuning.config_io import load_config
+    if path is None:
+        return space.default()
+    return load_config(space, path)
+
+
+@click.group(cls=OneLineErrorsGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="autotune")
+def main() -> None:
+    """Autotuner for XLA HLO programs: operator fusion and tile sizes, with pluggable cost models."""
+
+
+@main.command()
+@click.argument("program", type=click.Path(exists=True, dir_okay=False))
+@click.option("--target", type=click.Choice(TARGETS), default="tpu", show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+@_friendly
+def show(program: str, target: str, as_json: bool) -> None:
+    """Summarize a program: size, fusible edges, default kernels, static cost."""
+    from autotune.compiler.fusion import FusionSpace
+
+    prog, cost = _load(program)
+    space = FusionSpace(prog, target)
+    default = space.default()
+    kernels = space.state(default).refs()
+    info = {
+        "program": str(program),
+        "target": target,
+        "instructions": prog.instruction_count(),
+        "computations": len(prog.module.computations),
+        "kernel_computations": len(prog.computations),
+        "fusible_edges": space.n_edges,
+        "fused_edges_default": default.count(),
+        "kernels_default": len(kernels),
+        "flops": cost.flops,
+        "transcendentals": cost.transcendentals,
+        "bytes_accessed": cost.bytes_accessed,
+        "while_loops": [{"instruction": w.instruction, "trip_count": w.trip_count, "source": w.source}
+                        for w in prog.whiles],
+        "warnings": prog.flags,
+    }
+    if as_json:
+        click.echo(json.dumps(info, indent=2))
+        return
+    rows = [
+        ("program", info["program"]), ("target", target),
+        ("instructions", f"{info['instructions']:,}"),
+        ("computations", f"{info['computations']} ({info['kernel_computations']} with kernels)"),
+        ("fusible edges", f"{info['fusible_edges']:,} ({info['fused_edges_default']:,} fused by default)"),
+        ("kernels (default)", f"{info['kernels_default']:,}"),
+        ("flops", f"{cost.flops:,.0f}"), ("transcendentals", f"{cost.transcendentals:,.0f}"),
+        ("bytes accessed", f"{cost.bytes_accessed:,.0f}"),
+    ]
+    for w in prog.whiles:
+        rows.append(("while " + w.instruction, f"trip count {w.trip_count} ({w.source})"))
+    width = max(len(k) for k, _ in rows)
+    for k, v in rows:
+        click.echo(f"{k:<{width}}  {v}")
+    for w in prog.flags:
+        click.echo(f"warning: {w}", err=True)
+
+
+@main.command()
+@click.argument("program", type=click.Path(exists=True, dir_okay=False))
+@click.option("--target", type=click.Choice(TARGETS), default="tpu", show_default=True)
+@click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False),
+              help="Fusion configuration (best_config.json); default: the compiler's heuristic.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), required=True, help="Output .hlo file.")
+@click.option("--no-metadata", is_flag=True, help="Drop metadata and stack-frame tables.")
+@_friendly
+def emit(program: str, target: str, config_path: Optional[str], output: str, no_metadata: bool) -> None:
+    """Write the fused program (fusion instructions per kernel) for a configuration."""
+    from autotune.compiler.fusion import FusionSpace
+    from autotune.compiler.kernel import emit_fused_text
+
+    _output_file(output, "-o/--output")
+    prog, _ = _load(program)
+    space = FusionSpace(prog, target)
+    cfg = _load_config(space, config_path)
+    text = emit_fused_text(space, cfg, metadata=not no_metadata, header=True)
+    Path(output).write_text(text)
+    kernels = len(space.state(cfg).refs())
+    click.echo(f"wrote {output}: {kernels} kernels, {cfg.count()}/{space.n_edges} edges fused", err=True)
+
+
+# --------------------------------------------------------------------------------------------------
+# Evaluators, cost models, strategies from command-line names
+
+EVALUATORS = ("sim", "xla")
+SHIPPED_DIR = Path(costmodels.__file__).resolve().parent / "shipped"
+
+
+def _default_evaluator(target: str) -> str:
+    return "sim" if target.startswith("tpu") else "xla"
+
+
+def make_evaluator(name: Optional[str], target: str, store: Optional[str] = None, seed: int = 0,
+                   budget: Any = None, noise: Optional[float] = None, scheduler: Optional[str] = None,
+                   workers: int = 1):
+    """Evaluator by name for a target: `sim` (TPU-like simulator) or `xla` (real XLA on this machine)."""
+    from autotune.tuning.store import open_store
+    name = name or _default_evaluator(target)
+    st = open_store(store)
+    if name == "sim":
+        if not target.startswith("tpu"):
+            raise UserError(f"the sim evaluator simulates a TPU; use --target tpu (got --target {target})")
+        from hardware.simulator import TpuSimulator
+        return TpuSimulator(target=target, seed=seed, budget=budget, store=st, noise=noise)
+    if name == "xla":
+        if target.startswith("tpu"):
+            raise UserError("the xla evaluator runs kernels on this machine's XLA backend; use --target cpu")
+        try:
+            import jaxlib  # noqa: F401
+        except ImportError:
+            raise UserError("the xla evaluator needs jax/jaxlib: pip install 'autotune[xla]'") from None
+        from hardware.xla import XlaEvaluator
+        try:
+            return XlaEvaluator(target=target, budget=budget, store=st, seed=seed, n_workers=workers,
+                                scheduler=scheduler)
+        except (RuntimeError, OSError) as e:  # worker start-up, or a dask scheduler that cannot be reached
+            raise UserError(f"the xla evaluator could not start: {str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
+    raise UserError(f"unknown evaluator {name!r} (known: {', '.join(EVALUATORS)})")
+
+
+def shipped_model(kind: str, task: str, target: str) -> Optional[Path]:
+    for ext in (".pt", ".json", ".ubj"):
+        p = SHIPPED_DIR / f"{kind}_{task}_{target}{ext}"
+        if p.exists():
+            return p
+    return None
+
+
+def make_cost_model(spec: Optional[str], task: str, target: str, evaluator: Any):
+    """Cost model by name (analytical, xgboost, gnn, hardware), model file, or module:Class.
+
+    Default: the shipped GNN for the task and target when present, else the analytical model."""
+    from costmodels.base import EvaluatorCostModel, get_cost_model
+    if spec is None:
+        spec = "gnn" if shipped_model("gnn", task, target) else "analytical"
+    key = spec.lower()
+    if key == "hardware":
+        return EvaluatorCostModel(evaluator), "hardware"
+    if key == "analytical":
+        return get_cost_model("analytical", target=target), "analytical"
+    if key in ("gnn", "xgboost"):
+        path = shipped_model("gnn" if key == "gnn" else "xgb", task, target)
+        if path is None:
+            raise UserError(f"no shipped {key} model for task {task!r} and target {target!r}; "
+                            f"train one with `autotune train` and pass its path")
+        spec = str(path)
+    if os.path.exists(spec):
+        return _load_model_file(spec, task, target), spec
+    return get_cost_model(spec), spec
+
+
+def _load_model_file(path: str, task: str, target: str):
+    """A trained model file: .pt = GNN, .json/.ubj = XGBoost; the file must match task and target."""
+    ext = Path(path).suffix.lower()
+    if ext == ".pt":
+        from costmodels.gnn import GnnCostModel as cls
+    elif ext in (".json", ".ubj", ".xgb"):
+        from costmodels.xgb import XgbCostModel as cls
+    else:
+        raise UserError(f"{path}: unknown model file type {ext!r} (expected .pt for GNN, .json/.ubj for XGBoost)")
+    try:
+        return cls.load(path, task=task, target=target)
+    except ValueError as e:
+        raise UserError(str(e)) from None
+
+
+def _run_dir(program: str, out: Optional[str], kind: str) -> Path:
+    if out:
+        return Path(out)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    base = Path("autotune-runs") / f"{Path(program).stem}-{kind}-{stamp}"
+    p, k = base, 1
+    while p.exists():
+        k += 1
+        p = base.with_name(f"{base.name}-{k}")
+    return p
+
+
+def model_identity(model_name: str) -> str:
+    """What a resumed run's cost model must equal: a model file's sha256, else its name."""
+    import hashlib
+    if os.path.isfile(model_name):
+        with open(model_name, "rb") as f:
+            return "sha256:" + hashlib.sha256(f.read()).hexdigest()
+    return model_name
+
+
+@main.command()
+@click.argument("program", type=click.Path(exists=True, dir_okay=False))
+@click.option("--budget", default="5m", show_default=True, help="Total wall-clock budget (30s, 5m, 1h).")
+@click.option("--cost-model", "cost_model", default=None,
+              help="analytical, xgboost, gnn, hardware, a model file, or module:Class "
+                   "[default: shipped GNN if present, else analytical]")
+@click.option("--strategy", default="annealing", show_default=True,
+              help="annealing, genetic, random, or module:Class / path.py:Class")
+@click.option("--evaluator", type=click.Choice(EVALUATORS), default=None,
+              help="Hardware for verification [default: sim for tpu, xla for cpu]")
+@click.option("--target", type=click.Choice(TARGETS), default="tpu", show_default=True)
+@click.option("--hw-budget", default=None,
+              help="Wall-clock budget for verifying the top predicted configurations on hardware (0 = none) "
+                   "[default: a tenth of --budget, as the paper; 1m without a --budget].")
+@click.option("--top-k", "top_k", default=10, show_default=True, type=click.IntRange(1, None),
+              help="Configurations to verify on hardware.")
+@click.option("--seed", default=0, show_default=True, type=click.IntRange(0, None))
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
+              help="Output folder [default: a new folder under ./autotune-runs/]")
+@click.option("--resume", "resume_dir", type=click.Path(exists=True, file_okay=False), default=None,
+              help="Continue the run saved in this folder (its checkpoint), with what is left of --budget.")
+@click.option("--store", default=None, help="Measurement store (SQLite path, or 'none') [default: $AUTOTUNE_STORE "
+              "or ~/.cache/autotune/measurements.sqlite]")
+@click.option("--batch-size", default=64, show_default=True, type=click.IntRange(1, None))
+@click.option("--max-evals", "max_evals", default=None, type=click.IntRange(1, None),
+              help="Stop after this many configurations (with --seed: a reproducible run).")
+@click.option("--no-progress", is_flag=True, help="No progress bar.")
+@click.option("--scheduler", default=None,
+              help="xla: measure on a dask.distributed cluster (tcp://HOST:PORT) instead of local workers.")
+@click.option("--workers", default=1, show_default=True, type=click.IntRange(1, 256),
+              help="xla: parallel local measuring processes.")
+@_friendly
+def fusion(program: str, budget: str, cost_model: Optional[str], strategy: str, evaluator: Optional[str],
+           target: str, hw_budget: Optional[str], top_k: int, seed: int, out_dir: Optional[str], resume_dir: Optional[str],
+           store: Optional[str], batch_size: int, max_evals: Optional[int], no_progress: bool,
+           scheduler: Optional[str], workers: int) -> None:
+    """Search fusion configurations of PROGRAM with a cost model, verify the best on hardware.
+
+    Exit status 3 when no configuration could be verified (outputs are still written)."""
+    from hardware.base import Budget
+    from search.base import get_strategy
+    from autotune.compiler.fusion import FusionSpace
+    from autotune.tuning.report import write_fusion_outputs
+    from autotune.tuning.tuner import Tuner, program_fingerprint
+
+    total = _duration(budget, "--budget")
+    if hw_budget is None:  # the paper's split: search with the model, verify with a tenth of the budget
+        hw = total / 10 if total is not None else 60.0
+        hw_budget = f"{hw:g}s"
+    else:
+        hw = _duration(hw_budget, "--hw-budget", allow_zero=True)
+        if hw is None:
+            raise UserError(f"--hw-budget {hw_budget}: must be finite (e.g. 30s, 1m; 0 = no verification)")
+    prog, _ = _load(program)
+    space = FusionSpace(prog, target)
+    # No fusible edge: one configuration (the default), still emitted, reported and verified.
+    no_edges = (f"{program}: no fusible producer->consumer edges on target {target}: the program has one "
+                "configuration, written as it is") if space.n_edges == 0 else None
+    strategy_cls = get_strategy(strategy)
+    ev_name = evaluator or _default_evaluator(target)
+    if (scheduler or workers > 1) and ev_name != "xla":
+        raise UserError("--scheduler/--workers apply to the xla evaluator (the simulator is vectorized in-process)")
+    if total is not None and 0 < total <= hw and (cost_model or "").strip().lower() != "hardware":
+        raise UserError(f"--hw-budget {hw_budget} leaves nothing of --budget {budget} for the search")
+    if resume_dir:
+        Tuner.read_checkpoint(resume_dir)  # a missing or corrupt checkpoint fails before any work
+    out = Path(resume_dir) if resume_dir and not out_dir else _run_dir(program, out_dir, "fusion")
+    _output_dir(out, "--out")
+    ev = make_evaluator(evaluator, target, store, seed, scheduler=scheduler, workers=workers)
+    try:
+        model, model_name = make_cost_model(cost_model, "fusion", target, ev)
+        # --budget is the total wall clock: search gets what hardware verification does not.
+        search_budget = total
+        if total is not None and hw > 0 and model_name != "hardware":
+            search_budget = total - hw
+        strat = strategy_cls(space, seed=seed)
+        strategy_name = getattr(strategy_cls, "name", strategy)
+        fingerprint = {"program": program_fingerprint(space), "target": target, "cost_model": model_identity(model_name),
+                       "strategy": strategy_name, "evaluator": ev_name, "seed": seed}
+        tuner = Tuner(space, model, strat, Budget(search_budget), evaluator=ev if hw > 0 else None,
+                      hw_budget=hw, top_k_verify=top_k, out_dir=out, batch_size=batch_size,
+                      progress=not no_progress, max_evaluations=max_evals, fingerprint=fingerprint,
+                      reference_text=Path(program).read_text())
+        if resume_dir:
+            tuner.resume(resume_dir)
+            r = tuner.resumed_from
+            left = (f"{r['remaining_s']:.1f}s of the {r['search_budget_s']:g}s search budget left"
+                    if r["search_budget_s"] is not None else "no search time limit")
+            click.echo(f"resuming {resume_dir}: {r['evaluations']:,} configurations and {r['elapsed_s']:.1f}s of "
+                       f"search done before; {left}", err=True)
+        out.mkdir(parents=True, exist_ok=True)
+        if model_name == "hardware":
+            ev.budget = Budget(tuner.budget.seconds)
+        result = tuner.run()
+        if no_edges:
+            result.warnings.insert(0, no_edges)
+        if hw <= 0:
+            result.verification = {"status": "skipped", "reason": "--hw-budget 0: no hardware verification asked for"}
+        meta = {"program": str(program), "target": target, "cost_model": model_name, "strategy": strategy_name,
+                "evaluator": ev_name, "budget_s": total, "hw_budget_s": hw, "seed": seed, "out_dir": str(out),
+                "fingerprint": fingerprint, "resumed_from": tuner.resumed_from}
+        report = write_fusion_outputs(out, space, result, meta)
+    finally:
+        ev.close()
+    for w in report["warnings"]:  # the program's normalization notes, then every failed or skipped step
+        _warn(w)
+    msg = (f"{Path(program).name}: predicted {report['default_cost_s'] * 1e3:.4g} ms -> "
+           f"{report['best_cost_s'] * 1e3:.4g} ms (x{report['speedup']:.3f}) after {result.evaluations:,} "
+           f"configurations")
+    if report.get("measured_speedup"):
+        how = "end to end" if result.verification.get("method") == "end-to-end" else "kernel sums"
+        msg += (f"; measured ({how}) {report['measured_default_s'] * 1e3:.4g} ms -> "
+                f"{report['measured_best_s'] * 1e3:.4g} ms (x{report['measured_speedup']:.3f})")
+    elif result.verification.get("status") != "verified":
+        msg += f"; not verified ({result.verification.get('reason', result.verification.get('status'))})"
+    click.echo(msg)
+    click.echo(f"results in {out}/ (report.json, best_config.json, fused.hlo, search.png, log.jsonl)")
+    if result.stopped_by in ("SIGINT", "SIGTERM"):
+        sys.exit(INTERRUPTED_EXIT)
+    if result.verification_failed:
+        sys.exit(MEASUREMENT_FAILED_EXIT)
+
+
+@main.command()
+@click.argument("program", type=click.Path(exists=True, dir_okay=False))
+@click.option("--evaluator", type=click.Choice(EVALUATORS), default=None,
+              help="[default: sim for tpu, xla for cpu]")
+@click.option("--target", type=click.Choice(TARGETS), default="tpu", show_default=True)
+@click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="Fusion configuration (best_config.json); default: the compiler's heuristic.")
+@click.option("--store", default=None, help="Measurement store (SQLite path, or 'none').")
+@click.option("--scheduler", default=None, help="xla: send kernels to a dask.distributed scheduler (tcp://HOST:PORT).")
+@click.option("--workers", default=1, show_default=True, type=click.IntRange(1, 256),
+              help="xla: local worker processes measuring in parallel (timings interfere on small machines).")
+@click.option("--end-to-end", "end_to_end", is_flag=True,
+              help="xla evaluator: also time the whole fused program (compiled as fusion verification "
+                   "compiles it, outputs checked against the original's), and XLA's own default compilation.")
+@click.option("--seed", default=0, show_default=True, type=click.IntRange(0, None))
+@click.option("--json", "as_json", is_flag=True)
+@_friendly
+def measure(program: str, evaluator: Optional[str], target: str, config_path: Optional[str], store: Optional[str],
+            scheduler: Optional[str], workers: int, end_to_end: bool, seed: int, as_json: bool) -> None:
+    """Measure every kernel of a fusion configuration (and the program total) on an evaluator.
+
+    Exit status 3 when a kernel or an end-to-end timing failed (one warning line each)."""
+    from autotune.compiler.fusion import FusionSpace
+
+    prog, _ = _load(program)
+    space = FusionSpace(prog, target)
+    cfg = _load_config(space, config_path)
+    ev_name = evaluator or _default_evaluator(target)
+    if (scheduler or workers > 1) and ev_name != "xla":
+        raise UserError("--scheduler/--workers apply to the xla evaluator (the simulator is vectorized in-process)")
+    if end_to_end and ev_name != "xla":
+        raise UserError("--end-to-end needs the xla evaluator (--target cpu)")
+    ev = make_evaluator(evaluator, target, store, seed, scheduler=scheduler, workers=workers)
+    problems: list = []
+    try:
+        kernels = space.kernels(cfg)
+        ms = ev.measure(kernels)
+        rows = []
+        total = 0.0
+        failed = 0
+        for k, m in zip(kernels, ms):
+            rows.append({"hash": k.hash, "root": k.root_instruction.name, "computation": k.computation.name,
+                         "multiplicity": k.multiplicity, "runtime_s": m.seconds if m.ok else None,
+                         "status": "ok" if m.ok else m.status})
+            if m.ok:
+                total += m.seconds * k.multiplicity
+            else:
+                failed += 1
+                if failed == 1:
+                    first_failure = f"kernel {k.hash} ({k.root_instruction.name}): {m.status}"
+        if failed:
+            problems.append(f"{failed} of {len(kernels)} kernels failed to measure (first: {first_failure}); "
+                            "no program total")
+        info: dict = {"program": str(program), "target": target, "evaluator": evaluator or _default_evaluator(target),
+                      "kernels_total": len(kernels), "kernels_failed": failed,
+                      "total_s": total if not failed else None, "kernels": rows}
+        if end_to_end:
+            from autotune.compiler.kernel import EMITTED_CPU_COMPILE_OPTIONS, emit_fused_text
+            original = Path(program).read_text()
+            m_cfg = ev.measure_program(emit_fused_text(space, cfg), reference=original, **EMITTED_CPU_COMPILE_OPTIONS)
+            m_xla = ev.measure_program(original)
+            info["end_to_end"] = {"config_s": m_cfg.seconds if m_cfg.ok else None, "config_status": m_cfg.status,
+                                  "config_output_error": m_cfg.extra.get("output_error"),
+                                  "config_compile_options": EMITTED_CPU_COMPILE_OPTIONS,
+                                  "xla_default_s": m_xla.seconds if m_xla.ok else None,
+                                  "xla_default_status": m_xla.status}
+            for what, m in (("this configuration's fused program", m_cfg), ("the original program", m_xla)):
+                if not m.ok:
+                    problems.append(f"end-to-end timing of {what} failed: {m.status}")
+        info["warnings"] = problems
+    finally:
+        ev.close()
+    if as_json:
+        click.echo(json.dumps(info, indent=2))
+    else:
+        for r in sorted(rows, key=lambda r: -(r["runtime_s"] or 0) * r["multiplicity"])[:20]:
+            rt = f"{r['runtime_s'] * 1e6:10.2f} us" if r["runtime_s"] is not None else f"{'failed':>13}"
+            click.echo(f"{r['hash']}  {rt}  x{r['multiplicity']:<4g} {r['root']} {'' if r['status'] == 'ok' else r['status']}")
+        if len(rows) > 20:
+            click.echo(f"... {len(rows) - 20} more kernels")
+        tot = f"{total * 1e3:.4f} ms" if not failed else f"incomplete ({failed} kernels failed)"
+        click.echo(f"total: {tot} over {len(rows)} kernels")
+        if "end_to_end" in info:
+            e = info["end_to_end"]
+            click.echo(f"end-to-end: this configuration {e['config_s']} s ({e['config_status']}), "
+                       f"XLA default {e['xla_default_s']} s ({e['xla_default_status']})")
+    if problems:  # one line for the whole failure; the details are in the table / JSON above
+        click.echo(f"autotune: error: measurement failed: {'; '.join(problems)}", err=True)
+        sys.exit(MEASUREMENT_FAILED_EXIT)
+
+
+@main.command()
+@click.argument("program", type=click.Path(exists=True, dir_okay=False))
+@click.option("--top-k", "top_k", default=10, show_default=True, type=click.IntRange(1, None),
+              help="Tiles per kernel measured on the evaluator (the model's K best).")
+@click.option("--cost-model", "cost_model", default=None,
+              help="analytical, xgboost, gnn, a model file, or module:Class "
+                   "[default: shipped tile GNN if present, else analytical]")
+@click.option("--evaluator", type=click.Choice(["sim"]), default="sim", show_default=True)
+@click.option("--target", type=click.Choice(["tpu"]), default="tpu", show_default=True,
+              help="Tile sizes are a TPU-target decision here (XLA:CPU picks its own tiling).")
+@click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="Fusion configuration whose kernels are tiled (default: the compiler's heuristic).")
+@click.option("--budget", default=None, help="Wall-clock budget for hardware measurements (e.g. 5m).")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None)
+@click.option("--store", default=None, help="Measurement store (SQLite path, or 'none').")
+@click.option("--seed", default=0, show_default=True, type=click.IntRange(0, None))
+@_friendly
+def tile(program: str, top_k: int, cost_model: Optional[str], evaluator: str, target: str,
+         config_path: Optional[str], budget: Optional[str], out_dir: Optional[str], store: Optional[str],
+         seed: int) -> None:
+    """Choose a tile size per kernel: rank every valid tile with a cost model, measure the top K."""
+    from search.topk import TopKTileSearch
+    from autotune.compiler.fusion import FusionSpace
+    from autotune.tuning.report import write_json
+    from autotune.compiler.tiles import TileSpace
+
+    seconds = _duration(budget, "--budget")
+    prog, _ = _load(program)
+    space = FusionSpace(prog, target)
+    cfg = _load_config(space, config_path)
+    out = _output_dir(_run_dir(program, out_dir, "tile"), "--out")
+    ev = make_evaluator(evaluator, target, store, seed, budget=seconds)
+    model, model_name = make_cost_model(cost_model, "tile", target, ev)
+    out.mkdir(parents=True, exist_ok=True)
+    uniq: dict = {}
+    mult: dict = {}
+    for k in space.kernels(cfg):
+        if k.is_trivial:
+            continue
+        uniq.setdefault(k.hash, k)
+        mult[k.hash] = mult.get(k.hash, 0.0) + k.multiplicity
+    kernels = list(uniq.values())
+    spaces = [TileSpace(k, target) for k in kernels]
+    ranked = TopKTileSearch(cost_model=model, k=top_k, target=target).candidates(kernels, spaces)
+    rows = []
+    try:
+        from tqdm.auto import tqdm
+        it = tqdm(list(zip(kernels, spaces, ranked)), desc="kernels", unit="kernel", leave=False, disable=None)
+    except ImportError:  # pragma: no cover
+        it = zip(kernels, spaces, ranked)
+    total_default = total_best = 0.0
+    for k, sp, cands in it:
+        default = sp.default()
+        tiles = [default] + [t for t in cands if t != default]
+        ms = ev.measure([k] * len(tiles), tiles)
+        d_m = ms[0]
+        best_t, best_s = default, d_m.seconds if d_m.ok else math.inf
+        for t, m in zip(tiles[1:], ms[1:]):
+            if m.ok and m.seconds < best_s:
+                best_t, best_s = t, m.seconds
+        row = {"hash": k.hash, "root": k.root_instruction.name, "computation": k.computation.name,
+               "multiplicity": mult[k.hash], "valid_tiles": len(sp), "default_tile": default.key(),
+               "chosen_tile": best_t.key(), "default_s": d_m.seconds if d_m.ok else None,
+               "chosen_s": best_s if math.isfinite(best_s) else None,
+               "speedup": (d_m.seconds / best_s) if d_m.ok and math.isfinite(best_s) else None,
+               "measured": sum(m.ok for m in ms), "status": d_m.status}
+        rows.append(row)
+        if d_m.ok and math.isfinite(best_s):
+            total_default += d_m.seconds * mult[k.hash]
+            total_best += best_s * mult[k.hash]
+        write_json(out / "tiles.json", {"kernels": rows})  # on disk as soon as measured
+        if ev.budget_exhausted or ev.budget.exhausted:
+            break
+    report = {"program": str(program), "target": target, "cost_model": model_name, "evaluator": evaluator,
+              "top_k": top_k, "kernels": len(kernels), "kernels_tuned": len(rows),
+              "default_total_s": total_default, "tuned_total_s": total_best,
+              "speedup": total_default / total_best if total_best > 0 else None,
+              "budget_exhausted": bool(ev.budget_exhausted or ev.budget.exhausted), "seed": seed,
+              "config": config_path or "default", "warnings": []}
+    failed = [r for r in rows if r["default_s"] is None or r["chosen_s"] is None]
+    if failed:
+        report["warnings"].append(f"{len(failed)} of {len(rows)} kernels left out of the totals: no tile measured "
+                                  f"(first: {failed[0]['hash']} ({failed[0]['root']}): {failed[0]['status']})")
+    if len(rows) < len(kernels):
+        report["warnings"].append(f"the hardware budget ran out after {len(rows)} of {len(kernels)} kernels")
+    write_json(out / "report.json", report)
+    ev.close()
+    for w in report["warnings"]:
+        _warn(w)
+    sp_txt = f"x{report['speedup']:.3f}" if report["speedup"] else "n/a"
+    click.echo(f"{Path(program).name}: {len(rows)}/{len(kernels)} kernels tuned; kernel time "
+               f"{total_default * 1e3:.4g} ms -> {total_best * 1e3:.4g} ms ({sp_txt}) with top-{top_k} of {model_name}")
+    click.echo(f"results in {out}/ (report.json, tiles.json)")
+
+
+def _attach_learning_commands() -> None:
+    """`dataset build`, `train`, `evaluate` live in cli_learn.py (learned cost models)."""
+    from autotune.cli.learn import dataset, evaluate, train
+    for cmd in (dataset, train, evaluate):
+        main.add_command(cmd)
+
+
+_attach_learning_commands()
+
+
+def run() -> None:  # pragma: no cover - console entry point alias
+    main()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,806 @@
+"""Kernels: fused subgraphs with a canonical hash, static metrics and standalone HLO emission.
+
+Also emits a whole program with `fusion` instructions for any fusion configuration.
+"""
+from __future__ import annotations
+
+import hashlib
+import itertools
+import math
+import re
+import struct
+from dataclasses import dataclass
+from functools import cached_property
+from itertools import chain
+from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
+
+import numpy as np
+
+from autotune.compiler.gc_pause import gc_paused
+from autotune.compiler.hlo import CALLED_COMPUTATION_ATTRS, HloComputation, HloInstruction, HloModule, Shape
+
+if TYPE_CHECKING:  # pragma: no cover
+    from autotune.compiler.fusion import FusionConfig, FusionSpace, KernelRef
+
+# Attributes that do not change what a kernel computes or how fast it runs.
+_IGNORED_ATTRS = frozenset({"metadata", "sharding", "frontend_attributes", "backend_config",
+                            "statistics_viz", "control-predecessors", "origin", "schedule",
+                            "operand_precision"})
+
+
+def _h64(data: bytes) -> int:
+    return struct.unpack("<q", hashlib.blake2b(data, digest_size=8).digest())[0]
+
+
+def shape_signature(shape: Shape) -> int:
+    return _h64(b"shape|" + shape.to_text().encode())
+
+
+def computation_signature(comp: HloComputation, module: HloModule, cache: dict) -> int:
+    """Name- and order-independent signature of an attached computation (reducer, comparator, ...):
+    instructions serialized in post-order from the root, operands by post-order position."""
+    key = ("comp", comp.name)
+    if key in cache:
+        if cache[key] is None:  # re-entered: a computation that calls itself (the verifier refuses these)
+            from autotune.compiler.program import ProgramError
+            raise ProgramError(f"computation '{comp.name}' calls itself")
+        return cache[key]
+    cache[key] = None
+    by_name = comp.by_name
+    pos: dict[str, int] = {}
+    parts: list[str] = []
+    stack: list[tuple[str, bool]] = [(comp.root.name, False)]
+    while stack:
+        n, done = stack.pop()
+        if n in pos:
+            continue
+        ins = by_name[n]
+        if not done:
+            stack.append((n, True))
+            stack.extend((o, False) for o in reversed(ins.operands) if o not in pos)
+            continue
+        pos[n] = len(pos)
+        sig = instruction_signature(ins, module, cache)
+        if ins.opcode == "parameter":
+            sig = _h64(f"param{ins.parameter_number}|{sig}".encode())
+        parts.append(f"{sig}({','.join(str(pos[o]) for o in ins.operands)})")
+    v = _h64("|".join(parts).encode())
+    cache[key] = v
+    return v
+
+
+def instruction_signature(ins: HloInstruction, module: HloModule, cache: dict) -> int:
+    """Name-independent signature of one instruction: opcode, shape (with layout), attributes."""
+    comps = module.computations_by_name if "__comps" not in cache else cache["__comps"]
+    cache["__comps"] = comps
+    parts = [ins.opcode, ins.shape.to_text()]
+    if ins.opcode == "constant":
+        parts.append(ins.literal or "")
+    elif ins.opcode == "parameter":
+        return shape_signature(ins.shape)
+    for k in sorted(ins.attrs):
+        if k in _IGNORED_ATTRS:
+            continue
+        if k in CALLED_COMPUTATION_ATTRS:
+            names = ins.parsed[k]
+            names = names if isinstance(names, tuple) else (names,)
+            parts.append(k + "=" + ",".join(str(computation_signature(comps[n], module, cache)) for n in names))
+        else:
+            parts.append(f"{k}={ins.attrs[k]}")
+    return _h64("|".join(parts).encode())
+
+
+class Kernel:
+    """A fused subgraph of one computation: root, members (topological), external inputs, hash.
+
+    `multiplicity` is how many times it runs per program execution (while trip counts).
+    """
+
+    def __init__(self, space: "FusionSpace", comp: int, root: int, members: tuple, hash: Optional[str] = None):
+        self.space = space
+        self.comp = comp
+        self.root = root
+        self.members = members
+        self._hash = hash
+
+    @property
+    def hash(self) -> str:
+        """Canonical hash (computed on first use: cheap cost models never need it)."""
+        if self._hash is None:
+            self._hash = self.space.kernel_hash(self.comp, self.root, self.members)
+        return self._hash
+
+    @hash.setter
+    def hash(self, value: str) -> None:
+        self._hash = value
+
+    @classmethod
+    def from_ref(cls, space: "FusionSpace", ref: "KernelRef") -> "Kernel":
+        return cls(space, ref.comp, ref.root, ref.members, ref._hash)
+
+    def __repr__(self) -> str:
+        ops = ",".join(i.opcode for i in self.instructions[:6])
+        return f"Kernel({self.hash}, root={self.root_instruction.name}, n={len(self.members)}, ops={ops})"
+
+    # ---- structure
+    @property
+    def computation(self):
+        return self.space.program.computations[self.comp]
+
+    @property
+    def multiplicity(self) -> float:
+        return self.space.multiplicity[self.comp]
+
+    @cached_property
+    def instructions(self) -> list[HloInstruction]:
+        ins = self.computation.instructions
+        return [ins[m] for m in self.members]
+
+    @property
+    def root_instruction(self) -> HloInstruction:
+        return self.computation.instructions[self.root]
+
+    @cached_property
+    def inputs(self) -> list[int]:
+        return self.space.kernel_inputs(self.comp, self.root, self.members)
+
+    @property
+    def input_shapes(self) -> list[Shape]:
+        ins = self.computation.instructions
+        return [ins[i].shape for i in self.inputs]
+
+    @property
+    def output_shape(self) -> Shape:
+        return self.root_instruction.shape
+
+    @property
+    def opcodes(self) -> list[str]:
+        return [i.opcode for i in self.instructions]
+
+    @property
+    def fusion_kind(self) -> str:
+        return self.space.fusion_kind(self.comp, self.root, self.members)
+
+    @property
+    def is_trivial(self) -> bool:
+        """Only bitcasts: no data moves, no time."""
+        insts = self.computation.instructions
+        return all(insts[m].opcode == "bitcast" for m in self.members)
+
+    # ---- static metrics (HloCostAnalysis-like, bytes at the kernel boundary)
+    @cached_property
+    def cost(self):
+        from autotune.compiler.analysis import Cost
+        space, members = self.space, self.members
+        flops, trans, nbytes, consts = space.node_sums(self.comp)
+        # Bytes read: each distinct external operand once, scalar constants excluded (order does
+        # not matter here, so set algebra instead of the canonical input walk; this is the inner
+        # loop of fusion search with cheap cost models).
+        ops = space.program.computations[self.comp].operands
+        ext = set(chain.from_iterable(map(ops.__getitem__, members)))
+        ext.difference_update(members)
+        ext -= consts
+        return Cost(sum(map(flops.__getitem__, members)), sum(map(trans.__getitem__, members)),
+                    sum(map(nbytes.__getitem__, ext)), nbytes[self.root])
+
+    @property
+    def flops(self) -> float:
+        return self.cost.flops
+
+    @property
+    def transcendentals(self) -> float:
+        return self.cost.transcendentals
+
+    @property
+    def bytes_read(self) -> float:
+        return self.cost.bytes_read
+
+    @property
+    def bytes_written(self) -> float:
+        return self.cost.bytes_written
+
+    # ---- emission
+    def to_hlo_module(self, fused: Optional[bool] = None) -> str:
+        """A standalone HLO module computing this kernel: parameters for its inputs, its members, the
+        scalar constants it reads, and the attached computations (reducers) it calls.
+
+        With `fused` (default: True for multi-instruction kernels on targets whose compiler keeps
+        hand-made fusions, i.e. `cpu`), the members are wrapped in one `fusion` instruction so the
+        compiler measures exactly this kernel rather than re-deciding its fusion.
+        """
+        comp = self.computation
+        module = self.space.program.module
+        rules = self.space.rules
+        insts = comp.instructions
+        if fused is None:
+            fused = rules.name == "cpu" and rules.wrap_single(self.root_instruction) and \
+                all(self.space.node_class[self.comp][m] == 3 for m in self.members)
+        if fused and len(self.members) == 1 and not rules.wrap_single(self.root_instruction):
+            fused = False  # e.g. a lone dot on XLA:CPU: a library call, never a fusion
+        inputs = list(self.inputs)
+        mset = set(self.members)
+        consts = list(dict.fromkeys(o for m in self.members for o in comp.operands[m]
+                                    if o not in mset and o not in inputs))
+        if fused and not rules.inline_constants:
+            inputs += consts
+            consts = []
+        names: dict[int, str] = {}
+        params: list[str] = []
+        for k, i in enumerate(inputs):
+            names[i] = f"p{k}"
+            params.append(f"  p{k} = {insts[i].shape.to_text()} parameter({k})")
+        body: list[str] = []
+        for k, c in enumerate(consts):
+            names[c] = f"c{k}"
+            body.append(f"  c{k} = {insts[c].shape.to_text()} constant({insts[c].literal})")
+        called: list[str] = []
+        for k, m in enumerate(self.members):
+            names[m] = f"i{k}"
+        for m in self.members:
+            new = insts[m].copy(name=names[m], operands=[names[o] for o in comp.operands[m]],
+                                is_root=(m == self.root))
+            new.attrs.pop("metadata", None)
+            called.extend(new.called_computations())
+            body.append("  " + new.to_text(percent=False))
+        attached = _attached_computations(module, called)
+        out = [f"HloModule kernel_{self.hash}", ""]
+        for c in attached:
+            out.append(c.to_text(percent=False, metadata=False, is_entry=False))
+            out.append("")
+        if fused:
+            out.append("fused_kernel {")
+            out.extend(params)
+            out.extend(body)
+            out.append("}")
+            out.append("")
+            out.append("ENTRY main {")
+            out.extend(f"  a{k} = {insts[i].shape.to_text()} parameter({k})" for k, i in enumerate(inputs))
+            args = ", ".join(f"a{k}" for k in range(len(inputs)))
+            kind = rules.fusion_kind(comp, self.root, self.members)
+            out.append(f"  ROOT f = {self.output_shape.to_text()} fusion({args}), kind={kind}, calls=fused_kernel")
+            out.append("}")
+        else:
+            out.append("ENTRY main {")
+            out.extend(params)
+            out.extend(body)
+            out.append("}")
+        return "\n".join(out) + "\n"
+
+
+def _attached_computations(module: HloModule, roots: Sequence[str]) -> list[HloComputation]:
+    """The computations named (transitively), in module order so callees precede callers."""
+    comps = module.computations_by_name
+    need: set[str] = set()
+    stack = list(roots)
+    while stack:
+        n = stack.pop()
+        if n in need:
+            continue
+        need.add(n)
+        for ins in comps[n].instructions:
+            stack.extend(ins.called_computations())
+    return [c for c in module.computations if c.name in need]
+
+
+# --------------------------------------------------------------------------------------------------
+# Whole-program emission
+
+
+# How to compile an emitted (fused) program on XLA:CPU so that it runs exactly our kernels
+# (docs/design.md): `hardware.xla.compile_hlo(text, **EMITTED_CPU_COMPILE_OPTIONS)`.
+# * disable_fusion: XLA's fusion passes would otherwise fuse the instructions we left outside
+#   fusions (reshapes, transposes, dots' neighbours) into our kernels, so the measured program would
+#   no longer be the configuration. With it, XLA:CPU only wraps the remaining lone ops into
+#   single-op `wrapped_*` loop fusions and keeps dots as library calls.
+# * reshape-mover disabled: it treats a hand-made fusion of elementwise ops as an elementwise
+#   instruction and sinks a degenerate reshape through it by cloning the fusion with a new shape but
+#   the old fused computation -> "Fused computation shape ... is not equal to the fusion shape".
+# XLA's passes that decide fusion (what `disable_fusion` turns off).
+XLA_FUSION_PASSES = ("fusion", "priority-fusion", "multi_output_fusion", "horizontal-loop-fusion",
+                     "sibling-fusion", "fusion-merger")
+EMITTED_CPU_COMPILE_OPTIONS = {"disable_fusion": True,
+                               "xla_flags": {"xla_disable_hlo_passes": "reshape-mover"}}
+
+
+@gc_paused()
+def emit_fused_module(space: "FusionSpace", cfg: "FusionConfig", metadata: bool = True,
+                      kind: Optional[str] = None,
+                      keep: Optional[Callable[["KernelRef"], bool]] = None) -> HloModule:
+    """The program with one `fusion` instruction per kernel (kinds from the target's rules).
+
+    Kernel roots keep their names as the fusion instruction, so nothing outside changes; members
+    are cloned into each fused computation that holds them. Single-instruction kernels are wrapped
+    too where the target's compiler would otherwise re-fuse them (XLA:CPU keeps hand-made fusions).
+
+    For checking a configuration on another compiler than its target's: `kind` gives every fusion
+    that kind (kinds say how to generate code, not what is computed), and kernels for which
+    `keep(ref)` is False are emitted as their plain instructions. Elementwise kernels of one element
+    (scalar arithmetic, f32[1] optimizer state) are always emitted plain: XLA's simplifier turns
+    the values around them into reshapes that add or drop size-1 dims, and its ReshapeMover would
+    then clone such a fusion with a new shape but its old body (rejected by XLA's verifier).
+    """
+    from autotune.compiler.fusion import NODE_FUSIBLE, is_scalar_constant
+
+    program = space.program
+    module = program.module
+    state = space.state(cfg)
+    used = {i.name for c in module.computations for i in c.instructions} | {c.name for c in module.computations}
+    counter = itertools.count()
+
+    def fresh(base: str) -> str:
+        while True:
+            cand = f"{base}.{next(counter)}"
+            if cand not in used:
+                used.add(cand)
+                return cand
+
+    by_comp: dict[int, dict[int, "KernelRef"]] = {}
+    for ref in state.refs():
+        by_comp.setdefault(ref.comp, {})[ref.root] = ref
+    new_comps: dict[str, list[HloComputation]] = {}  # computation name -> fused comps to put before it
+    replaced: dict[str, HloComputation] = {}
+    for ci, comp in enumerate(program.computations):
+        roots = by_comp.get(ci, {})
+        members_anywhere: set[int] = set()
+        plain: set[int] = set()  # members of kernels emitted unfused (`keep`)
+        for ref in roots.values():
+            if (keep is None or keep(ref)) and not _one_element_elementwise(comp, ref):
+                members_anywhere.update(ref.members)
+            else:
+                plain.update(ref.members)
+        out: list[HloInstruction] = []
+        fused_here: list[HloComputation] = []
+        insts = comp.instructions
+        for n, ins in enumerate(insts):
+            ref = roots.get(n)
+            if ref is None or n in plain:
+                if n not in plain and n in members_anywhere and space.node_class[ci][n] == NODE_FUSIBLE:
+                    continue  # lives only inside fusions
+                out.append(ins.copy())
+                continue
+            if len(ref.members) == 1 and (space.node_class[ci][n] != NODE_FUSIBLE
+                                          or not space.rules.wrap_single(ins)):
+                out.append(ins.copy())
+                continue
+            inputs = space.kernel_inputs(ci, n, ref.members)
+            if not space.rules.inline_constants:
+                mset = set(ref.members)
+                inputs += list(dict.fromkeys(o for m in ref.members for o in comp.operands[m]
+                                             if o not in mset and is_scalar_constant(insts[o])))
+            fname = fresh(f"fused_{ins.name}")
+            body: list[HloInstruction] = []
+            local: dict[int, str] = {}
+            for k, i in enumerate(inputs):
+                local[i] = fresh(f"param_{k}")
+                body.append(HloInstruction(local[i], "parameter", insts[i].shape, [], parameter_number=k))
+            mset = set(ref.members)
+            for m in ref.members:
+                for o in comp.operands[m]:
+                    if o not in mset and o not in local and is_scalar_constant(insts[o]):
+                        local[o] = fresh(insts[o].name)
+                        c = insts[o].copy(name=local[o], is_root=False)
+                        body.append(c)
+            for m in ref.members:
+                local[m] = fresh(insts[m].name)
+            for m in ref.members:
+                c = insts[m].copy(name=local[m], operands=[local[o] for o in comp.operands[m]],
+                                  is_root=(m == n))
+                if not metadata:
+                    c.attrs.pop("metadata", None)
+                body.append(c)
+            fcomp = HloComputation(fname, body)
+            fused_here.append(fcomp)
+            attrs = {"kind": kind or space.rules.fusion_kind(comp, n, ref.members), "calls": fname}
+            if metadata and "metadata" in ins.attrs:
+                attrs["metadata"] = ins.attrs["metadata"]
+            out.append(HloInstruction(ins.name, "fusion", ins.shape, [insts[i].name for i in inputs], attrs,
+                                      {"calls": (fname,)}, is_root=ins.is_root))
+        if space.rules.name == "cpu" or kind is not None:  # compiled by XLA:CPU
+            out = _wrap_transposes_into_reshapes(out, fused_here, fresh)
+        root_name = comp.hlo.root.name
+        for i in out:
+            i.is_root = i.name == root_name
+        replaced[comp.name] = HloComputation(comp.name, out, comp.hlo.is_entry, dict(comp.hlo.trailer))
+        new_comps[comp.name] = fused_here
+    for name, comp_new in replaced.items():
+        fused = {c.name: c for c in new_comps[name]}
+        sink_rearranges_through_fusions(comp_new, fused, fresh)
+    computations: list[HloComputation] = []
+    for c in module.computations:
+        computations.extend(new_comps.get(c.name, []))
+        computations.append(replaced.get(c.name, c))
+    attrs = {k: v for k, v in module.attrs.items() if k != "is_scheduled"}
+    return HloModule(module.name, computations, attrs, module.tables if metadata else "", module.percent,
+                     module.filename)
+
+
+def _one_element_elementwise(comp: Any, ref: "KernelRef") -> bool:
+    """A kernel of elementwise instructions computing one element from at least one value that is
+    not a constant (a kernel of constants only is folded by XLA into a constant, which XLA:CPU
+    then fails to pass to the fusions reading it: an out_of_range abort, donated_adam_train)."""
+    insts = comp.instructions
+    root = insts[ref.root]
+    if root.shape.is_tuple or root.shape.elements > 1 or any(insts[m].opcode not in _XLA_ELEMENTWISE
+                                                             for m in ref.members):
+        return False
+    members = set(ref.members)
+    return any(o not in members and insts[o].opcode != "constant" for m in ref.members for o in comp.operands[m])
+
+
+def _wrap_transposes_into_reshapes(out: list[HloInstruction], fused_here: list[HloComputation],
+                                   fresh: Callable[[str], str]) -> list[HloInstruction]:
+    """Each plain transpose that a reshape or bitcast reads, as a one-instruction kLoop fusion.
+
+    XLA:CPU with its fusion pass disabled (EMITTED_CPU_COMPILE_OPTIONS) miscompiles
+    `reshape(transpose(x))`: layout assignment makes the transpose a layout-only bitcast plus a copy
+    into the reshape's layout, and the algebraic simplifier after layout assignment then drops the
+    copy with the permutation (measured, jaxlib 0.10.2: `u32[4] reshape(u32[2,2] transpose(a))`
+    returns a's elements unpermuted; the XLA fusion pass normally fuses the copy first). That
+    dropped the rbg dropout key's transpose (wrong random bits; relative error 8.8e-3 on its
+    gradients, the original program compiled with the same options too). Inside a fusion the
+    transpose reads a parameter, whose layout XLA:CPU keeps, and is computed as written."""
+    by_name = {i.name: i for i in out}
+    readers = {n for i in out if i.opcode in ("reshape", "bitcast") for n in i.operands}
+    result = []
+    for ins in out:
+        if ins.opcode != "transpose" or ins.name not in readers:
+            result.append(ins)
+            continue
+        operand = by_name[ins.operands[0]]
+        fname = fresh(f"fused_{ins.name}")
+        pname = fresh("param_0")
+        body = [HloInstruction(pname, "parameter", operand.shape, [], parameter_number=0),
+                ins.copy(name=fresh(ins.name), operands=[pname], is_root=True)]
+        fused_here.append(HloComputation(fname, body))
+        attrs = {"kind": "kLoop", "calls": fname}
+        if "metadata" in ins.attrs:
+            attrs["metadata"] = ins.attrs["metadata"]
+        result.append(HloInstruction(ins.name, "fusion", ins.shape, [operand.name], attrs, {"calls": (fname,)},
+                                     is_root=ins.is_root))
+    return result
+
+
+# --------------------------------------------------------------------------------------------------
+# Reshape/transpose sinking (XLA's ReshapeMover, applied to the fusions we emit)
+
+# HloInstruction::IsElementwise for the opcodes a fused computation can hold (a fusion is elementwise
+# when every fused instruction is; bitcast-convert only between equal bit widths).
+_XLA_ELEMENTWISE = frozenset("""
+abs add and atan2 cbrt ceil clamp compare complex constant convert copy cosine count-leading-zeros
+divide erf exponential exponential-minus-one floor imag is-finite log log-plus-one logistic map
+maximum minimum multiply negate not or popcnt power real reduce-precision remainder
+round-nearest-afz round-nearest-even rsqrt select shift-left shift-right-arithmetic
+shift-right-logical sign sine sqrt stochastic-convert subtract tan tanh xor rng
+""".split())
+
+
+@dataclass(frozen=True)
+class _Rearrange:
+    """A value that is (or that XLA's passes before the mover will make) a reshape or transpose of
+    a value of shape `src_dims`: ReshapeMover's "rearrange" operand."""
+
+    kind: str            # "reshape" or "transpose"
+    src_dims: tuple
+    dims: tuple
+    perm: tuple = ()
+    virtual: bool = False  # a dot/broadcast XLA rewrites into a reshape (no reshape in our text)
+
+    def equivalent(self, other: "_Rearrange") -> bool:
+        return (self.kind, self.src_dims, self.dims, self.perm) == (other.kind, other.src_dims, other.dims, other.perm)
+
+    @property
+    def trivial(self) -> bool:
+        return self.src_dims == self.dims if self.kind == "reshape" else self.perm == tuple(range(len(self.perm)))
+
+
+def _canonical_dot_dims(ins: HloInstruction, by_name: dict) -> Optional[tuple]:
+    """The output dims of XLA's DotDecomposer canonical form of a dot ([batch..., M, N], M and N the
+    products of the free dimensions, omitted when 1; size-1 batch dims dropped as
+    BatchDotSimplification does; a canonical dot's size-1 dims dropped as AlgebraicSimplifier
+    does), or None when XLA keeps the dot as it is."""
+    p = ins.parsed
+    lhs, rhs = by_name[ins.operands[0]].shape, by_name[ins.operands[1]].shape
+    lb, rb = tuple(p.get("lhs_batch_dims", ())), tuple(p.get("rhs_batch_dims", ()))
+    lc, rc = tuple(p.get("lhs_contracting_dims", ())), tuple(p.get("rhs_contracting_dims", ()))
+    canonical = (len(lc) == 1 and len(lb) + 2 >= lhs.rank and len(rb) + 2 >= rhs.rank
+                 and (lb or lc) and lb == tuple(range(len(lb))) and rb == tuple(range(len(rb)))
+                 and all(lhs.dims[d] != 1 for d in lb))
+    if canonical:  # AlgebraicSimplifier's RemoveDegenerateDimensionFromDot: size-1 dims dropped
+        out = tuple(d for d in ins.shape.dims if d != 1)
+        return out if out != ins.shape.dims else None
+    m = n = 1
+    for d in range(lhs.rank):
+        if d not in lb and d not in lc:
+            m *= lhs.dims[d]
+    for d in range(rhs.rank):
+        if d not in rb and d not in rc:
+            n *= rhs.dims[d]
+    out = tuple(lhs.dims[d] for d in lb if lhs.dims[d] != 1) + ((m,) if m != 1 else ()) + ((n,) if n != 1 else ())
+    return out if out != ins.shape.dims else None
+
+
+def _rearrange_of(ins: HloInstruction, by_name: dict) -> Optional[_Rearrange]:
+    """What ReshapeMover will see `ins` as: a rearrange, or None."""
+    if ins.shape.is_tuple:
+        return None
+    if ins.opcode == "reshape":
+        src = by_name[ins.operands[0]]
+        inner = _rearrange_of(src, by_name) if src.opcode in ("dot", "gather", "broadcast") else None
+        if inner is not None and inner.virtual and inner.kind == "reshape" and inner.src_dims == ins.shape.dims:
+            return None  # reshape(reshape(canonical dot/gather/...)): XLA folds it to the canonical value
+        return _Rearrange("reshape", src.shape.dims, ins.shape.dims)
+    if ins.opcode == "transpose":
+        return _Rearrange("transpose", by_name[ins.operands[0]].shape.dims, ins.shape.dims,
+                          tuple(ins.parsed.get("dimensions", ())))
+    if ins.opcode == "dot":
+        canon = _canonical_dot_dims(ins, by_name)
+        return _Rearrange("reshape", canon, ins.shape.dims, virtual=True) if canon is not None else None
+    if ins.opcode == "gather" and len(ins.operands) == 2:
+        # GatherSimplifier: a gather of one slice with collapsed dims becomes a gather of the whole
+        # slice (its slice_sizes) and a reshape dropping the collapsed size-1 dims.
+        idx = by_name[ins.operands[1]].shape
+        sizes = tuple(ins.parsed.get("slice_sizes", ()))
+        if (not idx.is_tuple and idx.elements == len(ins.parsed.get("start_index_map", ())) and sizes
+                and ins.parsed.get("collapsed_slice_dims") and not ins.parsed.get("operand_batching_dims")
+                and sizes != ins.shape.dims and math.prod(sizes) == ins.shape.elements):
+            return _Rearrange("reshape", sizes, ins.shape.dims, virtual=True)
+        return None
+    if ins.opcode == "broadcast" and ins.operands:
+        # AlgebraicSimplifier turns a broadcast that only inserts size-1 dims into a reshape.
+        src = by_name[ins.operands[0]].shape
+        dims = tuple(ins.parsed.get("dimensions", ()))
+        if src.rank and list(dims) == sorted(dims) and src.elements == ins.shape.elements \
+                and tuple(ins.shape.dims[d] for d in dims) == src.dims:
+            return _Rearrange("reshape", src.dims, ins.shape.dims, virtual=True)
+    return None
+
+
+def _trivially_rearrangeable(ins: HloInstruction, users: dict) -> bool:
+    """ReshapeMover::CanTriviallyRearrange for a non-rearrange operand, in its most permissive form
+    (every option on): sinking more than XLA would is exact; sinking less leaves XLA a fusion to
+    break."""
+    if ins.opcode == "constant" or (ins.opcode == "rng" and users.get(ins.name, 0) == 1):
+        return True
+    if ins.opcode == "broadcast":
+        dims = tuple(ins.parsed.get("dimensions", ()))
+        return list(dims) == sorted(dims)
+    return False
+
+
+def _rearranges_trivial_value(ins: HloInstruction, by_name: dict, users: dict) -> bool:
+    """A real reshape/transpose of a constant or broadcast: AlgebraicSimplifier folds it into a
+    constant or broadcast (trivially rearrangeable) before the mover looks."""
+    return ins.opcode in ("reshape", "transpose") and _trivially_rearrangeable(by_name[ins.operands[0]], users)
+
+
+def _movable(ins: HloInstruction, fused: dict) -> bool:
+    """XLA's IsElementwise for an emitted instruction (a fusion: all its instructions are)."""
+    if ins.opcode == "fusion":
+        body = fused.get(ins.parsed["calls"][0])
+        return body is not None and all(b.opcode == "parameter" or b.opcode in _XLA_ELEMENTWISE
+                                        for b in body.instructions)
+    # A plain elementwise op: XLA moves it too, which can make a fusion movable next.
+    return (ins.opcode in _XLA_ELEMENTWISE and ins.opcode not in ("rng", "copy", "constant")
+            and bool(ins.operands) and not ins.shape.is_tuple)
+
+
+def _rearranged_literal(literal: Optional[str], dims: tuple, src_dims: tuple, rearrange: "_Rearrange") -> Optional[str]:
+    """The literal of a constant of shape `dims` rewritten for shape `src_dims` (the inverse of the
+    reshape/transpose `rearrange`), or None when its elements cannot be read (an elided literal)."""
+    if literal is None:
+        return None
+    values = re.findall(r"[^{},\s]+", literal)
+    if len(values) != math.prod(dims):
+        return None
+    arr = np.array(values, dtype=object).reshape(dims)
+    if rearrange.kind == "reshape":
+        arr = arr.reshape(src_dims)
+    else:  # dims = transpose(src, perm): src = transpose(dims, inverse perm)
+        inverse = [0] * len(rearrange.perm)
+        for k, d in enumerate(rearrange.perm):
+            inverse[d] = k
+        arr = arr.transpose(inverse)
+
+    def render(a: Any) -> str:
+        return "{" + ", ".join(render(x) for x in a) + "}" if isinstance(a, np.ndarray) else str(a)
+    return render(arr) if arr.ndim else str(arr.item())
+
+
+def _fold_reshape_chains(comp: HloComputation) -> None:
+    """As AlgebraicSimplifier does before the ReshapeMover looks: a reshape of a reshape reads the
+    first one's operand, and a reshape to its operand's own shape is that operand (unused
+    reshapes left behind are dropped). Sinking sees the rearranges XLA will see."""
+    by_name: dict = {}
+    alias: dict = {}
+    out = []
+    for ins in comp.instructions:
+        if any(o in alias for o in ins.operands):
+            ins = ins.copy(operands=[alias.get(o, o) for o in ins.operands])
+        if ins.opcode == "reshape" and ins.operands:
+            src = by_name[ins.operands[0]]
+            if src.opcode == "reshape" and src.operands:
+                ins = ins.copy(operands=[src.operands[0]])
+                src = by_name[src.operands[0]]
+            if not ins.is_root and not src.shape.is_tuple and src.shape.dims == ins.shape.dims \
+                    and src.shape.dtype == ins.shape.dtype:
+                alias[ins.name] = src.name
+                continue
+        by_name[ins.name] = ins
+        out.append(ins)
+    used = {o for i in out for o in i.operands}
+    comp.instructions = [i for i in out if i.opcode != "reshape" or i.is_root or i.name in used]
+    comp._by_name = None
+
+
+def sink_rearranges_through_fusions(comp: HloComputation, fused: dict, fresh) -> None:
+    """Rewrite every elementwise-only fusion (and plain elementwise instruction) whose operands are
+    equivalent reshapes/transposes (or trivially rearrangeable values) as XLA's ReshapeMover would,
+    to a fixed point: it computes on the rearranges' input shape and one reshape/transpose follows.
+
+    XLA's mover treats an elementwise-only fusion as an elementwise instruction, clones it with the
+    new shape but keeps its fused computation, and the verifier then rejects the module ("Fused
+    computation shape ... is not equal to the fusion shape"): emitting the moved form ourselves
+    leaves it nothing to move. The passes that run before the mover count: a dot that XLA's
+    DotDecomposer canonicalizes and a broadcast that only inserts size-1 dims become reshapes
+    there, so they count as reshapes here (the moved fusion reads an explicit reshape of them,
+    which XLA folds). Exact: elementwise ops commute with rearranges of all their operands.
+    `fused` maps fused-computation names to the computations emitted for `comp` (updated in place).
+    """
+    changed = True
+    rounds = 0
+    while changed and rounds < 64:  # each round sinks one layer of rearranges; real chains are short
+        changed = False
+        rounds += 1
+        _fold_reshape_chains(comp)
+        by_name = {i.name: i for i in comp.instructions}
+        users: dict[str, int] = {}
+        for i in comp.instructions:
+            for o in dict.fromkeys(i.operands):
+                users[o] = users.get(o, 0) + 1
+        out: list[HloInstruction] = []
+        for ins in comp.instructions:
+            if not _movable(ins, fused):
+                out.append(ins)
+                continue
+            ops = [by_name[o] for o in ins.operands]
+            arr = [_rearrange_of(o, by_name) for o in ops]
+            first = next((a for a, o in zip(arr, ops) if a is not None and not a.trivial and (
+                a.virtual or not _trivially_rearrangeable(by_name[o.operands[0]], users))), None)
+            if first is None or not all((a is not None and a.equivalent(first))
+                                        or (a is None and _trivially_rearrangeable(o, users))
+                                        or (a is not None and (a.trivial or _rearranges_trivial_value(o, by_name, users)))
+                                        for a, o in zip(arr, ops)):
+                out.append(ins)
+                continue
+            src = Shape("f32", first.src_dims)  # dims only: each value keeps its element type
+            dims = ins.shape.dims
+            new_ops = []
+            for o, a in zip(ops, arr):
+                if a is not None and a.equivalent(first) and (not a.virtual or o.opcode == "broadcast"):
+                    new_ops.append(o.operands[0])  # (a size-1-dims broadcast reads the same elements)
+                    continue
+                if o.shape.dims != dims:  # a scalar bound of clamp/select: shape-independent
+                    new_ops.append(o.name)
+                    continue
+                # Inverse rearrange of a dot/constant/broadcast/rng operand, as a new instruction.
+                new_shape = Shape(o.shape.dtype, src.dims, None, (False,) * len(src.dims))
+                if first.kind == "reshape":
+                    inv = HloInstruction(fresh(f"{o.name}.unreshaped"), "reshape", new_shape, [o.name])
+                else:
+                    inverse = [0] * len(first.perm)
+                    for k, d in enumerate(first.perm):
+                        inverse[d] = k
+                    inv = HloInstruction(fresh(f"{o.name}.untransposed"), "transpose", new_shape, [o.name],
+                                         {"dimensions": "{" + ",".join(map(str, inverse)) + "}"},
+                                         {"dimensions": tuple(inverse)})
+                out.append(inv)
+                new_ops.append(inv.name)
+            body = fused.get(ins.parsed["calls"][0]) if ins.opcode == "fusion" else None
+            literals = {}
+            for b in body.instructions if body is not None else ():
+                if b.opcode == "constant" and not b.shape.is_tuple and b.shape.dims == dims:
+                    literals[b.name] = _rearranged_literal(b.literal, dims, src.dims, first)
+            if None in literals.values():  # a constant whose literal cannot be rewritten: left as is
+                out.append(ins)
+                continue
+            for b in body.instructions if body is not None else ():
+                # elementwise: every value but scalar bounds has the fusion's dims
+                if not b.shape.is_tuple and b.shape.dims == dims:
+                    b.shape = Shape(b.shape.dtype, src.dims, None, (False,) * len(src.dims))
+                    if b.name in literals:
+                        b.literal = literals[b.name]
+            moved = ins.copy(name=fresh(f"{ins.name}.sunk"), operands=new_ops, is_root=False,
+                             shape=Shape(ins.shape.dtype, src.dims, None, (False,) * len(src.dims)))
+            out.append(moved)
+            if first.kind == "reshape":
+                out.append(HloInstruction(ins.name, "reshape", ins.shape, [moved.name], is_root=ins.is_root))
+            else:
+                out.append(HloInstruction(ins.name, "transpose", ins.shape, [moved.name],
+                                          {"dimensions": "{" + ",".join(map(str, first.perm)) + "}"},
+                                          {"dimensions": first.perm}, is_root=ins.is_root))
+            changed = True
+        comp.instructions = out
+        comp._by_name = None
+
+
+def compile_flags_text() -> str:
+    """EMITTED_CPU_COMPILE_OPTIONS as the XLA_FLAGS value a user passes to run an emitted program."""
+    passes = [*XLA_FUSION_PASSES, *EMITTED_CPU_COMPILE_OPTIONS["xla_flags"]["xla_disable_hlo_passes"].split(",")]
+    return "--xla_disable_hlo_passes=" + ",".join(dict.fromkeys(passes))
+
+
+def emit_fused_text(space: "FusionSpace", cfg: "FusionConfig", metadata: bool = True,
+                    kind: Optional[str] = None, keep: Optional[Callable[["KernelRef"], bool]] = None,
+                    header: bool = False) -> str:
+    """`emit_fused_module` as HLO text; `header` starts it with comment lines (which XLA's parser
+    skips) saying what it holds and how to compile it so that its fusions are the kernels that run."""
+    text = emit_fused_module(space, cfg, metadata, kind, keep).to_text()
+    if not header:
+        return text
+    n = len(space.state(cfg).refs())
+    lines = [f"// autotune: {space.program.name or 'program'} for target {space.rules.name}: "
+             f"{n} kernels, {cfg.count()} of {space.n_edges} fusible edges fused.",
+             "// Each fusion is one tuned kernel (elementwise kernels of one element are left as plain",
+             "// instructions). Compiled with XLA's default options XLA re-decides fusion",
+             "// around them; to run exactly these kernels (as autotune measured them), compile with",
+             f'// XLA_FLAGS="{compile_flags_text()}"']
+    return "\n".join(lines) + "\n" + text
+
+
+@dataclass
+class CpuCheckable:
+    """A configuration rendered for XLA:CPU (`cpu_checkable`): the text, and how many of the
+    configuration's multi-instruction kernels it holds as fusions."""
+
+    text: str
+    fusions_checked: int
+    fusions_total: int
+
+
+def cpu_checkable(space: "FusionSpace", cfg: "FusionConfig") -> CpuCheckable:
+    """A configuration of any target emitted so that XLA:CPU (this machine) can run it.
+
+    For the `cpu` target: the emitted program itself. For others: every fusion kLoop (kinds say how
+    to generate code, not what is computed); a kernel XLA:CPU cannot compile as one loop fusion
+    (`CpuRules.loop_fusion_compiles`) is split into single-instruction kernels (its inner edges
+    unfused), and single instructions XLA:CPU cannot compile as a loop fusion (or lone dots, which
+    XLA:CPU's loop emitter sums in another order than its dot library: errors of 1e-2 after a
+    decomposition) are emitted plain.
+    Emitting the split kernels' elementwise ops plain would let XLA's simplifier and ReshapeMover
+    rewrite them into reshapes around the checked fusions, which the real emission never has."""
+    from autotune.compiler.fusion import CpuRules, FusionConfig
+    refs = space.state(cfg).refs()
+    multi = [r for r in refs if len(r.members) > 1]
+    if space.rules.name == "cpu":
+        comps = space.program.computations
+        fused = [r for r in multi if not _one_element_elementwise(comps[r.comp], r)]
+        return CpuCheckable(emit_fused_text(space, cfg, metadata=False), len(fused), len(multi))
+    comps = space.program.computations
+
+    def compiles(r) -> bool:
+        return CpuRules.loop_fusion_compiles(comps[r.comp], r.root, r.members)
+
+    bits = bytearray(cfg.bits)
+    checked = 0
+    for r in multi:
+        if compiles(r):
+            checked += not _one_element_elementwise(comps[r.comp], r)
+            continue
+        mset = set(r.members)
+        for m in r.members:
+            for e, p in space.in_edges[r.comp][m]:
+                if p in mset:
+                    bits[e] = 0
+    def keep(r) -> bool:  # a lone dot stays a library call: a loop-emitted dot sums in another order
+        return compiles(r) and not (len(r.members) == 1 and comps[r.comp].instructions[r.root].opcode == "dot")
+
+    text = emit_fused_text(space, FusionConfig(bits), metadata=False, kind="kLoop", keep=keep)
+    return CpuCheckable(text, checked, len(multi))
+
+
+def cpu_checkable_text(space: "FusionSpace", cfg: "FusionConfig") -> str:
+    """`cpu_checkable(space, cfg).text`."""
+    return cpu_checkable(space, cfg).text
+
+
+__all__ = ["Kernel", "EMITTED_CPU_COMPILE_OPTIONS", "emit_fused_module", "emit_fused_text", "cpu_checkable", "CpuCheckable", "cpu_checkable_text", "compile_flags_text", "instruction_signature", "shape_signature"]

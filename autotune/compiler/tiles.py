@@ -1,0 +1,1027 @@
+"""Tile-size selection space of one kernel: TileConfig, TileSpace, and the shared tile geometry.
+
+A `TileConfig` gives the tile extent (in elements) of each logical dimension of the kernel's
+*tiled shape*, as TpuGraphs' `output_bounds` do (docs/design.md, "Tile semantics"). The tiled
+shape is the kernel's output, except that a kernel whose output comes from a `reduce` is tiled over
+the reduce's *input* (its iteration space), as XLA:TPU does: in the TpuGraphs v3 data, the reduce
+fusion `fusion.232` (output f32[192]) has 4-d `output_bounds` over its f32[32,26,26,192] operand
+(a `topk`, which also reduces its rows, likewise).
+For a tuple output the largest-rank leaf (or reduce input) is tiled. A dot/convolution kernel may
+also carry `kernel` extents: the tile of the hero's right-hand operand (filter), as TpuGraphs'
+`kernel_bounds`; they split the contraction into several steps. `TileSpace` enumerates output tiles
+only (kernel=None: the whole contraction per step).
+
+Valid tiles on a TPU (vector shape (8, 128)): on the minor dim (by layout) a multiple of 128 lanes or
+the full extent, on the second-minor dim a multiple of 8 sublanes or the full extent (a rank-1 shape
+uses 8 x 128 = 1024-element units, like XLA's T(1024) layout), any ladder value (powers of two,
+divisors and the full extent) on the other dims; and the tile's input + output footprint, double
+buffered, fits the scratchpad: 2 * (inputs + output) <= scratchpad_bytes.
+
+The per-tile data movement model (`io_geometry`) is shared by the tile space (footprints), the
+analytical model and the simulator, so that all three agree on what a tile reads and writes:
+
+* an input with the tiled shape's dims ("same") reads its share of the tile, T/E of its bytes;
+* the left operand of a dot/conv reads the fraction of its rows (M dims) the tile covers, with the
+  convolution halo ((t - 1) * stride + window per spatial dim); the right operand the fraction of
+  its columns (N dims): so small tiles re-read the other operand many times;
+* any other input (a broadcast bias, a scalar) reads (T/E) ** alpha of its bytes per tile with
+  alpha = log(E_in) / log(E): a scalar is read whole by every tile, an input as large as the tile
+  space is streamed once (a geometric interpolation for the partial-broadcast cases);
+* the output is written once, (T/E) ** alpha_out per tile (alpha_out < 1 for a reduction whose
+  tiles split the reduced dims: partial results are written more than once).
+"""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any, Optional, Sequence
+
+import numpy as np
+
+from autotune.compiler.hlo import DTYPE_BYTES, Shape
+
+__all__ = ["TileConfig", "TileSpace", "TilingInfo", "tiling_info", "default_tile", "io_geometry", "R_MAX", "I_MAX",
+           "DTYPE_BYTES_TPU", "stack_rows", "tiles_to_array"]
+
+R_MAX = 8  # max tiled rank handled by the vectorized geometry (higher ranks fold leading dims)
+I_MAX = 8  # inputs per kernel kept separately; the rest are merged into one "other" input
+P_MAX = 2  # distinct layouts among the inputs shaped like the tiled shape
+
+ROLE_NONE, ROLE_SAME, ROLE_LHS, ROLE_RHS, ROLE_OTHER = 0, 1, 2, 3, 4
+KIND_INDEX = {"kLoop": 0, "kInput": 1, "kOutput": 2}
+
+DTYPE_BYTES_TPU = {"pred": 1, "s8": 1, "u8": 1, "s16": 2, "u16": 2, "bf16": 2, "f16": 2, "s32": 4, "u32": 4,
+                   "f32": 4, "s64": 8, "u64": 8, "f64": 8, "c64": 8, "c128": 16}
+
+
+def _dbytes(dtype: str) -> float:
+    """Bytes per element in TPU memory: the table above, else the packed width (fp8: 1, s4: 0.5)."""
+    v = DTYPE_BYTES_TPU.get(dtype)
+    return v if v is not None else DTYPE_BYTES.get(dtype, 4)
+
+
+# --------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class TileConfig:
+    """Tile extent per logical dim of the kernel's tiled shape (elements); optional filter tile."""
+
+    dims: tuple
+    kernel: Optional[tuple] = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "dims", tuple(int(d) for d in self.dims))
+        if self.kernel is not None:
+            object.__setattr__(self, "kernel", tuple(int(d) for d in self.kernel))
+        if any(d < 1 for d in self.dims) or (self.kernel is not None and any(d < 1 for d in self.kernel)):
+            raise ValueError(f"tile extents must be >= 1: {self.dims} {self.kernel}")
+
+    def key(self) -> str:
+        """Stable string: "8x128" ("scalar" for rank 0); a filter tile adds "/k3x1x192x384"."""
+        k = "x".join(str(d) for d in self.dims) or "scalar"
+        if self.kernel is not None:
+            k += "/k" + "x".join(str(d) for d in self.kernel)
+        return k
+
+    @classmethod
+    def from_key(cls, key: str) -> "TileConfig":
+        main, _, kern = key.partition("/k")
+        dims = () if main in ("", "scalar") else tuple(int(x) for x in main.split("x"))
+        return cls(dims, tuple(int(x) for x in kern.split("x")) if kern else None)
+
+    @property
+    def elements(self) -> int:
+        return int(np.prod(self.dims)) if self.dims else 1
+
+    def __str__(self) -> str:
+        return self.key()
+
+
+def hero_flops(ins: Any, opshapes: Sequence[Shape]) -> float:
+    """Matrix-unit flops of a dot/convolution (2 x output elements x contracted size), as
+    `TilingInfo` counts them; 0.0 when its dimension numbers cannot be read."""
+    try:
+        out, lhs, rhs = ins.shape, opshapes[0], opshapes[1]
+        if ins.opcode == "convolution":
+            dl = ins.parsed["dim_labels"]
+            cin = rhs.dims[dl.kernel_input_feature]
+            wsz = float(np.prod([rhs.dims[d] for d in dl.kernel_spatial])) if dl.kernel_spatial else 1.0
+            K = cin * wsz
+        else:
+            lc = tuple(ins.parsed.get("lhs_contracting_dims", ()) or ())
+            K = float(np.prod([lhs.dims[d] for d in lc])) if lc else 1.0
+        return 2.0 * float(max(out.elements, 1)) * K
+    except Exception:  # noqa: BLE001 - odd dims: no matrix-unit work (as TilingInfo's fallback)
+        return 0.0
+
+
+# --------------------------------------------------------------------------------------------------
+# Device work: what a kernel costs the hardware models, from XLA's static numbers (`kernel.cost`)
+# except for the opcodes whose XLA figure is not the work a device does (docs/simulator.md, 1b).
+
+MATMUL_OPCODES = frozenset({"dot", "convolution", "ragged-dot", "scaled-dot"})
+COLLECTIVE_OPCODES = frozenset({"all-gather", "all-reduce", "all-to-all", "collective-broadcast",
+                                "collective-permute", "collective-reduce", "ragged-all-to-all",
+                                "reduce-scatter"})
+HOST_TRANSFER_OPCODES = frozenset({"infeed", "outfeed"})
+# Vector ops per element of the (largest) operand of a batch-norm op (assumption, docs/simulator.md):
+# training = mean, variance (2 reductions) + normalize-scale-shift; grad = 3 reductions + 5 ops.
+BATCH_NORM_OPS_PER_ELEMENT = {"batch-norm-training": 7.0, "batch-norm-inference": 4.0,
+                              "batch-norm-grad": 11.0}
+_WORK_OPCODES = (frozenset({"sort", "topk", "fft", "scan", "custom-call"}) | COLLECTIVE_OPCODES
+                 | HOST_TRANSFER_OPCODES | frozenset(BATCH_NORM_OPS_PER_ELEMENT))
+
+
+@dataclass(frozen=True)
+class DeviceWork:
+    """Static work of a kernel as the hardware models see it: vector flops and transcendentals
+    (all of the kernel's, matrix-unit flops included), and bytes that leave the chip: over the
+    inter-chip interconnect (collectives) and over the host link (infeed/outfeed)."""
+
+    flops: float
+    transcendentals: float
+    interconnect_bytes: float = 0.0
+    host_bytes: float = 0.0
+
+
+def _log2_ceil(n: float) -> int:
+    return int(math.ceil(math.log2(n))) if n > 1 else 0
+
+
+def _leaf_bytes(shape: Shape) -> float:
+    return float(sum(l.elements * _dbytes(l.dtype) for l in shape.leaves() if l.dtype != "token"))
+
+
+def collective_group_size(ins: Any, module_attrs: dict) -> int:
+    """Devices in one group of a collective: the first of `replica_groups={{0,1},...}` or of the
+    iota form `[groups,size]<=[...]`; all replicas (the module's replica_count x num_partitions,
+    default 1) for an empty list."""
+    text = str(ins.attrs.get("replica_groups", "")).strip()
+    m = re.match(r"\[\s*\d+\s*,\s*(\d+)\s*\]", text)
+    if m:
+        return max(int(m.group(1)), 1)
+    m = re.search(r"\{\s*\{([^{}]*)\}", text)
+    if m:
+        return max(len([x for x in m.group(1).split(",") if x.strip()]), 1)
+
+    def count(key: str) -> int:
+        try:
+            return max(int(str(module_attrs.get(key, "1")).strip()), 1)
+        except ValueError:
+            return 1
+    return count("replica_count") * count("num_partitions")
+
+
+def _interconnect_bytes(ins: Any, operand_shapes: Sequence[Shape], module_attrs: dict) -> float:
+    """Bytes one device sends over the interconnect for a collective (ring algorithms)."""
+    op = ins.opcode
+    data_in = _leaf_bytes(operand_shapes[0]) if operand_shapes else 0.0
+    out = _leaf_bytes(ins.shape)
+    if op == "collective-permute":
+        pairs = re.findall(r"\{\s*(\d+)\s*,\s*(\d+)\s*\}", str(ins.attrs.get("source_target_pairs", "")))
+        return data_in if any(a != b for a, b in pairs) else 0.0
+    g = collective_group_size(ins, module_attrs)
+    if g <= 1:
+        return 0.0
+    share = (g - 1) / g
+    if op in ("all-reduce", "collective-reduce"):
+        return 2.0 * share * sum(_leaf_bytes(s) for s in operand_shapes)  # reduce-scatter + all-gather
+    if op == "all-gather":
+        return share * out
+    if op == "collective-broadcast":
+        return out
+    return share * data_in  # reduce-scatter, all-to-all, ragged-all-to-all
+
+
+def _member_work(ins: Any, operand_shapes: Sequence[Shape], xla: Any, module: Any) -> tuple:
+    """(flops, transcendentals, interconnect bytes, host bytes) of one instruction for the device."""
+    op = ins.opcode
+    flops, trans = max(xla.flops, 0.0), max(xla.transcendentals, 0.0)
+    if op in ("sort", "topk"):
+        # Bitonic sort of each row of m along `dimensions`: ceil(log2 m)(ceil(log2 m)+1)/2 stages,
+        # each one compare (the comparator's flops) and one select per sorted operand per element
+        # (topk as a sort of its rows: an upper bound of XLA:TPU's partial sort).
+        shape = operand_shapes[0] if operand_shapes else ins.shape
+        dims = ins.parsed.get("dimensions") or (shape.rank - 1,)
+        m = shape.dims[dims[0]] if shape.rank and 0 <= dims[0] < shape.rank else 1
+        L = _log2_ceil(m)
+        compare = 1.0
+        callee = ins.parsed.get("to_apply")
+        if callee and module is not None:
+            from autotune.compiler.analysis import computation_cost
+            compare = max(computation_cost(module.computations_by_name[callee], module).flops, 1.0)
+        selects = len(operand_shapes) if op == "sort" else 2.0
+        flops = float(shape.elements) * L * (L + 1) / 2.0 * (compare + selects)
+    elif op == "fft":
+        # 4 complex multiply-adds (8 flops) per element and radix-2 stage, over all transformed dims.
+        n = math.prod(ins.parsed.get("fft_length") or (1,))
+        elements = operand_shapes[0].elements if operand_shapes else ins.shape.elements
+        flops = 8.0 * float(elements) * math.log2(max(n, 1))
+    elif op == "scan":
+        # The step computation runs once per element of the scanned dimension.
+        shape = operand_shapes[0] if operand_shapes else ins.shape
+        dims = ins.parsed.get("dimensions") or (0,)
+        length = shape.dims[dims[0]] if shape.rank and 0 <= dims[0] < shape.rank else 1
+        if module is not None and ins.parsed.get("to_apply"):
+            from autotune.compiler.analysis import computation_cost
+            step = computation_cost(module.computations_by_name[ins.parsed["to_apply"]], module)
+            flops, trans = length * max(step.flops, 0.0), length * max(step.transcendentals, 0.0)
+    elif op in BATCH_NORM_OPS_PER_ELEMENT:
+        flops = BATCH_NORM_OPS_PER_ELEMENT[op] * float(operand_shapes[0].elements if operand_shapes else 0)
+    net = _interconnect_bytes(ins, operand_shapes, getattr(module, "attrs", {}) or {}) \
+        if op in COLLECTIVE_OPCODES else 0.0
+    host = 0.0
+    if op == "infeed":
+        host = _leaf_bytes(ins.shape)
+    elif op == "outfeed":
+        host = _leaf_bytes(operand_shapes[0]) if operand_shapes else 0.0
+    return flops, trans, net, host
+
+
+def device_work(kernel: Any) -> DeviceWork:
+    """The kernel's `DeviceWork`: `kernel.cost` (negative "unknown" figures as 0), with the members
+    whose opcode XLA prices differently from the work a device does re-priced (docs/simulator.md)."""
+    cost = kernel.cost
+    comp = getattr(kernel, "computation", None)
+    space = getattr(kernel, "space", None)
+    insts = comp.instructions if comp is not None and space is not None else ()
+    members = [m for m in getattr(kernel, "members", ()) if insts and insts[m].opcode in _WORK_OPCODES]
+    if not members:
+        return DeviceWork(max(cost.flops, 0.0), max(cost.transcendentals, 0.0))
+    flops, trans = cost.flops, cost.transcendentals
+    node_costs = space.node_costs[kernel.comp]
+    module = space.program.module
+    net = host = 0.0
+    for m in members:
+        xla = node_costs[m]
+        f, t, n, h = _member_work(insts[m], [insts[o].shape for o in comp.operands[m]], xla, module)
+        flops += f - xla.flops  # (a custom-call's -1 "unknown" becomes 0 work)
+        trans += t - xla.transcendentals
+        net += n
+        host += h
+    return DeviceWork(max(flops, 0.0), max(trans, 0.0), net, host)
+
+
+# --------------------------------------------------------------------------------------------------
+class TilingInfo:
+    """Per-kernel static tiling description (cached by kernel hash and target): the tiled shape and a
+    fixed-size numeric row for the vectorized geometry."""
+
+    def __init__(self, kernel: Any, target: Any):
+        from autotune.compiler.targets import get_target
+        self.target = get_target(target)
+        sub, lanes = self.target.vector_shape
+        self.hash = kernel.hash
+        out_shape = kernel.output_shape
+        comp = getattr(kernel, "computation", None)
+        members = list(getattr(kernel, "members", ()))
+        insts = comp.instructions if comp is not None else list(getattr(kernel, "instructions", []))
+        self.shape = self._tiled_shape(kernel, comp, members, out_shape)
+        self.dims = tuple(max(int(d), 1) for d in self.shape.dims)
+        self.rank = len(self.dims)
+        self.mtm = tuple(self.shape.minor_to_major()) if self.rank else ()
+        if len(self.mtm) != self.rank or sorted(self.mtm) != list(range(self.rank)):
+            self.mtm = tuple(range(self.rank - 1, -1, -1))
+        self.dtype_bytes = _dbytes(self.shape.dtype)
+        # Granularity per logical dim: valid-tile unit and padding unit (TPU tiled layout).
+        unit = [1] * self.rank
+        if self.rank == 1:
+            unit[0] = sub * lanes
+        elif self.rank >= 2:
+            unit[self.mtm[0]] = lanes
+            unit[self.mtm[1]] = sub
+        self.unit = tuple(unit)
+        E = float(np.prod(self.dims)) if self.rank else 1.0
+        self.elements = E
+        cost = kernel.cost
+        work = device_work(kernel)
+        self.flops = float(work.flops)
+        self.transcendentals = float(work.transcendentals)
+        # off-chip transfers (collectives, infeed/outfeed): once per kernel execution
+        self.link_s = (work.interconnect_bytes / self.target.interconnect_bytes_per_s
+                       + work.host_bytes / self.target.host_link_bytes_per_s)
+        self.bytes_read = float(max(cost.bytes_read, 0.0))
+        self.bytes_written = float(max(cost.bytes_written, 0.0))
+        try:
+            self.kind = KIND_INDEX.get(kernel.fusion_kind, 0)
+        except Exception:  # noqa: BLE001 - duck-typed kernels without fusion rules
+            self.kind = 0
+        # ---- hero (dot / convolution / ragged-dot / scaled-dot)
+        self.hero = None
+        self.hero_flops = 0.0
+        self.K = 1.0
+        self.K_pad = 1.0
+        self.m_mask = np.zeros(self.rank, bool)
+        self.n_mask = np.zeros(self.rank, bool)
+        self.n_const = 1.0
+        self.m_scale = 1.0  # dot rows per tiled-shape element when the hero is not aligned with it
+        self.win = np.ones(self.rank)
+        self.stride = np.ones(self.rank)
+        self.din = np.array(self.dims, float)
+        self.rhs_shape: Optional[Shape] = None
+        self.rhs_fraction = 1.0  # share of the rhs one output row needs (1 / groups of a ragged-dot)
+        self.rhs_kclass: tuple = ()  # per filter dim: 1 spatial (K), 2 input feature (K), 3 output (N), 0 other
+        lhs_inputs: set = set()
+        rhs_inputs: set = set()
+        self.lhs_vec = self.rhs_vec = self.lhs_trans = self.rhs_trans = 0.0
+        inputs = list(getattr(kernel, "inputs", []))
+        if comp is not None:
+            for m in members:
+                ins = insts[m]
+                if ins.opcode in MATMUL_OPCODES:
+                    try:
+                        self._hero(ins, [insts[o].shape for o in comp.operands[m]])
+                        lhs_inputs = self._reach(comp, set(members), comp.operands[m][0], set(inputs))
+                        rhs_inputs = self._reach(comp, set(members), comp.operands[m][1], set(inputs))
+                        self._producer_costs(kernel, comp, set(members), comp.operands[m])
+                    except Exception:  # noqa: BLE001 - odd dims: fall back to the generic model
+                        self.hero = self.hero or "generic"
+                    break
+        elif any(op in MATMUL_OPCODES for op in getattr(kernel, "opcodes", [])):
+            self.hero = "generic"
+        if self.hero is not None and not self.m_mask.any() and not self.n_mask.any():
+            self.m_mask[:] = True
+        self.vec_flops = max(self.flops - self.hero_flops - self.lhs_vec - self.rhs_vec, 0.0)
+        self.trans_rest = max(self.transcendentals - self.lhs_trans - self.rhs_trans, 0.0)
+        self.trivial = bool(getattr(kernel, "is_trivial", False))
+        # ---- inputs
+        shapes = list(kernel.input_shapes)
+        rows = []
+        for k, s in enumerate(shapes):
+            for leaf in s.leaves():
+                idx = inputs[k] if k < len(inputs) else None
+                is_rhs = idx in rhs_inputs and idx not in lhs_inputs
+                row = self._input_row(leaf, idx in lhs_inputs and idx not in rhs_inputs, is_rhs)
+                if is_rhs and self.rhs_fraction < 1.0:  # a ragged-dot row reads one group's matrix
+                    row["bytes"] *= self.rhs_fraction
+                    row["maxrun"] = min(row["maxrun"], max(row["bytes"], 1.0))
+                rows.append(row)
+        rows.sort(key=lambda r: -r["bytes"])
+        if len(rows) > I_MAX:  # merge the smallest into one broadcast-like input
+            rest = rows[I_MAX - 1:]
+            b = sum(r["bytes"] for r in rest)
+            e = sum(r["elements"] for r in rest)
+            rows = rows[:I_MAX - 1] + [self._input_row(None, False, False, b, e)]
+        self.inputs = rows
+        out_leaves = out_shape.leaves() if out_shape.is_tuple else [out_shape]
+        self.out_elements = float(sum(max(l.elements, 1) for l in out_leaves))
+        self.out_bytes = float(sum(max(l.elements, 1) * _dbytes(l.dtype) for l in out_leaves))
+        self.out_alpha = self._alpha(self.out_elements)
+        self.row = self._make_row()
+        self._tcache: dict = {}
+
+    # ---- construction helpers
+    @staticmethod
+    def _tiled_shape(kernel, comp, members, out_shape: Shape) -> Shape:
+        cands = [l for l in (out_shape.leaves() if out_shape.is_tuple else [out_shape])]
+        if comp is not None:
+            root = getattr(kernel, "root", None)
+            heads = [root]
+            if root is not None and comp.instructions[root].opcode == "tuple":
+                heads = list(comp.operands[root])
+            for h in heads:
+                if h is not None and comp.instructions[h].opcode in ("reduce", "topk"):
+                    cands.extend(comp.instructions[o].shape for o in comp.operands[h][:1])
+        cands = [c for c in cands if not c.is_tuple]
+        if not cands:
+            return Shape("f32", ())
+        return max(cands, key=lambda s: (s.rank, s.elements))
+
+    @staticmethod
+    def _reach(comp, mset: set, start: int, inputs: set) -> set:
+        """Kernel inputs reached backwards from `start` through kernel members."""
+        out, stack, seen = set(), [start], set()
+        while stack:
+            n = stack.pop()
+            if n in seen:
+                continue
+            seen.add(n)
+            if n in inputs:
+                out.add(n)
+            if n in mset:
+                stack.extend(comp.operands[n])
+        return out
+
+    def _producer_costs(self, kernel, comp, mset: set, operands) -> None:
+        """Flops of the fused producers of the dot/conv operands: each tile recomputes its operand
+        slice, so the lhs producers run once per column tile and the rhs producers once per row tile."""
+        try:
+            ci = getattr(kernel, "comp", None)
+            if ci is None:
+                ci = getattr(kernel, "comp_index")
+            costs = kernel.space.node_costs[ci]
+        except Exception:  # noqa: BLE001 - duck-typed kernel without per-node costs
+            return
+        seen: set = set()
+        for side, start in (("lhs", operands[0]), ("rhs", operands[1])):
+            stack, f, t = [start], 0.0, 0.0
+            while stack:
+                n = stack.pop()
+                if n in seen or n not in mset:
+                    continue
+                seen.add(n)
+                f += max(costs[n].flops, 0.0)
+                t += max(costs[n].transcendentals, 0.0)
+                stack.extend(comp.operands[n])
+            setattr(self, side + "_vec", f)
+            setattr(self, side + "_trans", t)
+
+    def _hero(self, ins, opshapes) -> None:
+        out = ins.shape
+        lhs, rhs = opshapes[0], opshapes[1]
+        self.rhs_shape = rhs
+        hero_out_elems = float(max(out.elements, 1))
+        aligned = tuple(out.dims) == tuple(self.shape.dims)
+        if ins.opcode == "convolution":
+            dl = ins.parsed["dim_labels"]
+            win = ins.parsed.get("window") or ()
+            cin = rhs.dims[dl.kernel_input_feature]
+            wsz = float(np.prod([rhs.dims[d] for d in dl.kernel_spatial])) if dl.kernel_spatial else 1.0
+            self.K = cin * wsz
+            self.K_pad = wsz * _ceil_to(cin, 128)
+            n_dims = [dl.out_feature]
+            kcls = [0] * rhs.rank
+            for d in dl.kernel_spatial:
+                kcls[d] = 1
+            kcls[dl.kernel_input_feature] = 2
+            kcls[dl.kernel_output_feature] = 3
+            self.rhs_kclass = tuple(kcls)
+            if aligned:
+                for k, d in enumerate(dl.out_spatial):
+                    if k < len(win):
+                        self.win[d] = win[k].size
+                        self.stride[d] = win[k].stride
+                    self.din[d] = lhs.dims[dl.lhs_spatial[k]]
+            self.hero = "conv"
+        else:
+            lc = tuple(ins.parsed.get("lhs_contracting_dims", ()) or ())
+            rc = tuple(ins.parsed.get("rhs_contracting_dims", ()) or ())
+            # a ragged-dot's rhs group dim is, like a batch dim, no output (N) dim
+            groups = tuple(ins.parsed.get("rhs_group_dims", ()) or ())
+            rb = tuple(ins.parsed.get("rhs_batch_dims", ()) or ()) + groups
+            self.rhs_fraction = 1.0 / max(math.prod(rhs.dims[d] for d in groups), 1)
+            self.K = float(np.prod([lhs.dims[d] for d in lc])) if lc else 1.0
+            self.K_pad = float(_ceil_to(int(self.K), 128))
+            n_free = rhs.rank - len(rc) - len(rb)
+            n_dims = list(range(out.rank - n_free, out.rank))
+            kcls = [0] * rhs.rank
+            for d in rc:
+                kcls[d] = 2
+            for d in range(rhs.rank):
+                if d not in rc and d not in rb:
+                    kcls[d] = 3
+            self.rhs_kclass = tuple(kcls)
+            self.hero = "dot"
+        self.hero_flops = 2.0 * hero_out_elems * self.K
+        if aligned:
+            for d in range(self.rank):
+                (self.n_mask if d in n_dims else self.m_mask)[d] = True
+        else:
+            # The tiled shape is not the hero's output (e.g. a dot whose result is sliced into a
+            # dynamic-update-slice root): a tile needs its share of the hero's M rows, each N wide.
+            # (Counting every tiled element as a row of N over-counted such kernels by E / M: 4096x
+            # for the LSTM cell of lstm_medium_train.)
+            self.m_mask[:] = True
+            self.n_const = float(np.prod([out.dims[d] for d in n_dims])) if n_dims else 1.0
+            self.m_scale = hero_out_elems / self.n_const / max(self.elements, 1.0)
+
+    def _alpha(self, elements: float) -> float:
+        if self.elements <= 1.0:
+            return 0.0
+        return float(min(1.0, max(0.0, math.log(max(elements, 1.0)) / math.log(self.elements))))
+
+    def _input_row(self, leaf: Optional[Shape], is_lhs: bool, is_rhs: bool, b: float = 0.0,
+                   e: float = 1.0) -> dict:
+        sub, lanes = self.target.vector_shape
+        row = {"bytes": b, "elements": e, "role": ROLE_OTHER, "alpha": self._alpha(e),
+               "perm": list(range(self.rank)), "punit": [1] * self.rank, "dbytes": 4,
+               "maxrun": max(b, 1.0)}
+        if leaf is None:
+            return row
+        e = float(max(leaf.elements, 1))
+        db = _dbytes(leaf.dtype)
+        row.update(bytes=e * db, elements=e, alpha=self._alpha(e), dbytes=db)
+        mtm = list(leaf.minor_to_major()) if leaf.rank else []
+        if len(mtm) != leaf.rank:
+            mtm = list(range(leaf.rank - 1, -1, -1))
+        # Longest contiguous run of this input: 8 sublanes x its minor extent (tiled layout).
+        minor = leaf.dims[mtm[0]] if leaf.rank else 1
+        row["maxrun"] = float(min(e * db, _ceil_to(max(minor, 1), lanes) * sub * db))
+        if is_lhs:
+            row["role"] = ROLE_LHS
+        elif is_rhs:
+            row["role"] = ROLE_RHS
+        elif leaf.rank == self.rank and tuple(leaf.dims) == self.dims and self.rank > 0:
+            row["role"] = ROLE_SAME
+            row["perm"] = mtm  # logical dims in the input's minor-to-major order
+            pu = [1] * self.rank
+            if self.rank == 1:
+                pu[0] = lanes
+            else:
+                pu[0], pu[1] = lanes, sub
+            row["punit"] = pu
+        return row
+
+    def _make_row(self) -> dict:
+        """Fixed-size arrays (R_MAX dims, I_MAX inputs) for the vectorized geometry."""
+        R, I = R_MAX, I_MAX
+        dims = list(self.dims)
+        fold = 0
+        if len(dims) > R:  # fold the leading (most major) logical dims into one
+            fold = len(dims) - R + 1
+        D = np.ones(R)
+        U = np.ones(R)
+        VU = np.ones(R)
+        order = np.arange(R)
+        mm = np.zeros(R, bool)
+        nm = np.zeros(R, bool)
+        win = np.ones(R)
+        stride = np.ones(R)
+        din = np.ones(R)
+        r = min(self.rank, R)
+        if fold == 0:
+            D[:r] = self.dims
+            VU[:r] = self.unit
+            mm[:r] = self.m_mask
+            nm[:r] = self.n_mask
+            win[:r] = self.win
+            stride[:r] = self.stride
+            din[:r] = self.din
+            pad_u = [1] * r
+            if r == 1:
+                pad_u[0] = self.target.vector_shape[1]
+            elif r >= 2:
+                pad_u[self.mtm[0]] = self.target.vector_shape[1]
+                pad_u[self.mtm[1]] = self.target.vector_shape[0]
+            U[:r] = pad_u
+            order[:r] = self.mtm
+        else:  # rare: rank > R_MAX; approximate by the trailing R-1 dims plus one folded dim
+            D[:] = [float(np.prod(self.dims[:fold]))] + list(self.dims[fold:])
+            din[:] = D
+            mm[:] = True
+        ins_bytes = np.zeros(I)
+        ins_alpha = np.zeros(I)
+        ins_role = np.zeros(I, np.int64)
+        ins_maxrun = np.ones(I)
+        # distinct layouts of the "same" inputs (P_MAX slots): runs and padding are computed per slot
+        sl_perm = np.tile(np.arange(R), (P_MAX, 1))
+        sl_punit = np.ones((P_MAX, R))
+        sl_dbytes = np.ones(P_MAX)
+        ins_slot = np.zeros(I, np.int64)
+        slots: list = []
+        for k, row in enumerate(self.inputs[:I]):
+            ins_bytes[k] = row["bytes"]
+            ins_alpha[k] = row["alpha"]
+            ins_role[k] = row["role"] if (fold == 0 or row["role"] != ROLE_SAME) else ROLE_OTHER
+            ins_maxrun[k] = row["maxrun"]
+            if ins_role[k] == ROLE_SAME:
+                key = (tuple(row["perm"]), row["dbytes"])
+                if key not in slots and len(slots) < P_MAX:
+                    slots.append(key)
+                    j = len(slots) - 1
+                    sl_perm[j, :len(row["perm"])] = row["perm"]
+                    sl_punit[j, :len(row["perm"])] = row["punit"]
+                    sl_dbytes[j] = row["dbytes"]
+                ins_slot[k] = slots.index(key) if key in slots else P_MAX - 1
+        return {
+            "D": D, "U": U, "VU": VU, "order": order, "mmask": mm, "nmask": nm, "win": win, "stride": stride,
+            "din": din, "E": float(np.prod(D)), "dtype_bytes": float(self.dtype_bytes),
+            "out_bytes": self.out_bytes, "out_alpha": self.out_alpha,
+            "in_bytes": ins_bytes, "in_alpha": ins_alpha, "in_role": ins_role, "in_slot": ins_slot,
+            "in_maxrun": ins_maxrun, "sl_perm": sl_perm, "sl_punit": sl_punit, "sl_dbytes": sl_dbytes,
+            "flops": self.flops, "vec_flops": self.vec_flops, "hero_flops": self.hero_flops,
+            "trans": self.trans_rest, "lhs_vec": self.lhs_vec, "rhs_vec": self.rhs_vec,
+            "lhs_trans": self.lhs_trans, "rhs_trans": self.rhs_trans, "trivial": float(self.trivial), "K": self.K, "K_pad": self.K_pad, "n_const": self.n_const,
+            "m_scale": self.m_scale,
+            "is_mxu": float(self.hero is not None), "kind": float(self.kind),
+            "bytes_read": self.bytes_read, "bytes_written": self.bytes_written, "link_s": self.link_s,
+        }
+
+    # ---- conversions
+    def tile_array(self, tile: Optional[TileConfig]) -> np.ndarray:
+        """Tile extents as an R_MAX float row (padding dims 1); None = the whole shape (cached)."""
+        c = self._tcache.get(tile)
+        if c is None:
+            c = self._tile_array(tile)
+            if len(self._tcache) < 100_000:
+                self._tcache[tile] = c
+        return c
+
+    def _tile_array(self, tile: Optional[TileConfig]) -> np.ndarray:
+        t = np.ones(R_MAX)
+        r = min(self.rank, R_MAX)
+        if tile is None or len(tile.dims) != self.rank:
+            t[:r] = self.row["D"][:r]
+            return t
+        if self.rank > R_MAX:
+            fold = self.rank - R_MAX + 1
+            t[:] = [float(np.prod(tile.dims[:fold]))] + list(tile.dims[fold:])
+        else:
+            t[:r] = tile.dims
+        return np.minimum(t, self.row["D"])
+
+    def kernel_steps(self, tile: Optional[TileConfig]) -> tuple:
+        """(contraction steps, padded K per step, lhs re-reads) for a filter tile (TpuGraphs
+        kernel_bounds). A convolution split over window positions re-reads its (shifted) input tile
+        once per spatial step: lhs traffic x spatial steps."""
+        if tile is None or tile.kernel is None or self.rhs_shape is None or len(tile.kernel) != self.rhs_shape.rank:
+            return 1.0, self.K_pad, 1.0
+        steps = 1.0
+        kpad = 1.0
+        spatial = 1.0
+        for d, (ext, cls) in enumerate(zip(tile.kernel, self.rhs_kclass)):
+            full = self.rhs_shape.dims[d]
+            ext = min(ext, full)
+            if cls in (1, 2):
+                steps *= math.ceil(full / ext)
+                kpad *= ext if cls == 1 else _ceil_to(ext, 128)
+                if cls == 1:
+                    spatial *= math.ceil(full / ext)
+        return steps, kpad, spatial
+
+    def bounds_to_tile(self, output_bounds: Sequence[int], kernel_bounds: Sequence[int] = ()) -> Optional[TileConfig]:
+        """TpuGraphs bounds (physical major-to-minor order, two minor dims in units of the (8, 128)
+        tile, a rank-1 dim in 1024-element units) -> TileConfig in logical elements."""
+        def conv(bounds, shape_dims, mtm, unit_of):
+            if not bounds or len(bounds) != len(shape_dims):
+                return None
+            ext = [0] * len(shape_dims)
+            for pos, d in enumerate(reversed(mtm)):
+                ext[d] = int(min(shape_dims[d], bounds[pos] * unit_of[d]))
+            return tuple(max(e, 1) for e in ext)
+        if not output_bounds and not kernel_bounds:
+            return None  # no tile recorded: the compiler's default tile
+        out = conv(list(output_bounds), self.dims, self.mtm, self.unit) if output_bounds else None
+        if out is None:
+            out = self.dims
+        kern = None
+        if kernel_bounds and self.rhs_shape is not None:
+            rs = self.rhs_shape
+            rmtm = list(rs.minor_to_major())
+            sub, lanes = self.target.vector_shape
+            ru = [1] * rs.rank
+            if rs.rank == 1:
+                ru[0] = sub * lanes
+            elif rs.rank >= 2:
+                ru[rmtm[0]], ru[rmtm[1]] = lanes, sub
+            kern = conv(list(kernel_bounds), tuple(rs.dims), rmtm, ru)
+        return TileConfig(out, kern)
+
+
+def _ceil_to(x: float, m: int) -> int:
+    return int(math.ceil(x / m) * m) if m > 1 else int(math.ceil(x))
+
+
+_INFO_CACHE: dict = {}
+
+
+def tiling_info(kernel: Any, target: Any = "tpu") -> TilingInfo:
+    """Cached TilingInfo for a kernel (by hash and target name)."""
+    name = target if isinstance(target, str) else getattr(target, "name", str(target))
+    key = (kernel.hash, name)
+    info = _INFO_CACHE.get(key)
+    if info is None:
+        info = TilingInfo(kernel, target)
+        if len(_INFO_CACHE) > 200_000:
+            _INFO_CACHE.clear()
+        _INFO_CACHE[key] = info
+    return info
+
+
+_DEFAULT_TILES: dict = {}
+
+
+def default_tile(kernel: Any, target: Any = "tpu") -> "TileConfig":
+    """The kernel's default tile on a target (`TileSpace.default`: the analytical model's argmin, as
+    XLA picks it), cached by kernel hash and target name; shared by the models, the simulator and the
+    featurizer."""
+    name = target if isinstance(target, str) else getattr(target, "name", str(target))
+    key = (kernel.hash, name)
+    t = _DEFAULT_TILES.get(key)
+    if t is None:
+        t = TileSpace(kernel, target).default()
+        if len(_DEFAULT_TILES) > 500_000:
+            _DEFAULT_TILES.clear()
+        _DEFAULT_TILES[key] = t
+    return t
+
+
+_ROW_ARRAY_KEYS = ("D", "U", "VU", "order", "mmask", "nmask", "win", "stride", "din", "in_bytes", "in_alpha",
+                   "in_role", "in_slot", "in_maxrun", "sl_perm", "sl_punit", "sl_dbytes")
+
+
+_DIM_KEYS = ("D", "U", "VU", "order", "mmask", "nmask", "win", "stride", "din", "sl_perm", "sl_punit")
+
+
+def stack_rows(rows: Sequence[dict]) -> dict:
+    """Stack per-kernel rows into batch arrays (leading axis = item)."""
+    out = {}
+    for k in rows[0]:
+        out[k] = np.stack([r[k] for r in rows]) if k in _ROW_ARRAY_KEYS else np.array([r[k] for r in rows], float)
+    return out
+
+
+def tiles_to_array(infos: Sequence[TilingInfo], tiles: Sequence[Optional[TileConfig]]) -> np.ndarray:
+    return np.stack([i.tile_array(t) for i, t in zip(infos, tiles)]) if len(infos) else np.ones((0, R_MAX))
+
+
+def _run_bytes(t: np.ndarray, D: np.ndarray, U: np.ndarray, order: np.ndarray, block: np.ndarray) -> np.ndarray:
+    """Contiguous run (bytes) of a tile in a tiled layout: the (8, 128) block is contiguous, then
+    the block grid in minor-to-major order, extending to the next dim only over fully covered dims.
+    t, D, U: (..., R) in logical order; order: (..., R) minor-to-major logical dims."""
+    to = np.take_along_axis(t, order, axis=-1)
+    Do = np.take_along_axis(D, order, axis=-1)
+    Uo = np.take_along_axis(U, order, axis=-1)
+    c = np.ceil(to / Uo)
+    g = np.ceil(Do / Uo)
+    run = np.ones(t.shape[:-1])
+    full = np.ones(t.shape[:-1], bool)
+    for j in range(t.shape[-1]):
+        run = np.where(full, run * c[..., j], run)
+        full &= c[..., j] >= g[..., j]
+    return run * block
+
+
+def io_geometry(b: dict, T: np.ndarray, sublanes: int = 8, lanes: int = 128) -> dict:
+    """Vectorized per-tile quantities for N (kernel, tile) items.
+
+    b: stacked rows (`stack_rows`), T: (N, R_MAX) tile extents. Returns arrays of shape (N,) unless
+    noted: n_tiles, the per-tile logical input bytes per input (N, I) and their contiguous runs,
+    padded output bytes per tile and its run, per-tile MXU flops (padded), vector and transcendental
+    work, and the double-buffered footprint.
+    """
+    D = b["D"]
+    T = np.minimum(np.maximum(T, 1.0), D)
+    n_j = np.ceil(D / T)
+    n = np.prod(n_j, axis=1)
+    a = D / n_j  # average extent (edge tiles are smaller)
+    # padding of the tile in the TPU tiled layout (two minor dims) for data and vector registers
+    U = b["U"]
+    padded = np.ceil(T / U) * U
+    padfac = np.prod(padded / T, axis=1)
+    E = b["E"]
+    frac = 1.0 / n  # average tile fraction T/E
+    # ---- output
+    out_tile = b["out_bytes"] * frac ** b["out_alpha"] * padfac
+    block = U.prod(axis=1) * b["dtype_bytes"]
+    out_run = np.minimum(_run_bytes(T, D, U, b["order"], block), out_tile)
+    # ---- inputs
+    role = b["in_role"]
+    fr_same = frac[:, None]
+    lhs_j = np.where(b["mmask"], np.where((b["win"] > 1) | (b["stride"] > 1),
+                                          np.minimum(1.0, ((a - 1) * b["stride"] + b["win"]) / b["din"]),
+                                          a / D), 1.0)
+    f_lhs = np.prod(lhs_j, axis=1)
+    f_rhs = np.prod(np.where(b["nmask"], a / D, 1.0), axis=1)
+    f_oth = frac[:, None] ** b["in_alpha"]
+    f = np.where(role == ROLE_SAME, fr_same,
+                 np.where(role == ROLE_LHS, f_lhs[:, None], np.where(role == ROLE_RHS, f_rhs[:, None], f_oth)))
+    f = np.where(role == ROLE_NONE, 0.0, f)
+    in_tile = b["in_bytes"] * f
+    # padding and contiguity of "same" inputs in their own layouts
+    perm = b["sl_perm"]
+    Tp = np.broadcast_to(T[:, None, :], perm.shape)
+    Dp = np.broadcast_to(D[:, None, :], perm.shape)
+    To = np.take_along_axis(Tp, perm, axis=-1)
+    Do = np.take_along_axis(Dp, perm, axis=-1)
+    pu = b["sl_punit"]
+    sl_pad = np.prod(np.ceil(To / pu) * pu / To, axis=-1)
+    ident = np.broadcast_to(np.arange(T.shape[1]), perm.shape)
+    sl_run = _run_bytes(To, Do, pu, ident, pu.prod(axis=-1) * b["sl_dbytes"])
+    slot = b["in_slot"]
+    in_pad = np.take_along_axis(sl_pad, slot, axis=1)
+    run_same = np.take_along_axis(sl_run, slot, axis=1)
+    same = role == ROLE_SAME
+    in_tile = np.where(same, in_tile * in_pad, in_tile)
+    in_run = np.where(same, run_same, b["in_maxrun"])
+    in_run = np.maximum(np.minimum(in_run, in_tile), 1.0)
+    # ---- compute
+    Tm = np.prod(np.where(b["mmask"], T, 1.0), axis=1) * b["m_scale"]
+    Tn = np.prod(np.where(b["nmask"], T, 1.0), axis=1) * b["n_const"]
+    mxu_tile = np.where(b["is_mxu"] > 0,
+                        2.0 * np.ceil(Tm / sublanes) * sublanes * b["K_pad"] * np.ceil(Tn / lanes) * lanes, 0.0)
+    # generic hero (dims not aligned): proportional share, padded like the tile
+    generic = (b["is_mxu"] > 0) & ~b["mmask"].any(axis=1) & ~b["nmask"].any(axis=1)
+    mxu_tile = np.where(generic, b["hero_flops"] * frac * padfac, mxu_tile)
+    vec_tile = (b["vec_flops"] * frac + b["lhs_vec"] * f_lhs + b["rhs_vec"] * f_rhs) * padfac
+    trans_tile = (b["trans"] * frac + b["lhs_trans"] * f_lhs + b["rhs_trans"] * f_rhs) * padfac
+    footprint = 2.0 * (in_tile.sum(axis=1) + out_tile)
+    return {"n": n, "n_j": n_j, "T": T, "frac": frac, "padfac": padfac, "out_tile": out_tile, "out_run": out_run,
+            "in_tile": in_tile, "in_run": in_run, "mxu_tile": mxu_tile, "vec_tile": vec_tile,
+            "trans_tile": trans_tile, "footprint": footprint, "Tm": Tm, "Tn": Tn}
+
+
+# --------------------------------------------------------------------------------------------------
+def _ladder(n_units: int, max_divisors: bool = True) -> list:
+    """Tile counts (in units) for a dim with n_units units: powers of two, divisors, and all."""
+    vals = {n_units}
+    p = 1
+    while p < n_units:
+        vals.add(p)
+        p *= 2
+    if max_divisors and n_units <= 4096:
+        for d in range(1, int(math.isqrt(n_units)) + 1):
+            if n_units % d == 0:
+                vals.add(d)
+                vals.add(n_units // d)
+    return sorted(vals)
+
+
+class TileSpace:
+    """Valid tiles of one kernel on a target (the `Space` interface strategies see)."""
+
+    def __init__(self, kernel: Any, target: Any = "tpu", max_tiles: int = 4096):
+        self.kernel = kernel
+        self.info = tiling_info(kernel, target)
+        self.target = self.info.target
+        self.max_tiles = max_tiles
+        self._tiles: Optional[list] = None
+        self._default: Optional[TileConfig] = None
+
+    @property
+    def shape(self) -> tuple:
+        return self.info.dims
+
+    def choices(self, divisors: bool = True) -> list:
+        """Per logical dim, the allowed extents (elements), ascending."""
+        out = []
+        for d, u in zip(self.info.dims, self.info.unit):
+            units = max(1, math.ceil(d / u))
+            out.append(sorted({min(c * u, d) for c in _ladder(units, divisors)}))
+        return out
+
+    def _footprints(self, arr: np.ndarray) -> np.ndarray:
+        b = stack_rows([self.info.row] * len(arr))
+        sub, lanes = self.target.vector_shape
+        g = io_geometry(b, arr, sub, lanes)
+        return reduction_streaming(g, b["kind"], self.target.scratchpad_bytes)[1]
+
+    def footprint(self, tile: TileConfig) -> float:
+        """Double-buffered scratchpad bytes of a tile (inputs + output, x2)."""
+        return float(self._footprints(self.info.tile_array(tile)[None, :])[0])
+
+    def tiles(self) -> list:
+        """All valid tiles (at most max_tiles; the ladder drops divisors when the product is larger)."""
+        if self._tiles is None:
+            ch = self.choices(True)
+            if math.prod(len(c) for c in ch) > self.max_tiles:
+                ch = self.choices(False)
+            combos = [()]
+            for c in ch:
+                combos = [t + (v,) for t in combos for v in c]
+            if len(combos) > self.max_tiles:  # keep the largest tiles on the major dims
+                rng = np.random.default_rng(0)
+                keep = rng.choice(len(combos), self.max_tiles - 1, replace=False)
+                combos = [combos[i] for i in sorted(keep)] + [tuple(self.info.dims)]
+            tiles = [TileConfig(c) for c in combos]
+            arr = np.stack([self.info.tile_array(t) for t in tiles])
+            fp = self._footprints(arr)
+            ok = fp <= self.target.scratchpad_bytes
+            valid = [t for t, o in zip(tiles, ok) if o]
+            if not valid:  # nothing fits: keep the smallest tile so that the space is never empty
+                valid = [tiles[int(np.argmin(fp))]]
+            self._tiles = valid
+        return list(self._tiles)
+
+    def __len__(self) -> int:
+        return len(self.tiles())
+
+    def is_valid(self, tile: TileConfig) -> bool:
+        if len(tile.dims) != self.info.rank:
+            return False
+        for v, c in zip(tile.dims, self.choices(True)):
+            if v not in c:
+                return False
+        return self.footprint(tile) <= self.target.scratchpad_bytes
+
+    def default(self) -> TileConfig:
+        """The analytical model's argmin over the valid tiles (as XLA picks its default tile)."""
+        if self._default is None:
+            from costmodels.analytical import AnalyticalCostModel
+            tiles = self.tiles()
+            model = AnalyticalCostModel(self.target)
+            pred = model.predict([self.kernel] * len(tiles), tiles)
+            # ties: prefer the larger tile (fewer iterations)
+            order = sorted(range(len(tiles)), key=lambda i: (pred[i], -tiles[i].elements))
+            self._default = tiles[order[0]]
+        return self._default
+
+    def random(self, rng: np.random.Generator) -> TileConfig:
+        tiles = self.tiles()
+        return tiles[int(rng.integers(len(tiles)))]
+
+    def neighbor(self, tile: TileConfig, rng: np.random.Generator, tries: int = 16) -> TileConfig:
+        """Move one dim one step up or down its ladder, keeping the tile valid."""
+        if self.info.rank == 0:
+            return tile
+        ch = self.choices(True)
+        valid = set(self.tiles())
+        for _ in range(tries):
+            d = int(rng.integers(self.info.rank))
+            c = ch[d]
+            cur = tile.dims[d]
+            i = int(np.searchsorted(c, cur))
+            j = i + (1 if rng.random() < 0.5 else -1)
+            if 0 <= j < len(c):
+                dims = list(tile.dims)
+                dims[d] = c[j]
+                cand = TileConfig(tuple(dims))
+                if cand in valid:
+                    return cand
+        return self.random(rng)
+
+    def crossover(self, a: TileConfig, b: TileConfig, rng: np.random.Generator) -> TileConfig:
+        dims = tuple(x if rng.random() < 0.5 else y for x, y in zip(a.dims, b.dims))
+        return self.repair(TileConfig(dims))
+
+    def repair(self, tile: TileConfig) -> TileConfig:
+        """The valid tile nearest (in log extents) to `tile`."""
+        tiles = self.tiles()
+        if tile in set(tiles):
+            return tile
+        if len(tile.dims) != self.info.rank:
+            return self.default()
+        arr = np.log(np.array([t.dims for t in tiles], float).reshape(len(tiles), -1) + 0.0)
+        x = np.log(np.array(tile.dims, float))
+        return tiles[int(np.argmin(((arr - x) ** 2).sum(axis=1)))] if arr.size else tiles[0]
+
+    def encode(self, tile: TileConfig) -> str:
+        return tile.key()
+
+    def decode(self, key: str) -> TileConfig:
+        return TileConfig.from_key(key)
+
+    def to_array(self, tiles: Sequence[TileConfig]) -> np.ndarray:
+        return np.stack([self.info.tile_array(t) for t in tiles])
+
+
+def reduction_streaming(g: dict, kind: np.ndarray, scratchpad_bytes: float, ksteps: Any = 1.0) -> tuple:
+    """(steps, double-buffered footprint per step) of each tile. A reduction (kInput) or
+    contraction (kOutput) tile whose inputs do not fit the scratchpad at once streams them over its
+    reduced or contracted dimensions in that many steps, its output tile resident (as XLA:TPU's
+    emitters loop over those dims) when they do not fit even single-buffered; other tiles take one step with the whole footprint. `ksteps`:
+    contraction steps the tile already has (a filter tile). Shared by the tile space and the
+    simulator, so that a tile the space calls valid is one the simulator can run."""
+    in_b = 2.0 * g["in_tile"].sum(axis=1) / ksteps
+    out_b = 2.0 * g["out_tile"]
+    room = scratchpad_bytes - out_b
+    stream = (kind > 0) & ((in_b + out_b) / 2.0 > scratchpad_bytes) & (room > 0)  # not even unbuffered
+    steps = np.where(stream, np.ceil(in_b / np.maximum(room, 1.0)), 1.0)
+    return steps, in_b / steps + out_b
+
+
+def batch_inputs(kernels: Sequence[Any], tiles: Optional[Sequence[Optional[TileConfig]]], target: Any,
+                 default_tile=None) -> tuple:
+    """Stacked rows and tile arrays for a batch of (kernel, tile) items.
+
+    Rows are built once per distinct kernel (cached TilingInfo) and gathered by index, so a batch of
+    many tiles of few kernels costs little. `default_tile(info, kernel)` fills tiles that are None
+    (default: the whole shape). Returns (b, T, ksteps, kpad, infos)."""
+    n = len(kernels)
+    idx = np.empty(n, np.int64)
+    uniq: dict = {}
+    infos: list = []
+    for i, k in enumerate(kernels):
+        h = k.hash
+        j = uniq.get(h)
+        if j is None:
+            j = uniq[h] = len(infos)
+            infos.append(tiling_info(k, target))
+        idx[i] = j
+    rows = stack_rows([inf.row for inf in infos]) if infos else None
+    # Trailing padding dims (extent 1, fully covered) change nothing: keep only the batch's max rank.
+    r_eff = max([min(inf.rank, R_MAX) for inf in infos] + [1])
+    if rows is not None and r_eff < R_MAX:
+        for key in _DIM_KEYS:
+            rows[key] = rows[key][..., :r_eff]
+    b = {key: v[idx] for key, v in rows.items()} if rows is not None else {}
+    T = np.ones((n, R_MAX))
+    ks = np.ones(n)
+    lm = np.ones(n)
+    kp = np.array([infos[j].K_pad for j in idx], float) if n else np.ones(0)
+    tl = list(tiles) if tiles is not None else [None] * n
+    dflt: dict = {}
+    rows_T = []
+    for i in range(n):
+        j = idx[i]
+        inf = infos[j]
+        t = tl[i]
+        if t is None:
+            arr = dflt.get(j)
+            if arr is None:
+                td = default_tile(inf, kernels[i]) if default_tile is not None else None
+                arr = dflt[j] = (inf.tile_array(td), td)
+            rows_T.append(arr[0])
+            t = arr[1]
+        else:
+            if isinstance(t, (tuple, list)):
+                t = TileConfig(tuple(t))
+            rows_T.append(inf.tile_array(t))
+        if t is not None and t.kernel is not None:
+            ks[i], kp[i], lm[i] = inf.kernel_steps(t)
+    if n:
+        T = np.array(rows_T)[:, :r_eff]
+    if n:
+        b["lhs_mult"] = lm
+    return b, T, ks, kp, [infos[j] for j in idx]

@@ -1,0 +1,1 @@
+"""Tuning: the tuner, verification, the measurement store, datasets, reports and configuration files."""

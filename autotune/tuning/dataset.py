@@ -1,0 +1,637 @@
+"""Training data for learned cost models: generation, on-disk format, program-level splits, and
+TpuGraphs npz import/export.
+
+Generation (`build_dataset`), as Kaufman et al. (MLSys 2021, section 4):
+* fusion task: per program, the default fusion configuration, random configurations and a short
+  annealing-like walk of neighbors from the default; every configuration is decomposed into
+  kernels and every *unique* (non-trivial) kernel is measured once through the evaluator (whose
+  store memoizes measurements), at its default tile.
+* tile task: the unique kernels of the default and some random configurations; every valid tile of
+  each kernel (a random subset with the default tile included when there are more than
+  `max_tiles_per_kernel`) is measured.
+* split by *program*, with model families kept apart (a family lies wholly in one split). The family
+  comes from examples/hlo/manifest.json-style manifests next to the programs, else it is the file
+  name before the first '_'. A JSON split file {"train": [...], "validation": [...], "test": [...]}
+  (program names) overrides the automatic split.
+
+Storage: `out_dir/manifest.json` plus one `shards/<program>.npz` per program (raw features, so the
+scaler can be fitted on the training split later). A build is resumable: programs already recorded
+in the manifest with their shard on disk are skipped. `Dataset.open(dir)` reads the manifest and loads
+shards lazily (`load(split)`, `iter_programs(split)`).
+
+Every sample also stores the analytical model's prediction, so the analytical baseline can be
+evaluated on a dataset without the programs.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator, Optional, Sequence
+
+import numpy as np
+
+from costmodels.features import (FEATURE_VERSION, GEOMETRY_DIM, KERNEL_FEATURE_NAMES, NODE_DIM, TILE_DIM,
+                       TPUGRAPHS_NODE_DIM, KernelGraph, kernel_graph, kernel_graphs, tile_features, tpugraphs_node_features)
+
+__all__ = ["Samples", "Dataset", "build_dataset", "make_split", "program_family", "read_split_file",
+           "FEATURE_VERSION", "DATASET_VERSION", "read_tpugraphs_npz", "TpuGraphsRecord", "write_tpugraphs_tile",
+           "SPLITS", "resolve_evaluator"]
+
+DATASET_VERSION = 1
+SPLITS = ("train", "validation", "test")
+_SPLIT_ALIASES = {"train": "train", "training": "train", "validation": "validation", "valid": "validation",
+                  "val": "validation", "test": "test"}
+RD = 8  # stored padded rank of tiled shapes
+
+
+# --------------------------------------------------------------------------------------------------
+@dataclass
+class Samples:
+    """Samples of one or more programs: unique kernel graphs and (graph, tile, runtime) rows."""
+
+    graphs: list                    # KernelGraph per unique kernel (per program)
+    graph: np.ndarray               # [S] graph index of each sample
+    tile_keys: list                 # [S] TileConfig.key() or "" (default tile)
+    runtime: np.ndarray             # [S] seconds (nan: failed measurement)
+    program: np.ndarray             # [S] index into `programs`
+    programs: list                  # program names
+    families: list                  # family per program
+    analytical: Optional[np.ndarray] = None   # [S] the analytical model's prediction (seconds)
+    multiplicity: Optional[np.ndarray] = None  # [G] runs per program execution of each graph
+    config: dict = field(default_factory=dict)  # fusion: {"cfg": [M], "graph": [M]} kernel membership
+    tg_feat: Optional[list] = None  # tile task: TpuGraphs 140-dim node features per graph
+    _tile_feat: Optional[np.ndarray] = None
+    is_default: Optional[np.ndarray] = None     # [S] tile task: the sample is the kernel's default tile
+
+    def __len__(self) -> int:
+        return int(len(self.graph))
+
+    @property
+    def tile_feat(self) -> np.ndarray:
+        """[S, TILE_DIM] raw tile features (zero rows for samples without an explicit tile)."""
+        if self._tile_feat is None:
+            out = np.zeros((len(self.graph), TILE_DIM), np.float32)
+            cache: dict = {}
+            from autotune.compiler.tiles import TileConfig
+            for i, (g, k) in enumerate(zip(self.graph, self.tile_keys)):
+                if not k:
+                    continue
+                key = (int(g), k)
+                r = cache.get(key)
+                if r is None:
+                    r = cache[key] = tile_features(self.graphs[g].tiled_dims, TileConfig.from_key(k))
+                out[i] = r
+            self._tile_feat = out
+        return self._tile_feat
+
+    def family_of_sample(self) -> np.ndarray:
+        fam = np.array(self.families, dtype=object)
+        return fam[self.program] if len(self.program) else np.zeros(0, dtype=object)
+
+    def sample_graphs(self) -> list:
+        return [self.graphs[g] for g in self.graph]
+
+    def select(self, idx: np.ndarray) -> "Samples":
+        idx = np.asarray(idx, np.int64)
+        return Samples(self.graphs, self.graph[idx], [self.tile_keys[i] for i in idx], self.runtime[idx],
+                       self.program[idx], self.programs, self.families,
+                       None if self.analytical is None else self.analytical[idx], self.multiplicity, {},
+                       self.tg_feat, None if self._tile_feat is None else self._tile_feat[idx],
+                       None if self.is_default is None else self.is_default[idx])
+
+    def by_program(self) -> Iterator[tuple]:
+        for p, name in enumerate(self.programs):
+            idx = np.nonzero(self.program == p)[0]
+            if len(idx):
+                yield name, self.select(idx)
+
+    @staticmethod
+    def concat(parts: Sequence["Samples"]) -> "Samples":
+        graphs: list = []
+        g_all, keys, rt, prog, ana, mult, tg, dflt = [], [], [], [], [], [], [], []
+        programs: list = []
+        families: list = []
+        for s in parts:
+            off, poff = len(graphs), len(programs)
+            graphs.extend(s.graphs)
+            g_all.append(s.graph + off)
+            keys.extend(s.tile_keys)
+            rt.append(s.runtime)
+            prog.append(s.program + poff)
+            programs.extend(s.programs)
+            families.extend(s.families)
+            ana.append(s.analytical if s.analytical is not None else np.full(len(s), np.nan))
+            mult.append(s.multiplicity if s.multiplicity is not None else np.ones(len(s.graphs)))
+            tg.extend(s.tg_feat if s.tg_feat is not None else [None] * len(s.graphs))
+            dflt.append(s.is_default if s.is_default is not None else np.zeros(len(s), bool))
+        cat = (lambda xs, dt: np.concatenate(xs).astype(dt) if xs else np.zeros(0, dt))
+        return Samples(graphs, cat(g_all, np.int64), keys, cat(rt, np.float64), cat(prog, np.int64), programs,
+                       families, cat(ana, np.float64), cat(mult, np.float64), {},
+                       tg if any(t is not None for t in tg) else None, None, cat(dflt, bool))
+
+
+# --------------------------------------------------------------------------------------------------
+# Families and splits
+def _manifest_families(programs_dir: Path) -> dict:
+    out: dict = {}
+    m = programs_dir / "manifest.json"
+    if m.is_file():
+        try:
+            data = json.loads(m.read_text())
+            for e in data if isinstance(data, list) else data.get("programs", []):
+                if isinstance(e, dict) and "family" in e:
+                    name = e.get("name") or Path(e.get("file", "")).stem
+                    out[name] = e["family"]
+        except (OSError, ValueError):
+            pass
+    return out
+
+
+def program_family(name: str, families: Optional[dict] = None) -> str:
+    """A program's model family: from a manifest when known, else its name before the first '_'."""
+    if families and name in families:
+        return str(families[name])
+    return name.split("_", 1)[0]
+
+
+def make_split(families: dict, seed: int = 0, fractions: tuple = (0.7, 0.15, 0.15)) -> dict:
+    """program -> split, whole families per split (seeded). With fewer than three families the
+    validation split stays empty; with one family, programs are split instead (and families mix)."""
+    fams = sorted(set(families.values()))
+    rng = np.random.default_rng(seed)
+    order = [fams[i] for i in rng.permutation(len(fams))]
+    n = len(order)
+    out: dict = {}
+    if n >= 3:
+        n_val = max(1, int(round(fractions[1] * n)))
+        n_test = max(1, int(round(fractions[2] * n)))
+        n_train = max(1, n - n_val - n_test)
+        fam_split = {}
+        for i, f in enumerate(order):
+            fam_split[f] = "train" if i < n_train else ("validation" if i < n_train + n_val else "test")
+        return {p: fam_split[f] for p, f in families.items()}
+    if n == 2:
+        return {p: ("train" if f == order[0] else "test") for p, f in families.items()}
+    progs = sorted(families)
+    perm = [progs[i] for i in rng.permutation(len(progs))]
+    for i, p in enumerate(perm):
+        out[p] = "train" if i < max(1, int(0.7 * len(perm))) else ("validation" if i % 2 else "test")
+    return out
+
+
+def read_split_file(path: str) -> dict:
+    """program -> split from a JSON file {"train": [...], "validation": [...], "test": [...]}."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except OSError as e:
+        raise ValueError(f"cannot read split file {path}: {e.strerror or e}") from None
+    except ValueError as e:
+        raise ValueError(f"split file {path} is not valid JSON: {e}") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"split file {path}: expected an object with train/validation/test lists")
+    out: dict = {}
+    for k, names in data.items():
+        split = _SPLIT_ALIASES.get(str(k).lower())
+        if split is None:
+            raise ValueError(f"split file {path}: unknown split {k!r} (use train, validation, test)")
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            raise ValueError(f"split file {path}: {k!r} must be a list of program names")
+        for n in names:
+            n = Path(n).stem if n.endswith(".hlo") else n
+            if n in out and out[n] != split:
+                raise ValueError(f"split file {path}: program {n!r} is in both {out[n]} and {split}")
+            out[n] = split
+    return out
+
+
+# --------------------------------------------------------------------------------------------------
+def resolve_evaluator(evaluator: Any, target: str = "tpu", store: Any = None) -> Any:
+    """An Evaluator from "sim"/"xla" (or an instance, returned as is)."""
+    if not isinstance(evaluator, str):
+        return evaluator
+    name = evaluator.strip().lower()
+    if name in ("sim", "simulator"):
+        from hardware.simulator import TpuSimulator
+        return TpuSimulator(target, store=store)
+    if name == "xla":
+        if target.startswith("tpu"):
+            raise ValueError("the xla evaluator measures on this machine's backend: use --target cpu (or gpu)")
+        from hardware.xla import XlaEvaluator
+        return XlaEvaluator(target, store=store)
+    raise ValueError(f"unknown evaluator {evaluator!r} (use sim or xla)")
+
+
+def _seconds(ms: Sequence[Any]) -> np.ndarray:
+    return np.array([float(m.seconds) if m is not None and getattr(m, "ok", False) else np.nan for m in ms])
+
+
+def _fusion_configs(space: Any, n: int, rng: np.random.Generator) -> list:
+    cfgs = [space.default()]
+    n_walk = max(0, min(n - 1, n // 4))
+    cur = cfgs[0]
+    for _ in range(n_walk):
+        cur = space.neighbor(cur, rng)
+        cfgs.append(cur)
+    while len(cfgs) < n:
+        cfgs.append(space.random(rng))
+    seen: set = set()
+    out = []
+    for c in cfgs:
+        k = space.encode(c)
+        if k not in seen:
+            seen.add(k)
+            out.append(c)
+    return out
+
+
+def _unique_kernels(space: Any, cfgs: Sequence[Any]) -> tuple:
+    kernels: dict = {}
+    membership: list = []
+    for ci, cfg in enumerate(cfgs):
+        for k in space.kernels(cfg):
+            if getattr(k, "is_trivial", False):
+                continue
+            if k.hash not in kernels:
+                kernels[k.hash] = k
+            membership.append((ci, k.hash))
+    return list(kernels.values()), membership
+
+
+def _build_program(path: Path, task: str, evaluator: Any, target: str, n_cfgs: int, rng: np.random.Generator,
+                   max_tiles: int) -> dict:
+    from costmodels.analytical import AnalyticalCostModel
+    from autotune.compiler.fusion import FusionSpace
+    from autotune.compiler.program import Program
+    from autotune.compiler.tiles import TileSpace
+
+    program = Program.from_file(str(path))
+    space = FusionSpace(program, target)
+    analytical = AnalyticalCostModel(target)
+    if task == "fusion":
+        cfgs = _fusion_configs(space, max(1, n_cfgs), rng)
+    else:
+        cfgs = [space.default()] + [space.random(rng) for _ in range(max(0, min(n_cfgs, 4) - 1))]
+    kernels, membership = _unique_kernels(space, cfgs)
+    index = {k.hash: i for i, k in enumerate(kernels)}
+    graphs = kernel_graphs(kernels, target)
+    arrays: dict = {}
+    if task == "fusion":
+        s_graph = np.arange(len(kernels))
+        s_tiles: list = [""] * len(kernels)
+        rt = _seconds(evaluator.measure(kernels)) if kernels else np.zeros(0)
+        ana = analytical.predict(kernels) if kernels else np.zeros(0)
+        arrays["cfg_id"] = np.array([c for c, _ in membership], np.int64)
+        arrays["cfg_graph"] = np.array([index[h] for _, h in membership], np.int64)
+    else:
+        items_k, items_t, s_graph_l, s_tiles, s_default = [], [], [], [], []
+        for gi, k in enumerate(kernels):
+            ts = TileSpace(k, target)
+            tiles = ts.tiles()
+            d = ts.default()
+            if len(tiles) > max_tiles:
+                rest = [t for t in tiles if t != d]
+                pick = rng.choice(len(rest), max_tiles - 1, replace=False)
+                tiles = [d] + [rest[i] for i in sorted(pick)]
+            for t in tiles:
+                items_k.append(k)
+                items_t.append(t)
+                s_graph_l.append(gi)
+                s_tiles.append(t.key())
+                s_default.append(t == d)
+        arrays["s_default"] = np.array(s_default, bool)
+        s_graph = np.array(s_graph_l, np.int64)
+        rt = _seconds(evaluator.measure(items_k, items_t)) if items_k else np.zeros(0)
+        ana = analytical.predict(items_k, items_t) if items_k else np.zeros(0)
+        tg = [tpugraphs_node_features(k)[0] for k in kernels]
+        arrays["tg_feat"] = np.concatenate(tg) if tg else np.zeros((0, TPUGRAPHS_NODE_DIM), np.float32)
+        arrays["tg_ptr"] = np.concatenate([[0], np.cumsum([len(t) for t in tg])]).astype(np.int64)
+    n_nodes = [g.num_nodes for g in graphs]
+    n_edges = [g.num_edges for g in graphs]
+    tdims = np.zeros((len(graphs), RD), np.int64)
+    trank = np.zeros(len(graphs), np.int64)
+    for i, g in enumerate(graphs):
+        d = list(g.tiled_dims)
+        if len(d) > RD:
+            d = [math.prod(d[:len(d) - RD + 1])] + d[len(d) - RD + 1:]
+        trank[i] = len(d)
+        tdims[i, :len(d)] = d
+    arrays.update(
+        node_feat=np.concatenate([g.node_feat for g in graphs]) if graphs else np.zeros((0, NODE_DIM), np.float32),
+        opcode=np.concatenate([g.opcode for g in graphs]).astype(np.int16) if graphs else np.zeros(0, np.int16),
+        node_ptr=np.concatenate([[0], np.cumsum(n_nodes)]).astype(np.int64),
+        edge_index=(np.concatenate([g.edge_index for g in graphs], axis=1) if graphs else np.zeros((2, 0))).astype(np.int32),
+        edge_ptr=np.concatenate([[0], np.cumsum(n_edges)]).astype(np.int64),
+        tiled_dims=tdims, tiled_rank=trank,
+        kernel_feat=np.stack([g.kernel_feat for g in graphs]) if graphs else np.zeros((0, len(KERNEL_FEATURE_NAMES)), np.float32),
+        geom_feat=np.stack([g.geom_feat for g in graphs]) if graphs else np.zeros((0, GEOMETRY_DIM), np.float32),
+        hashes=np.array([k.hash for k in kernels], dtype="U32"),
+        multiplicity=np.array([float(k.multiplicity) for k in kernels], np.float64),
+        s_graph=np.asarray(s_graph, np.int64), s_tile=np.array(s_tiles, dtype="U64"),
+        s_runtime=np.asarray(rt, np.float64), s_analytical=np.asarray(ana, np.float64),
+        n_configs=np.array(len(cfgs)))
+    return arrays
+
+
+def _atomic_json(path: Path, obj: Any) -> None:
+    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+    tmp.write_text(json.dumps(obj, indent=1, sort_keys=True))
+    os.replace(tmp, path)
+
+
+def build_dataset(programs_dir: "str | os.PathLike", task: str, evaluator: Any, target: str = "tpu",
+                  configs_per_program: int = 8, out_dir: "str | os.PathLike" = "dataset",
+                  split_file: Optional[str] = None, seed: int = 0, max_tiles_per_kernel: int = 64,
+                  programs: Optional[Sequence[str]] = None, store: Any = None, progress: bool = False,
+                  log=None) -> "Dataset":
+    """Generate (or resume) a dataset; returns it opened. `programs` restricts to these names."""
+    if task not in ("fusion", "tile"):
+        raise ValueError(f"task must be fusion or tile, not {task!r}")
+    pdir = Path(programs_dir)
+    if pdir.is_file():
+        files = [pdir]
+        pdir = pdir.parent
+    elif pdir.is_dir():
+        files = sorted(pdir.glob("*.hlo"))
+    else:
+        raise ValueError(f"programs directory {programs_dir} does not exist")
+    if programs:
+        want = {Path(p).stem for p in programs}
+        files = [f for f in files if f.stem in want]
+    if not files:
+        raise ValueError(f"no .hlo programs in {programs_dir}")
+    fam_known = _manifest_families(pdir)
+    families = {f.stem: program_family(f.stem, fam_known) for f in files}
+    if split_file:
+        split = read_split_file(split_file)
+        missing = sorted(set(families) - set(split))
+        if missing:
+            raise ValueError(f"split file {split_file} does not place {len(missing)} program(s): {', '.join(missing[:5])}")
+        split = {p: split[p] for p in families}
+    else:
+        split = make_split(families, seed)
+    out = Path(out_dir)
+    (out / "shards").mkdir(parents=True, exist_ok=True)
+    mpath = out / "manifest.json"
+    if mpath.exists():
+        try:
+            manifest = json.loads(mpath.read_text())
+        except ValueError:
+            raise ValueError(f"{mpath} is corrupt; remove it (or the directory) to rebuild") from None
+        for k, v in (("task", task), ("target", target), ("feature_version", FEATURE_VERSION)):
+            if manifest.get(k) != v:
+                raise ValueError(f"{out} holds a dataset with {k}={manifest.get(k)!r}, not {v!r}; use another --out")
+    else:
+        manifest = {"format": "autotune-dataset", "version": DATASET_VERSION, "task": task, "target": target,
+                    "feature_version": FEATURE_VERSION, "node_dim": NODE_DIM, "tile_dim": TILE_DIM,
+                    "evaluator": evaluator if isinstance(evaluator, str) else getattr(evaluator, "name", "custom"),
+                    "seed": seed, "configs_per_program": configs_per_program, "programs": {}}
+    if task == "tile" and isinstance(evaluator, str) and evaluator.strip().lower() == "xla":
+        raise ValueError("tile datasets need a tile-aware evaluator (sim); XLA:CPU does not take tile sizes")
+    ev = resolve_evaluator(evaluator, target, store)
+    try:
+        return _build_all(files, task, ev, target, configs_per_program, out, mpath, manifest, split, families,
+                          seed, max_tiles_per_kernel, progress, log)
+    finally:
+        if isinstance(evaluator, str):
+            try:
+                ev.close()
+            except Exception:  # noqa: BLE001
+                pass
+
+
+def _build_all(files, task, ev, target, configs_per_program, out, mpath, manifest, split, families, seed,
+               max_tiles_per_kernel, progress, log) -> "Dataset":
+    namespace = getattr(ev, "store_namespace", None)
+    if namespace and "evaluator_namespace" not in manifest:
+        manifest["evaluator_namespace"] = namespace
+    it = files
+    if progress:
+        try:
+            from tqdm import tqdm
+            it = tqdm(files, desc=f"dataset {task}")
+        except ImportError:  # pragma: no cover
+            pass
+    for f in it:
+        name = f.stem
+        rec = manifest["programs"].get(name)
+        shard = out / "shards" / f"{name}.npz"
+        if rec is not None and shard.exists():
+            rec["split"] = split[name]  # a new split file may move it
+            continue
+        pseed = int.from_bytes(hashlib.sha1(f"{seed}|{name}".encode()).digest()[:4], "little")
+        arrays = _build_program(f, task, ev, target, configs_per_program, np.random.default_rng(pseed),
+                                max_tiles_per_kernel)
+        tmp = shard.with_name(shard.stem + f".tmp{os.getpid()}.npz")
+        np.savez(tmp, **arrays)
+        os.replace(tmp, shard)
+        manifest["programs"][name] = {"family": families[name], "split": split[name],
+                                      "file": f"shards/{name}.npz", "source": str(f),
+                                      "n_kernels": int(len(arrays["hashes"])),
+                                      "n_samples": int(len(arrays["s_graph"])),
+                                      "n_failed": int(np.sum(~np.isfinite(arrays["s_runtime"]))),
+                                      "n_configs": int(arrays["n_configs"])}
+        _atomic_json(mpath, manifest)
+        if log is not None:
+            log(name, manifest["programs"][name])
+    _atomic_json(mpath, manifest)
+    return Dataset.open(out)
+
+
+# --------------------------------------------------------------------------------------------------
+class Dataset:
+    """An on-disk dataset (manifest.json + npz shards), loaded lazily."""
+
+    def __init__(self, root: Path, manifest: dict):
+        self.root = Path(root)
+        self.manifest = manifest
+        self.task: str = manifest["task"]
+        self.target: str = manifest["target"]
+        self._cache: dict = {}
+
+    @classmethod
+    def open(cls, root: "str | os.PathLike") -> "Dataset":
+        root = Path(root)
+        m = root / "manifest.json"
+        if not m.is_file():
+            raise ValueError(f"{root} is not a dataset (no manifest.json)")
+        try:
+            manifest = json.loads(m.read_text())
+        except ValueError:
+            raise ValueError(f"{m} is corrupt (not JSON)") from None
+        if not isinstance(manifest, dict) or manifest.get("format") != "autotune-dataset":
+            raise ValueError(f"{m} is not an autotune dataset manifest")
+        if manifest.get("version") != DATASET_VERSION:
+            raise ValueError(f"{root}: dataset version {manifest.get('version')} is not supported")
+        if manifest.get("feature_version") != FEATURE_VERSION:
+            raise ValueError(f"{root} was built with another feature layout; rebuild it")
+        return cls(root, manifest)
+
+    @property
+    def programs(self) -> dict:
+        return self.manifest["programs"]
+
+    def programs_in(self, split: str = "all") -> list:
+        if split in ("all", None):
+            return sorted(self.programs)
+        s = _SPLIT_ALIASES.get(split)
+        if s is None:
+            raise ValueError(f"unknown split {split!r} (use train, validation, test or all)")
+        return sorted(p for p, r in self.programs.items() if r["split"] == s)
+
+    def __len__(self) -> int:
+        return sum(int(r["n_samples"]) for r in self.programs.values())
+
+    def load_program(self, name: str) -> Samples:
+        s = self._cache.get(name)
+        if s is not None:
+            return s
+        rec = self.programs.get(name)
+        if rec is None:
+            raise ValueError(f"no program {name!r} in dataset {self.root}")
+        path = self.root / rec["file"]
+        try:
+            with np.load(path, allow_pickle=False) as z:
+                a = {k: z[k] for k in z.files}
+        except (OSError, ValueError) as e:
+            raise ValueError(f"cannot read shard {path}: {e}") from None
+        np_, ep = a["node_ptr"], a["edge_ptr"]
+        graphs = []
+        tg = None
+        if "tg_feat" in a:
+            tp = a["tg_ptr"]
+            tg = [a["tg_feat"][tp[i]:tp[i + 1]] for i in range(len(tp) - 1)]
+        for i in range(len(a["hashes"])):
+            r = int(a["tiled_rank"][i])
+            graphs.append(KernelGraph(a["node_feat"][np_[i]:np_[i + 1]].astype(np.float32),
+                                      a["opcode"][np_[i]:np_[i + 1]].astype(np.int64),
+                                      a["edge_index"][:, ep[i]:ep[i + 1]].astype(np.int64),
+                                      tuple(int(d) for d in a["tiled_dims"][i, :r]),
+                                      a["kernel_feat"][i].astype(np.float32), str(a["hashes"][i]),
+                                      geom_feat=a["geom_feat"][i].astype(np.float32)))
+        n = len(a["s_graph"])
+        s = Samples(graphs, a["s_graph"].astype(np.int64), [str(t) for t in a["s_tile"]],
+                    a["s_runtime"].astype(np.float64), np.zeros(n, np.int64), [name], [rec["family"]],
+                    a["s_analytical"].astype(np.float64), a["multiplicity"].astype(np.float64),
+                    {"cfg": a.get("cfg_id"), "graph": a.get("cfg_graph")} if "cfg_id" in a else {}, tg, None,
+                    a["s_default"].astype(bool) if "s_default" in a else None)
+        if len(self._cache) > 64:
+            self._cache.clear()
+        self._cache[name] = s
+        return s
+
+    def iter_programs(self, split: str = "all") -> Iterator[tuple]:
+        for p in self.programs_in(split):
+            yield p, self.load_program(p)
+
+    def load(self, split: str = "train") -> Samples:
+        names = self.programs_in(split)
+        if not names:
+            raise ValueError(f"dataset {self.root} has no programs in the {split} split")
+        return Samples.concat([self.load_program(p) for p in names])
+
+
+# --------------------------------------------------------------------------------------------------
+# TpuGraphs npz interop
+TILE_KEYS = ("node_feat", "node_opcode", "edge_index", "config_feat", "config_runtime", "config_runtime_normalizers")
+LAYOUT_KEYS = ("node_feat", "node_opcode", "edge_index", "node_config_feat", "node_config_ids", "config_runtime")
+
+
+@dataclass
+class TpuGraphsRecord:
+    """One TpuGraphs graph file: `kind` is "tile" or "layout"; arrays as stored."""
+
+    kind: str
+    name: str
+    arrays: dict
+
+    def __getattr__(self, key: str) -> Any:
+        try:
+            return self.__dict__["arrays"][key]
+        except KeyError:
+            raise AttributeError(key) from None
+
+    @property
+    def num_configs(self) -> int:
+        return int(len(self.arrays["config_runtime"]))
+
+    def normalized_runtime(self) -> np.ndarray:
+        rt = np.asarray(self.arrays["config_runtime"], np.float64)
+        if self.kind == "tile":
+            return rt / np.asarray(self.arrays["config_runtime_normalizers"], np.float64)
+        return rt
+
+
+def read_tpugraphs_npz(path: "str | os.PathLike") -> TpuGraphsRecord:
+    """Read a TpuGraphs tile or layout npz file (validating array shapes)."""
+    path = Path(path)
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            a = {k: z[k] for k in z.files}
+    except (OSError, ValueError) as e:
+        raise ValueError(f"cannot read TpuGraphs file {path}: {e}") from None
+    if all(k in a for k in TILE_KEYS):
+        kind = "tile"
+    elif all(k in a for k in LAYOUT_KEYS):
+        kind = "layout"
+    else:
+        missing = [k for k in TILE_KEYS if k not in a]
+        raise ValueError(f"{path} is not a TpuGraphs tile or layout file (missing {', '.join(missing)})")
+    n = a["node_feat"].shape[0]
+    if a["node_feat"].ndim != 2 or a["node_opcode"].shape != (n,):
+        raise ValueError(f"{path}: node_feat/node_opcode shapes disagree")
+    ei = a["edge_index"]
+    if ei.size and (ei.ndim != 2 or ei.shape[1] != 2 or ei.min() < 0 or ei.max() >= n):
+        raise ValueError(f"{path}: edge_index must be [E, 2] node indices")
+    c = len(a["config_runtime"])
+    if kind == "tile" and (a["config_feat"].shape[0] != c or len(a["config_runtime_normalizers"]) != c):
+        raise ValueError(f"{path}: config arrays disagree in length")
+    if kind == "layout" and a["node_config_feat"].shape[0] != c:
+        raise ValueError(f"{path}: node_config_feat and config_runtime disagree in length")
+    return TpuGraphsRecord(kind, path.stem, a)
+
+
+def _bounds8(dims: Sequence[int]) -> list:
+    d = [float(x) for x in dims][:6]
+    return d + [0.0] * (6 - len(d)) + [float(sum(dims)), float(math.prod(dims)) if len(dims) else 0.0]
+
+
+def write_tpugraphs_tile(samples: Samples, out_dir: "str | os.PathLike", prefix: str = "") -> list:
+    """Write tile-task samples as TpuGraphs tile npz files, one per kernel (`<program>_<hash>.npz`).
+
+    config_feat (24): kernel_bounds (6 + sum + product; zeros when absent), output_bounds (our tile
+    extents, 6 + sum + product), input_bounds (zeros: not used); config_runtime in integer
+    nanoseconds; config_runtime_normalizers: the kernel's default-tile runtime (the first stored
+    sample of the kernel when no default is marked). Node features are the 140-dim TpuGraphs
+    features stored at build time. Returns the written paths."""
+    from autotune.compiler.tiles import TileConfig
+    if samples.tg_feat is None:
+        raise ValueError("these samples have no TpuGraphs node features (not a tile dataset)")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for g in np.unique(samples.graph):
+        idx = np.nonzero((samples.graph == g) & np.isfinite(samples.runtime))[0]
+        if not len(idx):
+            continue
+        kg = samples.graphs[g]
+        feats = []
+        for i in idx:
+            t = TileConfig.from_key(samples.tile_keys[i]) if samples.tile_keys[i] else None
+            kb = list(t.kernel) if t is not None and t.kernel else []
+            ob = list(t.dims) if t is not None else list(kg.tiled_dims)
+            feats.append(_bounds8(kb) + _bounds8(ob) + [0.0] * 8)
+        rt_ns = np.round(samples.runtime[idx] * 1e9).astype(np.int64)
+        d = np.nonzero(samples.is_default[idx])[0] if samples.is_default is not None else []
+        norm = np.full(len(idx), max(int(rt_ns[d[0] if len(d) else 0]), 1), np.int64)
+        prog = samples.programs[int(samples.program[idx[0]])]
+        ei = kg.edge_index[::-1].T.astype(np.int64)  # rows [consumer, producer]
+        path = out / f"{prefix}{prog}_{kg.hash}.npz"
+        np.savez(path, node_feat=samples.tg_feat[g].astype(np.float32), node_opcode=kg.opcode.astype(np.uint8),
+                 edge_index=np.ascontiguousarray(ei), config_feat=np.array(feats, np.float32),
+                 config_runtime=rt_ns, config_runtime_normalizers=norm)
+        written.append(path)
+    return written

@@ -1,0 +1,100 @@
+"""Run outputs: report.json, best_config.json, fused.hlo, search.png."""
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any, Optional
+
+
+def _finite(x: Any) -> Any:
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    return x
+
+
+def write_json(path: "str | Path", data: dict) -> None:
+    """Atomic JSON write (temp file + rename): a crash never leaves a half-written report."""
+    path = Path(path)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2, default=_finite))
+    os.replace(tmp, path)
+
+
+def plot_search(history: list, path: "str | Path", title: str = "", default_cost: Optional[float] = None) -> None:
+    """Best cost so far against wall-clock time and against evaluations (two panels)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    if not history:
+        return
+    t = [h[0] for h in history]
+    n = [h[1] for h in history]
+    c = [h[2] * 1e3 for h in history]
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
+    for ax, x, label in ((axes[0], t, "wall-clock time (s)"), (axes[1], n, "evaluated configurations")):
+        ax.step(x, c, where="post", label="best found")
+        if default_cost is not None and math.isfinite(default_cost):
+            ax.axhline(default_cost * 1e3, color="grey", ls="--", lw=1, label="default")
+        ax.set_xlabel(label)
+        ax.set_ylabel("predicted program time (ms)")
+        ax.grid(alpha=0.3)
+    axes[0].legend(loc="upper right", fontsize=8)
+    if title:
+        fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def write_fusion_outputs(out_dir: "str | Path", space: Any, result: Any, meta: dict) -> dict:
+    """Everything a fusion run leaves behind; returns the report dictionary.
+
+    fused.hlo is the program verified end to end when there is one (`result.fused_text`, byte for
+    byte), else the chosen configuration emitted as verification emits it. A measured speedup is
+    reported only for verified programs (`verification` says what was verified and how;
+    `warnings` lists every failed or skipped step)."""
+    from autotune.tuning.config_io import save_config
+    from autotune.compiler.kernel import emit_fused_text
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    chosen = result.measured_best_config or result.best
+    report = dict(meta)
+    report.update({
+        "default_cost_s": result.default_cost,
+        "best_cost_s": result.best_cost,
+        "speedup": result.speedup,
+        "measured_default_s": result.measured_default,
+        "measured_best_s": result.measured_best,
+        "measured_speedup": (result.measured_default / result.measured_best
+                             if result.measured_default and result.measured_best else None),
+        "verification": result.verification,
+        "evaluations": result.evaluations,
+        "kernel_evaluations": result.kernel_evaluations,
+        "elapsed_s": result.elapsed_s,
+        "stopped_by": result.stopped_by,
+        "kernels_default": len(space.state(space.default()).refs()),
+        "kernels_best": len(space.state(chosen).refs()),
+        "fused_edges_default": space.default().count(),
+        "fused_edges_best": chosen.count(),
+        "fusible_edges": space.n_edges,
+        "verified": result.verified,
+        "warnings": list(space.program.flags) + list(result.warnings),
+    })
+    save_config(space, chosen, out / "best_config.json",
+                {"predicted_cost_s": result.best_cost if chosen is result.best else None,
+                 "measured_cost_s": result.measured_best})
+    fused = result.fused_text if result.fused_text is not None else emit_fused_text(space, chosen, header=True)
+    (out / "fused.hlo").write_text(fused)
+    write_json(out / "report.json", report)
+    try:
+        plot_search(result.history, out / "search.png",
+                    f"{meta.get('program', '')}: {meta.get('strategy', '')} with {meta.get('cost_model', '')}",
+                    result.default_cost)
+    except Exception as e:  # a plotting problem must not lose the results above
+        report["plot_error"] = f"{type(e).__name__}: {e}"
+        write_json(out / "report.json", report)
+    return report

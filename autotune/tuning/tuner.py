@@ -1,0 +1,667 @@
+"""The search loop: a Strategy proposes fusion configurations, the Tuner prices them.
+
+The Tuner owns what strategies should not: the wall-clock budget, cost-model calls batched and
+memoized by kernel hash (a neighbor evaluation only prices the kernels it changes), de-duplication
+of configurations, a log line per batch, checkpoints (best configuration and strategy state, every
+few seconds and on Ctrl-C/SIGTERM), resuming (checked against a fingerprint of the program and
+the options that matter, continuing with the remaining budget), a progress bar, and hardware
+verification of the top predicted configurations (paper section 7):
+
+* an evaluator that runs whole programs and compiles hand-made fusions (XLA:CPU: `measure_program`,
+  `hand_fusions`): each candidate is emitted exactly as fused.hlo is written
+  (`autotune.compiler.kernel.emit_fused_text`), compiled with `EMITTED_CPU_COMPILE_OPTIONS` and run end to
+  end; its outputs must match the original program's on the same random inputs
+  (`hardware.xla.output_error`), and the candidates race the default configuration's program
+  (`autotune.tuning.verification.race_programs`). The winner's text is what fused.hlo holds, byte for byte.
+* any other evaluator (the TPU simulator): every kernel of the candidate configuration - exactly
+  the kernels of its fused.hlo - is measured, times its multiplicity, summed.
+
+What was verified and how, and every failure, is in `TuningResult.verification`/`warnings`.
+"""
+from __future__ import annotations
+
+import hashlib
+import heapq
+import json
+import math
+import os
+import pickle
+import signal
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Optional, Sequence
+
+import numpy as np
+
+from autotune.compiler.fusion import FusionConfig, FusionSpace
+
+CHECKPOINT = "checkpoint.pkl"
+NOT_VERIFIED = {"status": "skipped", "reason": "no hardware evaluator"}
+# Options whose change makes a checkpoint another run (Tuner.resume compares them).
+FINGERPRINT_LABELS = {"program": "program", "target": "--target", "cost_model": "--cost-model",
+                      "strategy": "--strategy", "evaluator": "--evaluator", "seed": "--seed"}
+
+
+def _sha256(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def program_fingerprint(space: FusionSpace) -> str:
+    """sha256 of the normalized program text (as parsed and printed back, without metadata)."""
+    return _sha256(space.program.module.to_text(metadata=False))
+
+
+class TuningError(RuntimeError):
+    """A tuning run that cannot start or go on (one line, for the CLI)."""
+
+
+@dataclass
+class TuningResult:
+    """What a run found: predicted costs, measured costs (when verified) and bookkeeping."""
+
+    best: FusionConfig
+    best_cost: float
+    default_cost: float
+    evaluations: int
+    elapsed_s: float
+    history: list = field(default_factory=list)         # (elapsed_s, evaluations, best_cost)
+    measured_default: Optional[float] = None
+    measured_best: Optional[float] = None
+    measured_best_config: Optional[FusionConfig] = None
+    verified: list = field(default_factory=list)        # [{rank, predicted_s, measured_s, status, ...}]
+    stopped_by: str = "budget"
+    kernel_evaluations: int = 0
+    verification: dict = field(default_factory=lambda: dict(NOT_VERIFIED))  # what was verified and how
+    warnings: list = field(default_factory=list)        # one line each: every failed or skipped step
+    fused_text: Optional[str] = None                    # the exact program verified end to end
+
+    @property
+    def verification_failed(self) -> bool:
+        """Verification ran and nothing could be verified (the CLI exits with status 3)."""
+        return self.verification.get("status") == "failed"
+
+    @property
+    def speedup(self) -> float:
+        return self.default_cost / self.best_cost if self.best_cost > 0 else float("nan")
+
+
+class ProgramCost:
+    """Program cost of fusion configurations from a kernel cost function, memoized per kernel.
+
+    `kernel_cost(kernels) -> array of seconds` is any CostModel's predict (or an evaluator's
+    measurements). A configuration derived by `space.neighbor` is priced incrementally from its
+    parent: only the kernels the move changed are looked up.
+
+    The memo is keyed by canonical kernel hash (`dedup=True`, the default: equal kernels at
+    different places in the program are priced once, which pays for learned models and hardware),
+    or by the kernel's place, (computation, members), when pricing a kernel costs less than hashing
+    it (`dedup=False`, the analytical model: CostModel.dedup_by_hash).
+    """
+
+    def __init__(self, space: FusionSpace, kernel_cost: Callable[[list], np.ndarray], dedup: bool = True):
+        self.space = space
+        self.kernel_cost = kernel_cost
+        self.dedup = dedup
+        self.memo: dict = {}
+        self.config_cost: dict[bytes, float] = {}
+        self.kernel_calls = 0
+        self.kernels_priced = 0
+
+    def _key(self, r: Any) -> Any:
+        return r.hash if self.dedup else (r.comp, r.members)
+
+    def _price(self, refs: Sequence) -> None:
+        from autotune.compiler.kernel import Kernel
+        todo: dict = {}
+        memo = self.memo
+        for r in refs:
+            k = self._key(r)
+            if k not in memo and k not in todo:
+                todo[k] = r
+        if not todo:
+            return
+        kernels = [Kernel.from_ref(self.space, r) for r in todo.values()]
+        costs = np.asarray(self.kernel_cost(kernels), dtype=float)
+        if costs.shape != (len(kernels),):
+            raise TuningError(f"cost model returned {costs.shape} costs for {len(kernels)} kernels")
+        self.kernel_calls += 1
+        self.kernels_priced += len(kernels)
+        for k, c in zip(todo, costs):
+            memo[k] = float(c) if np.isfinite(c) else math.inf
+
+    def kernel_costs(self, refs: Sequence) -> list:
+        """Memoized costs of kernel refs (pricing the ones not seen yet)."""
+        self._price(refs)
+        return [self.memo[self._key(r)] for r in refs]
+
+    # A configuration reached by a short walk of neighbor moves (e.g. a chain restart) is priced
+    # through its unpriced ancestors, each by its move's delta, up to this many steps back.
+    MAX_CHAIN = 64
+
+    def _chain(self, c: FusionConfig) -> Optional[list]:
+        """[c, parent, ...] up to a priced ancestor (excluded) whose state is cached, each with a
+        move delta; None when there is none within MAX_CHAIN steps (price c from scratch)."""
+        space = self.space
+        chain = []
+        node = c
+        while len(chain) < self.MAX_CHAIN:
+            parent = node.parent
+            if node.delta is None or parent is None:
+                return None
+            pk = parent.key()
+            if pk not in space._state_cache:
+                return None
+            chain.append(node)
+            if pk in self.config_cost:
+                return chain
+            node = parent
+        return None
+
+    def __call__(self, cfgs: Sequence[FusionConfig]) -> np.ndarray:
+        """Costs of configurations (one batched kernel-cost call for all new kernels)."""
+        space = self.space
+        states = [space.state(c) for c in cfgs]
+        chains: list = []
+        new_refs = []
+        for c, st in zip(cfgs, states):
+            ch = None if c.key() in self.config_cost else self._chain(c)
+            chains.append(ch)
+            if ch is None:
+                if c.key() not in self.config_cost:
+                    new_refs.extend(st.refs())
+                continue
+            for node in ch:
+                nst = st if node is c else space._state_cache.get(node.key())
+                if nst is None:  # an intermediate state was evicted: price c from scratch
+                    chains[-1] = None
+                    new_refs.extend(st.refs())
+                    break
+                new_refs.extend(nst.kernels[k] for k, m in node.delta.items() if m is not None)
+        self._price(new_refs)
+        out = np.empty(len(cfgs))
+        mult = space.multiplicity
+        memo = self.memo
+        key = self._key
+        cache = space._state_cache
+        for i, (c, st, ch) in enumerate(zip(cfgs, states, chains)):
+            ck = c.key()
+            if ck in self.config_cost:
+                out[i] = self.config_cost[ck]
+                continue
+            if ch is not None:
+                cost = self.config_cost[ch[-1].parent.key()]
+                for node in reversed(ch):
+                    pst = cache[node.parent.key()]
+                    nst = st if node is c else cache[node.key()]
+                    for k, m in node.delta.items():
+                        old = pst.kernels.get(k)
+                        if old is not None:
+                            cost -= memo[key(old)] * mult[k[0]]
+                        if m is not None:
+                            cost += memo[key(nst.kernels[k])] * mult[k[0]]
+            else:
+                cost = sum(memo[key(r)] * mult[r.comp] for r in st.refs())
+            self.config_cost[ck] = cost
+            out[i] = cost
+        if len(self.config_cost) > 2_000_000:
+            self.config_cost.clear()
+        if len(memo) > 2_000_000:
+            memo.clear()
+        return out
+
+
+class Tuner:
+    """Runs a Strategy over a FusionSpace against a cost model within a wall-clock budget."""
+
+    def __init__(self, space: FusionSpace, cost_model: Any, strategy: Any, budget: Any = "60s", *,
+                 evaluator: Any = None, hw_budget: Any = None, top_k_verify: int = 10,
+                 out_dir: "str | Path | None" = None, batch_size: int = 64, checkpoint_every_s: float = 5.0,
+                 progress: bool = True, on_batch: Optional[Callable[[dict], None]] = None,
+                 max_evaluations: Optional[int] = None,
+                 on_config: Optional[Callable[[FusionConfig, float], None]] = None,
+                 include_default: bool = True, fingerprint: Optional[dict] = None,
+                 reference_text: Optional[str] = None, verify_rounds: int = 5):
+        from hardware.base import Budget
+
+        self.space = space
+        self.cost_model = cost_model
+        self.strategy = strategy
+        self.budget = budget if isinstance(budget, Budget) else Budget(budget)
+        if self.budget.seconds is not None and self.budget.seconds <= 0:
+            raise TuningError(f"budget {self.budget.seconds:g}s is too small to evaluate anything")
+        self.evaluator = evaluator
+        self.hw_budget = hw_budget
+        self.top_k_verify = top_k_verify
+        self.out_dir = Path(out_dir) if out_dir else None
+        self.batch_size = batch_size
+        self.checkpoint_every_s = checkpoint_every_s
+        self.progress = progress
+        self.on_batch = on_batch
+        self.max_evaluations = max_evaluations
+        self.on_config = on_config  # called once per fresh configuration (e.g. to charge hardware time)
+        # False: the default is priced (for the speedup) but is no candidate: a search from scratch.
+        self.include_default = include_default
+        # What makes a checkpoint this run: {"program": sha256, "target", "cost_model", ...}.
+        self.fingerprint = dict(fingerprint) if fingerprint is not None else {"program": program_fingerprint(space),
+                                                                               "target": space.target}
+        # The original program (end-to-end verification compares outputs with it); default: as parsed.
+        self.reference_text = reference_text
+        self.verify_rounds = verify_rounds  # race rounds after screening in end-to-end verification
+        self.resumed_from: Optional[dict] = None
+        self.cost = ProgramCost(space, cost_model.predict if hasattr(cost_model, "predict") else cost_model,
+                                dedup=getattr(cost_model, "dedup_by_hash", True))
+        self.evaluations = 0
+        self.history: list = []
+        self.best: Optional[FusionConfig] = None
+        self.best_cost = math.inf
+        self.default_cost = math.nan
+        self._top: list = []   # max-heap (negated) of the best distinct predicted configurations
+        self._stop: Optional[str] = None
+        self._elapsed_before = 0.0
+        self._log = None
+
+    # ------------------------------------------------------------------ bookkeeping
+    def _note(self, cfgs: Sequence[FusionConfig], costs: np.ndarray) -> None:
+        for c, v in zip(cfgs, costs):
+            if v < self.best_cost:
+                self.best_cost = float(v)
+                self.best = FusionConfig(bytearray(c.bits))
+            if len(self._top) < self.top_k_verify or v < -self._top[0][0]:
+                key = c.key()
+                if all(k != key for _, _, k in self._top):
+                    heapq.heappush(self._top, (-float(v), self.evaluations, key))
+                    if len(self._top) > self.top_k_verify:
+                        heapq.heappop(self._top)
+
+    def top_predicted(self) -> list:
+        """The best distinct configurations seen, in predicted order: [(cost, FusionConfig)]."""
+        return [(-c, FusionConfig(bytearray(k))) for c, _, k in sorted(self._top, key=lambda t: -t[0])]
+
+    def _elapsed(self) -> float:
+        return self._elapsed_before + self.budget.elapsed
+
+    def _checkpoint(self) -> None:
+        if self.out_dir is None or self.best is None:
+            return
+        from autotune.tuning.config_io import save_config
+        save_config(self.space, self.best, self.out_dir / "best_config.json",
+                    {"predicted_cost_s": self.best_cost, "evaluations": self.evaluations})
+        state = {
+            "version": 2, "n_edges": self.space.n_edges, "fingerprint": self.fingerprint,
+            "strategy": self.strategy.state_dict(),
+            "strategy_name": getattr(self.strategy, "name", type(self.strategy).__name__),
+            "best": bytes(self.best.bits), "best_cost": self.best_cost, "default_cost": self.default_cost,
+            "evaluations": self.evaluations, "history": self.history, "memo": self.cost.memo,
+            "elapsed": self._elapsed(), "top": self._top,
+        }
+        tmp = self.out_dir / (CHECKPOINT + ".tmp")
+        with open(tmp, "wb") as f:
+            pickle.dump(state, f, protocol=pickle.HIGHEST_PROTOCOL)
+        os.replace(tmp, self.out_dir / CHECKPOINT)
+
+    @staticmethod
+    def read_checkpoint(directory: "str | Path") -> dict:
+        """The checkpoint of a run folder (TuningError when missing or unreadable)."""
+        path = Path(directory) / CHECKPOINT
+        try:
+            with open(path, "rb") as f:
+                state = pickle.load(f)
+        except FileNotFoundError:
+            raise TuningError(f"{path}: no checkpoint to resume from") from None
+        except Exception as e:  # corrupt pickle
+            raise TuningError(f"{path}: unreadable checkpoint ({type(e).__name__})") from None
+        if not isinstance(state, dict) or "strategy" not in state:
+            raise TuningError(f"{path}: unreadable checkpoint (not an autotune checkpoint)")
+        return state
+
+    def _check_fingerprint(self, path: Path, state: dict) -> None:
+        """A checkpoint of another program, target or search: one line naming what differs."""
+        have = state.get("fingerprint")
+        if have is None:  # a version-1 checkpoint: only its edge count is known, which proves nothing
+            raise TuningError(f"{path}: checkpoint of an older autotune without a fingerprint of its program "
+                              "and options; it cannot be checked against this run (start a new one)")
+        for key, want in self.fingerprint.items():
+            got = have.get(key)
+            if got == want:
+                continue
+            label = FINGERPRINT_LABELS.get(key, key)
+            if key == "program":
+                raise TuningError(f"{path}: checkpoint is for another program (sha256 {str(got)[:12]}..., "
+                                  f"this one {str(want)[:12]}...)")
+            raise TuningError(f"{path}: checkpoint was made with {label} {got}, not {want}")
+        if state.get("n_edges") != self.space.n_edges:
+            raise TuningError(f"{path}: checkpoint is for another program or target "
+                              f"({state.get('n_edges')} edges, this one has {self.space.n_edges})")
+
+    def resume(self, directory: "str | Path") -> None:
+        """Restore strategy state, memoized kernel costs and the best configuration of a run.
+
+        The checkpoint must have this run's fingerprint (program, target, cost model, strategy,
+        evaluator, seed: TuningError naming what differs). The search budget becomes what the
+        earlier run(s) left of it: `budget - elapsed` (TuningError when nothing is left)."""
+        from hardware.base import Budget
+        path = Path(directory) / CHECKPOINT
+        state = self.read_checkpoint(directory)
+        self._check_fingerprint(path, state)
+        elapsed = float(state.get("elapsed", 0.0))
+        total = self.budget.seconds
+        if total is not None:
+            if total - elapsed <= 0:
+                raise TuningError(f"{path}: the run already used {elapsed:.1f}s of its {total:g}s search budget; "
+                                  f"pass a larger --budget to continue it")
+            self.budget = Budget(total - elapsed)
+        try:
+            self.strategy.load_state_dict(state["strategy"])
+        except Exception as e:  # another strategy's state or options (e.g. a different chain count)
+            raise TuningError(f"{path}: checkpoint does not fit this strategy ({type(e).__name__}: "
+                              f"{str(e).splitlines()[0] if str(e) else ''})") from None
+        self.best = FusionConfig(bytearray(state["best"]))
+        self.best_cost = state["best_cost"]
+        self.default_cost = state["default_cost"]
+        self.evaluations = state["evaluations"]
+        self.history = list(state["history"])
+        self.cost.memo.update(state["memo"])
+        self._elapsed_before = elapsed
+        self._top = list(state["top"])
+        self.resumed_from = {"directory": str(directory), "evaluations": self.evaluations, "elapsed_s": elapsed,
+                             "search_budget_s": total, "remaining_s": self.budget.seconds}
+
+    def _install_signals(self) -> dict:
+        old = {}
+
+        def handler(signum, frame):
+            self._stop = signal.Signals(signum).name
+        for s in (signal.SIGINT, signal.SIGTERM):
+            try:
+                old[s] = signal.signal(s, handler)
+            except ValueError:  # not the main thread
+                pass
+        return old
+
+    # ------------------------------------------------------------------ main loop
+    def run(self) -> TuningResult:
+        if self.out_dir is not None:
+            self.out_dir.mkdir(parents=True, exist_ok=True)
+            self._log = open(self.out_dir / "log.jsonl", "a")
+        default = self.space.default()
+        if math.isnan(self.default_cost):
+            self.default_cost = float(self.cost([default])[0])
+        if self.best is None and self.include_default:
+            self._note([default], np.array([self.default_cost]))
+            self.history.append((self._elapsed(), self.evaluations, self.best_cost))
+        bar = self._progress_bar()
+        old_handlers = self._install_signals()
+        last_ckpt = time.monotonic()
+        seen = self.cost.config_cost
+        try:
+            self._checkpoint()
+            while self._stop is None:
+                if self.budget.exhausted:
+                    self._stop = "budget"
+                    break
+                if self.max_evaluations is not None and self.evaluations >= self.max_evaluations:
+                    self._stop = "max_evaluations"
+                    break
+                if getattr(self.strategy, "finished", False):
+                    self._stop = "strategy_finished"
+                    break
+                n = self.batch_size
+                if self.max_evaluations is not None:
+                    n = max(1, min(n, self.max_evaluations - self.evaluations))
+                cfgs = self.strategy.ask(n)
+                if not cfgs:
+                    self._stop = "strategy_finished"
+                    break
+                fresh_idx = [i for i, c in enumerate(cfgs) if c.key() not in seen]
+                fresh = len(fresh_idx)
+                costs = self.cost(cfgs)
+                if self.on_config is not None:
+                    for i in fresh_idx:
+                        self.on_config(cfgs[i], float(costs[i]))
+                self.strategy.tell(cfgs, costs)
+                self.evaluations += fresh
+                before = self.best_cost
+                self._note(cfgs, costs)
+                now = self._elapsed()
+                if self.best_cost < before or not self.history or now - self.history[-1][0] > 1.0:
+                    self.history.append((now, self.evaluations, self.best_cost))
+                if self._log is not None:
+                    self._log.write(json.dumps({"t": round(now, 4), "evaluations": self.evaluations,
+                                                "batch": len(cfgs), "new": fresh,
+                                                "batch_best_s": float(np.min(costs)),
+                                                "best_s": self.best_cost,
+                                                "kernels_priced": self.cost.kernels_priced}) + "\n")
+                if self.on_batch is not None:
+                    self.on_batch({"t": now, "evaluations": self.evaluations, "best_s": self.best_cost})
+                if bar is not None:
+                    self._update_bar(bar)
+                if time.monotonic() - last_ckpt > self.checkpoint_every_s:
+                    self._checkpoint()
+                    if self._log is not None:
+                        self._log.flush()
+                    last_ckpt = time.monotonic()
+        finally:
+            for s, h in old_handlers.items():
+                signal.signal(s, h)
+            if bar is not None:
+                bar.close()
+            self.history.append((self._elapsed(), self.evaluations, self.best_cost))
+            self._checkpoint()
+            if self._log is not None:
+                self._log.close()
+                self._log = None
+        result = TuningResult(self.best, self.best_cost, self.default_cost, self.evaluations, self._elapsed(),
+                              list(self.history), stopped_by=self._stop or "budget",
+                              kernel_evaluations=self.cost.kernels_priced)
+        if self.evaluator is None:
+            result.verification = {"status": "skipped", "reason": "no hardware evaluator (no hardware budget)"}
+        elif self._stop in ("budget", "strategy_finished", "max_evaluations"):
+            self.verify(result)
+        else:
+            result.verification = {"status": "skipped", "reason": f"the search was interrupted ({self._stop})"}
+            result.warnings.append(f"not verified: the search was interrupted ({self._stop}); "
+                                   "fused.hlo holds the best predicted configuration")
+        return result
+
+    # ------------------------------------------------------------------ hardware verification
+    def measure_config(self, cfg: FusionConfig, evaluator: Any) -> tuple[float, str]:
+        """Program runtime of a configuration on the evaluator: sum of its kernels' measurements."""
+        kernels = self.space.kernels(cfg)
+        ms = evaluator.measure(kernels)
+        total = 0.0
+        for k, m in zip(kernels, ms):
+            if not m.ok:
+                return math.inf, f"kernel {k.hash} ({k.root_instruction.name}): {m.status}"
+            total += m.seconds * k.multiplicity
+        return total, "ok"
+
+    def verify(self, result: TuningResult) -> TuningResult:
+        """Measure the default and the top predicted configurations on the evaluator within the
+        hardware budget; the best measured one wins (section 7 of the paper). End to end where the
+        evaluator runs whole programs (module docstring), else by kernel sums."""
+        from hardware.base import Budget
+        ev = self.evaluator
+        old_budget = ev.budget
+        hw = self.hw_budget if isinstance(self.hw_budget, Budget) else Budget(self.hw_budget)
+        ev.budget = Budget(None)  # the verification keeps to the hardware budget itself
+        try:
+            if hasattr(ev, "measure_program") and getattr(ev, "hand_fusions", False):
+                self._verify_end_to_end(result, hw.seconds)
+            else:
+                self._verify_kernel_sums(result, hw)
+        finally:
+            ev.budget = old_budget
+        return result
+
+    def _warn(self, result: TuningResult, message: str) -> None:
+        if message not in result.warnings:
+            result.warnings.append(message)
+
+    def _verify_kernel_sums(self, result: TuningResult, hw: Any) -> None:
+        """Kernel-sum verification: the default first, then the top predictions in predicted order
+        while the hardware budget `hw` lasts (the default and the best prediction always)."""
+        ev = self.evaluator
+        exact = not hasattr(ev, "measure_program")  # the simulator times kernels; XLA runs programs
+        md, status = self.measure_config(self.space.default(), ev)
+        result.measured_default = md if status == "ok" else None
+        default_status = status
+        best_m, best_cfg = math.inf, None
+        for rank, (pred, cfg) in enumerate(self.top_predicted()):
+            if rank > 0 and hw.exhausted:
+                break
+            m, status = self.measure_config(cfg, ev)
+            result.verified.append({"rank": rank, "predicted_s": pred, "measured_s": m if status == "ok" else None,
+                                    "status": status})
+            if m < best_m:
+                best_m, best_cfg = m, cfg
+        if best_cfg is not None and result.measured_default is not None and best_m > result.measured_default:
+            # Nothing verified beat the default on hardware: keep the default, as the paper does.
+            best_m, best_cfg = result.measured_default, self.space.default()
+        if best_cfg is None and result.measured_default is not None:
+            best_m, best_cfg = result.measured_default, self.space.default()
+        result.measured_best = best_m if best_cfg is not None else None
+        result.measured_best_config = best_cfg
+        name = getattr(ev, "name", type(ev).__name__)
+        result.verification = {
+            "status": "verified" if best_cfg is not None else "failed",
+            "method": "kernel-sum",
+            "exact": exact,
+            "evaluator": name,
+            "how": ("every kernel of each configuration (exactly the kernels its fused.hlo holds) measured on "
+                    f"the {name} evaluator, times its multiplicity, summed; the default first, then the best "
+                    "predictions in predicted order within the hardware budget; the lowest sum wins, the "
+                    "default unless something measured faster"),
+        }
+        if best_cfg is None:  # one line for the whole failure
+            first = result.verified[0]["status"] if result.verified else "none measured"
+            result.verification["reason"] = f"no configuration could be measured (default: {default_status}; " \
+                                            f"best predicted: {first})"
+            self._warn(result, f"verification failed: {result.verification['reason']} on the {name} evaluator; "
+                               "fused.hlo holds the best predicted configuration, unverified")
+            return
+        if default_status != "ok":
+            self._warn(result, f"the default configuration could not be measured ({default_status}): no measured speedup")
+        if result.verified and result.verified[0]["status"] != "ok":
+            self._warn(result, f"the best predicted configuration failed verification ({result.verified[0]['status']})")
+        if not exact:
+            # Kernel sums of real hardware are not the program that runs: no measured speedup.
+            result.verification["reason"] = (f"the {name} evaluator on {getattr(ev, 'platform', '?')} cannot run "
+                                             "hand-made fusions end to end; kernel sums are estimates")
+            result.verification["kernel_sum_default_s"] = result.measured_default
+            result.verification["kernel_sum_best_s"] = result.measured_best
+            result.measured_default = result.measured_best = None
+            self._warn(result, "not verified end to end: " + result.verification["reason"])
+
+    def _verify_end_to_end(self, result: TuningResult, seconds: Optional[float]) -> None:
+        """Race the emitted programs of the top predictions against the default's (module docstring)."""
+        from autotune.compiler.kernel import EMITTED_CPU_COMPILE_OPTIONS, emit_fused_text
+        from autotune.tuning.verification import race_programs
+        from hardware.xla import OUTPUT_TOL, OUTPUT_TOL_16BIT
+        ev = self.evaluator
+        space = self.space
+        reference = self.reference_text if self.reference_text is not None else space.program.module.to_text()
+        emitted: dict = {}    # text -> (rank or "default", FusionConfig, predicted seconds)
+        emit_failures: list = []
+
+        def emit(cfg: FusionConfig) -> Optional[str]:
+            try:
+                return emit_fused_text(space, cfg, header=True)  # exactly as write_fusion_outputs writes fused.hlo
+            except Exception as e:  # an emitter bug must not lose the run: record it, go on
+                emit_failures.append(f"emit_error: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
+                return None
+
+        default_cfg = space.default()
+        default_text = emit(default_cfg)
+        if default_text is not None:
+            emitted[default_text] = ("default", default_cfg, result.default_cost)
+
+        def candidates():
+            for rank, (pred, cfg) in enumerate(self.top_predicted()):
+                text = emit(cfg)
+                if text is None:
+                    result.verified.append({"rank": rank, "predicted_s": pred, "measured_s": None,
+                                            "status": emit_failures[-1]})
+                    continue
+                emitted.setdefault(text, (rank, cfg, pred))
+                yield text
+
+        def time_program(text: str, first: bool) -> Any:
+            return ev.measure_program(text, reference=reference if first else None, **EMITTED_CPU_COMPILE_OPTIONS)
+
+        race = race_programs(time_program, candidates(), seconds, baseline=default_text,
+                             max_rounds=self.verify_rounds, min_rounds=min(1, self.verify_rounds))
+        for text, e in race.entries.items():
+            rank, cfg, pred = emitted[text]
+            result.verified.append({"rank": rank, "sha256": _sha256(text), "predicted_s": pred,
+                                    "measured_s": e.best if e.ok else None,
+                                    "timings": len(e.timings), "status": e.status,
+                                    "output_error": e.extra.get("output_error"),
+                                    "kernels": len(space.state(cfg).refs()), "fused_edges": cfg.count()})
+        result.verified.sort(key=lambda v: (v["rank"] != "default", v["rank"] if v["rank"] != "default" else -1))
+        base = race.entry(default_text)
+        result.measured_default = base.best if base is not None and base.ok else None
+        if race.winner is not None:
+            rank, cfg, _ = emitted[race.winner]
+            result.measured_best = race.entries[race.winner].best
+            result.measured_best_config = cfg
+            result.fused_text = race.winner
+        result.verification = {
+            "status": "verified" if race.winner is not None else "failed",
+            "method": "end-to-end",
+            "exact": True,
+            "evaluator": getattr(ev, "name", type(ev).__name__),
+            "platform": getattr(ev, "platform", None),
+            "compile_options": EMITTED_CPU_COMPILE_OPTIONS,
+            "inputs": f"hardware.xla.verification_inputs (seed {getattr(ev, 'seed', 0)})",
+            "output_tolerance": {"float": OUTPUT_TOL, "16-bit float": OUTPUT_TOL_16BIT, "integer": "exact"},
+            "how": ("each candidate emitted exactly as fused.hlo is written, compiled with compile_options and "
+                    "run end to end; its outputs compared with the original program's on the same inputs "
+                    "(a mismatch fails it); the default configuration's program timed first, the best "
+                    "predictions once each in predicted order for 2/3 of the hardware budget, then the two "
+                    "fastest and the default timed again, interleaved, for at least one round and until the budget "
+                    f"is spent or {self.verify_rounds} rounds are done (the default and the best prediction are "
+                    "always timed); the lowest minimum over a program's timings wins, and fused.hlo holds that "
+                    "program byte for byte"),
+            "programs_timed": len(race.entries), "timings": race.timings, "race_rounds": race.rounds,
+            "winner": (emitted[race.winner][0] if race.winner is not None else None),
+            "fused_hlo_sha256": _sha256(race.winner) if race.winner is not None else None,
+        }
+        if race.winner is None:  # one line for the whole failure
+            reasons = "; ".join(f"{v['rank']}: {v['status']}" for v in result.verified[:2])
+            if not result.verified and emit_failures:
+                reasons = emit_failures[0]
+            result.verification["reason"] = "every program failed: " + reasons
+            self._warn(result, "verification failed: no program could be verified end to end "
+                               f"({reasons}); fused.hlo holds the best predicted configuration, unverified")
+            return
+        if base is None or not base.ok:
+            why = base.status if base is not None else (emit_failures[0] if emit_failures else "not emitted")
+            self._warn(result, f"the default configuration's program could not be verified ({why}): "
+                               "no measured speedup")
+        first = next((v for v in result.verified if v["rank"] == 0), None)
+        if first is not None and first["status"] != "ok":
+            self._warn(result, f"the best predicted configuration failed verification ({first['status']}); "
+                               "fused.hlo holds the best verified program")
+
+    # ------------------------------------------------------------------ progress
+    def _progress_bar(self):
+        if not self.progress:
+            return None
+        try:
+            from tqdm.auto import tqdm
+        except ImportError:  # pragma: no cover
+            return None
+        total = self.budget.seconds
+        # disable=None: no bar when stderr is not a terminal (logs, CI)
+        return tqdm(total=round(total, 1) if total else None, unit="s", leave=False, dynamic_ncols=True,
+                    disable=None, mininterval=0.25,
+                    bar_format="{l_bar}{bar}| {n:.0f}/{total:.0f}s [{remaining} left{postfix}]")
+
+    def _update_bar(self, bar) -> None:
+        el = self.budget.elapsed
+        bar.n = round(min(el, bar.total or el), 1)
+        rate = self.evaluations / max(self._elapsed(), 1e-9)
+        bar.set_postfix_str(f"best {self.best_cost * 1e3:.4g} ms, x{self.default_cost / self.best_cost:.3f} vs default, "
+                            f"{rate:,.0f} evals/s", refresh=False)
+        bar.refresh()

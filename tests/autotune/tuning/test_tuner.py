@@ -1,0 +1,330 @@
+"""Tuner and the `autotune fusion` command: budgets, memoization, outputs, resume, signals, errors."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from autotune.compiler.fusion import FusionSpace
+from autotune.compiler.program import Program
+from autotune.tuning.tuner import ProgramCost, Tuner, TuningError
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+HLO = os.path.join(ROOT, "examples", "hlo")
+SMALL = os.path.join(HLO, "vae_small_infer.hlo")
+
+
+def _kernel_cost(kernels):
+    """A cheap deterministic cost: launch overhead plus bytes at the boundary."""
+    return np.array([2e-6 + (k.bytes_read + k.bytes_written) / 1e11 for k in kernels])
+
+
+@pytest.fixture(scope="module")
+def space():
+    return FusionSpace(Program.from_file(os.path.join(HLO, "bert_small_infer.hlo")), "tpu")
+
+
+def test_program_cost_incremental_equals_full(space):
+    pc = ProgramCost(space, _kernel_cost)
+    full = ProgramCost(space, _kernel_cost)
+    rng = np.random.default_rng(0)
+    cfg = space.default()
+    pc([cfg])
+    for _ in range(200):
+        cfg = space.neighbor(cfg, rng)
+        inc = pc([cfg])[0]
+        ref = full([type(cfg)(bytearray(cfg.bits))])[0]
+        assert inc == pytest.approx(ref, rel=1e-9)
+    # a move changes a few kernels; only those are priced (never the whole program again)
+    assert pc.kernels_priced <= len(space.state(space.default()).refs()) + 6 * 200
+
+
+def test_tuner_improves_and_writes_checkpoint(space, tmp_path):
+    from search.base import get_strategy
+    strat = get_strategy("annealing")(space, seed=1)
+    t = Tuner(space, _kernel_cost, strat, budget=2.0, out_dir=tmp_path, progress=False)
+    r = t.run()
+    assert r.best_cost <= r.default_cost and r.evaluations > 50
+    assert (tmp_path / "best_config.json").exists() and (tmp_path / "checkpoint.pkl").exists()
+    lines = (tmp_path / "log.jsonl").read_text().splitlines()
+    assert len(lines) >= 2 and "best_s" in json.loads(lines[-1])
+    # resume keeps the memo and best, continues counting, and gets what is left of the budget
+    t2 = Tuner(space, _kernel_cost, get_strategy("annealing")(space, seed=1), budget=r.elapsed_s + 0.5,
+               out_dir=tmp_path, progress=False)
+    t2.resume(tmp_path)
+    assert t2.budget.seconds == pytest.approx(0.5, abs=0.01)
+    r2 = t2.run()
+    assert r2.evaluations > r.evaluations and r2.best_cost <= r.best_cost
+    assert r2.elapsed_s == pytest.approx(r.elapsed_s + 0.5, abs=0.3)
+    # a budget already spent is a one-line error, not a run of zero seconds
+    t3 = Tuner(space, _kernel_cost, get_strategy("annealing")(space, seed=1), budget=1.0, out_dir=tmp_path,
+               progress=False)
+    with pytest.raises(TuningError, match="already used"):
+        t3.resume(tmp_path)
+
+
+def test_seeded_runs_are_reproducible(space):
+    from search.base import get_strategy
+    res = []
+    for _ in range(2):
+        t = Tuner(space, _kernel_cost, get_strategy("genetic")(space, seed=3), budget=60, progress=False,
+                  max_evaluations=300)
+        r = t.run()
+        res.append((r.best_cost, bytes(r.best.bits), r.evaluations))
+    assert res[0] == res[1]
+
+
+def test_zero_budget_and_bad_checkpoint(space, tmp_path):
+    from search.base import get_strategy
+    with pytest.raises(TuningError):
+        Tuner(space, _kernel_cost, get_strategy("random")(space), budget=0)
+    t = Tuner(space, _kernel_cost, get_strategy("random")(space), budget=1, progress=False)
+    (tmp_path / "checkpoint.pkl").write_bytes(b"garbage")
+    with pytest.raises(TuningError, match="unreadable checkpoint"):
+        t.resume(tmp_path)
+
+
+def test_hardware_verification_picks_best_measured(space):
+    from hardware.simulator import TpuSimulator
+    from search.base import get_strategy
+    t = Tuner(space, _kernel_cost, get_strategy("annealing")(space, seed=0), budget=1.0, progress=False,
+              evaluator=TpuSimulator(noise=0.0), hw_budget=30, top_k_verify=5)
+    r = t.run()
+    assert r.measured_default is not None and r.verified
+    assert r.measured_best <= r.measured_default + 1e-15
+    assert all(v["measured_s"] is None or v["measured_s"] >= r.measured_best - 1e-15 for v in r.verified)
+
+
+def _cli(*args, **kw):
+    return subprocess.run([sys.executable, "-m", "autotune.cli", *args], capture_output=True, text=True,
+                          cwd=ROOT, **kw)
+
+
+def test_fusion_command_outputs(tmp_path):
+    out = tmp_path / "run"
+    r = _cli("fusion", SMALL, "--budget", "6s", "--hw-budget", "2s", "--out", str(out), "--store", "none",
+             "--cost-model", "analytical", "--seed", "1")
+    assert r.returncode == 0, r.stderr
+    rep = json.loads((out / "report.json").read_text())
+    for key in ("program", "target", "cost_model", "strategy", "evaluator", "budget_s", "default_cost_s",
+                "best_cost_s", "speedup", "measured_default_s", "measured_best_s", "evaluations",
+                "kernels_default", "kernels_best", "seed"):
+        assert key in rep, key
+    assert rep["speedup"] >= 1.0 and rep["evaluations"] > 0
+    for f in ("best_config.json", "fused.hlo", "search.png", "log.jsonl"):
+        assert (out / f).exists(), f
+    # best_config.json is accepted by emit and measure
+    r = _cli("measure", SMALL, "--config", str(out / "best_config.json"), "--store", "none", "--json")
+    assert r.returncode == 0, r.stderr
+    info = json.loads(r.stdout)
+    assert info["total_s"] > 0 and all(k["status"] == "ok" for k in info["kernels"])
+    from autotune.compiler.hlo import parse_hlo_file
+    parse_hlo_file(str(out / "fused.hlo"))
+
+
+def test_default_hw_budget_is_a_tenth_of_the_budget(tmp_path):
+    """The README's `autotune fusion PROG --budget 1m` form: no --hw-budget, verification gets B/10."""
+    out = tmp_path / "run"
+    r = _cli("fusion", SMALL, "--budget", "4s", "--out", str(out), "--store", "none", "--cost-model", "analytical")
+    assert r.returncode == 0, r.stderr
+    rep = json.loads((out / "report.json").read_text())
+    assert rep["hw_budget_s"] == pytest.approx(0.4) and rep["measured_best_s"] is not None
+
+
+def test_sigterm_keeps_results(tmp_path):
+    out = tmp_path / "run"
+    p = subprocess.Popen([sys.executable, "-m", "autotune.cli", "fusion", os.path.join(HLO, "bert_small_infer.hlo"),
+                          "--budget", "10m", "--hw-budget", "0", "--out", str(out), "--store", "none",
+                          "--cost-model", "analytical"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.time() + 60
+    while time.time() < deadline and not (out / "checkpoint.pkl").exists():
+        time.sleep(0.2)
+    time.sleep(1.0)
+    p.send_signal(signal.SIGTERM)
+    p.communicate(timeout=60)
+    assert p.returncode == 130
+    rep = json.loads((out / "report.json").read_text())
+    assert rep["stopped_by"] == "SIGTERM" and rep["evaluations"] > 0
+    assert (out / "best_config.json").exists()
+
+
+@pytest.mark.parametrize("args,fragment", [
+    (["--budget", "0s"], "too small"),
+    (["--budget", "soon"], "cannot parse duration"),
+    (["--strategy", "nope"], "unknown strategy 'nope'"),
+    (["--cost-model", "nope"], "unknown cost model"),
+    (["--budget", "5s", "--hw-budget", "10s"], "leaves nothing"),
+])
+def test_fusion_command_errors(tmp_path, args, fragment):
+    r = _cli("fusion", SMALL, "--out", str(tmp_path / "o"), "--store", "none", *args)
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert fragment in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    if fragment == "leaves nothing":  # refused before anything is written
+        assert not (tmp_path / "o").exists()
+
+
+def test_no_fusible_edges(tmp_path):
+    prog = tmp_path / "p.hlo"
+    prog.write_text("HloModule m\nENTRY e {\n  x = f32[8] parameter(0)\n  ROOT y = f32[8] exponential(x)\n}\n")
+    r = _cli("fusion", str(prog), "--budget", "5s", "--out", str(tmp_path / "o"), "--store", "none")
+    # one configuration: written and verified as it is, with one warning line (also in the report)
+    assert r.returncode == 0, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "no fusible" in lines[0] and lines[0].startswith("autotune: warning:")
+    rep = json.loads((tmp_path / "o" / "report.json").read_text())
+    assert any("no fusible" in w for w in rep["warnings"]) and rep["speedup"] == 1.0
+    assert (tmp_path / "o" / "fused.hlo").exists()
+
+
+def test_tile_command(tmp_path):
+    out = tmp_path / "tile"
+    r = _cli("tile", os.path.join(HLO, "resnet_small_infer.hlo"), "--top-k", "5", "--out", str(out),
+             "--store", "none", "--cost-model", "analytical")
+    assert r.returncode == 0, r.stderr
+    rep = json.loads((out / "report.json").read_text())
+    rows = json.loads((out / "tiles.json").read_text())["kernels"]
+    assert rep["kernels_tuned"] == len(rows) > 0 and rep["speedup"] >= 1.0
+    for row in rows:  # the default tile is always measured: the choice is never worse than it
+        assert row["chosen_s"] <= row["default_s"] + 1e-15 and row["measured"] >= 1
+    r = _cli("tile", SMALL, "--cost-model", "nope", "--out", str(tmp_path / "t2"), "--store", "none")
+    assert r.returncode == 2 and "unknown cost model" in r.stderr
+
+
+def test_shipped_xgboost_out_of_the_box(tmp_path):
+    """`--cost-model xgboost` means the shipped XGBoost model; a model file for another task or target
+    is refused in one line that names both."""
+    out = tmp_path / "x"
+    r = _cli("fusion", SMALL, "--budget", "4s", "--hw-budget", "1s", "--out", str(out), "--store", "none",
+             "--cost-model", "xgboost", "--seed", "1")
+    assert r.returncode == 0, r.stderr
+    rep = json.loads((out / "report.json").read_text())
+    assert rep["cost_model"].endswith("xgb_fusion_tpu.json") and rep["speedup"] >= 1.0 and rep["evaluations"] > 0
+    assert 0 < rep["default_cost_s"] < 1.0
+    shipped = os.path.join(ROOT, "costmodels", "shipped", "xgb_fusion_tpu.json")
+    r = _cli("tile", SMALL, "--cost-model", shipped, "--out", str(tmp_path / "t"), "--store", "none")
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "task fusion, target tpu; this needs task tile, target tpu" in r.stderr
+    if importlib.util.find_spec("jaxlib") is None:  # the cpu target's evaluator needs jax
+        return
+    r = _cli("fusion", SMALL, "--target", "cpu", "--evaluator", "xla", "--cost-model", shipped, "--budget", "2s",
+             "--out", str(tmp_path / "c"), "--store", "none")
+    assert r.returncode == 2 and "task fusion, target tpu; this needs task fusion, target cpu" in r.stderr, r.stderr
+
+
+def test_custom_strategy_through_cli(tmp_path):
+    out = tmp_path / "custom"
+    r = _cli("fusion", SMALL, "--strategy", "examples/custom_strategy.py:HillClimb", "--budget", "4s",
+             "--hw-budget", "0", "--out", str(out), "--store", "none", "--cost-model", "analytical")
+    assert r.returncode == 0, r.stderr
+    rep = json.loads((out / "report.json").read_text())
+    assert rep["strategy"] == "hillclimb"
+    assert rep["evaluations"] > 0 and rep["best_cost_s"] <= rep["default_cost_s"]
+
+
+def test_tuner_without_default_searches_from_scratch(space):
+    """include_default=False: the default is priced for the speedup but never becomes the answer."""
+    from search.annealing import SimulatedAnnealing
+    default_key = space.encode(space.default())
+    default_hashes = {k.hash for k in space.kernels(space.default())}
+
+    def cost(kernels):  # the default is the unique best configuration: its kernels are nearly free
+        return np.array([1e-9 if k.hash in default_hashes else 1e-6 for k in kernels])
+    for include in (True, False):
+        t = Tuner(space, cost, SimulatedAnnealing(space, seed=0, n_chains=4, start="random"), budget=None,
+                  max_evaluations=40, progress=False, include_default=include)
+        r = t.run()
+        assert math.isfinite(r.default_cost) and r.best is not None
+        assert (space.encode(r.best) == default_key) == include
+    assert all(space.encode(c) != default_key for _, c in t.top_predicted())
+
+
+def test_resume_continues_with_the_remaining_budget(tmp_path):
+    from click.testing import CliRunner
+    from autotune.cli.app import main
+    out = tmp_path / "run"
+    base = ["fusion", SMALL, "--hw-budget", "0", "--cost-model", "analytical", "--store", "none", "--no-progress",
+            "--seed", "2"]
+    r = CliRunner().invoke(main, base + ["--budget", "2s", "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    first = json.loads((out / "report.json").read_text())
+    assert first["elapsed_s"] == pytest.approx(2.0, abs=0.5) and first["resumed_from"] is None
+    # the whole budget is spent: resuming with the same --budget is refused (one line, exit 2)
+    r = CliRunner().invoke(main, base + ["--budget", "2s", "--resume", str(out)])
+    assert r.exit_code == 2 and "already used" in r.stderr and len(r.stderr.splitlines()) == 1
+    # a larger --budget continues for what is left of it, and says so
+    r = CliRunner().invoke(main, base + ["--budget", "3.5s", "--resume", str(out)])
+    assert r.exit_code == 0, r.output
+    assert "resuming" in r.stderr and "left" in r.stderr
+    rep = json.loads((out / "report.json").read_text())
+    assert rep["resumed_from"]["evaluations"] == first["evaluations"]
+    assert rep["resumed_from"]["remaining_s"] == pytest.approx(3.5 - first["elapsed_s"], abs=0.05)
+    assert rep["elapsed_s"] == pytest.approx(3.5, abs=0.5) and rep["evaluations"] > first["evaluations"]
+
+
+def test_fingerprint_names_what_differs(space, tmp_path):
+    from search.base import get_strategy
+    fp = {"program": "p", "target": "tpu", "cost_model": "analytical", "strategy": "random", "evaluator": "sim",
+          "seed": 0}
+    t = Tuner(space, _kernel_cost, get_strategy("random")(space), budget=0.2, out_dir=tmp_path, progress=False,
+              fingerprint=fp)
+    t.run()
+    for key, value, fragment in (("target", "cpu", "--target tpu, not cpu"), ("evaluator", "xla", "--evaluator sim"),
+                                 ("program", "q", "another program")):
+        other = Tuner(space, _kernel_cost, get_strategy("random")(space), budget=5, out_dir=tmp_path,
+                      progress=False, fingerprint={**fp, key: value})
+        with pytest.raises(TuningError, match=fragment):
+            other.resume(tmp_path)
+    ok = Tuner(space, _kernel_cost, get_strategy("random")(space), budget=5, out_dir=tmp_path, progress=False,
+               fingerprint=fp)
+    ok.resume(tmp_path)
+    assert ok.budget.seconds == pytest.approx(5 - t._elapsed(), abs=0.05)
+
+
+def test_kernel_sum_verification_failures_are_warnings(space):
+    """The simulator path: a configuration whose kernel fails is skipped with its reason; nothing
+    measurable is a failed verification (one warning line), never a silent null."""
+    from hardware.base import Measurement
+    from hardware.simulator import TpuSimulator
+    from search.base import get_strategy
+
+    class Failing(TpuSimulator):
+        def __init__(self, bad: set):
+            super().__init__(noise=0.0)
+            self.bad = bad
+
+        def _measure_batch(self, kernels, tiles):
+            ok = super()._measure_batch(kernels, tiles)
+            return [Measurement.failure("compile_error: scripted") if k.hash in self.bad else m
+                    for k, m in zip(kernels, ok)]
+
+    # Kernels of the default cost a little more, so that the best predicted configuration is not
+    # the default (whose kernels are the cheapest here under the plain cost).
+    default_hashes = {k.hash for k in space.kernels(space.default())}
+
+    def cost(kernels):
+        return _kernel_cost(kernels) + np.array([1e-7 * (k.hash in default_hashes) for k in kernels])
+
+    t = Tuner(space, cost, get_strategy("annealing")(space, seed=0), budget=None, progress=False,
+              max_evaluations=200, top_k_verify=3, hw_budget=30)
+    r = t.run()
+    best = t.top_predicted()[0][1]
+    only_in_best = {k.hash for k in space.kernels(best)} - {k.hash for k in space.kernels(space.default())}
+    assert only_in_best
+    t.evaluator = Failing(only_in_best)
+    t.verify(r)
+    assert r.verification["status"] == "verified" and r.verified[0]["status"].startswith("kernel")
+    assert any("best predicted configuration failed" in w for w in r.warnings)
+    everything = {k.hash for _, c in t.top_predicted() for k in space.kernels(c)} | \
+        {k.hash for k in space.kernels(space.default())}
+    r2 = Tuner(space, cost, get_strategy("annealing")(space, seed=0), budget=None, progress=False,
+               max_evaluations=200, top_k_verify=3, hw_budget=30, evaluator=Failing(everything)).run()
+    assert r2.verification_failed and r2.measured_best is None and r2.measured_default is None
+    assert len(r2.warnings) == 1 and r2.warnings[0].startswith("verification failed")
