@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import json
 import os
 import sys
 import time
@@ -40,7 +39,7 @@ from corpus.idiom_catalog import GROUPS, IDIOMS, TINY_MAX_INSTRUCTIONS, evidence
 from corpus.idioms import PROGRAMS, IdiomProgram  # noqa: E402
 from corpus.nn import Rand  # noqa: E402
 from generate_corpus import parse_hlo  # noqa: E402
-from hlo_count import count_hlo  # noqa: E402
+from hlo_count import count_hlo, read_manifest, write_manifest  # noqa: E402
 
 SEED = 0
 DEFAULT_OUT = os.path.join(HERE, "idioms")
@@ -187,19 +186,13 @@ def main(argv=None) -> int:
         ap.error(f"nothing matches --only {a.only} (names: --list; groups: {', '.join(GROUPS)})")
     os.makedirs(a.out, exist_ok=True)
     manifest_path = os.path.join(a.out, "manifest.json")
-    entries = {}
-    if a.only and os.path.exists(manifest_path):
-        with open(manifest_path) as f:
-            entries = {e["name"]: e for e in json.load(f) if e["name"] in PROGRAMS}
+    entries = read_manifest(manifest_path, lambda name: name in PROGRAMS) if a.only else {}
 
     print(f"jax {jax.__version__}, {len(programs)} programs -> {a.out}", flush=True)
     t0 = time.perf_counter()
     for prog in programs:
         entries[prog.name] = generate_one(prog, a.out, run=not a.no_run)
-    manifest = [entries[k] for k in sorted(entries)]
-    with open(manifest_path, "w") as f:
-        json.dump(manifest, f, indent=1)
-        f.write("\n")
+    manifest = write_manifest(manifest_path, entries)
     write_readme(a.out, manifest)
     failed = [e["name"] for e in manifest if e["autotune_parse"] != "ok"]
     print(f"done: {len(programs)} programs in {time.perf_counter() - t0:.1f}s; manifest has "

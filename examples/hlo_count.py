@@ -4,7 +4,10 @@ Used by examples/generate_corpus.py, examples/generate_idioms.py and the manifes
 """
 from __future__ import annotations
 
+import json
+import os
 import re
+from typing import Callable
 
 INSTRUCTION_RE = re.compile(r"^\s*(ROOT\s+)?%?[\w.\-]+\s*=")
 
@@ -24,3 +27,20 @@ def count_hlo(text: str) -> tuple[int, int]:
         elif INSTRUCTION_RE.match(line):
             instructions += 1
     return instructions, computations
+
+
+def read_manifest(path: str, keep: "Callable[[str], bool]" = lambda name: True) -> dict[str, dict]:
+    """Entries of an existing manifest.json by name (for --only runs that regenerate a few programs)."""
+    if not os.path.exists(path):
+        return {}
+    with open(path) as f:
+        return {e["name"]: e for e in json.load(f) if keep(e["name"])}
+
+
+def write_manifest(path: str, entries: dict[str, dict]) -> list[dict]:
+    """Write the entries sorted by name as manifest.json; returns the list written."""
+    manifest = [entries[k] for k in sorted(entries)]
+    with open(path, "w") as f:
+        json.dump(manifest, f, indent=1)
+        f.write("\n")
+    return manifest
