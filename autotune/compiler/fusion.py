@@ -432,6 +432,8 @@ class CpuRules(FusionRules):
         info = _default_info(space, ci)
         if info.no_duplicate[p]:
             return False
+        if len(comp.users[p]) > 1 and _duplication_cascades(space, ci, p) and not _duplication_is_faster(comp, p):
+            return False
         if self.is_expensive(pins):
             # InstructionFusion: an expensive producer is never duplicated (FusionWouldDuplicate:
             # it has a user other than this consumer), even when every user could fuse it.
@@ -630,13 +632,19 @@ def _single_function_partition(comp: Computation, root: int, members: Sequence[i
     """
     mset = set(members)
     ins = comp.instructions
-    users_of = comp.users
+    # Users inside the kernel, from the members' operands: a value with thousands of users in the
+    # computation (a broadcast constant) must not cost its whole user list per kernel.
+    kernel_users: dict[int, list[int]] = {}
+    for u in members:
+        for o in dict.fromkeys(comp.operands[u]):
+            if o in mset:
+                kernel_users.setdefault(o, []).append(u)
     ids: dict[int, tuple[int, int]] = {root: (0, 0)}
     next_indexing = 1
     for m in reversed(members):  # members are in topological order: users come first
         if m == root:
             continue
-        users = [u for u in users_of[m] if u in mset]
+        users = kernel_users.get(m, [])
         if not users:
             return False  # cannot happen for a connected kernel; a second root would be illegal
         first = ids[users[0]]
@@ -683,7 +691,67 @@ def _selects_ok(comp: Computation, members: Sequence[int]) -> bool:
 # (emission through StableHLO): layout ops, and convolutions, whose operands XLA:CPU first copies
 # into its preferred layout with a (fusible) transpose.
 _XLA_LOOP_FUSIBLE_EXTRA = frozenset({"reshape", "bitcast", "transpose", "concatenate", "copy", "convolution"})
+
+
+def _cpu_conv_relayouts(conv: HloInstruction, operand: int) -> bool:
+    """Whether XLA:CPU copies a convolution's operand into its preferred layout first (a loop-fusible
+    transpose a producer can join): the input unless batch-major and feature-minor (`b01f`), the
+    kernel unless its two minor dimensions are input then output features (`01io`). Measured: a convolution in `b01f_01io->b01f` form reads its
+    producers in place, and treating it as fusing them cloned residual chains into every kernel
+    downstream (kernel membership quadratic in depth; XLA's own kernels stay linear)."""
+    labels = conv.attrs.get("dim_labels", "")
+    lhs, _, rest = labels.partition("_")
+    rhs = rest.partition("->")[0]
+    if not lhs or not rhs:
+        return True
+    if operand == 0:
+        return not (lhs[0] == "b" and lhs[-1] == "f")
+    return not rhs.endswith("io")
 _TRANSPARENT = frozenset({"reshape", "bitcast", "transpose"})
+
+
+# A copy of a shared value larger than this is not free to recompute (XLA:CPU duplicates values that
+# fit its cache freely and asks its performance model about larger ones); a duplicated chain longer
+# than _CASCADE_LIMIT instructions is bounded whatever its size.
+_CASCADE_BYTES = 64 * 1024
+_CASCADE_LIMIT = 32
+
+
+def _duplication_cascades(space: "FusionSpace", ci: int, p: int) -> bool:
+    """Whether duplicating the shared value p would clone other shared values with it: the chain a
+    copy of p carries (its fusible, non-broadcast ancestors) reaches another value with several
+    users while p is large (a residual or gradient-accumulation stream of full activations), or
+    the chain is longer than _CASCADE_LIMIT instructions. Either way, cloning it into every user
+    repeats the whole stream in every kernel downstream (kernel membership quadratic in depth)."""
+    comp = space.program.computations[ci]
+    ins, cls = comp.instructions, space.node_class[ci]
+    large = not ins[p].shape.is_tuple and ins[p].shape.bytes >= _CASCADE_BYTES
+    stack, seen = list(comp.operands[p]), {p}
+    while stack:
+        o = stack.pop()
+        if o in seen or cls[o] != NODE_FUSIBLE or ins[o].opcode in ("broadcast", "iota", "constant"):
+            continue
+        if (large and len(comp.users[o]) > 1) or len(seen) > _CASCADE_LIMIT:
+            return True
+        seen.add(o)
+        stack.extend(comp.operands[o])
+    return False
+
+
+def _duplication_is_faster(comp: Computation, p: int) -> bool:
+    """XLA:CPU's FusionIntoAllUsersIsFaster, by bytes moved (applied where duplication cascades): fusing a producer into all of its k users
+    makes each read its effective operands (broadcasts, iotas and scalar constants are recomputed,
+    not read) instead of its output; keeping it a kernel costs one read of the operands, one write
+    and k reads of its output. Without this bound, gradient-accumulation chains of a deep model
+    (every add read by several relu masks and the next add) were cloned into every kernel
+    downstream: kernel membership quadratic in depth, where XLA's own kernels stay linear."""
+    ins = comp.instructions
+    out_b = ins[p].shape.bytes if not ins[p].shape.is_tuple else 0
+    in_b = sum(ins[o].shape.bytes for o in dict.fromkeys(comp.operands[p])
+               if not ins[o].shape.is_tuple and ins[o].opcode not in ("broadcast", "iota")
+               and not (ins[o].opcode == "constant" and ins[o].shape.rank == 0))
+    k = len(comp.users[p])
+    return k * in_b <= in_b + out_b + k * out_b
 
 
 def _default_info(space: "FusionSpace", ci: int) -> _DefaultInfo:
