@@ -623,21 +623,15 @@ class Tuner:
 
     def _verify_tile_race(self, result: TuningResult, seconds: Optional[float]) -> None:
         """Race the default tile and the top predicted tiles on the evaluator (module docstring)."""
-        from autotune.tuning.verification import race_programs
+        from autotune.tuning.verification import race_tiles
         ev, space = self.evaluator, self.space
         kernel = space.kernel
         default_key = space.encode(space.default())
         ranked: dict = {default_key: ("default", result.default_cost)}
         for rank, (pred, cfg) in enumerate(self.top_predicted()):
             ranked.setdefault(space.encode(cfg), (rank, pred))
-        store, ev.store = getattr(ev, "store", None), None  # a repeat must be a new timing, not the stored one
-        try:
-            race = race_programs(lambda key, first: ev.measure([kernel], [space.decode(key)])[0],
-                                 (k for k in ranked if k != default_key), seconds, baseline=default_key,
-                                 finalists=self.finalists, max_rounds=self.verify_rounds,
-                                 min_rounds=self.verify_rounds, estimator="median")
-        finally:
-            ev.store = store
+        race = race_tiles(kernel, space, (space.decode(k) for k in ranked if k != default_key), ev, seconds,
+                          baseline=space.decode(default_key), finalists=self.finalists, repeats=self.verify_rounds)
         for key, e in race.entries.items():
             rank, pred = ranked[key]
             result.verified.append({"rank": rank, "tile": key, "predicted_s": pred,

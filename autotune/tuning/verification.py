@@ -30,7 +30,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Optional
 
-__all__ = ["RaceEntry", "Race", "race_programs"]
+__all__ = ["RaceEntry", "Race", "race_programs", "race_tiles"]
 
 # time_program(text, first) -> a hardware.base.Measurement; `first` is True for a program's first
 # timing (where the caller checks its outputs against the original program's).
@@ -133,3 +133,22 @@ def race_programs(time_program: TimeProgram, texts: Iterable[str], seconds: Opti
         rounds += 1
     winner = min(race, key=lambda t: entries[t].best) if race else None
     return Race(entries, winner, baseline, n, rounds)
+
+
+def race_tiles(kernel: Any, space: Any, tiles: Iterable[Any], evaluator: Any, seconds: Optional[float] = None,
+               baseline: Any = None, *, finalists: int = 2, repeats: int = 3) -> Race:
+    """Race tiles of one kernel on an evaluator: `race_programs` over encoded tiles (`space.encode`),
+    each timed by `evaluator.measure([kernel], [tile])`, finalists and baseline timed `repeats`
+    more times, the lowest median wins (`Race.winner` is an encoded tile; `space.decode` it).
+
+    The evaluator's measurement store is bypassed for the race: a stored value repeated is no new
+    timing."""
+    store = getattr(evaluator, "store", None)
+    evaluator.store = None
+    try:
+        return race_programs(lambda key, first: evaluator.measure([kernel], [space.decode(key)])[0],
+                             (space.encode(t) for t in tiles), seconds,
+                             baseline=None if baseline is None else space.encode(baseline),
+                             finalists=finalists, max_rounds=repeats, min_rounds=repeats, estimator="median")
+    finally:
+        evaluator.store = store
