@@ -287,7 +287,8 @@ def model_identity(model_name: str) -> str:
               help="analytical, xgboost, gnn, hardware, a model file, or module:Class "
                    "[default: shipped GNN if present, else analytical]")
 @click.option("--strategy", default="annealing", show_default=True,
-              help="annealing, genetic, random, or module:Class / path.py:Class")
+              help="annealing, genetic, random, model-based (AutoTVM: a model refitted on the costs, annealing "
+                   "on it), or module:Class / path.py:Class")
 @click.option("--evaluator", type=click.Choice(EVALUATORS), default=None,
               help="Hardware for verification [default: sim for tpu, xla for cpu]")
 @click.option("--target", type=click.Choice(TARGETS), default="tpu", show_default=True)
