@@ -6,7 +6,8 @@ rank objective, the same with a regression objective, random search and genetic 
 is its noise-free simulated time, reported against the exhaustive optimum over all valid tiles and
 against the kernel's default tile (`TileSpace.default()`, the analytical argmin, as XLA picks it).
 
-AutoTVM's loop per kernel: the first batch is random; then every round fits XGBoost on all
+AutoTVM's loop per kernel (its round - fit, score, pick a batch - is `search.model_based`'s, the
+strategy behind `--strategy model-based`): the first batch is random; then every round fits XGBoost on all
 (tile, measured runtime) pairs so far, scores *every* valid tile with it (the spaces here have at
 most a few hundred tiles, so no inner simulated annealing is needed), and measures the top-b
 unmeasured tiles, an epsilon share of the batch drawn at random instead, until the trial budget is
@@ -32,6 +33,9 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
+from search.model_based import (XGB_PARAMS, XGB_ROUNDS, failures_last, fit_predict,  # noqa: E402
+                                 select_batch)  # AutoTVM's round, written once (the model-based strategy)
+
 METHODS = ("xgb-rank", "xgb-reg", "random", "genetic")
 LABELS = {"xgb-rank": "XGBoost, rank objective", "xgb-reg": "XGBoost, regression objective",
           "random": "random search", "genetic": "genetic search"}
@@ -49,11 +53,6 @@ EPSILON = 0.1
 MIN_TILES = 50
 NEAR = 1.02  # "within 2% of the optimum" for the hit-rate panel and table
 
-# AutoTVM's XGBoostCostModel parameters (max_depth 3, eta 0.3, gamma 1e-4, min_child_weight 1), with a
-# fixed number of rounds: the training sets here have at most a few dozen rows.
-XGB_PARAMS = {"max_depth": 3, "eta": 0.3, "gamma": 1e-4, "min_child_weight": 1, "subsample": 1.0,
-              "lambda": 1.0, "alpha": 0.0, "tree_method": "exact", "nthread": 1, "verbosity": 0}
-XGB_ROUNDS = 60
 
 
 # --------------------------------------------------------------------------------------------------
@@ -198,27 +197,6 @@ def _rng(seed: int, name: str, tag: int) -> np.random.Generator:
     return np.random.default_rng([int(seed) & 0xFFFFFFFF, zlib.crc32(name.encode()), tag])
 
 
-def _fit_predict(objective: str, X: np.ndarray, y_log: np.ndarray, X_all: np.ndarray, seed: int) -> np.ndarray:
-    """Fit XGBoost on measured (features, log runtime) and score all tiles; lower score = faster."""
-    import xgboost as xgb
-
-    params = dict(XGB_PARAMS, seed=int(seed))
-    if objective == "rank":
-        from scipy.stats import rankdata
-        rel = rankdata(-y_log, method="dense") - 1.0  # fastest = highest relevance
-        params.update(objective="rank:pairwise", lambdarank_pair_method="mean",
-                      lambdarank_num_pair_per_sample=8)
-        d = xgb.DMatrix(X, label=rel, qid=np.zeros(len(X), np.int64))
-        sign = -1.0
-    else:
-        mu, sd = float(y_log.mean()), float(max(y_log.std(), 1e-6))
-        params.update(objective="reg:squarederror")
-        d = xgb.DMatrix(X, label=(y_log - mu) / sd)
-        sign = 1.0
-    booster = xgb.train(params, d, num_boost_round=XGB_ROUNDS)
-    return sign * booster.predict(xgb.DMatrix(X_all)).astype(np.float64)
-
-
 def measure_table(case: KernelCase, seed: int, noise: float = NOISE) -> np.ndarray:
     """Noisy "hardware" runtime of every tile. The simulator's noise is a deterministic function of
     (seed, kernel, tile), and no run measures a tile twice, so this equals measuring on demand."""
@@ -260,19 +238,10 @@ def run_method(case: KernelCase, method: str, seed: int, budget: int, batch: int
         objective = "rank" if method == "xgb-rank" else "reg"
         while len(order) < budget:
             idx = np.array(order)
-            y = np.log(meas[idx])
-            if not np.isfinite(y).all():  # a failed measurement ranks below every success
-                ok = np.isfinite(y)
-                y = np.where(ok, y, (y[ok].max() if ok.any() else 0.0) + math.log(10.0))
-            score = _fit_predict(objective, case.features[idx], y, case.features, seed)
-            free = np.flatnonzero(~done)
+            y = failures_last(np.log(meas[idx]))  # a failed measurement ranks below every success
+            score = fit_predict(objective, case.features[idx], y, case.features, seed)
             k = min(batch, budget - len(order))
-            n_eps = int(rng.binomial(k, epsilon)) if epsilon > 0 else 0
-            # best predicted first; ties (trees give piecewise-constant scores) broken at random
-            ranked = free[np.lexsort((rng.random(len(free)), score[free]))]
-            greedy = list(ranked[:k - n_eps])
-            rest = np.setdiff1d(free, greedy)
-            eps = list(rng.choice(rest, size=min(n_eps, len(rest)), replace=False)) if n_eps else []
+            greedy, eps = select_batch(score, np.flatnonzero(~done), k, epsilon, rng)
             n_random += len(eps)
             take(greedy + eps)
     else:  # genetic: the project's GeneticSearch on the TileSpace through ask/tell

@@ -19,7 +19,7 @@ Contracts every strategy keeps (tests/search/test_strategies.py checks them):
 - `state_dict()` is picklable (configurations stored as `space.encode(...)`, rng state included);
   `load_state_dict()` on a fresh instance over the same space resumes exactly where it stopped.
 
-Strategies are found by name: built-ins ("random", "annealing", "genetic", "topk"), classes added
+Strategies are found by name: built-ins ("random", "annealing", "genetic", "topk", "model-based"), classes added
 with `register_strategy`, entry points of group `autotune.strategies`, or `module:Class` /
 `path/to/file.py:Class` (see `get_strategy`).
 """
@@ -171,6 +171,7 @@ _BUILTIN: dict[str, str] = {
     "annealing": "search.annealing:SimulatedAnnealing",
     "genetic": "search.genetic:GeneticSearch",
     "topk": "search.topk:TopKTileSearch",
+    "model-based": "search.model_based:ModelBasedSearch",
 }
 
 

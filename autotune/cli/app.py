@@ -287,7 +287,8 @@ def model_identity(model_name: str) -> str:
               help="analytical, xgboost, gnn, hardware, a model file, or module:Class "
                    "[default: shipped GNN if present, else analytical]")
 @click.option("--strategy", default="annealing", show_default=True,
-              help="annealing, genetic, random, or module:Class / path.py:Class")
+              help="annealing, genetic, random, model-based (AutoTVM: a model refitted on the costs, annealing "
+                   "on it), or module:Class / path.py:Class")
 @click.option("--evaluator", type=click.Choice(EVALUATORS), default=None,
               help="Hardware for verification [default: sim for tpu, xla for cpu]")
 @click.option("--target", type=click.Choice(TARGETS), default="tpu", show_default=True)
@@ -497,7 +498,15 @@ def measure(program: str, evaluator: Optional[str], target: str, config_path: Op
 @main.command()
 @click.argument("program", type=click.Path(exists=True, dir_okay=False))
 @click.option("--top-k", "top_k", default=10, show_default=True, type=click.IntRange(1, None),
-              help="Tiles per kernel measured on the evaluator (the model's K best).")
+              help="Tiles per kernel raced on the evaluator (the model's K best; with an online strategy "
+                   "the K best measured).")
+@click.option("--strategy", default="topk", show_default=True,
+              help="topk (rank all tiles with --cost-model, measure the top K), or an online search whose "
+                   "costs are measurements: model-based (AutoTVM), random, annealing, genetic, module:Class")
+@click.option("--trials", default=32, show_default=True, type=click.IntRange(1, None),
+              help="Measurements per kernel for an online --strategy (not topk).")
+@click.option("--repeats", default=3, show_default=True, type=click.IntRange(0, None),
+              help="Extra timings of the finalists and the default in the race; the lowest median wins.")
 @click.option("--cost-model", "cost_model", default=None,
               help="analytical, xgboost, gnn, a model file, or module:Class "
                    "[default: shipped tile GNN if present, else analytical]")
@@ -511,16 +520,17 @@ def measure(program: str, evaluator: Optional[str], target: str, config_path: Op
 @click.option("--store", default=None, help="Measurement store (SQLite path, or 'none').")
 @click.option("--seed", default=0, show_default=True, type=click.IntRange(0, None))
 @_friendly
-def tile(program: str, top_k: int, cost_model: Optional[str], evaluator: str, target: str,
-         config_path: Optional[str], budget: Optional[str], out_dir: Optional[str], store: Optional[str],
-         seed: int) -> None:
-    """Choose a tile size per kernel: rank every valid tile with a cost model, measure the top K."""
-    from search.topk import TopKTileSearch
+def tile(program: str, top_k: int, strategy: str, trials: int, repeats: int, cost_model: Optional[str],
+         evaluator: str, target: str, config_path: Optional[str], budget: Optional[str], out_dir: Optional[str],
+         store: Optional[str], seed: int) -> None:
+    """Choose a tile size per kernel: search each kernel's tiles, race the best on the evaluator."""
+    from search.base import get_strategy
     from autotune.compiler.fusion import FusionSpace
     from autotune.tuning.report import write_json
-    from autotune.compiler.tiles import TileSpace
+    from autotune.tuning.tile_tuning import program_kernels, tune_program_tiles
 
     seconds = _duration(budget, "--budget")
+    strategy_name = getattr(get_strategy(strategy), "name", strategy)  # an unknown name fails before any work
     prog, _ = _load(program)
     space = FusionSpace(prog, target)
     cfg = _load_config(space, config_path)
@@ -528,64 +538,55 @@ def tile(program: str, top_k: int, cost_model: Optional[str], evaluator: str, ta
     ev = make_evaluator(evaluator, target, store, seed, budget=seconds)
     model, model_name = make_cost_model(cost_model, "tile", target, ev)
     out.mkdir(parents=True, exist_ok=True)
-    uniq: dict = {}
-    mult: dict = {}
-    for k in space.kernels(cfg):
-        if k.is_trivial:
-            continue
-        uniq.setdefault(k.hash, k)
-        mult[k.hash] = mult.get(k.hash, 0.0) + k.multiplicity
-    kernels = list(uniq.values())
-    spaces = [TileSpace(k, target) for k in kernels]
-    ranked = TopKTileSearch(cost_model=model, k=top_k, target=target).candidates(kernels, spaces)
-    rows = []
+    kernels = space.kernels(cfg)
+    n_kernels = len(program_kernels(kernels))
+    rows: list = []
     try:
         from tqdm.auto import tqdm
-        it = tqdm(list(zip(kernels, spaces, ranked)), desc="kernels", unit="kernel", leave=False, disable=None)
+        bar = tqdm(total=n_kernels, desc="kernels", unit="kernel", leave=False, disable=None)
     except ImportError:  # pragma: no cover
-        it = zip(kernels, spaces, ranked)
-    total_default = total_best = 0.0
-    for k, sp, cands in it:
-        default = sp.default()
-        tiles = [default] + [t for t in cands if t != default]
-        ms = ev.measure([k] * len(tiles), tiles)
-        d_m = ms[0]
-        best_t, best_s = default, d_m.seconds if d_m.ok else math.inf
-        for t, m in zip(tiles[1:], ms[1:]):
-            if m.ok and m.seconds < best_s:
-                best_t, best_s = t, m.seconds
-        row = {"hash": k.hash, "root": k.root_instruction.name, "computation": k.computation.name,
-               "multiplicity": mult[k.hash], "valid_tiles": len(sp), "default_tile": default.key(),
-               "chosen_tile": best_t.key(), "default_s": d_m.seconds if d_m.ok else None,
-               "chosen_s": best_s if math.isfinite(best_s) else None,
-               "speedup": (d_m.seconds / best_s) if d_m.ok and math.isfinite(best_s) else None,
-               "measured": sum(m.ok for m in ms), "status": d_m.status}
-        rows.append(row)
-        if d_m.ok and math.isfinite(best_s):
-            total_default += d_m.seconds * mult[k.hash]
-            total_best += best_s * mult[k.hash]
+        bar = None
+
+    def on_kernel(tiling) -> None:
+        rows.append(tiling.row())
         write_json(out / "tiles.json", {"kernels": rows})  # on disk as soon as measured
-        if ev.budget_exhausted or ev.budget.exhausted:
-            break
-    report = {"program": str(program), "target": target, "cost_model": model_name, "evaluator": evaluator,
-              "top_k": top_k, "kernels": len(kernels), "kernels_tuned": len(rows),
+        if bar is not None:
+            bar.update(1)
+
+    try:
+        tune_program_tiles(kernels, model, ev, on_kernel=on_kernel, stop=lambda: ev.budget_exhausted or ev.budget.exhausted,
+                           strategy=strategy, top_k=top_k, trials=trials, repeats=repeats, seed=seed, target=target)
+    finally:
+        if bar is not None:
+            bar.close()
+    ok = [r for r in rows if r["default_s"] is not None and r["chosen_s"] is not None]
+    total_default = sum(r["default_s"] * r["multiplicity"] for r in ok)
+    total_best = sum(r["chosen_s"] * r["multiplicity"] for r in ok)
+    report = {"program": str(program), "target": target, "cost_model": model_name, "strategy": strategy_name,
+              "evaluator": evaluator, "top_k": top_k, "trials": trials if strategy_name != "topk" else None,
+              "kernels": n_kernels, "kernels_tuned": len(rows),
               "default_total_s": total_default, "tuned_total_s": total_best,
               "speedup": total_default / total_best if total_best > 0 else None,
+              "verification": {"method": "race", "estimate": "median of each tile's timings",
+                               "repeats": repeats, "finalists": 2,
+                               "timings": sum(r["timings"] for r in rows)},
               "budget_exhausted": bool(ev.budget_exhausted or ev.budget.exhausted), "seed": seed,
               "config": config_path or "default", "warnings": []}
     failed = [r for r in rows if r["default_s"] is None or r["chosen_s"] is None]
     if failed:
         report["warnings"].append(f"{len(failed)} of {len(rows)} kernels left out of the totals: no tile measured "
                                   f"(first: {failed[0]['hash']} ({failed[0]['root']}): {failed[0]['status']})")
-    if len(rows) < len(kernels):
-        report["warnings"].append(f"the hardware budget ran out after {len(rows)} of {len(kernels)} kernels")
+    if len(rows) < n_kernels:
+        report["warnings"].append(f"the hardware budget ran out after {len(rows)} of {n_kernels} kernels")
     write_json(out / "report.json", report)
     ev.close()
     for w in report["warnings"]:
         _warn(w)
     sp_txt = f"x{report['speedup']:.3f}" if report["speedup"] else "n/a"
-    click.echo(f"{Path(program).name}: {len(rows)}/{len(kernels)} kernels tuned; kernel time "
-               f"{total_default * 1e3:.4g} ms -> {total_best * 1e3:.4g} ms ({sp_txt}) with top-{top_k} of {model_name}")
+    how = f"top-{top_k} of {model_name}" if strategy_name == "topk" else f"{strategy_name}, {trials} trials per kernel"
+    click.echo(f"{Path(program).name}: {len(rows)}/{n_kernels} kernels tuned; kernel time "
+               f"{total_default * 1e3:.4g} ms -> {total_best * 1e3:.4g} ms ({sp_txt}) with {how}, measured "
+               f"(median of {repeats + 1} timings per finalist)")
     click.echo(f"results in {out}/ (report.json, tiles.json)")
 
 

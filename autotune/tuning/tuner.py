@@ -1,11 +1,17 @@
-"""The search loop: a Strategy proposes fusion configurations, the Tuner prices them.
+"""The search loop: a Strategy proposes configurations of a space, the Tuner prices them.
 
-The Tuner owns what strategies should not: the wall-clock budget, cost-model calls batched and
-memoized by kernel hash (a neighbor evaluation only prices the kernels it changes), de-duplication
-of configurations, a log line per batch, checkpoints (best configuration and strategy state, every
-few seconds and on Ctrl-C/SIGTERM), resuming (checked against a fingerprint of the program and
-the options that matter, continuing with the remaining budget), a progress bar, and hardware
-verification of the top predicted configurations (paper section 7):
+One Tuner for both search spaces: a program's fusion space (`FusionSpace`, priced by `ProgramCost`)
+and a kernel's tile space (`TileSpace`, priced by `TileCost`). As an Optuna study does, the Tuner
+owns what strategies should not: the budgets (wall clock, `max_evaluations`), cost-model calls
+batched and memoized (for fusion by kernel hash: a neighbor evaluation only prices the kernels it
+changes), de-duplication of configurations, checkpoints (best configuration and strategy state)
+and resuming (checked against a fingerprint of the program and the options that matter, continuing
+with the remaining budget). What happens around the loop is callbacks (autotune/tuning/callbacks.py):
+the progress bar, the jsonl log and periodic checkpoints are added from the Tuner's arguments,
+early stopping and anything else is passed in `callbacks=`.
+
+Hardware verification of the top predicted configurations is its own step, `Tuner.verify`, run
+after the search (paper section 7):
 
 * an evaluator that runs whole programs and compiles hand-made fusions (XLA:CPU: `measure_program`,
   `hand_fusions`): each candidate is emitted exactly as fused.hlo is written
@@ -15,6 +21,10 @@ verification of the top predicted configurations (paper section 7):
   (`autotune.tuning.verification.race_programs`). The winner's text is what fused.hlo holds, byte for byte.
 * any other evaluator (the TPU simulator): every kernel of the candidate configuration - exactly
   the kernels of its fused.hlo - is measured, times its multiplicity, summed.
+* a tile space: the default tile and the top predicted tiles race on the evaluator
+  (`race_programs` with the median estimate): each is timed once, then the `finalists` fastest and
+  the default are timed again, interleaved, `verify_rounds` more times; the lowest median wins and
+  the number of timings of each is in the report, so that one lucky run cannot win.
 
 What was verified and how, and every failure, is in `TuningResult.verification`/`warnings`.
 """
@@ -22,19 +32,18 @@ from __future__ import annotations
 
 import hashlib
 import heapq
-import json
 import math
 import os
 import pickle
 import signal
-import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
 from autotune.compiler.fusion import FusionConfig, FusionSpace
+from autotune.tuning.callbacks import Callback, Checkpointer, FunctionCallback, JsonlLogger, ProgressBar
 
 CHECKPOINT = "checkpoint.pkl"
 NOT_VERIFIED = {"status": "skipped", "reason": "no hardware evaluator"}
@@ -52,6 +61,16 @@ def program_fingerprint(space: FusionSpace) -> str:
     return _sha256(space.program.module.to_text(metadata=False))
 
 
+def is_fusion_space(space: Any) -> bool:
+    """A program's fusion space (else: a kernel's tile space, or another space with `.kernel`)."""
+    return hasattr(space, "n_edges") and hasattr(space, "state")
+
+
+def space_fingerprint(space: Any) -> str:
+    """What a checkpoint's "program" entry holds: the program's sha256, or a tile space's kernel hash."""
+    return program_fingerprint(space) if is_fusion_space(space) else f"kernel:{space.kernel.hash}"
+
+
 class TuningError(RuntimeError):
     """A tuning run that cannot start or go on (one line, for the CLI)."""
 
@@ -60,7 +79,7 @@ class TuningError(RuntimeError):
 class TuningResult:
     """What a run found: predicted costs, measured costs (when verified) and bookkeeping."""
 
-    best: FusionConfig
+    best: Any                                           # FusionConfig, or TileConfig for a tile space
     best_cost: float
     default_cost: float
     evaluations: int
@@ -68,7 +87,7 @@ class TuningResult:
     history: list = field(default_factory=list)         # (elapsed_s, evaluations, best_cost)
     measured_default: Optional[float] = None
     measured_best: Optional[float] = None
-    measured_best_config: Optional[FusionConfig] = None
+    measured_best_config: Any = None
     verified: list = field(default_factory=list)        # [{rank, predicted_s, measured_s, status, ...}]
     stopped_by: str = "budget"
     kernel_evaluations: int = 0
@@ -211,8 +230,44 @@ class ProgramCost:
         return out
 
 
+class TileCost:
+    """Cost of tiles of one kernel's tile space from `kernel_cost(kernels, tiles) -> seconds`,
+    memoized by tile (one batched call per batch for the tiles not priced before)."""
+
+    def __init__(self, space: Any, kernel_cost: Callable[..., np.ndarray]):
+        self.space = space
+        self.kernel_cost = kernel_cost
+        self.config_cost: dict = {}   # encoded tile -> seconds (the Tuner's de-duplication)
+        self.memo = self.config_cost  # checkpointed as the memo
+        self.kernel_calls = 0
+        self.kernels_priced = 0
+
+    def __call__(self, tiles: Sequence[Any]) -> np.ndarray:
+        keys = [self.space.encode(t) for t in tiles]
+        todo = {k: t for k, t in zip(keys, tiles) if k not in self.config_cost}
+        if todo:
+            new = list(todo.values())
+            costs = np.asarray(self.kernel_cost([self.space.kernel] * len(new), new), dtype=float).reshape(-1)
+            if costs.shape != (len(new),):
+                raise TuningError(f"cost model returned {costs.shape} costs for {len(new)} tiles")
+            self.kernel_calls += 1
+            self.kernels_priced += len(new)
+            for k, c in zip(todo, costs):
+                self.config_cost[k] = float(c) if np.isfinite(c) else math.inf
+        return np.array([self.config_cost[k] for k in keys], dtype=float)
+
+
+def space_cost(space: Any, cost_model: Any) -> "ProgramCost | TileCost":
+    """The memoized pricing of a space's configurations with a cost model (or a bare function)."""
+    fn = cost_model.predict if hasattr(cost_model, "predict") else cost_model
+    if is_fusion_space(space):
+        return ProgramCost(space, fn, dedup=getattr(cost_model, "dedup_by_hash", True))
+    return TileCost(space, fn)
+
+
 class Tuner:
-    """Runs a Strategy over a FusionSpace against a cost model within a wall-clock budget."""
+    """Runs a Strategy over a fusion or tile space against a cost model within budgets (module
+    docstring); `callbacks` are Callback objects (autotune/tuning/callbacks.py)."""
 
     def __init__(self, space: FusionSpace, cost_model: Any, strategy: Any, budget: Any = "60s", *,
                  evaluator: Any = None, hw_budget: Any = None, top_k_verify: int = 10,
@@ -221,7 +276,8 @@ class Tuner:
                  max_evaluations: Optional[int] = None,
                  on_config: Optional[Callable[[FusionConfig, float], None]] = None,
                  include_default: bool = True, fingerprint: Optional[dict] = None,
-                 reference_text: Optional[str] = None, verify_rounds: int = 5):
+                 reference_text: Optional[str] = None, verify_rounds: int = 5,
+                 callbacks: Sequence[Callback] = (), finalists: int = 2):
         from hardware.base import Budget
 
         self.space = space
@@ -243,14 +299,15 @@ class Tuner:
         # False: the default is priced (for the speedup) but is no candidate: a search from scratch.
         self.include_default = include_default
         # What makes a checkpoint this run: {"program": sha256, "target", "cost_model", ...}.
-        self.fingerprint = dict(fingerprint) if fingerprint is not None else {"program": program_fingerprint(space),
-                                                                               "target": space.target}
+        self.fingerprint = dict(fingerprint) if fingerprint is not None else {"program": space_fingerprint(space),
+                                                                               "target": str(space.target)}
         # The original program (end-to-end verification compares outputs with it); default: as parsed.
         self.reference_text = reference_text
-        self.verify_rounds = verify_rounds  # race rounds after screening in end-to-end verification
+        self.verify_rounds = verify_rounds  # race rounds after screening (end to end; tile repeats)
+        self.finalists = finalists          # candidates raced against the default after screening
         self.resumed_from: Optional[dict] = None
-        self.cost = ProgramCost(space, cost_model.predict if hasattr(cost_model, "predict") else cost_model,
-                                dedup=getattr(cost_model, "dedup_by_hash", True))
+        self.cost = space_cost(space, cost_model)
+        self.callbacks = self._default_callbacks() + list(callbacks)
         self.evaluations = 0
         self.history: list = []
         self.best: Optional[FusionConfig] = None
@@ -259,39 +316,55 @@ class Tuner:
         self._top: list = []   # max-heap (negated) of the best distinct predicted configurations
         self._stop: Optional[str] = None
         self._elapsed_before = 0.0
-        self._log = None
+
+    def _default_callbacks(self) -> list:
+        """Progress bar, log.jsonl and checkpoints from the constructor's arguments."""
+        out: list = [ProgressBar()] if self.progress else []
+        if self.out_dir is not None:
+            log = JsonlLogger(self.out_dir / "log.jsonl")
+            out += [log, Checkpointer(self.checkpoint_every_s, flush=log.flush)]
+        if self.on_batch is not None:
+            out.append(FunctionCallback(self.on_batch))
+        return out
+
+    def stop(self, reason: str) -> None:
+        """End the search after the current batch; `reason` becomes TuningResult.stopped_by."""
+        if self._stop is None:
+            self._stop = reason
 
     # ------------------------------------------------------------------ bookkeeping
-    def _note(self, cfgs: Sequence[FusionConfig], costs: np.ndarray) -> None:
+    def _note(self, cfgs: Sequence[Any], costs: np.ndarray) -> None:
         for c, v in zip(cfgs, costs):
             if v < self.best_cost:
                 self.best_cost = float(v)
-                self.best = FusionConfig(bytearray(c.bits))
+                self.best = self.space.decode(self.space.encode(c))  # detached from its derivation
             if len(self._top) < self.top_k_verify or v < -self._top[0][0]:
-                key = c.key()
+                key = self.space.encode(c)
                 if all(k != key for _, _, k in self._top):
                     heapq.heappush(self._top, (-float(v), self.evaluations, key))
                     if len(self._top) > self.top_k_verify:
                         heapq.heappop(self._top)
 
     def top_predicted(self) -> list:
-        """The best distinct configurations seen, in predicted order: [(cost, FusionConfig)]."""
-        return [(-c, FusionConfig(bytearray(k))) for c, _, k in sorted(self._top, key=lambda t: -t[0])]
+        """The best distinct configurations seen, in predicted order: [(cost, configuration)]."""
+        return [(-c, self.space.decode(k)) for c, _, k in sorted(self._top, key=lambda t: -t[0])]
 
     def _elapsed(self) -> float:
         return self._elapsed_before + self.budget.elapsed
 
-    def _checkpoint(self) -> None:
+    def save_checkpoint(self) -> None:
+        """Write best_config.json (fusion) and checkpoint.pkl into out_dir (atomically)."""
         if self.out_dir is None or self.best is None:
             return
-        from autotune.tuning.config_io import save_config
-        save_config(self.space, self.best, self.out_dir / "best_config.json",
-                    {"predicted_cost_s": self.best_cost, "evaluations": self.evaluations})
+        if is_fusion_space(self.space):
+            from autotune.tuning.config_io import save_config
+            save_config(self.space, self.best, self.out_dir / "best_config.json",
+                        {"predicted_cost_s": self.best_cost, "evaluations": self.evaluations})
         state = {
-            "version": 2, "n_edges": self.space.n_edges, "fingerprint": self.fingerprint,
+            "version": 2, "n_edges": getattr(self.space, "n_edges", None), "fingerprint": self.fingerprint,
             "strategy": self.strategy.state_dict(),
             "strategy_name": getattr(self.strategy, "name", type(self.strategy).__name__),
-            "best": bytes(self.best.bits), "best_cost": self.best_cost, "default_cost": self.default_cost,
+            "best": self.space.encode(self.best), "best_cost": self.best_cost, "default_cost": self.default_cost,
             "evaluations": self.evaluations, "history": self.history, "memo": self.cost.memo,
             "elapsed": self._elapsed(), "top": self._top,
         }
@@ -330,9 +403,10 @@ class Tuner:
                 raise TuningError(f"{path}: checkpoint is for another program (sha256 {str(got)[:12]}..., "
                                   f"this one {str(want)[:12]}...)")
             raise TuningError(f"{path}: checkpoint was made with {label} {got}, not {want}")
-        if state.get("n_edges") != self.space.n_edges:
+        n_edges = getattr(self.space, "n_edges", None)
+        if state.get("n_edges") != n_edges:
             raise TuningError(f"{path}: checkpoint is for another program or target "
-                              f"({state.get('n_edges')} edges, this one has {self.space.n_edges})")
+                              f"({state.get('n_edges')} edges, this one has {n_edges})")
 
     def resume(self, directory: "str | Path") -> None:
         """Restore strategy state, memoized kernel costs and the best configuration of a run.
@@ -356,7 +430,7 @@ class Tuner:
         except Exception as e:  # another strategy's state or options (e.g. a different chain count)
             raise TuningError(f"{path}: checkpoint does not fit this strategy ({type(e).__name__}: "
                               f"{str(e).splitlines()[0] if str(e) else ''})") from None
-        self.best = FusionConfig(bytearray(state["best"]))
+        self.best = self.space.decode(state["best"])
         self.best_cost = state["best_cost"]
         self.default_cost = state["default_cost"]
         self.evaluations = state["evaluations"]
@@ -381,88 +455,80 @@ class Tuner:
 
     # ------------------------------------------------------------------ main loop
     def run(self) -> TuningResult:
+        """Search until a budget, the strategy or a callback stops it; then verify on hardware."""
         if self.out_dir is not None:
             self.out_dir.mkdir(parents=True, exist_ok=True)
-            self._log = open(self.out_dir / "log.jsonl", "a")
         default = self.space.default()
         if math.isnan(self.default_cost):
             self.default_cost = float(self.cost([default])[0])
         if self.best is None and self.include_default:
             self._note([default], np.array([self.default_cost]))
             self.history.append((self._elapsed(), self.evaluations, self.best_cost))
-        bar = self._progress_bar()
         old_handlers = self._install_signals()
-        last_ckpt = time.monotonic()
-        seen = self.cost.config_cost
+        result: Optional[TuningResult] = None
         try:
-            self._checkpoint()
+            for cb in self.callbacks:
+                cb.on_start(self)
             while self._stop is None:
-                if self.budget.exhausted:
-                    self._stop = "budget"
-                    break
-                if self.max_evaluations is not None and self.evaluations >= self.max_evaluations:
-                    self._stop = "max_evaluations"
-                    break
-                if getattr(self.strategy, "finished", False):
-                    self._stop = "strategy_finished"
-                    break
-                n = self.batch_size
-                if self.max_evaluations is not None:
-                    n = max(1, min(n, self.max_evaluations - self.evaluations))
-                cfgs = self.strategy.ask(n)
-                if not cfgs:
-                    self._stop = "strategy_finished"
-                    break
-                fresh_idx = [i for i, c in enumerate(cfgs) if c.key() not in seen]
-                fresh = len(fresh_idx)
-                costs = self.cost(cfgs)
-                if self.on_config is not None:
-                    for i in fresh_idx:
-                        self.on_config(cfgs[i], float(costs[i]))
-                self.strategy.tell(cfgs, costs)
-                self.evaluations += fresh
-                before = self.best_cost
-                self._note(cfgs, costs)
-                now = self._elapsed()
-                if self.best_cost < before or not self.history or now - self.history[-1][0] > 1.0:
-                    self.history.append((now, self.evaluations, self.best_cost))
-                if self._log is not None:
-                    self._log.write(json.dumps({"t": round(now, 4), "evaluations": self.evaluations,
-                                                "batch": len(cfgs), "new": fresh,
-                                                "batch_best_s": float(np.min(costs)),
-                                                "best_s": self.best_cost,
-                                                "kernels_priced": self.cost.kernels_priced}) + "\n")
-                if self.on_batch is not None:
-                    self.on_batch({"t": now, "evaluations": self.evaluations, "best_s": self.best_cost})
-                if bar is not None:
-                    self._update_bar(bar)
-                if time.monotonic() - last_ckpt > self.checkpoint_every_s:
-                    self._checkpoint()
-                    if self._log is not None:
-                        self._log.flush()
-                    last_ckpt = time.monotonic()
+                self._stop = self._budget_stop()
+                if self._stop is None:
+                    self._step()
         finally:
             for s, h in old_handlers.items():
                 signal.signal(s, h)
-            if bar is not None:
-                bar.close()
             self.history.append((self._elapsed(), self.evaluations, self.best_cost))
-            self._checkpoint()
-            if self._log is not None:
-                self._log.close()
-                self._log = None
-        result = TuningResult(self.best, self.best_cost, self.default_cost, self.evaluations, self._elapsed(),
-                              list(self.history), stopped_by=self._stop or "budget",
-                              kernel_evaluations=self.cost.kernels_priced)
+            result = TuningResult(self.best, self.best_cost, self.default_cost, self.evaluations, self._elapsed(),
+                                  list(self.history), stopped_by=self._stop or "budget",
+                                  kernel_evaluations=self.cost.kernels_priced)
+            for cb in self.callbacks:
+                cb.on_end(self, result)
         if self.evaluator is None:
             result.verification = {"status": "skipped", "reason": "no hardware evaluator (no hardware budget)"}
-        elif self._stop in ("budget", "strategy_finished", "max_evaluations"):
+        elif self._stop in ("budget", "strategy_finished", "max_evaluations", "early_stopping"):
             self.verify(result)
         else:
             result.verification = {"status": "skipped", "reason": f"the search was interrupted ({self._stop})"}
             result.warnings.append(f"not verified: the search was interrupted ({self._stop}); "
                                    "fused.hlo holds the best predicted configuration")
         return result
+
+    def _budget_stop(self) -> Optional[str]:
+        """Why the search must stop before the next batch (None: go on)."""
+        if self.budget.exhausted:
+            return "budget"
+        if self.max_evaluations is not None and self.evaluations >= self.max_evaluations:
+            return "max_evaluations"
+        if getattr(self.strategy, "finished", False):
+            return "strategy_finished"
+        return None
+
+    def _step(self) -> None:
+        """One batch: ask, price (memoized), tell, book-keep, call the callbacks."""
+        n = self.batch_size
+        if self.max_evaluations is not None:
+            n = max(1, min(n, self.max_evaluations - self.evaluations))
+        cfgs = self.strategy.ask(n)
+        if not cfgs:
+            self._stop = "strategy_finished"
+            return
+        seen = self.cost.config_cost
+        fresh_idx = [i for i, c in enumerate(cfgs) if self.space.encode(c) not in seen]
+        costs = self.cost(cfgs)
+        if self.on_config is not None:
+            for i in fresh_idx:
+                self.on_config(cfgs[i], float(costs[i]))
+        self.strategy.tell(cfgs, costs)
+        self.evaluations += len(fresh_idx)
+        before = self.best_cost
+        self._note(cfgs, costs)
+        now = self._elapsed()
+        if self.best_cost < before or not self.history or now - self.history[-1][0] > 1.0:
+            self.history.append((now, self.evaluations, self.best_cost))
+        info = {"t": now, "evaluations": self.evaluations, "batch": len(cfgs), "new": len(fresh_idx),
+                "batch_best_s": float(np.min(costs)), "best_s": self.best_cost,
+                "kernels_priced": self.cost.kernels_priced}
+        for cb in self.callbacks:
+            cb.on_batch(self, info)
 
     # ------------------------------------------------------------------ hardware verification
     def measure_config(self, cfg: FusionConfig, evaluator: Any) -> tuple[float, str]:
@@ -486,7 +552,9 @@ class Tuner:
         hw = self.hw_budget if isinstance(self.hw_budget, Budget) else Budget(self.hw_budget)
         ev.budget = Budget(None)  # the verification keeps to the hardware budget itself
         try:
-            if hasattr(ev, "measure_program") and getattr(ev, "hand_fusions", False):
+            if not is_fusion_space(self.space):
+                self._verify_tile_race(result, hw.seconds)
+            elif hasattr(ev, "measure_program") and getattr(ev, "hand_fusions", False):
                 self._verify_end_to_end(result, hw.seconds)
             else:
                 self._verify_kernel_sums(result, hw)
@@ -552,6 +620,48 @@ class Tuner:
             result.verification["kernel_sum_best_s"] = result.measured_best
             result.measured_default = result.measured_best = None
             self._warn(result, "not verified end to end: " + result.verification["reason"])
+
+    def _verify_tile_race(self, result: TuningResult, seconds: Optional[float]) -> None:
+        """Race the default tile and the top predicted tiles on the evaluator (module docstring)."""
+        from autotune.tuning.verification import race_tiles
+        ev, space = self.evaluator, self.space
+        kernel = space.kernel
+        default_key = space.encode(space.default())
+        ranked: dict = {default_key: ("default", result.default_cost)}
+        for rank, (pred, cfg) in enumerate(self.top_predicted()):
+            ranked.setdefault(space.encode(cfg), (rank, pred))
+        race = race_tiles(kernel, space, (space.decode(k) for k in ranked if k != default_key), ev, seconds,
+                          baseline=space.decode(default_key), finalists=self.finalists, repeats=self.verify_rounds)
+        for key, e in race.entries.items():
+            rank, pred = ranked[key]
+            result.verified.append({"rank": rank, "tile": key, "predicted_s": pred,
+                                    "measured_s": e.best if e.ok else None, "timings": len(e.timings),
+                                    "status": e.status})
+        base = race.entry(default_key)
+        result.measured_default = base.best if base is not None and base.ok else None
+        if race.winner is not None:
+            result.measured_best = race.entries[race.winner].best
+            result.measured_best_config = space.decode(race.winner)
+        name = getattr(ev, "name", type(ev).__name__)
+        result.verification = {
+            "status": "verified" if race.winner is not None else "failed",
+            "method": "race", "exact": True, "evaluator": name, "estimate": "median",
+            "repeats": self.verify_rounds, "finalists": self.finalists,
+            "how": (f"the default tile and the {len(ranked) - 1} best predicted tiles timed once each on the {name} "
+                    f"evaluator (while 2/3 of the hardware budget lasts), then the {self.finalists} fastest and the "
+                    f"default timed {self.verify_rounds} more times, interleaved; the lowest median of a tile's "
+                    "timings wins" + ("; the simulator's noise is a fixed function of (seed, kernel, tile), so its "
+                                      "repeated timings agree" if name == "sim" else "")),
+            "timings": race.timings, "race_rounds": race.rounds,
+            "winner": ranked[race.winner][0] if race.winner is not None else None,
+        }
+        if race.winner is None:
+            reasons = "; ".join(f"{v['rank']}: {v['status']}" for v in result.verified[:2])
+            result.verification["reason"] = "every tile failed: " + reasons
+            self._warn(result, f"verification failed: no tile of kernel {kernel.hash} could be measured ({reasons})")
+        elif base is None or not base.ok:
+            self._warn(result, f"the default tile of kernel {kernel.hash} could not be measured "
+                               f"({base.status if base is not None else 'not timed'}): no measured speedup")
 
     def _verify_end_to_end(self, result: TuningResult, seconds: Optional[float]) -> None:
         """Race the emitted programs of the top predictions against the default's (module docstring)."""
@@ -643,25 +753,3 @@ class Tuner:
         if first is not None and first["status"] != "ok":
             self._warn(result, f"the best predicted configuration failed verification ({first['status']}); "
                                "fused.hlo holds the best verified program")
-
-    # ------------------------------------------------------------------ progress
-    def _progress_bar(self):
-        if not self.progress:
-            return None
-        try:
-            from tqdm.auto import tqdm
-        except ImportError:  # pragma: no cover
-            return None
-        total = self.budget.seconds
-        # disable=None: no bar when stderr is not a terminal (logs, CI)
-        return tqdm(total=round(total, 1) if total else None, unit="s", leave=False, dynamic_ncols=True,
-                    disable=None, mininterval=0.25,
-                    bar_format="{l_bar}{bar}| {n:.0f}/{total:.0f}s [{remaining} left{postfix}]")
-
-    def _update_bar(self, bar) -> None:
-        el = self.budget.elapsed
-        bar.n = round(min(el, bar.total or el), 1)
-        rate = self.evaluations / max(self._elapsed(), 1e-9)
-        bar.set_postfix_str(f"best {self.best_cost * 1e3:.4g} ms, x{self.default_cost / self.best_cost:.3f} vs default, "
-                            f"{rate:,.0f} evals/s", refresh=False)
-        bar.refresh()

@@ -13,7 +13,11 @@ curse). :func:`race_programs` spends a verification budget by this rule:
    after the same one), until the budget is spent or ``max_rounds`` rounds are done, and for at
    least ``min_rounds`` rounds whatever the budget (one timing each keeps a lucky run);
 4. a program's estimate is the minimum over its timings (interference on a shared machine only
-   slows runs down); the winner is the raced program with the lowest estimate.
+   slows runs down), or with ``estimator="median"`` their median (robust to a lucky or an unlucky
+   run alike: tile verification uses it); the winner is the raced program with the lowest estimate.
+
+The "programs" are any hashable keys that ``time_program`` knows how to time: program texts for
+end-to-end fusion verification, encoded tiles for tile verification.
 
 A timing that fails (compile or run error, outputs that differ from the original program's, a
 crash) drops that program from the race with its reason; it is never the winner.
@@ -21,11 +25,12 @@ crash) drops that program from the race with its reason; it is never the winner.
 from __future__ import annotations
 
 import math
+import statistics
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Optional
 
-__all__ = ["RaceEntry", "Race", "race_programs"]
+__all__ = ["RaceEntry", "Race", "race_programs", "race_tiles"]
 
 # time_program(text, first) -> a hardware.base.Measurement; `first` is True for a program's first
 # timing (where the caller checks its outputs against the original program's).
@@ -40,6 +45,7 @@ class RaceEntry:
     timings: list = field(default_factory=list)   # seconds per execution, one per timing
     status: str = "ok"
     extra: dict = field(default_factory=dict)     # the first measurement's extra (e.g. output_error)
+    estimator: str = "min"                        # "min" or "median" of the timings
 
     @property
     def ok(self) -> bool:
@@ -47,8 +53,10 @@ class RaceEntry:
 
     @property
     def best(self) -> float:
-        """The estimate: the minimum over the timings (inf when dropped or never timed)."""
-        return min(self.timings) if self.ok else math.inf
+        """The estimate: the minimum (or median) of the timings (inf when dropped or never timed)."""
+        if not self.ok:
+            return math.inf
+        return statistics.median(self.timings) if self.estimator == "median" else min(self.timings)
 
 
 @dataclass
@@ -67,13 +75,15 @@ class Race:
 
 def race_programs(time_program: TimeProgram, texts: Iterable[str], seconds: Optional[float],
                   baseline: Optional[str] = None, *, screen_share: float = 2 / 3, finalists: int = 2,
-                  max_rounds: Optional[int] = None, min_rounds: int = 0,
+                  max_rounds: Optional[int] = None, min_rounds: int = 0, estimator: str = "min",
                   clock: Callable[[], float] = time.monotonic) -> Race:
     """Screen `texts` once each, then race the fastest against the baseline (module docstring).
 
     `texts` may be lazy (a generator): a candidate is produced only when it is about to be timed.
     `seconds=None` is no time limit (then give `max_rounds`).
     """
+    if estimator not in ("min", "median"):
+        raise ValueError(f"estimator must be 'min' or 'median', not {estimator!r}")
     start = clock()
     limit = math.inf if seconds is None else float(seconds)
 
@@ -88,7 +98,7 @@ def race_programs(time_program: TimeProgram, texts: Iterable[str], seconds: Opti
         entry = entries.get(text)
         first = entry is None
         if first:
-            entry = entries[text] = RaceEntry(text)
+            entry = entries[text] = RaceEntry(text, estimator=estimator)
         n += 1
         m = time_program(text, first)
         if first:
@@ -123,3 +133,22 @@ def race_programs(time_program: TimeProgram, texts: Iterable[str], seconds: Opti
         rounds += 1
     winner = min(race, key=lambda t: entries[t].best) if race else None
     return Race(entries, winner, baseline, n, rounds)
+
+
+def race_tiles(kernel: Any, space: Any, tiles: Iterable[Any], evaluator: Any, seconds: Optional[float] = None,
+               baseline: Any = None, *, finalists: int = 2, repeats: int = 3) -> Race:
+    """Race tiles of one kernel on an evaluator: `race_programs` over encoded tiles (`space.encode`),
+    each timed by `evaluator.measure([kernel], [tile])`, finalists and baseline timed `repeats`
+    more times, the lowest median wins (`Race.winner` is an encoded tile; `space.decode` it).
+
+    The evaluator's measurement store is bypassed for the race: a stored value repeated is no new
+    timing."""
+    store = getattr(evaluator, "store", None)
+    evaluator.store = None
+    try:
+        return race_programs(lambda key, first: evaluator.measure([kernel], [space.decode(key)])[0],
+                             (space.encode(t) for t in tiles), seconds,
+                             baseline=None if baseline is None else space.encode(baseline),
+                             finalists=finalists, max_rounds=repeats, min_rounds=repeats, estimator="median")
+    finally:
+        evaluator.store = store

@@ -25,6 +25,7 @@ STRATEGIES = {
     "annealing": {"n_chains": 16},
     "genetic": {"population": 16, "elite": 2},
     HILLCLIMB: {},
+    "model-based": {"sa_chains": 8, "sa_steps": 8},
 }
 
 
