@@ -14,7 +14,7 @@ import torch
 from torch import nn
 import torch.nn.functional as F
 
-__all__ = ["GraphBatch", "collate", "scatter_sum", "scatter_mean", "scatter_max", "segment_softmax",
+__all__ = ["GraphBatch", "collate", "collate_prepared", "scatter_sum", "scatter_mean", "scatter_max", "segment_softmax",
            "DirectedSAGEConv", "GATConv", "to_padded"]
 
 
@@ -56,6 +56,13 @@ def collate(node_feats: Sequence[np.ndarray], opcodes: Sequence[np.ndarray], edg
                       torch.from_numpy(ei.astype(np.int64)), torch.from_numpy(graph), torch.from_numpy(pos),
                       torch.from_numpy(lengths), len(lengths),
                       None if graph_feat is None else torch.from_numpy(np.ascontiguousarray(graph_feat, np.float32)))
+
+
+def collate_prepared(preps: Sequence[tuple], tfs: np.ndarray) -> GraphBatch:
+    """One batch from `GnnCostModel.prepare_graph` tuples (node features, opcodes, edges, kernel
+    features) and their scaled tile features; the kernel-level input is kernel + tile features."""
+    return collate([p[0] for p in preps], [p[1] for p in preps], [p[2] for p in preps], tfs,
+                   np.concatenate([np.stack([p[3] for p in preps]), tfs], axis=1))
 
 
 def scatter_sum(src: torch.Tensor, index: torch.Tensor, n: int) -> torch.Tensor:

@@ -32,7 +32,8 @@ KDIM = len(KERNEL_FEATURE_NAMES)
 KERNEL_STATIC = (0, 1, 2, 3, 4)  # flops, transcendentals, bytes read/written, intensity
 from costmodels.base import CostModel, check_model_scope, register_cost_model
 
-from costmodels.gnn.layers import DirectedSAGEConv, GATConv, GraphBatch, collate, scatter_max, scatter_mean, scatter_sum, to_padded
+from costmodels.gnn.layers import (DirectedSAGEConv, GATConv, GraphBatch, collate_prepared, scatter_max, scatter_mean,
+                                  scatter_sum, to_padded)
 
 __all__ = ["GnnNet", "GnnCostModel", "DEFAULT_CONFIG", "ENCODERS", "REDUCTIONS", "FORMAT_VERSION"]
 
@@ -53,13 +54,6 @@ DEFAULT_CONFIG: dict = {
 def kernel_dim(cfg: dict) -> int:
     """Width of the kernel-level input: kernel features, plus the geometry features when enabled."""
     return KDIM + (GEOMETRY_DIM if cfg.get("geometry_features") else 0)
-
-
-def collate_prepared(preps: Sequence[tuple], tfs: np.ndarray) -> GraphBatch:
-    """One batch from `GnnCostModel.prepare_graph` tuples (node features, opcodes, edges, kernel
-    features) and their scaled tile features; the kernel-level input is kernel + tile features."""
-    return collate([p[0] for p in preps], [p[1] for p in preps], [p[2] for p in preps], tfs,
-                   np.concatenate([np.stack([p[3] for p in preps]), tfs], axis=1))
 
 
 def normalize_config(cfg: dict) -> dict:

@@ -27,7 +27,7 @@ import torch.nn.functional as F
 
 from costmodels.metrics import ordered_pair_accuracy
 
-from costmodels.gnn.model import collate_prepared
+from costmodels.gnn.layers import collate_prepared
 
 __all__ = ["fit_gnn", "pairwise_rank_loss", "family_weights"]
 
