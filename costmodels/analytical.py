@@ -114,8 +114,8 @@ class AnalyticalCostModel(CostModel):
     dedup_by_hash = False  # pricing a kernel costs less than its canonical hash (see ProgramCost)
 
     def __init__(self, target: Any = "tpu", scales: Optional[dict] = None):
-        from autotune.compiler.targets import get_target
-        self.spec = get_target(target)
+        from autotune.compiler.targets import get_spec
+        self.spec = get_spec(target)
         self.target = self.spec.name
         self.scales = {k: 1.0 for k in KINDS}
         if scales:
