@@ -22,7 +22,7 @@ baseline: log t_measured = log t_model + log s_kind, so s_kind = exp(mean residu
 
 Static inputs come from `kernel.cost` (autotune/compiler/analysis.py), re-priced for the opcodes whose XLA
 figure is not a device's work by `autotune.compiler.tiles.device_work` (docs/simulator.md, section 1b), and
-the target spec (autotune/compiler/targets.py). Feature rows are cached per kernel hash; predictions are vectorized.
+the target spec (autotune/compiler/targets/, get_spec). Feature rows are cached per kernel hash; predictions are vectorized.
 """
 from __future__ import annotations
 

@@ -369,7 +369,7 @@ def _cse(comp: HloComputation) -> None:
     """Merge identical instructions (same opcode, shape, operands, attributes), as XLA's HloCSE does
     before fusion. Left duplicated, two copies of e.g. one reshape become two operands of a fusion
     that XLA merges into one after our emission, and the now-shared fused broadcasts of that value
-    break the fused computation's single-function partition (see fusion._single_function_partition)."""
+    break the fused computation's single-function partition (see targets.fusion_rules.single_function_partition)."""
     seen: dict[tuple, str] = {}
     alias: dict[str, str] = {}
     for ins in comp.instructions:

@@ -3,18 +3,15 @@ are CpuInstructionFusion's as far as hand-made fusions survive jaxlib's StableHL
 kernels and programs are measured by the xla evaluator and emitted for XLA:CPU with fusion off."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Sequence
+from typing import Sequence
 
 from autotune.compiler.hlo import DTYPE_BYTES, HloInstruction
 from autotune.compiler.opcodes import ELEMENTWISE, LAYOUT, changes_bit_width, is_elementwise, is_scalar_constant
 from autotune.compiler.program import Computation
 from autotune.compiler.targets.base import Target, register_spec, register_target
-from autotune.compiler.targets.fusion_rules import (XLA_LOOP_FUSIBLE_EXTRA, FusionRules, default_facts, operand_reuse,
-                                                    selects_ok, single_function_partition)
+from autotune.compiler.targets.fusion_rules import (XLA_LOOP_FUSIBLE_EXTRA, FusionRules, SpaceView, default_facts,
+                                                    operand_reuse, selects_ok, single_function_partition)
 from autotune.compiler.targets.host import host_cpu_spec
-
-if TYPE_CHECKING:  # pragma: no cover
-    from autotune.compiler.fusion.space import FusionSpace
 
 __all__ = ["CpuRules", "CPU"]
 
@@ -178,7 +175,7 @@ class CpuRules(FusionRules):
         op = comp.instructions[u].opcode
         return op != "reduce" and (u in fusible_users or op in XLA_LOOP_FUSIBLE_EXTRA)
 
-    def default_edge(self, space: "FusionSpace", e: int) -> bool:
+    def default_edge(self, space: "SpaceView", e: int) -> bool:
         """XLA:CPU's CpuInstructionFusion::ShouldFuse plus InstructionFusion's global rules:
 
         * output fusion of a matrix-vector dot into its single `add` user;

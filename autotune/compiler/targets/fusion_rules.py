@@ -8,18 +8,31 @@ the compiler would choose by default.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import Callable, Protocol, Sequence
 
 from autotune.compiler.hlo import HloInstruction
 from autotune.compiler.opcodes import (CONTROL, ELEMENTWISE, EXPENSIVE, FREE, NODE_CONTROL, NODE_FREE, NODE_FUSIBLE,
                                        NODE_OPAQUE, is_elementwise)
-from autotune.compiler.program import Computation
+from autotune.compiler.program import Computation, Program
 
-if TYPE_CHECKING:  # pragma: no cover
-    from autotune.compiler.fusion.space import FusionSpace
-
-__all__ = ["FusionRules", "DefaultFusionFacts", "default_facts", "in_place_ok", "downstream",
+__all__ = ["FusionRules", "SpaceView", "DefaultFusionFacts", "default_facts", "in_place_ok", "downstream",
            "single_function_partition", "selects_ok", "operand_reuse", "XLA_LOOP_FUSIBLE_EXTRA", "TRANSPARENT"]
+
+
+class SpaceView(Protocol):
+    """What the rules read of a fusion space (autotune.compiler.fusion.FusionSpace implements it)."""
+
+    program: Program
+    rules: "FusionRules"
+    edge_comp: list[int]
+    edge_prod: list[int]
+    edge_cons: list[int]
+    node_class: list[list[int]]
+    out_edges: list[list[list[tuple[int, int]]]]
+
+    def fusible_into_all_users(self, ci: int, p: int) -> bool: ...
+
+    def hero_upstream(self, ci: int, n: int) -> bool: ...
 
 
 class FusionRules:
@@ -96,7 +109,7 @@ class FusionRules:
         return u in fusible_users
 
     # Default configuration: XLA-like greedy choice.
-    def default_edge(self, space: "FusionSpace", e: int) -> bool:
+    def default_edge(self, space: "SpaceView", e: int) -> bool:
         ci, p, c = space.edge_comp[e], space.edge_prod[e], space.edge_cons[e]
         comp = space.program.computations[ci]
         pins = comp.instructions[p]
@@ -108,7 +121,7 @@ class FusionRules:
 class DefaultFusionFacts:
     """Per-computation facts for the rules' default_edge (memoized on the space)."""
 
-    def __init__(self, space: "FusionSpace", ci: int):
+    def __init__(self, space: "SpaceView", ci: int):
         comp = space.program.computations[ci]
         self.space, self.ci, self.comp = space, ci, comp
         ins = comp.instructions
@@ -339,7 +352,7 @@ XLA_LOOP_FUSIBLE_EXTRA = frozenset({"reshape", "bitcast", "transpose", "concaten
 TRANSPARENT = frozenset({"reshape", "bitcast", "transpose"})
 
 
-def default_facts(space: "FusionSpace", ci: int) -> DefaultFusionFacts:
+def default_facts(space: "SpaceView", ci: int) -> DefaultFusionFacts:
     cache = space.__dict__.setdefault("default_facts", {})
     info = cache.get(ci)
     if info is None:

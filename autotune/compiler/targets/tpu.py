@@ -8,15 +8,12 @@ measurements in data/tpugraphs/ and treats these as starting points.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import Callable, Sequence
 
 from autotune.compiler.opcodes import ELEMENTWISE, LAYOUT, is_elementwise
 from autotune.compiler.program import Computation
 from autotune.compiler.targets.base import GiB, MiB, Target, TargetSpec, register_spec, register_target
-from autotune.compiler.targets.fusion_rules import FusionRules, default_facts, downstream, in_place_ok
-
-if TYPE_CHECKING:  # pragma: no cover
-    from autotune.compiler.fusion.space import FusionSpace
+from autotune.compiler.targets.fusion_rules import FusionRules, SpaceView, default_facts, downstream, in_place_ok
 
 __all__ = ["TPU_V2", "TPU_V3", "TpuRules", "TPU", "TPU_V2_TARGET"]
 
@@ -155,7 +152,7 @@ class TpuRules(FusionRules):
         # XLA's fusion never takes a producer with other users into a dot/convolution's inputs.
         return u in fusible_users and comp.instructions[u].opcode not in ("dot", "convolution")
 
-    def default_edge(self, space: "FusionSpace", e: int) -> bool:
+    def default_edge(self, space: "SpaceView", e: int) -> bool:
         """InstructionFusion's choice (the base rule) where duplication is bounded: a producer with
         other users is not duplicated into a dot/convolution's inputs, nor at all when it ends a
         dot/convolution output fusion (the hero's work) or when ComputeGloballyUnfusible says so
