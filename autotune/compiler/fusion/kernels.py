@@ -13,7 +13,7 @@ from itertools import chain
 from typing import TYPE_CHECKING, Optional, Sequence
 
 from autotune.compiler.analysis import Cost
-from autotune.compiler.hlo import HloComputation, HloInstruction, HloModule, Shape
+from autotune.compiler.hlo import HloComputation, HloInstruction, HloModule, Shape, reachable_computations
 from autotune.compiler.opcodes import NODE_FUSIBLE
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -219,14 +219,5 @@ class Kernel(KernelRef):
 
 def attached_computations(module: HloModule, roots: Sequence[str]) -> list[HloComputation]:
     """The computations named (transitively), in module order so callees precede callers."""
-    comps = module.computations_by_name
-    need: set[str] = set()
-    stack = list(roots)
-    while stack:
-        n = stack.pop()
-        if n in need:
-            continue
-        need.add(n)
-        for ins in comps[n].instructions:
-            stack.extend(ins.called_computations())
+    need = reachable_computations(module, list(roots))
     return [c for c in module.computations if c.name in need]
