@@ -13,11 +13,11 @@ __all__ = ["LegalityRepair"]
 
 
 class LegalityRepair:
-    """Default configuration, validity and repair of a FusionSpace."""
+    """Default configuration, validity and repair of a FusionSpace (reads the structure it builds:
+    rules, edges, hero and checked-opcode sets)."""
 
     _default: Optional[FusionConfig]
 
-    # ---- Space interface
     @gc_paused()
     def default(self) -> FusionConfig:
         """The target compiler's heuristic (greedy, as XLA's InstructionFusion), made valid."""

@@ -1,8 +1,12 @@
 """Compilation targets (see base.py): `get_target(name)` -> Target, `get_spec(name)` -> TargetSpec.
 
 Importing this package registers the shipped targets (tpu.py: `tpu`, `tpu-v2`; cpu.py: `cpu`) and
-the H100 spec (h100.py, a spec without a target).
+the H100 spec (h100.py, a spec without a target), then imports every other module of the package,
+so a new target is one new module here that calls `register_target` (and its tests).
 """
+import importlib as _importlib
+import pkgutil as _pkgutil
+
 from autotune.compiler.targets.base import (GiB, KiB, MiB, Target, TargetSpec, UnknownTargetError, get_spec, get_target,
                                             list_specs, register_spec, register_target, target_names,
                                             unregister_target)
@@ -16,3 +20,6 @@ __all__ = ["Target", "TargetSpec", "UnknownTargetError", "get_target", "get_spec
            "register_target", "unregister_target", "register_spec", "FusionRules", "TpuRules", "CpuRules", "TPU",
            "CPU", "TPU_V2", "TPU_V3", "H100", "host_cpu_spec", "measure_host", "host_cache_path", "KiB", "MiB",
            "GiB"]
+
+for _module in _pkgutil.iter_modules(__path__):
+    _importlib.import_module(f"{__name__}.{_module.name}")
