@@ -22,7 +22,7 @@ baseline: log t_measured = log t_model + log s_kind, so s_kind = exp(mean residu
 
 Static inputs come from `kernel.cost` (autotune/compiler/analysis.py), re-priced for the opcodes whose XLA
 figure is not a device's work by `autotune.compiler.tiles.device_work` (docs/simulator.md, section 1b), and
-the target spec (autotune/compiler/targets.py). Feature rows are cached per kernel hash; predictions are vectorized.
+the target spec (autotune/compiler/targets/, get_spec). Feature rows are cached per kernel hash; predictions are vectorized.
 """
 from __future__ import annotations
 
@@ -114,8 +114,8 @@ class AnalyticalCostModel(CostModel):
     dedup_by_hash = False  # pricing a kernel costs less than its canonical hash (see ProgramCost)
 
     def __init__(self, target: Any = "tpu", scales: Optional[dict] = None):
-        from autotune.compiler.targets import get_target
-        self.spec = get_target(target)
+        from autotune.compiler.targets import get_spec
+        self.spec = get_spec(target)
         self.target = self.spec.name
         self.scales = {k: 1.0 for k in KINDS}
         if scales:

@@ -385,11 +385,11 @@ def geometry_matrix(kernels: Sequence[Any], target: Any = "tpu") -> np.ndarray:
     """[len(kernels), GEOMETRY_DIM] geometry features at the kernels' default tiles, from
     `autotune.compiler.tiles` and the analytical model's tiled terms, vectorized over the kernels; all zero on
     targets that do not tile (kind other than tpu)."""
-    from autotune.compiler.targets import get_target
+    from autotune.compiler.targets import get_spec
     kernels = list(kernels)
     n = len(kernels)
     V = np.zeros((n, GEOMETRY_DIM), np.float64)
-    spec = get_target(target)
+    spec = get_spec(target)
     if spec.kind != "tpu" or n == 0:
         return V.astype(np.float32)
     from costmodels.analytical import tiled_time_terms

@@ -32,7 +32,7 @@ import numpy as np
 from autotune.compiler.tiles import TileConfig, batch_inputs, default_tile, io_geometry, reduction_streaming
 
 from hardware.base import INVALID, Evaluator, Measurement
-from autotune.compiler.targets import get_target
+from autotune.compiler.targets import get_spec
 
 __all__ = ["TpuSimulator", "SimConstants", "simulate"]
 
@@ -155,7 +155,7 @@ class TpuSimulator(Evaluator):
     def __init__(self, target: str = "tpu", noise: Optional[float] = None, seed: int = 0,
                  budget: Any = None, store: Any = None, constants: Optional[SimConstants] = None,
                  sim_seconds_per_item: float = 0.0):
-        spec = get_target(target)
+        spec = get_spec(target)
         if spec.kind != "tpu":
             raise ValueError(f"TpuSimulator needs a TPU target (tpu, tpu-v2, tpu-v3), not {target!r}")
         super().__init__(spec.name if target not in ("tpu",) else "tpu", budget, store)

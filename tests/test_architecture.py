@@ -39,7 +39,9 @@ def _contract_options(contract_id: str) -> dict:
 
 @lru_cache(maxsize=None)
 def _graph() -> grimp.ImportGraph:
-    return grimp.build_graph(*_configuration()["session_options"]["root_packages"], cache_dir=None)
+    options = _configuration()["session_options"]
+    return grimp.build_graph(*options["root_packages"], cache_dir=None,
+                             exclude_type_checking_imports=options.get("exclude_type_checking_imports") == "True")
 
 
 def _contract_kept(contract_id: str, graph: grimp.ImportGraph) -> bool:

@@ -14,7 +14,7 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import click
 
@@ -22,10 +22,23 @@ import costmodels
 
 from autotune.cli.errors import OneLineErrorsGroup, UserError
 from autotune.cli.errors import friendly as _friendly
+from autotune.compiler.targets import UnknownTargetError, get_target, target_names
 
-TARGETS = ("tpu", "cpu")
 MEASUREMENT_FAILED_EXIT = 3   # hardware measurement failed / nothing verified (outputs are written)
 INTERRUPTED_EXIT = 130
+
+
+def _check_target(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    """--target: the canonical name of a registered target (anything else is a one-line usage error)."""
+    try:
+        return get_target(value).name
+    except UnknownTargetError as e:
+        raise click.BadParameter(str(e), ctx=ctx, param=param) from None
+
+
+def _target_option() -> Callable:
+    return click.option("--target", default="tpu", show_default=True, callback=_check_target, metavar="TARGET",
+                        help=f"Compilation target: {', '.join(target_names())}.")
 
 
 def _warn(message: str) -> None:
@@ -103,7 +116,7 @@ def main() -> None:
 
 @main.command()
 @click.argument("program", type=click.Path(exists=True, dir_okay=False))
-@click.option("--target", type=click.Choice(TARGETS), default="tpu", show_default=True)
+@_target_option()
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 @_friendly
 def show(program: str, target: str, as_json: bool) -> None:
@@ -153,7 +166,7 @@ def show(program: str, target: str, as_json: bool) -> None:
 
 @main.command()
 @click.argument("program", type=click.Path(exists=True, dir_okay=False))
-@click.option("--target", type=click.Choice(TARGETS), default="tpu", show_default=True)
+@_target_option()
 @click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False),
               help="Fusion configuration (best_config.json); default: the compiler's heuristic.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), required=True, help="Output .hlo file.")
@@ -178,11 +191,13 @@ def emit(program: str, target: str, config_path: Optional[str], output: str, no_
 # Evaluators, cost models, strategies from command-line names
 
 EVALUATORS = ("sim", "xla")
+
+
 SHIPPED_DIR = Path(costmodels.__file__).resolve().parent / "shipped"
 
 
 def _default_evaluator(target: str) -> str:
-    return "sim" if target.startswith("tpu") else "xla"
+    return get_target(target).default_evaluator
 
 
 def make_evaluator(name: Optional[str], target: str, store: Optional[str] = None, seed: int = 0,
@@ -190,15 +205,19 @@ def make_evaluator(name: Optional[str], target: str, store: Optional[str] = None
                    workers: int = 1):
     """Evaluator by name for a target: `sim` (TPU-like simulator) or `xla` (real XLA on this machine)."""
     from autotune.tuning.store import open_store
-    name = name or _default_evaluator(target)
+    try:
+        measurable_by = get_target(target).evaluators
+    except UnknownTargetError as e:
+        raise UserError(str(e)) from None
+    name = name or measurable_by[0]
     st = open_store(store)
     if name == "sim":
-        if not target.startswith("tpu"):
+        if "sim" not in measurable_by:
             raise UserError(f"the sim evaluator simulates a TPU; use --target tpu (got --target {target})")
         from hardware.simulator import TpuSimulator
         return TpuSimulator(target=target, seed=seed, budget=budget, store=st, noise=noise)
     if name == "xla":
-        if target.startswith("tpu"):
+        if "xla" not in measurable_by:
             raise UserError("the xla evaluator runs kernels on this machine's XLA backend; use --target cpu")
         try:
             import jaxlib  # noqa: F401
@@ -291,7 +310,7 @@ def model_identity(model_name: str) -> str:
                    "on it), or module:Class / path.py:Class")
 @click.option("--evaluator", type=click.Choice(EVALUATORS), default=None,
               help="Hardware for verification [default: sim for tpu, xla for cpu]")
-@click.option("--target", type=click.Choice(TARGETS), default="tpu", show_default=True)
+@_target_option()
 @click.option("--hw-budget", default=None,
               help="Wall-clock budget for verifying the top predicted configurations on hardware (0 = none) "
                    "[default: a tenth of --budget, as the paper; 1m without a --budget].")
@@ -408,7 +427,7 @@ def fusion(program: str, budget: str, cost_model: Optional[str], strategy: str, 
 @click.argument("program", type=click.Path(exists=True, dir_okay=False))
 @click.option("--evaluator", type=click.Choice(EVALUATORS), default=None,
               help="[default: sim for tpu, xla for cpu]")
-@click.option("--target", type=click.Choice(TARGETS), default="tpu", show_default=True)
+@_target_option()
 @click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False), default=None,
               help="Fusion configuration (best_config.json); default: the compiler's heuristic.")
 @click.option("--store", default=None, help="Measurement store (SQLite path, or 'none').")

@@ -608,6 +608,22 @@ class HloModule:
         return "\n".join(parts)
 
 
+def reachable_computations(module: HloModule, roots: "list[str]", comps: Optional[dict] = None) -> set:
+    """Names of the computations `roots` name and, transitively, call (`comps`: the name -> computation
+    map to follow, by default the module's)."""
+    comps = module.computations_by_name if comps is None else comps
+    out: set[str] = set()
+    stack = list(roots)
+    while stack:
+        n = stack.pop()
+        if n in out:
+            continue
+        out.add(n)
+        for ins in comps[n].instructions:
+            stack.extend(ins.called_computations())
+    return out
+
+
 # --------------------------------------------------------------------------------------------------
 # Parser
 

@@ -1,286 +1,27 @@
-"""Kernels: fused subgraphs with a canonical hash, static metrics and standalone HLO emission.
+"""Emission: a whole program with one `fusion` instruction per kernel of any fusion configuration,
+how to compile it so its fusions are the kernels that run, and its XLA:CPU-checkable form.
 
-Also emits a whole program with `fusion` instructions for any fusion configuration.
+The emission policy is the target's (`Target.xla_cpu_emission`, the rules' `wrap_single` and
+`inline_constants`). Kernels themselves (`Kernel`, `KernelRef`, a kernel's standalone module) live in
+autotune/compiler/fusion/kernels.py, signatures in autotune/compiler/signature.py; both are
+re-exported here for `from autotune.compiler.kernel import Kernel`.
 """
 from __future__ import annotations
 
-import hashlib
 import itertools
 import math
 import re
-import struct
 from dataclasses import dataclass
-from functools import cached_property
-from itertools import chain
-from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
+from typing import Any, Callable, Optional
 
 import numpy as np
 
+from autotune.compiler.fusion import FusionConfig, FusionSpace, Kernel, KernelRef
 from autotune.compiler.gc_pause import gc_paused
-from autotune.compiler.hlo import CALLED_COMPUTATION_ATTRS, HloComputation, HloInstruction, HloModule, Shape
-
-if TYPE_CHECKING:  # pragma: no cover
-    from autotune.compiler.fusion import FusionConfig, FusionSpace, KernelRef
-
-# Attributes that do not change what a kernel computes or how fast it runs.
-_IGNORED_ATTRS = frozenset({"metadata", "sharding", "frontend_attributes", "backend_config",
-                            "statistics_viz", "control-predecessors", "origin", "schedule",
-                            "operand_precision"})
-
-
-def _h64(data: bytes) -> int:
-    return struct.unpack("<q", hashlib.blake2b(data, digest_size=8).digest())[0]
-
-
-def shape_signature(shape: Shape) -> int:
-    return _h64(b"shape|" + shape.to_text().encode())
-
-
-def computation_signature(comp: HloComputation, module: HloModule, cache: dict) -> int:
-    """Name- and order-independent signature of an attached computation (reducer, comparator, ...):
-    instructions serialized in post-order from the root, operands by post-order position."""
-    key = ("comp", comp.name)
-    if key in cache:
-        if cache[key] is None:  # re-entered: a computation that calls itself (the verifier refuses these)
-            from autotune.compiler.program import ProgramError
-            raise ProgramError(f"computation '{comp.name}' calls itself")
-        return cache[key]
-    cache[key] = None
-    by_name = comp.by_name
-    pos: dict[str, int] = {}
-    parts: list[str] = []
-    stack: list[tuple[str, bool]] = [(comp.root.name, False)]
-    while stack:
-        n, done = stack.pop()
-        if n in pos:
-            continue
-        ins = by_name[n]
-        if not done:
-            stack.append((n, True))
-            stack.extend((o, False) for o in reversed(ins.operands) if o not in pos)
-            continue
-        pos[n] = len(pos)
-        sig = instruction_signature(ins, module, cache)
-        if ins.opcode == "parameter":
-            sig = _h64(f"param{ins.parameter_number}|{sig}".encode())
-        parts.append(f"{sig}({','.join(str(pos[o]) for o in ins.operands)})")
-    v = _h64("|".join(parts).encode())
-    cache[key] = v
-    return v
-
-
-def instruction_signature(ins: HloInstruction, module: HloModule, cache: dict) -> int:
-    """Name-independent signature of one instruction: opcode, shape (with layout), attributes."""
-    comps = module.computations_by_name if "__comps" not in cache else cache["__comps"]
-    cache["__comps"] = comps
-    parts = [ins.opcode, ins.shape.to_text()]
-    if ins.opcode == "constant":
-        parts.append(ins.literal or "")
-    elif ins.opcode == "parameter":
-        return shape_signature(ins.shape)
-    for k in sorted(ins.attrs):
-        if k in _IGNORED_ATTRS:
-            continue
-        if k in CALLED_COMPUTATION_ATTRS:
-            names = ins.parsed[k]
-            names = names if isinstance(names, tuple) else (names,)
-            parts.append(k + "=" + ",".join(str(computation_signature(comps[n], module, cache)) for n in names))
-        else:
-            parts.append(f"{k}={ins.attrs[k]}")
-    return _h64("|".join(parts).encode())
-
-
-class Kernel:
-    """A fused subgraph of one computation: root, members (topological), external inputs, hash.
-
-    `multiplicity` is how many times it runs per program execution (while trip counts).
-    """
-
-    def __init__(self, space: "FusionSpace", comp: int, root: int, members: tuple, hash: Optional[str] = None):
-        self.space = space
-        self.comp = comp
-        self.root = root
-        self.members = members
-        self._hash = hash
-
-    @property
-    def hash(self) -> str:
-        """Canonical hash (computed on first use: cheap cost models never need it)."""
-        if self._hash is None:
-            self._hash = self.space.kernel_hash(self.comp, self.root, self.members)
-        return self._hash
-
-    @hash.setter
-    def hash(self, value: str) -> None:
-        self._hash = value
-
-    @classmethod
-    def from_ref(cls, space: "FusionSpace", ref: "KernelRef") -> "Kernel":
-        return cls(space, ref.comp, ref.root, ref.members, ref._hash)
-
-    def __repr__(self) -> str:
-        ops = ",".join(i.opcode for i in self.instructions[:6])
-        return f"Kernel({self.hash}, root={self.root_instruction.name}, n={len(self.members)}, ops={ops})"
-
-    # ---- structure
-    @property
-    def computation(self):
-        return self.space.program.computations[self.comp]
-
-    @property
-    def multiplicity(self) -> float:
-        return self.space.multiplicity[self.comp]
-
-    @cached_property
-    def instructions(self) -> list[HloInstruction]:
-        ins = self.computation.instructions
-        return [ins[m] for m in self.members]
-
-    @property
-    def root_instruction(self) -> HloInstruction:
-        return self.computation.instructions[self.root]
-
-    @cached_property
-    def inputs(self) -> list[int]:
-        return self.space.kernel_inputs(self.comp, self.root, self.members)
-
-    @property
-    def input_shapes(self) -> list[Shape]:
-        ins = self.computation.instructions
-        return [ins[i].shape for i in self.inputs]
-
-    @property
-    def output_shape(self) -> Shape:
-        return self.root_instruction.shape
-
-    @property
-    def opcodes(self) -> list[str]:
-        return [i.opcode for i in self.instructions]
-
-    @property
-    def fusion_kind(self) -> str:
-        return self.space.fusion_kind(self.comp, self.root, self.members)
-
-    @property
-    def is_trivial(self) -> bool:
-        """Only bitcasts: no data moves, no time."""
-        insts = self.computation.instructions
-        return all(insts[m].opcode == "bitcast" for m in self.members)
-
-    # ---- static metrics (HloCostAnalysis-like, bytes at the kernel boundary)
-    @cached_property
-    def cost(self):
-        from autotune.compiler.analysis import Cost
-        space, members = self.space, self.members
-        flops, trans, nbytes, consts = space.node_sums(self.comp)
-        # Bytes read: each distinct external operand once, scalar constants excluded (order does
-        # not matter here, so set algebra instead of the canonical input walk; this is the inner
-        # loop of fusion search with cheap cost models).
-        ops = space.program.computations[self.comp].operands
-        ext = set(chain.from_iterable(map(ops.__getitem__, members)))
-        ext.difference_update(members)
-        ext -= consts
-        return Cost(sum(map(flops.__getitem__, members)), sum(map(trans.__getitem__, members)),
-                    sum(map(nbytes.__getitem__, ext)), nbytes[self.root])
-
-    @property
-    def flops(self) -> float:
-        return self.cost.flops
-
-    @property
-    def transcendentals(self) -> float:
-        return self.cost.transcendentals
-
-    @property
-    def bytes_read(self) -> float:
-        return self.cost.bytes_read
-
-    @property
-    def bytes_written(self) -> float:
-        return self.cost.bytes_written
-
-    # ---- emission
-    def to_hlo_module(self, fused: Optional[bool] = None) -> str:
-        """A standalone HLO module computing this kernel: parameters for its inputs, its members, the
-        scalar constants it reads, and the attached computations (reducers) it calls.
-
-        With `fused` (default: True for multi-instruction kernels on targets whose compiler keeps
-        hand-made fusions, i.e. `cpu`), the members are wrapped in one `fusion` instruction so the
-        compiler measures exactly this kernel rather than re-deciding its fusion.
-        """
-        comp = self.computation
-        module = self.space.program.module
-        rules = self.space.rules
-        insts = comp.instructions
-        if fused is None:
-            fused = rules.name == "cpu" and rules.wrap_single(self.root_instruction) and \
-                all(self.space.node_class[self.comp][m] == 3 for m in self.members)
-        if fused and len(self.members) == 1 and not rules.wrap_single(self.root_instruction):
-            fused = False  # e.g. a lone dot on XLA:CPU: a library call, never a fusion
-        inputs = list(self.inputs)
-        mset = set(self.members)
-        consts = list(dict.fromkeys(o for m in self.members for o in comp.operands[m]
-                                    if o not in mset and o not in inputs))
-        if fused and not rules.inline_constants:
-            inputs += consts
-            consts = []
-        names: dict[int, str] = {}
-        params: list[str] = []
-        for k, i in enumerate(inputs):
-            names[i] = f"p{k}"
-            params.append(f"  p{k} = {insts[i].shape.to_text()} parameter({k})")
-        body: list[str] = []
-        for k, c in enumerate(consts):
-            names[c] = f"c{k}"
-            body.append(f"  c{k} = {insts[c].shape.to_text()} constant({insts[c].literal})")
-        called: list[str] = []
-        for k, m in enumerate(self.members):
-            names[m] = f"i{k}"
-        for m in self.members:
-            new = insts[m].copy(name=names[m], operands=[names[o] for o in comp.operands[m]],
-                                is_root=(m == self.root))
-            new.attrs.pop("metadata", None)
-            called.extend(new.called_computations())
-            body.append("  " + new.to_text(percent=False))
-        attached = _attached_computations(module, called)
-        out = [f"HloModule kernel_{self.hash}", ""]
-        for c in attached:
-            out.append(c.to_text(percent=False, metadata=False, is_entry=False))
-            out.append("")
-        if fused:
-            out.append("fused_kernel {")
-            out.extend(params)
-            out.extend(body)
-            out.append("}")
-            out.append("")
-            out.append("ENTRY main {")
-            out.extend(f"  a{k} = {insts[i].shape.to_text()} parameter({k})" for k, i in enumerate(inputs))
-            args = ", ".join(f"a{k}" for k in range(len(inputs)))
-            kind = rules.fusion_kind(comp, self.root, self.members)
-            out.append(f"  ROOT f = {self.output_shape.to_text()} fusion({args}), kind={kind}, calls=fused_kernel")
-            out.append("}")
-        else:
-            out.append("ENTRY main {")
-            out.extend(params)
-            out.extend(body)
-            out.append("}")
-        return "\n".join(out) + "\n"
-
-
-def _attached_computations(module: HloModule, roots: Sequence[str]) -> list[HloComputation]:
-    """The computations named (transitively), in module order so callees precede callers."""
-    comps = module.computations_by_name
-    need: set[str] = set()
-    stack = list(roots)
-    while stack:
-        n = stack.pop()
-        if n in need:
-            continue
-        need.add(n)
-        for ins in comps[n].instructions:
-            stack.extend(ins.called_computations())
-    return [c for c in module.computations if c.name in need]
-
+from autotune.compiler.hlo import HloComputation, HloInstruction, HloModule, Shape
+from autotune.compiler.opcodes import NODE_FUSIBLE, is_scalar_constant
+from autotune.compiler.signature import instruction_signature, shape_signature
+from autotune.compiler.targets import CpuRules
 
 # --------------------------------------------------------------------------------------------------
 # Whole-program emission
@@ -319,7 +60,6 @@ def emit_fused_module(space: "FusionSpace", cfg: "FusionConfig", metadata: bool 
     the values around them into reshapes that add or drop size-1 dims, and its ReshapeMover would
     then clone such a fusion with a new shape but its old body (rejected by XLA's verifier).
     """
-    from autotune.compiler.fusion import NODE_FUSIBLE, is_scalar_constant
 
     program = space.program
     module = program.module
@@ -395,7 +135,7 @@ def emit_fused_module(space: "FusionSpace", cfg: "FusionConfig", metadata: bool 
                 attrs["metadata"] = ins.attrs["metadata"]
             out.append(HloInstruction(ins.name, "fusion", ins.shape, [insts[i].name for i in inputs], attrs,
                                       {"calls": (fname,)}, is_root=ins.is_root))
-        if space.rules.name == "cpu" or kind is not None:  # compiled by XLA:CPU
+        if space.compilation_target.xla_cpu_emission or kind is not None:  # compiled by XLA:CPU
             out = _wrap_transposes_into_reshapes(out, fused_here, fresh)
         root_name = comp.hlo.root.name
         for i in out:
@@ -768,10 +508,9 @@ def cpu_checkable(space: "FusionSpace", cfg: "FusionConfig") -> CpuCheckable:
     decomposition) are emitted plain.
     Emitting the split kernels' elementwise ops plain would let XLA's simplifier and ReshapeMover
     rewrite them into reshapes around the checked fusions, which the real emission never has."""
-    from autotune.compiler.fusion import CpuRules, FusionConfig
     refs = space.state(cfg).refs()
     multi = [r for r in refs if len(r.members) > 1]
-    if space.rules.name == "cpu":
+    if space.compilation_target.xla_cpu_emission:
         comps = space.program.computations
         fused = [r for r in multi if not _one_element_elementwise(comps[r.comp], r)]
         return CpuCheckable(emit_fused_text(space, cfg, metadata=False), len(fused), len(multi))

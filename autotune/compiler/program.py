@@ -19,7 +19,7 @@ from typing import Optional
 
 from autotune.compiler.gc_pause import gc_paused
 from autotune.compiler.hlo import (MAX_ELEMENTS, HloComputation, HloInstruction, HloModule, HloParseError, async_sugar,
-                  parse_hlo, parse_hlo_file)
+                  parse_hlo, parse_hlo_file, reachable_computations)
 
 DEFAULT_TRIP_COUNT = 1
 
@@ -369,7 +369,7 @@ def _cse(comp: HloComputation) -> None:
     """Merge identical instructions (same opcode, shape, operands, attributes), as XLA's HloCSE does
     before fusion. Left duplicated, two copies of e.g. one reshape become two operands of a fusion
     that XLA merges into one after our emission, and the now-shared fused broadcasts of that value
-    break the fused computation's single-function partition (see fusion._single_function_partition)."""
+    break the fused computation's single-function partition (see targets.fusion_rules.single_function_partition)."""
     seen: dict[tuple, str] = {}
     alias: dict[str, str] = {}
     for ins in comp.instructions:
@@ -618,15 +618,7 @@ def _normalize(module: HloModule) -> Program:
                 queue.append(callee)
     mult = _multiplicities(entry.name, kinds, edges, filename)
     # Keep only computations still referenced (called ones are inlined away).
-    reachable: set[str] = set()
-    stack = [entry.name]
-    while stack:
-        n = stack.pop()
-        if n in reachable:
-            continue
-        reachable.add(n)
-        for ins in comps[n].instructions:
-            stack.extend(ins.called_computations())
+    reachable = reachable_computations(module, [entry.name], comps)
     module.computations = [c for c in module.computations if c.name in reachable]
     # Attached computations (reducers, comparators) must not keep stale tuple structure; normalize
     # them lightly too (they may contain calls from JAX).
@@ -683,17 +675,7 @@ def _multiplicities(entry: str, kinds: dict, edges: dict, filename: str) -> dict
 
 
 def _reachable(module: HloModule) -> set:
-    comps = module.computations_by_name
-    out: set[str] = set()
-    stack = [module.entry.name]
-    while stack:
-        n = stack.pop()
-        if n in out:
-            continue
-        out.add(n)
-        for ins in comps[n].instructions:
-            stack.extend(ins.called_computations())
-    return out
+    return reachable_computations(module, [module.entry.name])
 
 
 def load_program(path: str) -> Program:

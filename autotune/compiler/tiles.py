@@ -269,8 +269,8 @@ class TilingInfo:
     fixed-size numeric row for the vectorized geometry."""
 
     def __init__(self, kernel: Any, target: Any):
-        from autotune.compiler.targets import get_target
-        self.target = get_target(target)
+        from autotune.compiler.targets import get_spec
+        self.target = get_spec(target)
         sub, lanes = self.target.vector_shape
         self.hash = kernel.hash
         out_shape = kernel.output_shape

@@ -452,6 +452,7 @@ def run_pipeline(text: str, filename: str = "fuzz.hlo") -> dict:
     from autotune.compiler.hlo import parse_hlo
     from autotune.compiler.kernel import emit_fused_text
     from autotune.compiler.program import Program
+    from autotune.compiler.targets import get_target
     from autotune.tuning.store import MemoryStore
 
     module = parse_hlo(text, filename)
@@ -463,7 +464,7 @@ def run_pipeline(text: str, filename: str = "fuzz.hlo") -> dict:
         cfg = space.default()
         out[f"kernels_{target}"] = len(space.state(cfg).refs())
         out[f"emitted_{target}"] = len(emit_fused_text(space, cfg))
-        if target == "tpu":
+        if get_target(target).default_evaluator == "sim":
             sim = TpuSimulator(target="tpu", seed=0, store=MemoryStore())
             try:
                 ms = sim.measure(space.kernels(cfg))

@@ -218,7 +218,8 @@ def resolve_evaluator(evaluator: Any, target: str = "tpu", store: Any = None) ->
         from hardware.simulator import TpuSimulator
         return TpuSimulator(target, store=store)
     if name == "xla":
-        if target.startswith("tpu"):
+        from autotune.compiler.targets import get_spec
+        if get_spec(target).kind == "tpu":
             raise ValueError("the xla evaluator measures on this machine's backend: use --target cpu (or gpu)")
         from hardware.xla import XlaEvaluator
         return XlaEvaluator(target, store=store)

@@ -7,7 +7,7 @@ from autotune.compiler.program import Program
 from autotune.compiler.tiles import TileConfig, TileSpace
 from costmodels.analytical import AnalyticalCostModel
 from costmodels.base import get_cost_model
-from autotune.compiler.targets import get_target
+from autotune.compiler.targets import get_spec
 
 
 def one_kernel(body: str):
@@ -29,7 +29,7 @@ ADD = one_kernel("""
 EXP = one_kernel("""
   a = f32[1024,1024]{1,0} parameter(0)
   ROOT c = f32[1024,1024]{1,0} exponential(a)""")
-V3 = get_target("tpu-v3")
+V3 = get_spec("tpu-v3")
 
 
 def test_untiled_roofline():

@@ -236,7 +236,7 @@ def test_cpu_loop_body_fusions_never_read_fused_values_through_layouts():
     """Inside a while body XLA:CPU keeps no layout for values computed in a hand-made fusion, so a
     broadcast (slice, pad, reduce, ...) of one aborts its emitter (the threefry rotation
     `broadcast(32 - k)`); elementwise chains and broadcasts of kernel inputs still fuse there."""
-    from autotune.compiler.fusion import CpuRules
+    from autotune.compiler.targets import CpuRules
     sp = _load("loop_rotate_transpose", "cpu")
     body = next(c for c in sp.program.computations if c.kind == "while_body")
     assert body.in_loop and not sp.program.computations[0].in_loop

@@ -525,8 +525,8 @@ def test_all_reduce_crosses_the_interconnect(groups, g, models):
     local = _one(module(f"p = f32[1024,256]{{1,0}} parameter(0)\nROOT r = f32[1024,256]{{1,0}} negate(p)"),
                  "negate")
     t, t_local = _times([k], models)[:, 0], _times([local], models)[:, 0]
-    from autotune.compiler.targets import get_target
-    link = 2 * (g - 1) / g * nbytes / get_target("tpu").interconnect_bytes_per_s
+    from autotune.compiler.targets import get_spec
+    link = 2 * (g - 1) / g * nbytes / get_spec("tpu").interconnect_bytes_per_s
     assert np.all(t >= t_local + 0.99 * link) and (g > 1 or np.allclose(t, t_local, rtol=0.2))
 
 
@@ -544,12 +544,12 @@ def test_collectives_move_what_their_algorithm_sends():
 
 def test_host_transfers_cross_the_host_link(models):
     from autotune.compiler.tiles import device_work
-    from autotune.compiler.targets import get_target
+    from autotune.compiler.targets import get_spec
     n = 1 << 20
     k = _one(module(f"t = token[] after-all()\nr = (f32[{n}]{{0}}, token[]) infeed(t)\n"
                     f"ROOT g = f32[{n}]{{0}} get-tuple-element(r), index=0"), "infeed")
     assert device_work(k).host_bytes == 4 * n
-    assert np.all(_times([k], models) >= 4 * n / get_target("tpu").host_link_bytes_per_s)
+    assert np.all(_times([k], models) >= 4 * n / get_spec("tpu").host_link_bytes_per_s)
     out = _one(module(f"p = f32[{n}]{{0}} parameter(0)\nt = token[] after-all()\n"
                       f"ROOT r = token[] outfeed(p, t), outfeed_shape=f32[{n}]{{0}}"), "outfeed")
     assert device_work(out).host_bytes == 4 * n
@@ -557,12 +557,12 @@ def test_host_transfers_cross_the_host_link(models):
 
 def test_custom_call_is_memory_bound(models):
     from autotune.compiler.tiles import device_work
-    from autotune.compiler.targets import get_target
+    from autotune.compiler.targets import get_spec
     n = 1 << 22
     k = _one(module(f'p = f32[{n}]{{0}} parameter(0)\nROOT r = f32[{n}]{{0}} custom-call(p), '
                     'custom_call_target="my_kernel"'), "custom-call")
     assert k.cost.flops == -1 and device_work(k).flops == 0
-    assert np.all(_times([k], models) >= 2 * 4 * n / get_target("tpu").hbm_bytes_per_s)
+    assert np.all(_times([k], models) >= 2 * 4 * n / get_spec("tpu").hbm_bytes_per_s)
 
 
 def test_scan_runs_its_step_once_per_element_of_the_scanned_dim():

@@ -1,4 +1,5 @@
-"""Tests for autotune/compiler/targets.py: published specs are self-consistent, the host CPU is measured once."""
+"""Tests for the hardware specs of autotune/compiler/targets/ (get_spec): published specs are
+self-consistent, the host CPU is measured once (targets/host.py)."""
 from __future__ import annotations
 
 import dataclasses
@@ -6,8 +7,8 @@ import json
 
 import pytest
 
-from autotune.compiler import targets
-from autotune.compiler.targets import H100, TPU_V2, TPU_V3, TargetSpec, UnknownTargetError, get_target, list_targets
+from autotune.compiler.targets import H100, TPU_V2, TPU_V3, TargetSpec, UnknownTargetError, get_spec, list_specs
+from autotune.compiler.targets import host as targets
 
 
 @pytest.fixture(autouse=True)
@@ -19,14 +20,15 @@ def isolated_cache(tmp_path, monkeypatch):
 
 def test_names_and_aliases(monkeypatch):
     monkeypatch.setenv("AUTOTUNE_NO_MICROBENCH", "1")
-    assert get_target("tpu") is TPU_V3 and get_target("TPU-v3") is TPU_V3
-    assert get_target("tpu-v2") is TPU_V2 and get_target("h100") is H100
-    assert get_target("cpu").kind == "cpu" and get_target("host").name == "cpu"
-    assert get_target(TPU_V2) is TPU_V2
-    for name in list_targets():
-        assert get_target(name).name == name
+    assert get_spec("tpu") is TPU_V3 and get_spec("TPU-v3") is TPU_V3
+    assert get_spec("tpu-v2") is TPU_V2 and get_spec("h100") is H100
+    assert get_spec("cpu").kind == "cpu" and get_spec("host").name == "cpu"
+    assert get_spec(TPU_V2) is TPU_V2
+    assert get_spec("gpu") is H100  # the GPU spec (no GPU compilation target: see test_target_registry.py)
+    for name in list_specs():
+        assert get_spec(name).name == name
     with pytest.raises(UnknownTargetError, match="tpu-v3"):
-        get_target("tpu-v9")
+        get_spec("tpu-v9")
     assert issubclass(UnknownTargetError, ValueError)
 
 
@@ -71,7 +73,7 @@ def test_spec_is_frozen_and_validated():
 def test_cpu_without_microbench_uses_defaults(monkeypatch):
     monkeypatch.setenv("AUTOTUNE_NO_MICROBENCH", "1")
     monkeypatch.setattr(targets, "measure_host", lambda: pytest.fail("must not benchmark"))
-    cpu = get_target("cpu")
+    cpu = get_spec("cpu")
     assert not cpu.measured and cpu.kind == "cpu" and cpu.peak_flops > 0 and cpu.hbm_bytes_per_s > 0
     assert cpu.vector_shape[1] in (4, 8, 16) and cpu.scratchpad_bytes > 0 and cpu.num_cores >= 1
     assert not targets.host_cache_path().exists()
@@ -82,19 +84,19 @@ def test_cpu_is_measured_once_and_cached(monkeypatch):
     calls = []
     fake = {"peak_flops": 5e10, "hbm_bytes_per_s": 2e10, "vector_flops": 1e10, "transcendental_per_s": 1e9}
     monkeypatch.setattr(targets, "measure_host", lambda: calls.append(1) or dict(fake))
-    cpu = get_target("cpu")
+    cpu = get_spec("cpu")
     assert cpu.measured and cpu.peak_flops == 5e10 and cpu.hbm_bytes_per_s == 2e10 and calls == [1]
-    assert get_target("cpu") is cpu and calls == [1]  # memoized in-process
+    assert get_spec("cpu") is cpu and calls == [1]  # memoized in-process
     path = targets.host_cache_path()
     cached = json.loads(path.read_text())
     assert cached["peak_flops"] == 5e10 and cached["cpu_model"] == targets._cpu_model()
     # A fresh process (simulated) reads the cache instead of re-measuring.
     monkeypatch.setattr(targets, "_HOST_SPEC", None)
-    assert get_target("cpu").peak_flops == 5e10 and calls == [1]
+    assert get_spec("cpu").peak_flops == 5e10 and calls == [1]
     # A corrupt cache is re-measured and rewritten.
     path.write_text("{not json")
     monkeypatch.setattr(targets, "_HOST_SPEC", None)
-    assert get_target("cpu").peak_flops == 5e10 and calls == [1, 1]
+    assert get_spec("cpu").peak_flops == 5e10 and calls == [1, 1]
     assert json.loads(path.read_text())["format"] == 1
     # refresh=True re-measures.
     targets.host_cpu_spec(refresh=True)
