@@ -196,7 +196,7 @@ def test_crash_and_hang_hooks(evaluator, monkeypatch):
     monkeypatch.setenv(X.FAULT_ENV, "crash:k_crash,hang:k_hang")
     before = evaluator.worker_restarts
     ms = evaluator.measure([K("k_crash", ADD), K("ok1", ADD), K("k_hang", DOT), K("ok2", DOT)])
-    assert ms[0].status == f"crash: exit code {X._CRASH_EXIT_CODE}"
+    assert ms[0].status == f"crash: worker exited with code {X._CRASH_EXIT_CODE}"
     assert ms[1].ok
     assert ms[2].status == "timeout"
     assert ms[3].ok
