@@ -27,6 +27,7 @@ import pickle
 import signal
 import subprocess
 import sys
+import threading
 import time
 import weakref
 from collections import deque
@@ -100,10 +101,19 @@ def _digest(blob: bytes) -> str:
     return hashlib.sha1(blob).hexdigest()
 
 
+def _exit_with_parent(parent: int) -> None:
+    """Worker thread: end the worker when its parent is gone (killed, say), even mid-item."""
+    while os.getppid() == parent:
+        time.sleep(1.0)
+    os._exit(1)
+
+
 def _start_worker(initializer_blob: Optional[bytes]) -> None:
-    """pebble initializer: run the user's initializer; an exception is kept, not fatal (a worker
-    that died here would be restarted in a loop), and fails this worker's items instead."""
+    """pebble initializer: watch the parent, then run the user's initializer; its exception is
+    kept, not fatal (a worker dying here would be restarted in a loop), and fails the items."""
     global _INIT_ERROR
+    threading.Thread(target=_exit_with_parent, args=(os.getppid(),), daemon=True,
+                     name="autotune-parent-watch").start()
     if initializer_blob is None:
         return
     try:

@@ -32,9 +32,10 @@ Layers
 Test hook
 ---------
 The environment variable ``AUTOTUNE_XLA_TEST_FAULT`` simulates faults deterministically. It is a
-comma-separated list of ``crash:<hash>`` / ``hang:<hash>`` entries (``<hash>`` a kernel hash, or
-``*`` for every kernel). It is read by the *parent* at each request, so it can be changed while an
-evaluator is alive; the worker then exits with code 86 (``crash``) or sleeps forever (``hang``)
+comma-separated list of ``crash:<hash>`` / ``segv:<hash>`` / ``hang:<hash>`` entries (``<hash>`` a
+kernel hash, or ``*`` for every kernel). It is read by the *parent* at each request, so it can be
+changed while an evaluator is alive; the worker then exits with code 86 (``crash``), dies of a
+segmentation fault (``segv``: a null read, as a crash inside XLA would) or sleeps forever (``hang``)
 instead of measuring that kernel.
 
 Tiles: XLA chooses its own tiling, so :class:`XlaEvaluator` ignores the tile of a request (the
@@ -776,6 +777,9 @@ def _measure_in_process(req: dict) -> dict:
     fault = req.get("fault")
     if fault == "crash":
         os._exit(_CRASH_EXIT_CODE)
+    if fault == "segv":
+        import ctypes
+        ctypes.string_at(0)
     if fault == "hang":
         while True:
             time.sleep(3600)
@@ -850,7 +854,7 @@ def _faults_from_env() -> dict[str, str]:
     faults: dict[str, str] = {}
     for item in spec.split(","):
         kind, _, key = item.strip().partition(":")
-        if kind in ("crash", "hang") and key:
+        if kind in ("crash", "segv", "hang") and key:
             faults[key] = kind
     return faults
 
