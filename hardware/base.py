@@ -2,7 +2,8 @@
 
 An Evaluator measures kernels (optionally with a tile each) and returns one Measurement per item.
 Failures (compile error, crash, timeout) are values, never exceptions. Results are written to an
-optional measurement store as soon as they exist, and repeated requests are answered from it.
+optional measurement store as soon as they exist (an evaluator that measures one item at a time
+reports each with `Evaluator._report`), and repeated requests are answered from it.
 """
 from __future__ import annotations
 
@@ -123,6 +124,14 @@ def tile_key(tile: Any) -> str:
     return str(tile)
 
 
+class _StoreFailure(Exception):
+    """The store failed to commit a result: raised through `_measure_batch` unchanged."""
+
+    def __init__(self, error: Exception):
+        super().__init__(str(error))
+        self.error = error
+
+
 class Evaluator(ABC):
     """Measures kernels under a Budget; subclasses implement `_measure_batch`.
 
@@ -138,10 +147,19 @@ class Evaluator(ABC):
         self.store = store
         self.measured = 0  # fresh measurements (not from the store)
         self.budget_exhausted = False
+        self._on_result: Optional[Any] = None  # set by `measure` while a batch is measured
 
     @property
     def store_namespace(self) -> str:
         return f"{self.name}/{self.version}"
+
+    def _report(self, index: int, m: Measurement) -> None:
+        """Hand item `index` of the batch being measured to `measure` the moment it exists: it is
+        counted and committed to the store at once, before later items can fail or the run be
+        interrupted. Optional: items not reported are committed when `_measure_batch` returns."""
+        on_result = getattr(self, "_on_result", None)
+        if on_result is not None:
+            on_result(index, m)
 
     @abstractmethod
     def _measure_batch(self, kernels: Sequence[KernelLike], tiles: Sequence[Any]) -> list[Measurement]:
@@ -173,23 +191,42 @@ class Evaluator(ABC):
                 for i in todo:
                     uniq.setdefault((kernels[i].hash, tile_key(tiles[i])), []).append(i)
                 reps = [idx[0] for idx in uniq.values()]
-                try:
-                    results = self._measure_batch([kernels[i] for i in reps], [tiles[i] for i in reps])
-                except Exception as exc:  # an evaluator bug must not lose the run
-                    failure = Measurement.failure(f"{EVALUATOR_ERROR}: {type(exc).__name__}: {exc}")
-                    results = [failure] * len(reps)
-                results = list(results)
-                if len(results) != len(reps):  # a buggy evaluator must not leave holes (None) in the output
-                    hole = Measurement.failure(f"{EVALUATOR_ERROR}: {len(results)} results for {len(reps)} items")
-                    results = (results + [hole] * len(reps))[:len(reps)]
-                for rep, m in zip(reps, results):
+                results: dict[int, Measurement] = {}
+
+                def commit(j: int, m: Measurement) -> None:  # once per item, the moment it exists
+                    if j in results or not 0 <= j < len(reps):
+                        return
+                    results[j] = m
                     if m.status != "budget_exhausted":
                         self.measured += 1
                         if self.store is not None and not m.status.startswith(NOT_STORED):
-                            self.store.put(self.target, self.store_namespace, kernels[rep].hash,
-                                           tile_key(tiles[rep]), m)
+                            try:
+                                self.store.put(self.target, self.store_namespace, kernels[reps[j]].hash,
+                                               tile_key(tiles[reps[j]]), m)
+                            except Exception as exc:  # the store's own error, not an evaluator bug
+                                raise _StoreFailure(exc) from exc
+
+                self._on_result = commit
+                try:
+                    batch = list(self._measure_batch([kernels[i] for i in reps], [tiles[i] for i in reps]))
+                except _StoreFailure as failure:
+                    raise failure.error from None
+                except Exception as exc:  # an evaluator bug must not lose the run
+                    failure = Measurement.failure(f"{EVALUATOR_ERROR}: {type(exc).__name__}: {exc}")
+                    batch = [failure] * len(reps)
+                finally:
+                    self._on_result = None
+                if len(batch) != len(reps):  # a buggy evaluator must not leave holes (None) in the output
+                    hole = Measurement.failure(f"{EVALUATOR_ERROR}: {len(batch)} results for {len(reps)} items")
+                    batch = (batch + [hole] * len(reps))[:len(reps)]
+                try:
+                    for j, m in enumerate(batch):
+                        commit(j, m)  # a no-op for items already reported
+                except _StoreFailure as failure:
+                    raise failure.error from None
+                for j, rep in enumerate(reps):
                     for i in uniq[(kernels[rep].hash, tile_key(tiles[rep]))]:
-                        out[i] = m
+                        out[i] = results[j]
         return [m for m in out]  # type: ignore[misc]
 
     def close(self) -> None:

@@ -1,29 +1,39 @@
 """Parallel measurement: map `fn(payload) -> Measurement` over payloads in isolated workers.
 
-Measuring a kernel compiles and runs foreign code that may crash the process (segfault, abort,
-``os._exit``) or hang. The pool therefore runs each item in a worker process and turns every
-per-item problem into a failure value: a worker that dies becomes ``Measurement.failure("crash:
-...")``, one that exceeds its per-item timeout is killed and becomes ``Measurement.failure("timeout")``,
-and an exception raised by ``fn`` becomes ``Measurement.failure("error: ...")``. Dead workers are
-replaced. `map` never raises for an item.
+The one place that supervises measuring processes (XlaEvaluator and any other parallel evaluation
+go through it). Measuring a kernel compiles and runs foreign code that may crash the process
+(segfault, abort, ``os._exit``) or hang, so every per-item problem becomes a failure value: a
+worker that dies becomes ``Measurement.failure("crash: ...")``, an item past its timeout is killed
+with its worker and becomes ``Measurement.failure("timeout")``, and an exception raised by ``fn``
+becomes ``Measurement.failure("error: ...")``. `map` never raises for an item.
 
-Local workers use the ``spawn`` start method (jax/XLA are not fork-safe) and persist across `map`
-calls, so expensive imports are paid once per worker. ``n_workers=0`` runs in-process (no
-isolation and no timeout: for debugging). ``scheduler="tcp://HOST:PORT"`` submits the items to a
-dask.distributed cluster instead; each item then runs in a fresh Python subprocess on a dask
-worker, giving the same crash and timeout semantics.
+Local workers are a `pebble.ProcessPool` (per-task timeouts, a dead worker reported on its own
+task and replaced) in the ``spawn`` start method (jax/XLA are not fork-safe). Nothing starts
+before the first `map`; the workers then persist across calls (expensive imports and an optional
+``initializer`` are paid once per worker, outside item timeouts) until `close()`, the end of a
+``with`` block, garbage collection or interpreter exit. Items are handed out one per free worker,
+so ``skip`` (a budget check) is consulted right before each item starts, and ``on_result`` sees
+each result the moment it exists. ``n_workers=0`` runs in-process (no isolation and no timeout:
+for debugging). ``scheduler="tcp://HOST:PORT"`` submits the items to a dask.distributed cluster
+instead; each item then runs in a fresh Python subprocess on a dask worker (:func:`run_isolated`),
+giving the same crash and timeout semantics.
 """
 from __future__ import annotations
 
+import hashlib
 import multiprocessing as mp
 import os
 import pickle
 import signal
 import subprocess
 import sys
+import threading
 import time
-import traceback
-from multiprocessing.connection import Connection, wait
+import weakref
+from collections import deque
+from concurrent.futures import FIRST_COMPLETED, CancelledError, Future, wait
+from concurrent.futures import TimeoutError as TaskTimeout  # builtin TimeoutError from 3.11 on
+from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Callable, Optional, Sequence
 
 from hardware.base import Measurement
@@ -31,7 +41,10 @@ from hardware.base import Measurement
 __all__ = ["MeasurementPool", "run_isolated"]
 
 PayloadFn = Callable[[Any], Measurement]
+SkipFn = Callable[[], Optional[Measurement]]
+ResultFn = Callable[[int, Measurement], None]
 _MAX_FNS = 8  # functions cached per worker
+_POLL_S = 1.0  # how often a waiting `map` checks for a stalled pool
 
 
 def _dumps(obj: Any) -> bytes:
@@ -78,130 +91,157 @@ def _call(fn: PayloadFn, payload: Any) -> Measurement:
 
 
 # --------------------------------------------------------------------------------------------
-# Local worker processes
+# Worker side (module level: pebble's spawn workers import this module to run them)
 # --------------------------------------------------------------------------------------------
-def _worker_main(conn: Connection) -> None:
-    """Worker loop. Messages in: ("fn", id, bytes), ("item", idx, fn_id, bytes), ("stop",)."""
-    fns: dict[int, PayloadFn] = {}
-    conn.send(("ready", os.getpid()))
-    while True:
+_FNS: dict[str, PayloadFn] = {}  # function digest -> function, in each worker
+_INIT_ERROR: Optional[str] = None
+
+
+def _digest(blob: bytes) -> str:
+    return hashlib.sha1(blob).hexdigest()
+
+
+def _exit_with_parent(parent: int) -> None:
+    """Worker thread: end the worker when its parent is gone (killed, say), even mid-item."""
+    while os.getppid() == parent:
+        time.sleep(1.0)
+    os._exit(1)
+
+
+def _start_worker(initializer_blob: Optional[bytes]) -> None:
+    """pebble initializer: watch the parent, then run the user's initializer; its exception is
+    kept, not fatal (a worker dying here would be restarted in a loop), and fails the items."""
+    global _INIT_ERROR
+    threading.Thread(target=_exit_with_parent, args=(os.getppid(),), daemon=True,
+                     name="autotune-parent-watch").start()
+    if initializer_blob is None:
+        return
+    try:
+        pickle.loads(initializer_blob)()
+    except BaseException as exc:  # noqa: BLE001 - reported on each item
+        _INIT_ERROR = f"worker initializer failed: {_error_reason(exc)[len('error: '):]}"
+
+
+def _load_function(fn_blob: bytes) -> PayloadFn:
+    key = _digest(fn_blob)
+    fn = _FNS.get(key)
+    if fn is None:
+        fn = pickle.loads(fn_blob)
+        if len(_FNS) >= _MAX_FNS:  # keep a few recent functions, not every lambda ever sent
+            _FNS.pop(next(iter(_FNS)))
+        _FNS[key] = fn
+    return fn
+
+
+def _check_function(fn_blob: bytes) -> None:
+    """Task: load (and cache) a function, so that one that cannot load fails once, not per item."""
+    _load_function(fn_blob)
+
+
+def _run_item(fn_blob: bytes, payload_blob: bytes) -> bytes:
+    """Task: fn(payload) as a pickled Measurement (pickled here: nothing the parent cannot read)."""
+    if _INIT_ERROR is not None:
+        m = Measurement.failure(f"error: {_INIT_ERROR}")
+    else:
         try:
-            msg = conn.recv()
-        except (EOFError, OSError):
-            return
-        kind = msg[0]
-        if kind == "stop":
-            return
-        if kind == "fn":
-            _, fn_id, blob = msg
-            try:
-                fn = pickle.loads(blob)
-                if len(fns) >= _MAX_FNS:  # keep a few recent functions, not every lambda ever sent
-                    fns.pop(next(iter(fns)))
-                fns[fn_id] = fn
-                conn.send(("fn_ok", fn_id, None))
-            except BaseException as exc:  # noqa: BLE001 - report, do not die
-                conn.send(("fn_err", fn_id, f"cannot load function: {type(exc).__name__}: {exc}"))
-        elif kind == "item":
-            _, idx, fn_id, blob = msg
-            try:
-                payload = pickle.loads(blob)
-                m = _call(fns[fn_id], payload)
-            except BaseException as exc:  # noqa: BLE001
-                m = Measurement.failure(_error_reason(exc))
-            try:
-                conn.send(("result", idx, m))
-            except Exception as exc:  # unpicklable extra, say
-                conn.send(("result", idx, Measurement(m.seconds, m.status) if m.ok
-                           else Measurement.failure(_error_reason(exc))))
+            m = _call(_load_function(fn_blob), pickle.loads(payload_blob))
+        except BaseException as exc:  # noqa: BLE001 - SystemExit from fn, a payload that cannot load
+            m = Measurement.failure(_error_reason(exc))
+    try:
+        return pickle.dumps(m, protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception as exc:  # an unpicklable extra, say
+        kept = Measurement(m.seconds, m.status) if m.ok else Measurement.failure(_error_reason(exc))
+        return pickle.dumps(kept, protocol=pickle.HIGHEST_PROTOCOL)
 
 
-class _Worker:
-    """Parent-side handle of one worker process and its state."""
+# --------------------------------------------------------------------------------------------
+# Parent side
+# --------------------------------------------------------------------------------------------
+def _stop_pebble(pool: Any) -> None:
+    """Stop a pebble pool and its workers now (running tasks are killed)."""
+    try:
+        pool.stop()
+        pool.join(timeout=10)
+    except Exception:  # pragma: no cover - best effort
+        pass
 
-    def __init__(self, ctx, setup_timeout: float) -> None:
-        self.setup_deadline = time.monotonic() + setup_timeout  # for start-up and loading the function
-        self.conn, child = ctx.Pipe(duplex=True)
-        self.proc = ctx.Process(target=_worker_main, args=(child,), daemon=True, name="autotune-measure")
-        self.proc.start()
-        child.close()
-        self.ready = False
-        self.loaded: dict[int, None] = {}  # mirrors the worker's function cache (same eviction)
-        self.loading: Optional[int] = None
-        self.item: Optional[int] = None
-        self.deadline = float("inf")
 
-    @property
-    def idle(self) -> bool:
-        return self.ready and self.loading is None and self.item is None
-
-    def kill(self) -> None:
-        try:
-            if self.proc.is_alive():
-                self.proc.kill()
-            self.proc.join(5)
-        except Exception:  # pragma: no cover
-            pass
-        try:
-            self.conn.close()
-        except Exception:  # pragma: no cover
-            pass
-
-    def stop(self) -> None:
-        try:
-            self.conn.send(("stop",))
-        except Exception:
-            pass
-        self.proc.join(1)
-        self.kill()
+class _Broken(Exception):
+    """The pebble pool broke (a worker died outside any task): restart it and resubmit."""
 
 
 class MeasurementPool:
     """Map a picklable `fn(payload) -> Measurement` over payloads, in parallel, never raising per item.
 
     n_workers: local worker processes (default os.cpu_count(); 0 = in-process, no isolation).
-    timeout: default per-item limit in seconds (None = no limit), counted from when the item
-    reaches an idle, loaded worker. scheduler: "tcp://HOST:PORT" of a dask.distributed scheduler.
-    setup_timeout bounds a worker's start-up and the loading (unpickling, imports) of `fn`; after
-    max_start_failures workers fail to get ready in a row, the remaining items fail. Not thread-safe.
+    timeout: default per-item limit in seconds (None = no limit), counted from when a worker takes
+    the item. scheduler: "tcp://HOST:PORT" of a dask.distributed scheduler. initializer: a
+    picklable callable run once in each local worker as it starts (an exception there fails that
+    worker's items). setup_timeout bounds how long items may wait without any worker taking one
+    (start-up, initializer, loading `fn`); a pool that broke max_start_failures times in a row,
+    or a function that killed that many workers while loading, fails the remaining items.
+    Not thread-safe.
     """
 
     def __init__(self, n_workers: Optional[int] = None, timeout: Optional[float] = None,
                  scheduler: Optional[str] = None, mp_context: str = "spawn",
-                 max_start_failures: int = 3, setup_timeout: float = 300.0):
+                 max_start_failures: int = 3, setup_timeout: float = 300.0,
+                 initializer: Optional[Callable[[], Any]] = None):
         if n_workers is not None and n_workers < 0:
             raise ValueError("n_workers must be >= 0")
         self.n_workers = (os.cpu_count() or 1) if n_workers is None else int(n_workers)
         self.timeout = timeout
         self.scheduler = scheduler
-        self.max_start_failures = max_start_failures
+        self.max_start_failures = max(1, int(max_start_failures))
         self.setup_timeout = float(setup_timeout)
-        self._ctx = mp.get_context(mp_context)
-        self._workers: list[_Worker] = []
-        self._fn_ids: dict[bytes, int] = {}
-        self._next_fn_id = 0
+        self.mp_context = mp_context
+        self.initializer = initializer
+        self._pebble: Any = None
+        self._finalizer: Optional[weakref.finalize] = None
+        self._loaded: dict[str, None] = {}  # digests of functions known to load in a worker
         self._client = None
-        self.crashes = 0
-        self.timeouts = 0
+        self.crashes = 0  # items whose worker died under them
+        self.timeouts = 0  # items killed (with their worker) at their timeout
+        self.pool_restarts = 0  # pebble pools replaced after breaking
 
     # -- public ----------------------------------------------------------------------------------
-    def map(self, fn: PayloadFn, payloads: Sequence[Any], timeout: Optional[float] = None) -> list[Measurement]:
-        """One Measurement per payload, in order. Crashes, timeouts and exceptions become failures."""
+    @property
+    def started(self) -> bool:
+        """Whether local worker processes are (being) started; False until the first `map`."""
+        return self._pebble is not None
+
+    def map(self, fn: PayloadFn, payloads: Sequence[Any], timeout: Optional[float] = None, *,
+            skip: Optional[SkipFn] = None, on_result: Optional[ResultFn] = None) -> list[Measurement]:
+        """One Measurement per payload, in order. Crashes, timeouts and exceptions become failures.
+
+        skip: called right before an item is handed to a worker; a Measurement it returns is that
+        item's result and the item is not run (e.g. a spent budget). on_result(index, m): called in
+        this thread as soon as each item's result exists, before `map` returns.
+        """
         payloads = list(payloads)
         if not payloads:
             return []
         timeout = self.timeout if timeout is None else timeout
+        out: list[Optional[Measurement]] = [None] * len(payloads)
+
+        def finish(i: int, m: Measurement) -> None:
+            out[i] = m
+            if on_result is not None:
+                on_result(i, m)
+
         if self.scheduler:
-            return self._map_dask(fn, payloads, timeout)
-        if self.n_workers == 0:
-            return [_call(fn, p) for p in payloads]
-        return self._map_local(fn, payloads, timeout)
+            self._map_dask(fn, payloads, timeout, skip, finish)
+        elif self.n_workers == 0:
+            for i, p in enumerate(payloads):
+                gate = skip() if skip is not None else None
+                finish(i, gate if gate is not None else _call(fn, p))
+        else:
+            self._map_local(fn, payloads, timeout, skip, finish)
+        return [m if m is not None else Measurement.failure("crash: lost result") for m in out]
 
     def close(self) -> None:
         """Stop the worker processes / disconnect from the cluster."""
-        for w in self._workers:
-            w.stop()
-        self._workers = []
+        self._discard_pebble()
         if self._client is not None:
             try:
                 self._client.close()
@@ -214,175 +254,202 @@ class MeasurementPool:
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
-    def __del__(self) -> None:  # pragma: no cover - best effort
-        try:
-            self.close()
-        except Exception:
-            pass
-
     def __repr__(self) -> str:
         where = self.scheduler or ("in-process" if self.n_workers == 0 else f"{self.n_workers} local workers")
         return f"MeasurementPool({where}, timeout={self.timeout})"
 
     # -- local processes -------------------------------------------------------------------------
-    def _map_local(self, fn: PayloadFn, payloads: list[Any], timeout: Optional[float]) -> list[Measurement]:
-        out: list[Optional[Measurement]] = [None] * len(payloads)
+    def _pool(self) -> Any:
+        """The pebble pool, created on first use; stopped by close(), GC or interpreter exit."""
+        if self._pebble is None:
+            from pebble import ProcessPool
+
+            init_blob = _dumps(self.initializer) if self.initializer is not None else None
+            self._pebble = ProcessPool(max_workers=self.n_workers, initializer=_start_worker,
+                                       initargs=(init_blob,), context=mp.get_context(self.mp_context))
+            self._finalizer = weakref.finalize(self, _stop_pebble, self._pebble)
+        return self._pebble
+
+    def _discard_pebble(self) -> None:
+        if self._finalizer is not None:
+            self._finalizer()  # stops the pool once, and unregisters the exit hook
+        self._pebble = self._finalizer = None
+
+    def _schedule(self, task: Callable, args: tuple, timeout: Optional[float]) -> Future:
+        try:
+            return self._pool().schedule(task, args=args, timeout=timeout)
+        except RuntimeError as exc:  # "Unexpected error within the Pool": it broke meanwhile
+            raise _Broken(str(exc)) from None
+
+    def _ensure_loaded(self, fn_blob: bytes) -> Optional[str]:
+        """Load `fn` in a worker once per pool; the failure reason of every item if it cannot."""
+        key = _digest(fn_blob)
+        if key in self._loaded:
+            return None
+        reason = ""
+        for _ in range(self.max_start_failures):
+            try:
+                fut = self._schedule(_check_function, (fn_blob,), None)
+                done, _ = wait([fut], timeout=self.setup_timeout)
+                if not done:
+                    fut.cancel()
+                    self._discard_pebble()
+                    reason = f"no response within {self.setup_timeout:g} s"
+                    continue
+                exc = fut.exception()
+            except _Broken as b:
+                exc = BrokenProcessPool(str(b))
+            if exc is None:
+                if len(self._loaded) >= 64:
+                    self._loaded.clear()
+                self._loaded[key] = None
+                return None
+            if isinstance(exc, BrokenProcessPool):
+                self._discard_pebble()
+                self.pool_restarts += 1
+                reason = "worker pool broke"
+                continue
+            from pebble import ProcessExpired
+
+            if isinstance(exc, ProcessExpired):
+                reason = _describe_exit(exc.exitcode)
+                continue
+            return f"error: cannot load function: {type(exc).__name__}: {exc}"
+        return f"crash: worker failed to start or load the function ({reason})"
+
+    def _map_local(self, fn: PayloadFn, payloads: list[Any], timeout: Optional[float],
+                   skip: Optional[SkipFn], finish: Callable[[int, Measurement], None]) -> None:
+        from pebble import ProcessExpired
+
         try:
             fn_blob = _dumps(fn)
         except Exception as exc:
-            return [Measurement.failure(f"error: cannot pickle function: {exc}")] * len(payloads)
-        fn_id = self._fn_ids.get(fn_blob)
-        if fn_id is None:
-            if len(self._fn_ids) >= 64:
-                self._fn_ids.clear()  # ids stay unique: they come from a counter
-            fn_id = self._fn_ids[fn_blob] = self._next_fn_id
-            self._next_fn_id += 1
-        pending: list[tuple[int, bytes]] = []
+            for i in range(len(payloads)):
+                finish(i, Measurement.failure(f"error: cannot pickle function: {exc}"))
+            return
+        queue: deque[tuple[int, bytes]] = deque()
         for i, p in enumerate(payloads):
             try:
-                pending.append((i, _dumps(p)))
+                queue.append((i, _dumps(p)))
             except Exception as exc:
-                out[i] = Measurement.failure(f"error: cannot pickle payload: {exc}")
-        pending.reverse()  # pop() from the end keeps submission order
-        want = min(self.n_workers, len(pending))
-        for w in self._workers:  # a map interrupted earlier (KeyboardInterrupt) may leave stale work
-            if w.item is not None or w.loading is not None or not w.proc.is_alive():
-                w.kill()
-        self._workers = [w for w in self._workers if w.proc.is_alive() and w.item is None and w.loading is None]
-        while len(self._workers) < want:
-            self._workers.append(_Worker(self._ctx, self.setup_timeout))
-        start_failures = 0
-        last_start_error = ""
-        fn_error: Optional[str] = None
+                finish(i, Measurement.failure(f"error: cannot pickle payload: {exc}"))
+        if not queue:
+            return
+        load_error = self._ensure_loaded(fn_blob)
+        if load_error is not None:
+            for i, _ in queue:
+                finish(i, Measurement.failure(load_error))
+            return
+        in_flight: dict[Future, tuple[int, bytes]] = {}
+        breaks = 0
+        last_progress = time.monotonic()
 
-        def finish(idx: int, m: Measurement) -> None:
-            out[idx] = m
+        def fail_all(reason: str) -> None:
+            for fut, (i, _) in list(in_flight.items()):
+                fut.cancel()
+                finish(i, Measurement.failure(reason))
+            in_flight.clear()
+            while queue:
+                finish(queue.popleft()[0], Measurement.failure(reason))
 
-        while pending or any(w.item is not None for w in self._workers):
-            if fn_error is not None:
-                for idx, _ in pending:
-                    finish(idx, Measurement.failure(f"error: {fn_error}"))
-                pending.clear()
-                if not any(w.item is not None for w in self._workers):
-                    break
-            # Hand out work to idle workers.
-            for w in self._workers:
-                if not w.ready or w.loading is not None or w.item is not None:
-                    continue
-                if fn_id not in w.loaded:
-                    if pending:
-                        w.loading = fn_id
-                        w.setup_deadline = time.monotonic() + self.setup_timeout
-                        self._send(w, ("fn", fn_id, fn_blob))
-                    continue
-                if pending:
-                    idx, blob = pending.pop()
-                    w.item = idx
-                    w.deadline = time.monotonic() + timeout if timeout is not None else float("inf")
-                    self._send(w, ("item", idx, fn_id, blob))  # a death shows on the sentinel
-            # Wait for a message, a death, or the nearest deadline.
-            now = time.monotonic()
-            deadline = min([w.deadline for w in self._workers if w.item is not None] +
-                           [w.setup_deadline for w in self._workers if not w.ready or w.loading is not None],
-                           default=float("inf"))
-            wait_s = None if deadline == float("inf") else max(0.0, deadline - now)
-            objs: list[Any] = []
-            for w in self._workers:
-                objs.extend((w.conn, w.proc.sentinel))
-            ready = set(wait(objs, timeout=wait_s)) if objs else set()
-            now = time.monotonic()
-            replace: list[_Worker] = []
-            for w in self._workers:
-                if w.conn in ready:
-                    try:
-                        while w.conn.poll():
-                            msg = w.conn.recv()
-                            kind = msg[0]
-                            if kind == "ready":
-                                w.ready = True
-                                w.setup_deadline = float("inf")
-                            elif kind == "fn_ok":
-                                start_failures = 0
-                                w.setup_deadline = float("inf")
-                                if len(w.loaded) >= _MAX_FNS:
-                                    w.loaded.pop(next(iter(w.loaded)))
-                                w.loaded[msg[1]] = None
-                                w.loading = None
-                            elif kind == "fn_err":
-                                w.loading = None
-                                w.setup_deadline = float("inf")
-                                fn_error = msg[2]
-                            elif kind == "result":
-                                if w.item == msg[1]:
-                                    finish(msg[1], _as_measurement(msg[2]))
-                                    w.item, w.deadline = None, float("inf")
-                    except (EOFError, OSError):
-                        pass  # died: handled through the sentinel
-                if not w.proc.is_alive() and (w.proc.sentinel in ready or w.conn in ready
-                                              or w.proc.exitcode is not None):
-                    w.proc.join(1)
-                    reason = _describe_exit(w.proc.exitcode)
-                    if w.item is not None:
-                        self.crashes += 1
-                        finish(w.item, Measurement.failure(f"crash: {reason}"))
-                        w.item = None
-                    elif not w.ready or w.loading is not None:
-                        start_failures += 1
-                        last_start_error = reason
-                    replace.append(w)
-                elif (not w.ready or w.loading is not None) and now >= w.setup_deadline:
-                    start_failures += 1
-                    last_start_error = f"no response within {self.setup_timeout:g} s"
-                    replace.append(w)
-                elif w.item is not None and now >= w.deadline:
-                    self.timeouts += 1
-                    finish(w.item, Measurement.failure("timeout"))
-                    w.item = None
-                    replace.append(w)
-            for w in replace:
-                w.kill()
-                self._workers.remove(w)
-            if start_failures >= self.max_start_failures:
-                for idx, _ in pending:
-                    finish(idx, Measurement.failure(
-                        f"crash: worker failed to start or load the function ({last_start_error})"))
-                pending.clear()
-            busy = sum(1 for w in self._workers if w.item is not None)
-            while pending and len(self._workers) < min(self.n_workers, len(pending) + busy):
-                self._workers.append(_Worker(self._ctx, self.setup_timeout))
-        return [m if m is not None else Measurement.failure("crash: lost result") for m in out]
-
-    @staticmethod
-    def _send(w: _Worker, msg: tuple) -> bool:
         try:
-            w.conn.send(msg)
-            return True
-        except (OSError, ValueError, BrokenPipeError):
-            return False
+            while queue or in_flight:
+                broken = False
+                while queue and len(in_flight) < self.n_workers:  # one item per worker
+                    i, blob = queue[0]
+                    gate = skip() if skip is not None else None
+                    if gate is not None:
+                        queue.popleft()
+                        finish(i, gate)
+                        continue
+                    try:
+                        fut = self._schedule(_run_item, (fn_blob, blob), timeout)
+                    except _Broken:
+                        broken = True
+                        break
+                    queue.popleft()
+                    in_flight[fut] = (i, blob)
+                if not broken:
+                    done, _ = wait(list(in_flight), timeout=_POLL_S, return_when=FIRST_COMPLETED)
+                    now = time.monotonic()
+                    for fut in done:
+                        i, blob = in_flight.pop(fut)
+                        try:
+                            exc = fut.exception()
+                        except CancelledError as c:
+                            exc = c
+                        if isinstance(exc, BrokenProcessPool):
+                            broken = True
+                            queue.appendleft((i, blob))  # it never ran: pebble knew of no running task
+                            continue
+                        last_progress = now
+                        breaks = 0
+                        if exc is None:
+                            try:
+                                m = _as_measurement(pickle.loads(fut.result()))
+                            except Exception as err:
+                                m = Measurement.failure(f"error: cannot read result: {err}")
+                        elif isinstance(exc, TaskTimeout):
+                            self.timeouts += 1
+                            m = Measurement.failure("timeout")
+                        elif isinstance(exc, ProcessExpired):
+                            self.crashes += 1
+                            m = Measurement.failure(f"crash: {_describe_exit(exc.exitcode)}")
+                        else:
+                            m = Measurement.failure(_error_reason(exc))
+                        finish(i, m)
+                    if any(f.running() for f in in_flight):
+                        last_progress = now
+                    elif in_flight and now - last_progress > self.setup_timeout:
+                        self._discard_pebble()
+                        fail_all(f"crash: worker failed to start or load the function "
+                                 f"(no worker ready within {self.setup_timeout:g} s)")
+                if broken:
+                    # A worker died while pebble knew of no running task (start-up, an idle
+                    # worker killed): every unfinished task was aborted. Restart and resubmit.
+                    for fut, item in list(in_flight.items()):
+                        queue.appendleft(item)
+                    in_flight.clear()
+                    queue = deque(sorted(queue, key=lambda item: item[0]))
+                    self._discard_pebble()
+                    self.pool_restarts += 1
+                    breaks += 1
+                    if breaks >= self.max_start_failures:
+                        fail_all(f"crash: worker failed to start or load the function "
+                                 f"(worker pool broke {breaks} times in a row)")
+        except BaseException:
+            for fut in in_flight:  # interrupted: running items are killed with their workers
+                fut.cancel()
+            raise
 
     # -- dask.distributed ------------------------------------------------------------------------
-    def _map_dask(self, fn: PayloadFn, payloads: list[Any], timeout: Optional[float]) -> list[Measurement]:
+    def _map_dask(self, fn: PayloadFn, payloads: list[Any], timeout: Optional[float],
+                  skip: Optional[SkipFn], finish: Callable[[int, Measurement], None]) -> None:
         try:
             client = self._get_client()
         except Exception as exc:
             reason = f"crash: cannot reach scheduler {self.scheduler}: {type(exc).__name__}: {exc}"
-            return [Measurement.failure(reason)] * len(payloads)
-        futures = []
-        for p in payloads:
-            try:
-                futures.append(client.submit(run_isolated, fn, p, timeout, pure=False))
-            except Exception as exc:
-                futures.append(Measurement.failure(f"error: cannot submit: {type(exc).__name__}: {exc}"))
-        out: list[Measurement] = []
-        for f in futures:
-            if isinstance(f, Measurement):
-                out.append(f)
+            for i in range(len(payloads)):
+                finish(i, Measurement.failure(reason))
+            return
+        from distributed import as_completed
+
+        futures = {}
+        for i, p in enumerate(payloads):
+            gate = skip() if skip is not None else None
+            if gate is not None:
+                finish(i, gate)
                 continue
             try:
-                out.append(_as_measurement(f.result()))
+                futures[client.submit(run_isolated, fn, p, timeout, pure=False)] = i
+            except Exception as exc:
+                finish(i, Measurement.failure(f"error: cannot submit: {type(exc).__name__}: {exc}"))
+        for f in as_completed(list(futures), loop=client.loop):
+            try:
+                m = _as_measurement(f.result())
             except Exception as exc:  # KilledWorker, CancelledError, communication errors
-                out.append(Measurement.failure(f"crash: {type(exc).__name__}: {exc}"))
-        return out
+                m = Measurement.failure(f"crash: {type(exc).__name__}: {exc}")
+            finish(futures[f], m)
 
     def _get_client(self):
         if self._client is None:

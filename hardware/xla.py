@@ -24,16 +24,18 @@ Layers
    :func:`verification_inputs` and :func:`output_error` (does a rewritten program compute what the
    original computes) and :func:`xla_fusion_report`.
 3. :class:`XlaEvaluator`: an :class:`~hardware.base.Evaluator` that measures each kernel's
-   standalone HLO module in a persistent worker subprocess (spawn context). A compile error, a
-   crash of the worker (segfault in XLA, abort) or a hang past ``timeout_s`` becomes a failed
-   :class:`~hardware.base.Measurement` and the worker is restarted; the run goes on.
+   standalone HLO module in worker processes of a :class:`~hardware.pool.MeasurementPool`
+   (spawn context, started on first use). A compile error, a crash of the worker (segfault in
+   XLA, abort) or a hang past ``timeout_s`` becomes a failed :class:`~hardware.base.Measurement`
+   and the worker is replaced; the run goes on.
 
 Test hook
 ---------
 The environment variable ``AUTOTUNE_XLA_TEST_FAULT`` simulates faults deterministically. It is a
-comma-separated list of ``crash:<hash>`` / ``hang:<hash>`` entries (``<hash>`` a kernel hash, or
-``*`` for every kernel). It is read by the *parent* at each request, so it can be changed while an
-evaluator is alive; the worker then exits with code 86 (``crash``) or sleeps forever (``hang``)
+comma-separated list of ``crash:<hash>`` / ``segv:<hash>`` / ``hang:<hash>`` entries (``<hash>`` a
+kernel hash, or ``*`` for every kernel). It is read by the *parent* at each request, so it can be
+changed while an evaluator is alive; the worker then exits with code 86 (``crash``), dies of a
+segmentation fault (``segv``: a null read, as a crash inside XLA would) or sleeps forever (``hang``)
 instead of measuring that kernel.
 
 Tiles: XLA chooses its own tiling, so :class:`XlaEvaluator` ignores the tile of a request (the
@@ -44,22 +46,20 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import math
-import multiprocessing as mp
 import os
 import re
-import signal
 import statistics
 import time
-import traceback
 from dataclasses import asdict, dataclass, field
 from typing import Any, Optional, Sequence, Union
 
 import numpy as np
 
 from hardware.base import Budget, Evaluator, KernelLike, Measurement
+from hardware.pool import MeasurementPool
 
 __all__ = [
-    "XlaApiError", "TimingOptions", "TimingResult", "CompiledHlo", "XlaEvaluator",
+    "XlaApiError", "XlaStartError", "TimingOptions", "TimingResult", "CompiledHlo", "XlaEvaluator",
     "jaxlib_version", "backend_platform", "parse_hlo_text", "parameter_shapes", "compile_hlo",
     "optimized_hlo_text", "cost_analysis", "random_inputs", "run_hlo", "time_compiled",
     "xla_fusion_report", "strip_metadata", "donated_parameters", "verification_inputs", "output_error",
@@ -73,6 +73,12 @@ _IMPL_VERSION = "1"
 
 class XlaApiError(RuntimeError):
     """The installed jaxlib lacks a private API this module relies on."""
+
+
+class XlaStartError(XlaApiError):
+    """The measuring worker could not start jax (an error, a crash or no answer in time).
+
+    A kind of XlaApiError: the installed jax/jaxlib cannot be used here (one clear line in the CLI)."""
 
 
 # --------------------------------------------------------------------------------------------
@@ -771,6 +777,9 @@ def _measure_in_process(req: dict) -> dict:
     fault = req.get("fault")
     if fault == "crash":
         os._exit(_CRASH_EXIT_CODE)
+    if fault == "segv":
+        import ctypes
+        ctypes.string_at(0)
     if fault == "hang":
         while True:
             time.sleep(3600)
@@ -808,149 +817,36 @@ def _measure_in_process(req: dict) -> dict:
             "compile_s": compiled.compile_seconds, **extra}
 
 
-def _pool_measure(req: dict) -> Measurement:
-    """One kernel request as a MeasurementPool/dask task (module level: picklable)."""
-    resp = _measure_in_process(req)
+def _measure_request(req: dict) -> Measurement:
+    """One kernel or program request as a MeasurementPool task (module level: picklable)."""
+    try:
+        resp = _measure_in_process(req)
+    except Exception as exc:
+        resp = {"status": f"worker_error: {type(exc).__name__}: {_first_line(exc)}"}
+    checked = {k: resp[k] for k in ("output_error", "outputs_match") if k in resp}
     if resp.get("status") != "ok":
-        return Measurement.failure(resp.get("status", "worker_error: no status"))
+        m = Measurement.failure(resp.get("status", "worker_error: no status"))
+        m.extra.update(checked)
+        return m
     repeats = list(resp["repeats"])
     cv = statistics.stdev(repeats) / statistics.fmean(repeats) if len(repeats) > 1 else 0.0
-    return Measurement(float(resp["seconds"]), extra={"repeats": repeats, "number": resp["number"],
-                                                      "compile_s": resp["compile_s"], "cv": cv})
+    return Measurement(float(resp["seconds"]), extra={
+        "repeats": repeats, "number": resp["number"], "compile_s": resp["compile_s"], "cv": cv, **checked})
 
 
-def _worker_main(conn: Any) -> None:
-    """Worker loop: handshake, then answer measure requests until it receives None."""
+def _backend_probe(_: Any = None) -> Measurement:
+    """Pool task: the worker's backend, as ``extra`` {"platform", "jaxlib"} (raises if jax cannot start)."""
+    api = _api()
+    return Measurement(0.0, extra={"platform": api.platform, "jaxlib": api.version})
+
+
+def _start_jax() -> None:
+    """Pool initializer: import jax and resolve the shim as each worker starts, outside the item
+    timeouts. An error is left for the worker's first request to report with its message."""
     try:
-        api = _api()
-        conn.send({"ready": True, "platform": api.platform, "jaxlib": api.version})
-    except BaseException as exc:  # report and die: the parent turns this into failures
-        conn.send({"ready": False, "error": f"{type(exc).__name__}: {_first_line(exc)}"})
-        return
-    while True:
-        try:
-            req = conn.recv()
-        except (EOFError, OSError):
-            return
-        if req is None:
-            return
-        try:
-            resp = _measure_in_process(req)
-        except BaseException as exc:
-            resp = {"status": f"worker_error: {type(exc).__name__}: {_first_line(exc)}",
-                    "traceback": traceback.format_exc(limit=5)}
-        conn.send(resp)
-
-
-def _exit_reason(code: Optional[int]) -> str:
-    if code is None:
-        return "crash: worker died"
-    if code < 0:
-        try:
-            return f"crash: exit code {code} ({signal.Signals(-code).name})"
-        except ValueError:
-            pass
-    return f"crash: exit code {code}"
-
-
-class _WorkerProcess:
-    """One persistent spawn-context worker, restarted on demand after a crash or timeout."""
-
-    def __init__(self, startup_timeout_s: float = 120.0):
-        self.startup_timeout_s = startup_timeout_s
-        self._proc: Any = None
-        self._conn: Any = None
-        self.info: dict = {}
-        self.restarts = 0
-        self._lost = False  # the last worker died or was killed; the next start is a restart
-
-    @property
-    def alive(self) -> bool:
-        return self._proc is not None and self._proc.is_alive()
-
-    def start(self) -> dict:
-        """Start (if needed) and return the handshake {"platform", "jaxlib"}; raises on failure."""
-        if self.alive:
-            return self.info
-        self._discard()
-        ctx = mp.get_context("spawn")
-        parent, child = ctx.Pipe(duplex=True)
-        proc = ctx.Process(target=_worker_main, args=(child,), daemon=True,
-                           name="autotune-xla-worker")
-        proc.start()
-        child.close()
-        self._proc, self._conn = proc, parent
-        if not parent.poll(self.startup_timeout_s):
-            self._discard()
-            raise RuntimeError(f"XLA worker did not start within {self.startup_timeout_s:.0f}s")
-        try:
-            hello = parent.recv()
-        except (EOFError, OSError):
-            proc.join(5)
-            code = proc.exitcode
-            self._discard()
-            raise RuntimeError(f"XLA worker failed to start ({_exit_reason(code)})")
-        if not hello.get("ready"):
-            self._discard()
-            raise RuntimeError(f"XLA worker failed to start: {hello.get('error')}")
-        self.info = hello
-        return hello
-
-    def request(self, req: dict, timeout_s: Optional[float]) -> dict:
-        """Send one request; a dead worker -> {"status": "crash: ..."}, no answer -> "timeout"."""
-        try:
-            if not self.alive:
-                if self._proc is not None or self._lost:
-                    self.restarts += 1
-                self._lost = False
-                self.start()
-            self._conn.send(req)
-        except Exception as exc:
-            self._discard()
-            return {"status": f"crash: worker unavailable: {_first_line(exc)}"}
-        try:
-            ready = self._conn.poll(timeout_s)
-        except (EOFError, OSError):
-            ready = True
-        if not ready:
-            self._discard()
-            self._lost = True
-            return {"status": "timeout"}
-        try:
-            return self._conn.recv()
-        except (EOFError, OSError):
-            proc = self._proc
-            proc.join(10)
-            code = proc.exitcode
-            self._discard()
-            self._lost = True
-            return {"status": _exit_reason(code)}
-
-    def _discard(self) -> None:
-        proc, conn = self._proc, self._conn
-        self._proc = self._conn = None
-        if conn is not None:
-            try:
-                conn.close()
-            except Exception:
-                pass
-        if proc is not None:
-            if proc.is_alive():
-                proc.kill()
-            proc.join(10)
-            try:
-                proc.close()
-            except Exception:
-                pass
-
-    def close(self) -> None:
-        if self.alive:
-            try:
-                self._conn.send(None)
-                self._proc.join(5)
-            except Exception:
-                pass
-        self._discard()
+        _api()
+    except Exception:
+        pass
 
 
 def _faults_from_env() -> dict[str, str]:
@@ -958,7 +854,7 @@ def _faults_from_env() -> dict[str, str]:
     faults: dict[str, str] = {}
     for item in spec.split(","):
         kind, _, key = item.strip().partition(":")
-        if kind in ("crash", "hang") and key:
+        if kind in ("crash", "segv", "hang") and key:
             faults[key] = kind
     return faults
 
@@ -966,14 +862,19 @@ def _faults_from_env() -> dict[str, str]:
 class XlaEvaluator(Evaluator):
     """Kernel runtimes measured on the real backend through jaxlib (CPU here, GPU where present).
 
-    Each kernel's ``to_hlo_module()`` text goes to a persistent worker subprocess (spawn context;
-    started in the constructor, which learns the platform from it) that compiles it, makes
-    :func:`random_inputs`, times it with ``timing`` and answers seconds per execution. Statuses:
-    ``ok``; ``compile_error: <first line>``; ``crash: exit code N`` (worker restarted on the next
-    request); ``timeout`` (no answer within ``timeout_s``, compile included: the worker is killed
-    and restarted); ``unsupported: ...`` (e.g. tuple parameters); ``runtime_error: ...``;
-    ``budget_exhausted`` (the Budget ran out during the batch). ``extra`` carries ``repeats``
-    (seconds per run of each repeat), ``number``, ``compile_s`` and ``cv``.
+    Each kernel's ``to_hlo_module()`` text goes to a worker of a :class:`~hardware.pool.MeasurementPool`
+    (``n_workers`` spawn-context processes, or a dask cluster with ``scheduler``) that compiles it,
+    makes :func:`random_inputs`, times it with ``timing`` and answers seconds per execution. The
+    constructor starts nothing: the workers start on first use (a measurement, or a question about
+    the backend: ``platform``, ``version``, a ``target`` left to the backend) and stop at `close()`,
+    the end of a ``with`` block or interpreter exit. A backend that cannot start at all raises
+    :class:`XlaStartError` from that first use. Statuses: ``ok``; ``compile_error: <first line>``;
+    ``crash: worker ...`` (the worker died: segfault in XLA, abort; it is replaced and the run goes
+    on); ``timeout`` (no answer within ``timeout_s``, compile included: the worker is killed and
+    replaced); ``unsupported: ...`` (e.g. tuple parameters); ``runtime_error: ...``;
+    ``budget_exhausted`` (the Budget ran out during the batch: checked before each kernel starts).
+    ``extra`` carries ``repeats`` (seconds per run of each repeat), ``number``, ``compile_s`` and
+    ``cv``. Each result reaches the store as soon as it exists.
 
     ``version`` is ``"1-jaxlib<ver>-<platform>"`` (plus a flags digest when fusion is disabled or
     XLA flags are set), so stored measurements never mix jaxlib versions or backends.
@@ -987,48 +888,64 @@ class XlaEvaluator(Evaluator):
                  xla_flags: Optional[dict[str, Any]] = None, startup_timeout_s: float = 120.0,
                  n_workers: int = 1, scheduler: Optional[str] = None):
         _require_jaxlib()
+        super().__init__(target, budget, store)  # target None: the backend's, learnt on first use
         self.timing = timing
-        # n_workers > 1 or a dask scheduler ("tcp://HOST:PORT"): kernels go through a MeasurementPool
-        # (same failure semantics: crashes and timeouts become failed Measurements).
-        self._pool = None
-        if n_workers > 1 or scheduler:
-            from hardware.pool import MeasurementPool
-            self._pool = MeasurementPool(n_workers=n_workers, timeout=timeout_s, scheduler=scheduler)
         self.timeout_s = timeout_s
         self.seed = seed
         self.disable_fusion = disable_fusion
         self.xla_flags = dict(xla_flags or {})
-        self._worker = _WorkerProcess(startup_timeout_s)
-        info = self._worker.start()
-        self.platform: str = info["platform"]
-        self.jaxlib_version: str = info["jaxlib"]
-        super().__init__(target or _target_for_platform(self.platform), budget, store)
+        self.startup_timeout_s = startup_timeout_s
+        self._backend: Optional[dict] = None
+        self._pool = MeasurementPool(n_workers=max(1, int(n_workers)), timeout=timeout_s,
+                                     scheduler=scheduler, setup_timeout=startup_timeout_s,
+                                     initializer=_start_jax)
+
+    # -- the backend, learnt from a worker on first use --------------------------------------------
+    def _backend_info(self) -> dict:
+        """{"platform", "jaxlib"} of the measuring workers (starts them; raises XlaStartError)."""
+        if self._backend is None:
+            (m,) = self._pool.map(_backend_probe, [None], timeout=self.startup_timeout_s)
+            if not m.ok:
+                raise XlaStartError(f"XLA worker failed to start: {m.status}")
+            self._backend = dict(m.extra)
+        return self._backend
+
+    @property
+    def platform(self) -> str:
+        """Platform of the workers' jax backend ("cpu", "cuda", ...)."""
+        return self._backend_info()["platform"]
+
+    @property
+    def jaxlib_version(self) -> str:
+        return self._backend_info()["jaxlib"]
+
+    @property
+    def target(self) -> str:  # type: ignore[override]
+        if self._target is None:
+            self._target = _target_for_platform(self.platform)
+        return self._target
+
+    @target.setter
+    def target(self, value: Optional[str]) -> None:
+        self._target = value
+
+    @property
+    def version(self) -> str:  # type: ignore[override]
         version = f"{_IMPL_VERSION}-jaxlib{self.jaxlib_version}-{self.platform}"
-        if disable_fusion or self.xla_flags:
-            digest = hashlib.sha1(repr((disable_fusion, sorted(self.xla_flags.items()))).encode())
+        if self.disable_fusion or self.xla_flags:
+            digest = hashlib.sha1(repr((self.disable_fusion, sorted(self.xla_flags.items()))).encode())
             version += f"-flags{digest.hexdigest()[:8]}"
-        self.version = version
+        return version
 
     @property
     def worker_restarts(self) -> int:
-        """How many times the worker was restarted after a crash or timeout."""
-        return self._worker.restarts
+        """How many workers were replaced after a crash or timeout of their kernel."""
+        return self._pool.crashes + self._pool.timeouts
 
-    def _request(self, text: str, key: str, **options: Any) -> Measurement:
-        faults = _faults_from_env()
-        req = {"text": text, "seed": self.seed, "timing": asdict(self.timing),
-               "disable_fusion": self.disable_fusion, "xla_flags": self.xla_flags,
-               "fault": faults.get(key) or faults.get("*"), **options}
-        resp = self._worker.request(req, self.timeout_s)
-        checked = {k: resp[k] for k in ("output_error", "outputs_match") if k in resp}
-        if resp.get("status") != "ok":
-            m = Measurement.failure(resp.get("status", "worker_error: no status"))
-            m.extra.update(checked)
-            return m
-        repeats = list(resp["repeats"])
-        cv = statistics.stdev(repeats) / statistics.fmean(repeats) if len(repeats) > 1 else 0.0
-        return Measurement(float(resp["seconds"]), extra={
-            "repeats": repeats, "number": resp["number"], "compile_s": resp["compile_s"], "cv": cv, **checked})
+    def _request(self, text: str, key: str, faults: dict[str, str], **options: Any) -> dict:
+        return {"text": text, "seed": self.seed, "timing": asdict(self.timing),
+                "disable_fusion": self.disable_fusion, "xla_flags": self.xla_flags,
+                "fault": faults.get(key) or faults.get("*"), **options}
 
     # Hand-made `fusion` instructions reach XLA through jaxlib's HLO -> MLIR conversion as
     # mhlo.fusion; the CPU client compiles that, but PJRT plugins (CUDA) take StableHLO only, where
@@ -1048,42 +965,40 @@ class XlaEvaluator(Evaluator):
         except TypeError:  # a duck-typed kernel without the option
             return k.to_hlo_module()
 
-    def _measure_batch(self, kernels: Sequence[KernelLike], tiles: Sequence[Any]) -> list[Measurement]:
-        if self._pool is not None:
-            return self._measure_pooled(kernels, tiles)
-        out: list[Measurement] = []
-        for k, t in zip(kernels, tiles):
-            if self.budget.exhausted:
-                self.budget_exhausted = True
-                out.append(Measurement.failure("budget_exhausted"))
-                continue
-            try:
-                text = self._kernel_text(k)
-            except Exception as exc:
-                out.append(Measurement.failure(f"emit_error: {type(exc).__name__}: {_first_line(exc)}"))
-                continue
-            m = self._request(text, k.hash)
-            if t is not None:
-                m.extra["tile_ignored"] = True
-            out.append(m)
-        return out
+    def measure(self, kernels: Sequence[KernelLike], tiles: Optional[Sequence[Any]] = None) -> list[Measurement]:
+        kernels = list(kernels)
+        if kernels and not self.budget.exhausted:
+            self._backend_info()  # a backend that cannot start is an error, not a failure per kernel
+        return super().measure(kernels, tiles)
 
-    def _measure_pooled(self, kernels: Sequence[KernelLike], tiles: Sequence[Any]) -> list[Measurement]:
+    def _measure_batch(self, kernels: Sequence[KernelLike], tiles: Sequence[Any]) -> list[Measurement]:
         out: list[Optional[Measurement]] = [None] * len(kernels)
-        reqs, idx = [], []
         faults = _faults_from_env()
+        reqs, where = [], []
         for i, k in enumerate(kernels):
             try:
                 text = self._kernel_text(k)
             except Exception as exc:
                 out[i] = Measurement.failure(f"emit_error: {type(exc).__name__}: {_first_line(exc)}")
+                self._report(i, out[i])
                 continue
-            reqs.append({"text": text, "seed": self.seed, "timing": asdict(self.timing),
-                         "disable_fusion": self.disable_fusion, "xla_flags": self.xla_flags,
-                         "fault": faults.get(k.hash) or faults.get("*")})
-            idx.append(i)
-        for i, m in zip(idx, self._pool.map(_pool_measure, reqs)):
+            reqs.append(self._request(text, k.hash, faults))
+            where.append(i)
+
+        def budget_gate() -> Optional[Measurement]:
+            if self.budget.exhausted:
+                self.budget_exhausted = True
+                return Measurement.failure("budget_exhausted")
+            return None
+
+        def measured(j: int, m: Measurement) -> None:
+            i = where[j]
+            if tiles[i] is not None and m.status != "budget_exhausted":
+                m.extra["tile_ignored"] = True
             out[i] = m
+            self._report(i, m)
+
+        self._pool.map(_measure_request, reqs, skip=budget_gate, on_result=measured)
         return out  # type: ignore[return-value]
 
     def measure_program(self, hlo_text: str, *, reference: Optional[str] = None,
@@ -1092,7 +1007,7 @@ class XlaEvaluator(Evaluator):
         """Time a whole (possibly fused) program end to end, on the same path as kernels.
 
         The program runs exactly as given (donated parameters get fresh copies per execution, see
-        :func:`time_compiled`) on :func:`verification_inputs`; the worker keeps the last few
+        :func:`time_compiled`) on :func:`verification_inputs`; each worker keeps the last few
         compiled programs, so timing the same text again does not recompile it. ``reference``: a
         program text whose outputs (XLA's default compilation, same inputs) this program's must
         match: ``extra["output_error"]``/``extra["outputs_match"]`` (:func:`output_error`).
@@ -1115,22 +1030,15 @@ class XlaEvaluator(Evaluator):
             options["disable_fusion"] = disable_fusion
         if xla_flags is not None:
             options["xla_flags"] = dict(xla_flags)
-        return self._request(hlo_text, hashlib.sha1(hlo_text.encode()).hexdigest(), **options)
+        req = self._request(hlo_text, hashlib.sha1(hlo_text.encode()).hexdigest(), _faults_from_env(), **options)
+        return self._pool.map(_measure_request, [req])[0]
 
     def close(self) -> None:
-        self._worker.close()
-        if self._pool is not None:
-            self._pool.close()
-            self._pool = None
+        """Stop the worker processes (a later measurement starts new ones)."""
+        self._pool.close()
 
     def __enter__(self) -> "XlaEvaluator":
         return self
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
-
-    def __del__(self) -> None:  # best effort; close() is the supported way
-        try:
-            self._worker.close()
-        except Exception:
-            pass

@@ -162,3 +162,113 @@ def test_function_that_kills_worker_on_load_fails_items():
         assert time.monotonic() - t0 < 15
         assert all(m.status.startswith("crash: worker failed to start or load the function") for m in res)
         assert all(m.ok for m in p.map(work, [1, 2]))  # the pool recovers for other functions
+
+
+# -- lifecycle: lazily started, stopped at close / exit, recovers from dead workers ----------------
+def _alive(pid: int) -> bool:
+    """Whether a process runs (a zombie awaiting its reaper does not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return False
+
+
+def _gone_within(pids, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if not any(_alive(p) for p in pids):
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def slow_pid(x):
+    time.sleep(0.3)  # long enough for every worker to take an item
+    return Measurement(1e-3, extra={"pid": os.getpid()})
+
+
+def test_nothing_starts_before_the_first_map_and_close_stops_the_workers():
+    import multiprocessing
+
+    before = set(multiprocessing.active_children())
+    p = MeasurementPool(n_workers=2, timeout=10.0)
+    assert not p.started and set(multiprocessing.active_children()) == before
+    pids = {m.extra["pid"] for m in p.map(slow_pid, range(4))}
+    assert p.started and len(pids) == 2 and all(_alive(pid) for pid in pids)
+    p.close()
+    assert not p.started and _gone_within(pids, 10)
+    assert p.map(work, [1])[0].ok  # a closed pool starts again when used
+    p.close()
+
+
+def test_a_worker_killed_between_maps_is_replaced():
+    with MeasurementPool(n_workers=1, timeout=10.0) as p:
+        (first,) = p.map(work, [1])
+        os.kill(first.extra["pid"], 9)
+        time.sleep(0.3)
+        res = p.map(work, [1, 2, 3])
+        assert all(m.ok for m in res) and res[0].extra["pid"] != first.extra["pid"]
+
+
+def test_skip_and_on_result_hooks(pool):
+    seen = []
+    gate = iter([None, None, Measurement.failure("budget_exhausted"), Measurement.failure("budget_exhausted")])
+    res = pool.map(work, [1, "exit", 3, 4], skip=lambda: next(gate), on_result=lambda i, m: seen.append((i, m)))
+    assert res[0].ok and res[1].status.startswith("crash:")
+    assert [m.status for m in res[2:]] == ["budget_exhausted"] * 2  # never started
+    assert sorted(i for i, _ in seen) == [0, 1, 2, 3] and all(res[i] is m for i, m in seen)
+
+
+def slow_init():
+    time.sleep(1.5)
+
+
+def broken_init():
+    raise RuntimeError("no device")
+
+
+def test_initializer_runs_outside_item_timeouts_and_its_error_fails_items():
+    with MeasurementPool(n_workers=1, timeout=1.0, initializer=slow_init) as p:
+        assert all(m.ok for m in p.map(work, [1, 2]))  # the 1.5 s start-up is not an item's time
+    with MeasurementPool(n_workers=1, timeout=5.0, initializer=broken_init) as p:
+        res = p.map(work, [1, 2])
+        assert all(m.status == "error: worker initializer failed: RuntimeError: no device" for m in res)
+
+
+_ORPHAN_SCRIPT = r"""
+import os, signal, sys, threading, time
+sys.path.insert(0, sys.argv[1])
+from hardware.base import Measurement
+from hardware.pool import MeasurementPool
+
+def job(x):
+    if x == "hang":
+        open(sys.argv[3], "w").write(str(os.getpid()))
+        time.sleep(600)
+    time.sleep(0.3)
+    return Measurement(1e-3, extra={"pid": os.getpid()})
+
+p = MeasurementPool(n_workers=2, timeout=None)
+pids = {m.extra["pid"] for m in p.map(job, [1, 2, 3, 4])}
+if sys.argv[2] == "kill":  # killed while one worker hangs in an item
+    threading.Thread(target=p.map, args=(job, ["hang"]), daemon=True).start()
+    while not os.path.exists(sys.argv[3]) or not open(sys.argv[3]).read():
+        time.sleep(0.05)
+    assert int(open(sys.argv[3]).read()) in pids
+print(" ".join(map(str, sorted(pids))), flush=True)
+if sys.argv[2] == "kill":
+    os.kill(os.getpid(), signal.SIGKILL)
+"""  # "exit": the interpreter ends without close()
+
+
+@pytest.mark.parametrize("how", ["exit", "kill"])
+def test_no_orphan_workers_when_the_parent_ends(tmp_path, how):
+    import subprocess
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    proc = subprocess.run([sys.executable, "-c", _ORPHAN_SCRIPT, root, how, str(tmp_path / "hung.pid")],
+                          capture_output=True, text=True, timeout=120)
+    pids = [int(p) for p in proc.stdout.split()]
+    assert len(pids) == 2, proc.stderr
+    assert _gone_within(pids, 15), [p for p in pids if _alive(p)]

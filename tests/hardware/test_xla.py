@@ -1,9 +1,11 @@
 """Tests for hardware/xla.py: real compilation and execution through jaxlib (skipped without it)."""
 from __future__ import annotations
 
+import multiprocessing
 import os
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -192,17 +194,70 @@ def test_evaluator_measures_and_reports_failures(evaluator):
     assert "autotune_no_such_target" in ms[2].status
 
 
-def test_crash_and_hang_hooks(evaluator, monkeypatch):
-    monkeypatch.setenv(X.FAULT_ENV, "crash:k_crash,hang:k_hang")
+class TimedStore:
+    """A store that notes when each result was committed."""
+
+    def __init__(self):
+        self.d, self.put_at = {}, {}
+
+    def get(self, target, ns, h, tile):
+        return self.d.get((target, ns, h, tile))
+
+    def put(self, target, ns, h, tile, m):
+        self.d[(target, ns, h, tile)] = Measurement(m.seconds, m.status, True, m.extra)
+        self.put_at[h] = time.monotonic()
+
+
+def test_crash_segfault_and_hang_fail_their_kernel_only(evaluator, monkeypatch):
+    monkeypatch.setenv(X.FAULT_ENV, "crash:k_crash,segv:k_segv,hang:k_hang")
     before = evaluator.worker_restarts
-    ms = evaluator.measure([K("k_crash", ADD), K("ok1", ADD), K("k_hang", DOT), K("ok2", DOT)])
-    assert ms[0].status == f"crash: exit code {X._CRASH_EXIT_CODE}"
+    evaluator.store = store = TimedStore()
+    try:
+        ms = evaluator.measure([K("k_crash", ADD), K("ok1", ADD), K("k_segv", EXP_ADD), K("k_hang", DOT),
+                                K("ok2", DOT)])
+        returned = time.monotonic()
+    finally:
+        evaluator.store = None
+    assert ms[0].status == f"crash: worker exited with code {X._CRASH_EXIT_CODE}"
     assert ms[1].ok
-    assert ms[2].status == "timeout"
-    assert ms[3].ok
-    assert evaluator.worker_restarts == before + 2
+    assert ms[2].status == "crash: worker killed by signal SIGSEGV"
+    assert ms[3].status == "timeout"
+    assert ms[4].ok
+    assert evaluator.worker_restarts == before + 3
+    # Each result reached the store the moment it existed: ok1's long before the hang ended.
+    assert set(store.put_at) == {"k_crash", "ok1", "k_segv", "k_hang", "ok2"}
+    assert returned - store.put_at["ok1"] > evaluator.timeout_s * 0.75
     monkeypatch.delenv(X.FAULT_ENV)
     assert evaluator.measure([K("after", EXP_ADD)])[0].ok
+
+
+def test_workers_start_on_first_use_and_stop_at_close(evaluator, monkeypatch):
+    if not _on_cpu(evaluator):
+        pytest.skip("two workers beside the module's one: a GPU in exclusive-process mode refuses them")
+    before = set(multiprocessing.active_children())
+    ev = X.XlaEvaluator(target="cpu", timing=FAST, timeout_s=60.0, n_workers=2)
+    assert set(multiprocessing.active_children()) == before  # the constructor starts nothing
+    monkeypatch.setenv(X.FAULT_ENV, "segv:k_segv")
+    with ev:
+        ms = ev.measure([K("k_segv", ADD), K("a", ADD), K("b", DOT), K("c", EXP_ADD)])
+        workers = set(multiprocessing.active_children()) - before
+        assert len(workers) == 2 and ev.platform == "cpu" and ev.worker_restarts == 1
+    assert ms[0].status == "crash: worker killed by signal SIGSEGV" and all(m.ok for m in ms[1:])
+    deadline = time.monotonic() + 10
+    while any(p.is_alive() for p in workers) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(p.is_alive() for p in workers)
+
+
+def test_a_backend_that_cannot_start_is_one_error_at_first_use(monkeypatch):
+    monkeypatch.setenv("JAX_PLATFORMS", "no_such_platform")  # inherited by the spawned worker
+    ev = X.XlaEvaluator(target="cpu", startup_timeout_s=60.0)  # starts nothing, so no error yet
+    try:
+        with pytest.raises(X.XlaStartError, match="XLA worker failed to start: .*no_such_platform") as err:
+            ev.measure([K("a", ADD)])
+        assert "\n" not in str(err.value) and isinstance(err.value, X.XlaApiError)
+    finally:
+        ev.close()
 
 
 def test_zero_budget_does_no_work(evaluator, monkeypatch):
