@@ -79,6 +79,8 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
+from autotune.compiler.hlo import OPCODES
+
 __all__ = ["OPCODE_VOCAB", "OPCODE_INDEX", "NUM_OPCODES", "OTHER_OPCODE_ID", "OTHER_BUCKET_OPCODES",
            "opcode_id", "DTYPES", "NODE_FEATURE_NAMES", "NODE_DIM", "STATIC_COLUMNS", "TILE_FEATURE_NAMES",
            "TILE_DIM", "KERNEL_FEATURE_NAMES", "GEOMETRY_FEATURE_NAMES", "GEOMETRY_GROUPS", "GEOMETRY_DIM",
@@ -112,8 +114,7 @@ OPCODE_INDEX: dict = {op: i for i, op in enumerate(OPCODE_VOCAB)}
 NUM_OPCODES = len(OPCODE_VOCAB)
 OTHER_OPCODE_ID = 0
 # Opcodes of the HLO text format that are not in the frozen vocabulary: featurized as "other".
-OTHER_BUCKET_OPCODES: frozenset = frozenset(
-    "acos acosh asin asinh atan atanh collective-reduce cosh mulhi scan shuffle sinh".split())
+OTHER_BUCKET_OPCODES: frozenset = OPCODES - frozenset(OPCODE_VOCAB)
 
 
 def opcode_id(opcode: str) -> int:
