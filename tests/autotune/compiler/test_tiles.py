@@ -201,7 +201,7 @@ def fused_as_one(body: str):
 
 
 def test_hero_not_aligned_with_the_tiled_shape_counts_its_own_rows():
-    from autotune.compiler.tiles import io_geometry, stack_rows
+    from autotune.compiler.tiles import TileRows, io_geometry
     k = fused_as_one(CELL)
     assert {"dot", "slice", "dynamic-update-slice"} <= set(k.opcodes)
     info = tiling_info(k, "tpu")
@@ -209,7 +209,7 @@ def test_hero_not_aligned_with_the_tiled_shape_counts_its_own_rows():
     assert info.m_scale == pytest.approx(4 / (32 * 4 * 128))
     space = TileSpace(k, "tpu")
     tiles = space.tiles()
-    g = io_geometry(stack_rows([info.row] * len(tiles)), space.to_array(tiles))
+    g = io_geometry(TileRows.stack([info.row] * len(tiles)), space.to_array(tiles))
     total = g["mxu_tile"] * g["n"]
     # the whole dot is 2*4*128*512 flops; a tile pads its rows to 8 sublanes and recomputes at most
     # its share (version 1 of the model counted every one of the 16384 tiled elements as a row: 4096x)
