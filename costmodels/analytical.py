@@ -34,11 +34,11 @@ from typing import Any, Optional, Sequence
 import numpy as np
 
 from autotune.compiler.targets import get_target
-from autotune.compiler.tiles import KIND_INDEX, MATMUL_OPCODES, device_work, hero_flops, roofline_seconds
+from autotune.compiler.tiles import KIND_INDEX, MATMUL_OPCODES, device_work, fusion_kind_index, hero_flops, roofline_seconds
 
 from costmodels.base import CostModel, register_cost_model
 
-KINDS = ("kLoop", "kInput", "kOutput")
+KINDS = tuple(KIND_INDEX)  # ("kLoop", "kInput", "kOutput"), in index order
 
 
 _UNTILED: dict = {}
@@ -67,10 +67,7 @@ def untiled_rows(kernels: Sequence[Any]) -> np.ndarray:
                     if ins.opcode in MATMUL_OPCODES:
                         hf = hero_flops(ins, [comp.instructions[o].shape for o in comp.operands[m]])
                         break
-            try:
-                kind = KIND_INDEX.get(k.fusion_kind, 0)
-            except Exception:  # noqa: BLE001 - duck-typed kernels without fusion rules
-                kind = 0
+            kind = fusion_kind_index(k)
             row = (hf, work.flops, work.transcendentals,
                    max(c.bytes_read, 0.0) + max(c.bytes_written, 0.0), kind,
                    float(bool(getattr(k, "is_trivial", False))), work.interconnect_bytes, work.host_bytes)

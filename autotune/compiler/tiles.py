@@ -54,6 +54,14 @@ ROLE_NONE, ROLE_SAME, ROLE_LHS, ROLE_RHS, ROLE_OTHER = 0, 1, 2, 3, 4
 KIND_INDEX = {"kLoop": 0, "kInput": 1, "kOutput": 2}
 
 
+def fusion_kind_index(kernel: Any) -> int:
+    """KIND_INDEX of the kernel's fusion kind (0, kLoop, for a duck-typed kernel without fusion rules)."""
+    try:
+        return KIND_INDEX.get(kernel.fusion_kind, 0)
+    except Exception:  # noqa: BLE001 - duck-typed kernels without fusion rules
+        return 0
+
+
 # --------------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class TileConfig:
@@ -497,10 +505,7 @@ class _TilingBuilder:
                        + work.host_bytes / self.target.host_link_bytes_per_s)
         self.bytes_read = float(max(cost.bytes_read, 0.0))
         self.bytes_written = float(max(cost.bytes_written, 0.0))
-        try:
-            self.kind = KIND_INDEX.get(kernel.fusion_kind, 0)
-        except Exception:  # noqa: BLE001 - duck-typed kernels without fusion rules
-            self.kind = 0
+        self.kind = fusion_kind_index(kernel)
         # ---- hero (dot / convolution / ragged-dot / scaled-dot)
         self.hero = None
         self.hero_flops = 0.0
