@@ -169,13 +169,10 @@ class TpuSimulator(Evaluator):
     def store_namespace(self) -> str:
         return f"{self.name}/{self.version}/{self.spec.name}/n{self.constants.noise:g}/s{self.seed}"
 
-    # ---- default tile (the analytical model's argmin, as XLA)
-    def default_tile(self, kernel: Any) -> TileConfig:
-        return default_tile(kernel, self.spec)
-
     def simulate(self, kernels: Sequence[Any], tiles: Optional[Sequence[Any]] = None,
                  noise: bool = True) -> np.ndarray:
-        """Runtimes in seconds (+inf where a tile does not fit), vectorized; tiles None = default tile."""
+        """Runtimes in seconds (+inf where a tile does not fit), vectorized; a tile None is the kernel's
+        `tiles.default_tile` (the analytical roofline's argmin, as XLA)."""
         kernels = list(kernels)
         if not kernels:
             return np.zeros(0)
@@ -218,7 +215,7 @@ class TpuSimulator(Evaluator):
                     out[i] = Measurement.failure("compile_error: tile does not fit the scratchpad")
                 else:
                     out[i] = Measurement(float(v), extra={"tile": t.key() if t is not None else
-                                                          self.default_tile(k).key()})
+                                                          default_tile(k, self.spec).key()})
         return out
 
 
