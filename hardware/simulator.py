@@ -23,8 +23,7 @@ opcodes listed in docs/simulator.md section 1b). Per-kernel static rows are cach
 from __future__ import annotations
 
 import hashlib
-import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any, Optional, Sequence
 
 import numpy as np

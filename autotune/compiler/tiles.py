@@ -35,7 +35,6 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field, fields, replace
-from functools import lru_cache
 from typing import Any, Optional, Sequence
 
 import numpy as np
@@ -393,7 +392,6 @@ class TilingInfo:
         bld = _TilingBuilder(kernel, target)
         return cls(**{f.name: getattr(bld, f.name) for f in fields(cls) if not f.name.startswith("_")})
 
-
     # ---- conversions
     def tile_array(self, tile: Optional[TileConfig]) -> np.ndarray:
         """Tile extents as an R_MAX float row (padding dims 1); None = the whole shape (cached)."""
@@ -463,7 +461,6 @@ class TilingInfo:
                 ru[rmtm[0]], ru[rmtm[1]] = lanes, sub
             kern = conv(list(kernel_bounds), tuple(rs.dims), rmtm, ru)
         return TileConfig(out, kern)
-
 
 
 # --------------------------------------------------------------------------------------------------
