@@ -38,7 +38,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from autotune.compiler.analysis import Cost  # noqa: E402
 from autotune.compiler.fusion import FusionSpace  # noqa: E402
 from autotune.compiler.program import Program  # noqa: E402
-from autotune.compiler.tiles import TileConfig, tiling_info  # noqa: E402
+from autotune.compiler.targets import get_spec  # noqa: E402
+from autotune.compiler.tiles import TileConfig, TileRows, default_tile, io_geometry, scratchpad_fit, tiling_info  # noqa: E402
 from costmodels.analytical import AnalyticalCostModel  # noqa: E402
 from hardware.simulator import DEFAULTS, TpuSimulator  # noqa: E402
 
@@ -146,6 +147,28 @@ def predict_all(recs, sim: TpuSimulator, am: AnalyticalCostModel) -> dict:
         res[r["name"]] = {"sim": sim.simulate(ks, r["tiles"], noise=False),
                           "analytical": am.predict(ks, r["tiles"])}
     return res
+
+
+def scratchpad_use(recs, target: str = "tpu") -> dict:
+    """How the distinct measured tiles use the scratchpad by `tiles.scratchpad_fit` (the tile space's
+    validity rule and the simulator's buffering): counts of tiles that fit double buffered, only
+    single buffered, or not at all, and the largest footprint / scratchpad. Every tile here ran on a
+    real TPU v3 (a config without bounds, XLA's own default, is counted as our default tile)."""
+    spec = get_spec(target)
+    counts = {"double_buffered": 0, "single_buffered_only": 0, "does_not_fit": 0}
+    fill = 0.0
+    for r in recs:
+        info = tiling_info(r["kernel"], target)
+        tiles = [t if t is not None else default_tile(r["kernel"], target) for t in r["tiles"]]  # None: XLA's default
+        rows = TileRows.stack([info.row] * len(tiles))
+        T = np.stack([info.tile_array(t) for t in tiles])
+        ks = np.array([info.kernel_steps(t)[0] for t in tiles])
+        fit = scratchpad_fit(io_geometry(rows, T, *spec.vector_shape), rows.kind, spec.scratchpad_bytes, ks)
+        counts["double_buffered"] += int(fit.double_buffered.sum())
+        counts["single_buffered_only"] += int((fit.fits & ~fit.double_buffered).sum())
+        counts["does_not_fit"] += int((~fit.fits).sum())
+        fill = max(fill, float(fit.footprint.max()) / spec.scratchpad_bytes)
+    return {**counts, "max_footprint_fraction": fill}
 
 
 def summarize(recs, preds: dict) -> dict:
@@ -256,6 +279,8 @@ def main(argv=None) -> dict:
     out["default_constants"] = summarize(recs, preds)
     print("## Simulator (current defaults) vs analytical, TPU v3 (TpuGraphs)\n")
     print(markdown(out["default_constants"]))
+    out["scratchpad_use"] = scratchpad_use(recs)
+    print("\nscratchpad use of the measured tiles (tiles.scratchpad_fit):", out["scratchpad_use"])
     if args.fit:
         res = fit(recs)
         out["fit"] = res

@@ -90,11 +90,11 @@ def tile_feature_table(space: Any, tiles: Sequence[Any]) -> tuple:
     tile count, fractions) plus the tile's data movement and compute from `io_geometry` (footprint,
     padding, bytes per tile and in total, padded MXU work): AutoTVM's loop features, for tiles."""
     from costmodels.features import TILE_FEATURE_NAMES, tile_features
-    from autotune.compiler.tiles import io_geometry, stack_rows
+    from autotune.compiler.tiles import TileRows, io_geometry
 
     info = space.info
     base = np.stack([tile_features(info.dims, t) for t in tiles]).astype(np.float64)
-    b = stack_rows([info.row] * len(tiles))
+    b = TileRows.stack([info.row] * len(tiles))
     sub, lanes = space.target.vector_shape
     g = io_geometry(b, space.to_array(tiles), sub, lanes)
     n = g["n"]

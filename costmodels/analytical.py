@@ -14,7 +14,9 @@ Per tile:   t = sum over tiles of max(compute per tile, transfer per tile) + t_l
     c_tile = padded MXU flops of the tile / peak + vector and transcendental work of the tile
              (padded to the (8, 128) vector registers) / their rates,
     x_tile = (input + output bytes of the tile) / hbm_bytes_per_s + (number of DMAs) * dma_setup_s,
-with the tile's reads and writes from the shared tile geometry (`autotune.compiler.tiles.io_geometry`).
+with the tile's reads and writes from the shared tile geometry (`autotune.compiler.tiles.io_geometry`);
+the tiled equations live in the compiler layer (`autotune.compiler.tiles.tiled_time_terms`, which also
+picks each kernel's default tile), this model adds the per-kind scales, fitting and persistence.
 
 Optional per-kernel-kind scale coefficients (kLoop / kInput / kOutput), fitted by least squares in
 log space on (kernel, measured runtime) pairs (`fit_scales`), as the paper does for its fusion
@@ -31,17 +33,12 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
-from autotune.compiler.tiles import batch_inputs, io_geometry
+from autotune.compiler.targets import get_spec
+from autotune.compiler.tiles import KIND_INDEX, MATMUL_OPCODES, device_work, fusion_kind_index, hero_flops, roofline_seconds
 
 from costmodels.base import CostModel, register_cost_model
 
-KINDS = ("kLoop", "kInput", "kOutput")
-
-
-def _default_tile(info: Any, kernel: Any) -> Any:
-    """A None entry in a tile list: the kernel's default tile (this model's argmin, as XLA)."""
-    from autotune.compiler.tiles import default_tile
-    return default_tile(kernel, info.target)
+KINDS = tuple(KIND_INDEX)  # ("kLoop", "kInput", "kOutput"), in index order
 
 
 _UNTILED: dict = {}
@@ -52,7 +49,6 @@ def untiled_rows(kernels: Sequence[Any]) -> np.ndarray:
     """Per kernel [hero flops, flops, transcendentals, bytes read + written, kind index, trivial,
     interconnect bytes, host-link bytes], cached by kernel hash (the same numbers `TilingInfo`
     holds, without its tile geometry; flops and transcendentals are `tiles.device_work`'s)."""
-    from autotune.compiler.tiles import KIND_INDEX, MATMUL_OPCODES, device_work, hero_flops
     out = np.empty((len(kernels), 8))
     for i, k in enumerate(kernels):
         # Cached by hash when the kernel already has one; never hashed just for this cache.
@@ -71,10 +67,7 @@ def untiled_rows(kernels: Sequence[Any]) -> np.ndarray:
                     if ins.opcode in MATMUL_OPCODES:
                         hf = hero_flops(ins, [comp.instructions[o].shape for o in comp.operands[m]])
                         break
-            try:
-                kind = KIND_INDEX.get(k.fusion_kind, 0)
-            except Exception:  # noqa: BLE001 - duck-typed kernels without fusion rules
-                kind = 0
+            kind = fusion_kind_index(k)
             row = (hf, work.flops, work.transcendentals,
                    max(c.bytes_read, 0.0) + max(c.bytes_written, 0.0), kind,
                    float(bool(getattr(k, "is_trivial", False))), work.interconnect_bytes, work.host_bytes)
@@ -86,26 +79,6 @@ def untiled_rows(kernels: Sequence[Any]) -> np.ndarray:
     return out
 
 
-def tiled_time_terms(b: dict, T: np.ndarray, ks: np.ndarray, kp: np.ndarray, spec: Any,
-                     g: Optional[dict] = None) -> dict:
-    """The tiled model's terms per item (seconds, unscaled): t_mxu, t_vector, t_trans (per tile),
-    c_tile, x_tile, n_dma, t (the prediction); b, T, ks, kp from `batch_inputs`, g its `io_geometry`
-    when already computed. Also the learned models' features (costmodels.features)."""
-    sub, lanes = spec.vector_shape
-    if g is None:
-        g = io_geometry(b, T, sub, lanes)
-    mxu = g["mxu_tile"] * np.where(b["K_pad"] > 0, kp / np.maximum(b["K_pad"], 1e-30), 1.0)
-    t_mxu = mxu / spec.peak_flops
-    t_vector = g["vec_tile"] / spec.vector_flops / ks
-    t_trans = g["trans_tile"] / spec.transcendental_per_s / ks
-    c_tile = t_mxu + t_vector + t_trans
-    n_dma = (g["in_tile"] > 0).sum(axis=1) + 1
-    x_tile = (g["in_tile"].sum(axis=1) + g["out_tile"]) / spec.hbm_bytes_per_s + n_dma * spec.dma_setup_s
-    t = g["n"] * ks * np.maximum(c_tile, x_tile / ks) + spec.kernel_launch_s + b["link_s"]
-    return {"t_mxu": t_mxu, "t_vector": t_vector, "t_trans": t_trans, "c_tile": c_tile, "x_tile": x_tile,
-            "n_dma": n_dma, "t": t}
-
-
 class AnalyticalCostModel(CostModel):
     """max(compute, transfer) + launch from static metrics and a target spec (seconds)."""
 
@@ -114,7 +87,6 @@ class AnalyticalCostModel(CostModel):
     dedup_by_hash = False  # pricing a kernel costs less than its canonical hash (see ProgramCost)
 
     def __init__(self, target: Any = "tpu", scales: Optional[dict] = None):
-        from autotune.compiler.targets import get_spec
         self.spec = get_spec(target)
         self.target = self.spec.name
         self.scales = {k: 1.0 for k in KINDS}
@@ -139,10 +111,7 @@ class AnalyticalCostModel(CostModel):
             link = b[:, 6] / s.interconnect_bytes_per_s + b[:, 7] / s.host_link_bytes_per_s
             t = np.maximum(comp, xfer) + link + launch
             return np.where(b[:, 5] > 0, 0.0, t * sc[b[:, 4].astype(int)])
-        b, T, ks, kp, _ = batch_inputs(kernels, tiles, s, default_tile=_default_tile)
-        t = tiled_time_terms(b, T, ks, kp, s)["t"]
-        kind = b["kind"].astype(int)
-        return np.where(b["trivial"] > 0, 0.0, t * sc[kind])  # bitcast-only kernels: no time
+        return roofline_seconds(kernels, tiles, s, sc)  # None entries: the default tile
 
     # ---- fitting
     def fit_scales(self, kernels: Sequence[Any], runtimes: Sequence[float],

@@ -79,6 +79,8 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
+from autotune.compiler.hlo import OPCODES
+
 __all__ = ["OPCODE_VOCAB", "OPCODE_INDEX", "NUM_OPCODES", "OTHER_OPCODE_ID", "OTHER_BUCKET_OPCODES",
            "opcode_id", "DTYPES", "NODE_FEATURE_NAMES", "NODE_DIM", "STATIC_COLUMNS", "TILE_FEATURE_NAMES",
            "TILE_DIM", "KERNEL_FEATURE_NAMES", "GEOMETRY_FEATURE_NAMES", "GEOMETRY_GROUPS", "GEOMETRY_DIM",
@@ -112,8 +114,7 @@ OPCODE_INDEX: dict = {op: i for i, op in enumerate(OPCODE_VOCAB)}
 NUM_OPCODES = len(OPCODE_VOCAB)
 OTHER_OPCODE_ID = 0
 # Opcodes of the HLO text format that are not in the frozen vocabulary: featurized as "other".
-OTHER_BUCKET_OPCODES: frozenset = frozenset(
-    "acos acosh asin asinh atan atanh collective-reduce cosh mulhi scan shuffle sinh".split())
+OTHER_BUCKET_OPCODES: frozenset = OPCODES - frozenset(OPCODE_VOCAB)
 
 
 def opcode_id(opcode: str) -> int:
@@ -392,9 +393,8 @@ def geometry_matrix(kernels: Sequence[Any], target: Any = "tpu") -> np.ndarray:
     spec = get_spec(target)
     if spec.kind != "tpu" or n == 0:
         return V.astype(np.float32)
-    from costmodels.analytical import tiled_time_terms
     from autotune.compiler.tiles import (ROLE_LHS, ROLE_OTHER, ROLE_RHS, ROLE_SAME, batch_inputs, default_tile, io_geometry,
-                        reduction_streaming)
+                                         scratchpad_fit, tiled_time_terms)
 
     def put(name: str, x: Any) -> None:
         V[:, _GCOL[name]] = x
@@ -403,7 +403,7 @@ def geometry_matrix(kernels: Sequence[Any], target: Any = "tpu") -> np.ndarray:
     sub, lanes = spec.vector_shape
     g = io_geometry(b, T, sub, lanes)
     terms = tiled_time_terms(b, T, ks, kp, spec, g)
-    steps, footprint = reduction_streaming(g, b["kind"], spec.scratchpad_bytes, ks)
+    fit = scratchpad_fit(g, b.kind, spec.scratchpad_bytes, ks)
     # ---- per kernel: the static description (TilingInfo)
     for i, info in enumerate(infos):
         row = V[i]
@@ -436,7 +436,7 @@ def geometry_matrix(kernels: Sequence[Any], target: Any = "tpu") -> np.ndarray:
         row[_GCOL["geo_trivial"]] = float(info.trivial)
     # ---- vectorized: shape padding, the default tile, transfers, the matrix unit, the time terms
     put("geo_has_geometry", 1.0)
-    D, U = b["D"], b["U"]
+    D, U = b.D, b.U
     padded = np.prod(np.ceil(D / U) * U, axis=1)
     put("geo_elements", _l2v(np.prod(D, axis=1)))
     put("geo_padded_elements", _l2v(padded))
@@ -444,10 +444,10 @@ def geometry_matrix(kernels: Sequence[Any], target: Any = "tpu") -> np.ndarray:
     put("geo_n_tiles", _l2v(g["n"]))
     put("geo_tile_fraction", g["frac"])
     put("geo_tile_pad_factor", g["padfac"])
-    put("geo_footprint", _l2v(footprint))
-    put("geo_stream_steps", steps)
+    put("geo_footprint", _l2v(fit.footprint))
+    put("geo_stream_steps", fit.steps)
     put("geo_filter_steps", ks)
-    in_bytes, role, alpha, in_tile, in_run = b["in_bytes"], b["in_role"], b["in_alpha"], g["in_tile"], g["in_run"]
+    in_bytes, role, alpha, in_tile, in_run = b.in_bytes, b.in_role, b.in_alpha, g["in_tile"], g["in_run"]
     roles = ((ROLE_SAME, "same"), (ROLE_LHS, "lhs"), (ROLE_RHS, "rhs"), (ROLE_OTHER, "other"))
     for j in range(min(_I_SLOTS, in_bytes.shape[1])):
         used = role[:, j] > 0  # an empty slot has no role
@@ -465,19 +465,19 @@ def geometry_matrix(kernels: Sequence[Any], target: Any = "tpu") -> np.ndarray:
     wsum = np.where(present, in_tile, 0.0).sum(axis=1)
     put("geo_in_mean_run", np.where(any_in, _l2v(np.where(present, in_run * in_tile, 0.0).sum(axis=1)
                                                   / np.maximum(wsum, 1e-300)), 0.0))
-    put("geo_out_bytes", _l2v(b["out_bytes"]))
-    put("geo_out_alpha", b["out_alpha"])
+    put("geo_out_bytes", _l2v(b.out_bytes))
+    put("geo_out_alpha", b.out_alpha)
     put("geo_out_tile_bytes", _l2v(g["out_tile"]))
     put("geo_out_run", _l2v(g["out_run"]))
     hero = V[:, _GCOL["geo_has_hero"]] > 0
     m_scale = np.array([inf.m_scale for inf in infos])
     n_const = np.array([inf.n_const for inf in infos])
-    put("geo_M", np.where(hero, _l2v(np.prod(np.where(b["mmask"], D, 1.0), axis=1) * m_scale), 0.0))
-    put("geo_N", np.where(hero, _l2v(np.prod(np.where(b["nmask"], D, 1.0), axis=1) * n_const), 0.0))
+    put("geo_M", np.where(hero, _l2v(np.prod(np.where(b.mmask, D, 1.0), axis=1) * m_scale), 0.0))
+    put("geo_N", np.where(hero, _l2v(np.prod(np.where(b.nmask, D, 1.0), axis=1) * n_const), 0.0))
     put("geo_tile_M", np.where(hero, _l2v(np.ceil(g["Tm"] / sub) * sub), 0.0))
     put("geo_tile_N", np.where(hero, _l2v(np.ceil(g["Tn"] / lanes) * lanes), 0.0))
     put("geo_mxu_flops", np.where(hero, _l2v(g["mxu_tile"] * g["n"]), 0.0))
-    put("geo_link_ns", _ns(b["link_s"]))
+    put("geo_link_ns", _ns(b.link_s))
     for name in ("t_mxu", "t_vector", "t_trans", "c_tile", "x_tile", "t"):
         put(f"geo_{name}", _ns(terms[name]))
     put("geo_n_dma", terms["n_dma"])

@@ -23,13 +23,12 @@ opcodes listed in docs/simulator.md section 1b). Per-kernel static rows are cach
 from __future__ import annotations
 
 import hashlib
-import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any, Optional, Sequence
 
 import numpy as np
 
-from autotune.compiler.tiles import TileConfig, batch_inputs, default_tile, io_geometry, reduction_streaming
+from autotune.compiler.tiles import ROLE_LHS, TileConfig, TileRows, batch_inputs, default_tile, io_geometry, scratchpad_fit
 
 from hardware.base import INVALID, Evaluator, Measurement
 from autotune.compiler.targets import get_spec
@@ -95,17 +94,17 @@ def noise_z(seed: int, hashes: Sequence[str], T: np.ndarray, ks: np.ndarray) -> 
     return np.sqrt(-2.0 * np.log(u1)) * np.cos(2.0 * np.pi * u2)
 
 
-def simulate_batch(b: dict, T: np.ndarray, ks: np.ndarray, kp: np.ndarray, spec, c: SimConstants) -> np.ndarray:
+def simulate_batch(b: TileRows, T: np.ndarray, ks: np.ndarray, kp: np.ndarray, spec, c: SimConstants) -> np.ndarray:
     """Noise-free runtimes (seconds; +inf where the tile cannot fit) for stacked rows."""
     sub, lanes = spec.vector_shape
     g = io_geometry(b, T, sub, lanes)
-    rs, _ = reduction_streaming(g, b["kind"], spec.scratchpad_bytes, ks)
+    fit = scratchpad_fit(g, b.kind, spec.scratchpad_bytes, ks)
+    rs = fit.steps
     ks = ks * rs  # streaming inputs over reduced/contracted dims: rs more steps, each a share of K
     kp = np.where(rs > 1, np.maximum(kp / rs, 1.0), kp)
     bw = spec.hbm_bytes_per_s * c.hbm_efficiency
     # ---- DMA: per transfer setup + bytes / bandwidth, inefficient for short contiguous runs
-    lm = b.get("lhs_mult", np.ones_like(ks))
-    in_step = g["in_tile"] * np.where(b["in_role"] == 2, lm[:, None], 1.0) / ks[:, None]
+    in_step = g["in_tile"] * np.where(b.in_role == ROLE_LHS, b.lhs_mult[:, None], 1.0) / ks[:, None]
     in_run = np.minimum(g["in_run"], np.maximum(in_step, 1.0))
     has_in = in_step > 0
     t_in = np.where(has_in, c.dma_setup_s + in_step / bw * (1.0 + c.dma_r0_bytes / in_run), 0.0).sum(axis=1)
@@ -114,12 +113,12 @@ def simulate_batch(b: dict, T: np.ndarray, ks: np.ndarray, kp: np.ndarray, spec,
     t_out = c.dma_setup_s / ks + out_step / bw * (1.0 + c.dma_r0_bytes / out_run)
     t_dma = t_in + t_out  # inputs and outputs share the HBM bandwidth
     # ---- compute: systolic matrix unit with padding and fill, vector and transcendental units
-    is_mxu = b["is_mxu"] > 0
+    is_mxu = b.is_mxu > 0
     Tm, Tn = g["Tm"], g["Tn"]
     blocks = (kp / 128.0) * np.ceil(Tn / 128.0)
     rows = np.ceil(Tm / sub) * sub
     t_mxu = np.where(is_mxu, blocks * (rows + c.mxu_fill_rows) / (max(spec.mxu_count, 1) * spec.clock_hz), 0.0)
-    generic = is_mxu & ~b["mmask"].any(axis=1) & ~b["nmask"].any(axis=1)
+    generic = is_mxu & ~b.mmask.any(axis=1) & ~b.nmask.any(axis=1)
     t_mxu = np.where(generic, g["mxu_tile"] / spec.peak_flops, t_mxu)
     t_vpu = (g["vec_tile"] / spec.vector_flops + g["trans_tile"] / spec.transcendental_per_s) / ks
     # split contraction: the f32 partial sums of the output tile are accumulated in VMEM by the VPU
@@ -128,16 +127,14 @@ def simulate_batch(b: dict, T: np.ndarray, ks: np.ndarray, kp: np.ndarray, spec,
     t_vpu = t_vpu + np.where(ks > 1, acc, 0.0)
     t_comp = np.maximum(t_mxu, t_vpu) + (1.0 - c.vpu_mxu_overlap) * np.minimum(t_mxu, t_vpu)
     # partial reductions: combine once per output tile
-    t_comp = t_comp + np.where(b["kind"] == 1, c.reduce_combine_s * (b["out_alpha"] < 1.0), 0.0) / ks
+    t_comp = t_comp + np.where(b.kind == 1, c.reduce_combine_s * (b.out_alpha < 1.0), 0.0) / ks
     steps = g["n"] * ks
     ovh = c.step_overhead_s
-    fp = 2.0 * (g["in_tile"].sum(axis=1) / ks + g["out_tile"])  # double-buffered, per step
-    scratch = spec.scratchpad_bytes
     piped = c.launch_s + t_dma + t_comp + steps * (np.maximum(t_dma, t_comp) + ovh)
     serial = c.launch_s + steps * (t_dma + t_comp + ovh)
-    t = np.where(fp <= scratch, piped, np.where(fp / 2.0 <= scratch, serial, np.inf))
-    t = t + b["link_s"]  # collectives and infeed/outfeed: their off-chip transfer, once per kernel
-    return np.where(b["trivial"] > 0, 0.0, t)  # bitcast-only kernels move no data
+    t = np.where(fit.double_buffered, piped, np.where(fit.fits, serial, np.inf))
+    t = t + b.link_s  # collectives and infeed/outfeed: their off-chip transfer, once per kernel
+    return np.where(b.trivial > 0, 0.0, t)  # bitcast-only kernels move no data
 
 
 class TpuSimulator(Evaluator):
@@ -149,7 +146,7 @@ class TpuSimulator(Evaluator):
     #    infeed/outfeed, ragged-dot/scaled-dot on the MXU; async pairs priced as their operation
     # 4: reductions and contractions whose inputs exceed the scratchpad stream them over the
     #    reduced/contracted dims
-    #    (tiles.reduction_streaming) instead of failing to fit
+    #    (tiles.scratchpad_fit) instead of failing to fit
     version = "4"
 
     def __init__(self, target: str = "tpu", noise: Optional[float] = None, seed: int = 0,
@@ -171,18 +168,14 @@ class TpuSimulator(Evaluator):
     def store_namespace(self) -> str:
         return f"{self.name}/{self.version}/{self.spec.name}/n{self.constants.noise:g}/s{self.seed}"
 
-    # ---- default tile (the analytical model's argmin, as XLA)
-    def default_tile(self, kernel: Any) -> TileConfig:
-        return default_tile(kernel, self.spec)
-
     def simulate(self, kernels: Sequence[Any], tiles: Optional[Sequence[Any]] = None,
                  noise: bool = True) -> np.ndarray:
-        """Runtimes in seconds (+inf where a tile does not fit), vectorized; tiles None = default tile."""
+        """Runtimes in seconds (+inf where a tile does not fit), vectorized; a tile None is the kernel's
+        `tiles.default_tile` (the analytical roofline's argmin, as XLA)."""
         kernels = list(kernels)
         if not kernels:
             return np.zeros(0)
-        b, T, ks, kp, _ = batch_inputs(kernels, tiles, self.spec,
-                                       default_tile=lambda info, k: self.default_tile(k))
+        b, T, ks, kp, _ = batch_inputs(kernels, tiles, self.spec)
         t = simulate_batch(b, T, ks, kp, self.spec, self.constants)
         if noise and self.constants.noise > 0:
             z = noise_z(self.seed, [k.hash for k in kernels], T, ks)
@@ -221,7 +214,7 @@ class TpuSimulator(Evaluator):
                     out[i] = Measurement.failure("compile_error: tile does not fit the scratchpad")
                 else:
                     out[i] = Measurement(float(v), extra={"tile": t.key() if t is not None else
-                                                          self.default_tile(k).key()})
+                                                          default_tile(k, self.spec).key()})
         return out
 
 

@@ -66,7 +66,7 @@ import math
 from dataclasses import dataclass
 from typing import Optional
 
-from autotune.compiler.hlo import (ConvDimLabels, HloComputation, HloInstruction, HloModule, HloParseError, Shape, async_sugar,
+from autotune.compiler.hlo import (DTYPE_BYTES, ConvDimLabels, HloComputation, HloInstruction, HloModule, HloParseError, Shape, async_sugar,
                   parse_int_list)
 
 __all__ = ["Cost", "instruction_cost", "computation_cost", "computation_costs", "module_cost",
@@ -120,15 +120,10 @@ ELEMENTWISE_OPCODES: frozenset = TRANSCENDENTAL_OPCODES | frozenset((
     "round-nearest-even", "select", "shift-left", "shift-right-arithmetic", "shift-right-logical",
     "sign", "stochastic-convert", "subtract", "xor"))
 
-# Element widths as XLA:CPU sizes them (sub-byte types occupy a byte each).
-_ELEMENT_BYTES: dict = {
-    "pred": 1, "s1": 1, "u1": 1, "s2": 1, "u2": 1, "s4": 1, "u4": 1, "s8": 1, "u8": 1, "s16": 2, "u16": 2,
-    "s32": 4,
-    "u32": 4, "s64": 8, "u64": 8, "f16": 2, "bf16": 2, "f32": 4, "f64": 8, "c64": 8, "c128": 16,
-    "f8e4m3fn": 1, "f8e5m2": 1, "f8e4m3b11fnuz": 1, "f8e5m2fnuz": 1, "f8e4m3fnuz": 1, "f8e4m3": 1,
-    "f8e3m4": 1, "f8e8m0fnu": 1, "f4e2m1fn": 1, "token": 0, "opaque": 8,
-}
 _POINTER = 8
+# Element widths as XLA:CPU sizes them: `hlo.DTYPE_BYTES`, sub-byte types occupying a byte each, an
+# opaque value a pointer.
+_ELEMENT_BYTES: dict = {**{t: (math.ceil(b) if b > 0 else 0) for t, b in DTYPE_BYTES.items()}, "opaque": _POINTER}
 _DYNAMIC_SIZE_BYTES = 4  # the s32 size of each dim that a dynamic array carries with its data
 
 

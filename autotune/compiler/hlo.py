@@ -31,6 +31,11 @@ DTYPE_BYTES: dict[str, float] = {
     "f8e4m3": 1, "f8e3m4": 1, "f8e8m0fnu": 1, "f4e2m1fn": 0.5, "token": 0, "opaque": 0,
 }
 
+
+def dtype_bytes(dtype: str) -> float:
+    """Bytes per element of an element type as stored (packed: s4 0.5, fp8 1); 4 for an unknown name."""
+    return DTYPE_BYTES.get(dtype, 4)
+
 # Every opcode of XLA's HLO text format (xla/hlo/ir/hlo_opcode.h, HLO_OPCODE_LIST, as of XLA at
 # jaxlib 0.10.2 plus the newer atan, collective-reduce and shuffle), by their text names.
 OPCODES: frozenset[str] = frozenset("""
@@ -135,7 +140,7 @@ class Shape:
         """Size in bytes; a tuple counts its leaves (XLA counts tuple index tables separately)."""
         if self.tuple_shapes is not None:
             return sum(s.bytes for s in self.tuple_shapes)
-        return self.elements * DTYPE_BYTES.get(self.dtype, 4)
+        return self.elements * dtype_bytes(self.dtype)
 
     def leaves(self) -> list["Shape"]:
         if self.tuple_shapes is None:

@@ -34,16 +34,16 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
-from functools import lru_cache
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, Optional, Sequence
 
 import numpy as np
 
-from autotune.compiler.hlo import DTYPE_BYTES, Shape
+from autotune.compiler.hlo import Shape, dtype_bytes
 
-__all__ = ["TileConfig", "TileSpace", "TilingInfo", "tiling_info", "default_tile", "io_geometry", "R_MAX", "I_MAX",
-           "DTYPE_BYTES_TPU", "stack_rows", "tiles_to_array"]
+__all__ = ["TileConfig", "TileSpace", "TilingInfo", "TileRows", "InputRow", "tiling_info", "default_tile",
+           "io_geometry", "ScratchpadFit", "scratchpad_fit", "batch_inputs", "tiled_time_terms", "roofline_seconds",
+           "R_MAX", "I_MAX", "tiles_to_array"]
 
 R_MAX = 8  # max tiled rank handled by the vectorized geometry (higher ranks fold leading dims)
 I_MAX = 8  # inputs per kernel kept separately; the rest are merged into one "other" input
@@ -52,14 +52,13 @@ P_MAX = 2  # distinct layouts among the inputs shaped like the tiled shape
 ROLE_NONE, ROLE_SAME, ROLE_LHS, ROLE_RHS, ROLE_OTHER = 0, 1, 2, 3, 4
 KIND_INDEX = {"kLoop": 0, "kInput": 1, "kOutput": 2}
 
-DTYPE_BYTES_TPU = {"pred": 1, "s8": 1, "u8": 1, "s16": 2, "u16": 2, "bf16": 2, "f16": 2, "s32": 4, "u32": 4,
-                   "f32": 4, "s64": 8, "u64": 8, "f64": 8, "c64": 8, "c128": 16}
 
-
-def _dbytes(dtype: str) -> float:
-    """Bytes per element in TPU memory: the table above, else the packed width (fp8: 1, s4: 0.5)."""
-    v = DTYPE_BYTES_TPU.get(dtype)
-    return v if v is not None else DTYPE_BYTES.get(dtype, 4)
+def fusion_kind_index(kernel: Any) -> int:
+    """KIND_INDEX of the kernel's fusion kind (0, kLoop, for a duck-typed kernel without fusion rules)."""
+    try:
+        return KIND_INDEX.get(kernel.fusion_kind, 0)
+    except Exception:  # noqa: BLE001 - duck-typed kernels without fusion rules
+        return 0
 
 
 # --------------------------------------------------------------------------------------------------
@@ -150,7 +149,7 @@ def _log2_ceil(n: float) -> int:
 
 
 def _leaf_bytes(shape: Shape) -> float:
-    return float(sum(l.elements * _dbytes(l.dtype) for l in shape.leaves() if l.dtype != "token"))
+    return float(sum(l.elements * dtype_bytes(l.dtype) for l in shape.leaves() if l.dtype != "token"))
 
 
 def collective_group_size(ins: Any, module_attrs: dict) -> int:
@@ -264,9 +263,209 @@ def device_work(kernel: Any) -> DeviceWork:
 
 
 # --------------------------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class InputRow:
+    """One kernel input as the tile geometry sees it (a leaf of an input; the I_MAX - 1 largest are
+    kept, the rest merged into one broadcast-like row)."""
+
+    bytes: float       # bytes read over the whole kernel (a ragged-dot rhs: one group's share)
+    elements: float    # elements of the input
+    role: int          # ROLE_SAME (shaped like the tiled shape), ROLE_LHS / ROLE_RHS (hero operand), ROLE_OTHER
+    alpha: float       # per-tile read exponent of an "other" input: log(elements) / log(E)
+    perm: tuple        # logical dims in the input's minor-to-major order (a "same" input; else identity)
+    punit: tuple       # padding unit per position of `perm`: (lanes, sublanes, 1, ...) for a "same" input
+    dbytes: float      # bytes per element
+    maxrun: float      # longest contiguous run (bytes): 8 sublanes x the minor extent in the tiled layout
+
+
+_DIM = {"axis": "dim"}      # an array over the R_MAX dims of the tiled shape (trailing axis)
+_ARRAY = {"axis": "array"}  # an array over inputs or layout slots
+
+
+@dataclass(frozen=True, slots=True)
+class TileRows:
+    """The fixed-size numeric description of one kernel that the vectorized tile geometry
+    (`io_geometry`), the analytical roofline and the simulator read; `stack` turns the rows of many
+    (kernel, tile) items into one `TileRows` whose fields have a leading item axis."""
+
+    D: np.ndarray = field(metadata=_DIM)          # tiled-shape extents (padding dims: 1; rank > R_MAX folds the major dims)
+    U: np.ndarray = field(metadata=_DIM)          # padding unit per dim in the TPU tiled layout (lanes, sublanes, 1)
+    order: np.ndarray = field(metadata=_DIM)      # logical dims in minor-to-major order
+    mmask: np.ndarray = field(metadata=_DIM)      # dims of the hero's rows (M); all when the hero is not aligned
+    nmask: np.ndarray = field(metadata=_DIM)      # dims of the hero's columns (N)
+    win: np.ndarray = field(metadata=_DIM)        # convolution window per output spatial dim (1 elsewhere)
+    stride: np.ndarray = field(metadata=_DIM)     # convolution stride per output spatial dim
+    din: np.ndarray = field(metadata=_DIM)        # lhs extent behind each output dim (convolution input size)
+    in_bytes: np.ndarray = field(metadata=_ARRAY)   # (I_MAX,) bytes per input (`InputRow.bytes`)
+    in_alpha: np.ndarray = field(metadata=_ARRAY)   # (I_MAX,) `InputRow.alpha`
+    in_role: np.ndarray = field(metadata=_ARRAY)    # (I_MAX,) int `InputRow.role` (ROLE_NONE: empty slot)
+    in_slot: np.ndarray = field(metadata=_ARRAY)    # (I_MAX,) int layout slot of a "same" input
+    in_maxrun: np.ndarray = field(metadata=_ARRAY)  # (I_MAX,) `InputRow.maxrun`
+    sl_perm: np.ndarray = field(metadata=_ARRAY)    # (P_MAX, R_MAX) int minor-to-major dims per layout slot
+    sl_punit: np.ndarray = field(metadata=_ARRAY)   # (P_MAX, R_MAX) padding unit per position of sl_perm
+    sl_dbytes: np.ndarray = field(metadata=_ARRAY)  # (P_MAX,) bytes per element per layout slot
+    dtype_bytes: float   # bytes per element of the tiled shape
+    out_bytes: float     # bytes of the output (all leaves)
+    out_alpha: float     # per-tile write exponent of the output (< 1: a reduction split over reduced dims)
+    vec_flops: float     # vector flops besides the hero and its operands' producers
+    hero_flops: float    # matrix-unit flops of the dot/convolution hero (0 without one)
+    trans: float         # transcendentals besides the operands' producers
+    lhs_vec: float       # flops of the fused producers of the hero's lhs (recomputed per column tile)
+    rhs_vec: float       # flops of the fused producers of the hero's rhs (recomputed per row tile)
+    lhs_trans: float     # transcendentals of the lhs producers
+    rhs_trans: float     # transcendentals of the rhs producers
+    trivial: float       # 1.0 for a bitcast-only kernel (no time)
+    K_pad: float         # contraction size padded to the matrix unit (128)
+    n_const: float       # hero columns per tile when the tiled shape is not the hero's output (else 1)
+    m_scale: float       # hero rows per tiled-shape element when not aligned (else 1)
+    is_mxu: float        # 1.0 when the kernel has a matrix-unit hero
+    kind: float          # KIND_INDEX of the fusion kind (kLoop 0, kInput 1, kOutput 2)
+    link_s: float        # seconds of off-chip transfer (collectives, infeed/outfeed), once per kernel
+    lhs_mult: float = 1.0  # lhs re-reads per tile (a filter tile split over window positions)
+
+    @classmethod
+    def stack(cls, rows: Sequence["TileRows"]) -> "TileRows":
+        """The rows of many items as one `TileRows` (leading axis = item)."""
+        return cls(**{f.name: np.stack([getattr(r, f.name) for r in rows]) if f.metadata
+                      else np.array([getattr(r, f.name) for r in rows], float) for f in fields(cls)})
+
+    def take(self, idx: np.ndarray) -> "TileRows":
+        """The stacked rows of items `idx`."""
+        return TileRows(**{f.name: getattr(self, f.name)[idx] for f in fields(self)})
+
+    def first_dims(self, rank: int) -> "TileRows":
+        """Stacked rows with the per-dim arrays cut to their first `rank` dims (the trailing padding
+        dims, of extent 1 and fully covered, change nothing)."""
+        return replace(self, **{f.name: getattr(self, f.name)[..., :rank] for f in fields(self)
+                                if f.metadata.get("axis") == "dim" or f.name in ("sl_perm", "sl_punit")})
+
+
+@dataclass(frozen=True, slots=True, eq=False)
 class TilingInfo:
-    """Per-kernel static tiling description (cached by kernel hash and target): the tiled shape and a
-    fixed-size numeric row for the vectorized geometry."""
+    """A kernel's static tiling description on a target (`tiling_info` caches it by kernel hash and
+    target name): the tiled shape and its layout, the hero (dot/convolution) geometry, the kernel's
+    device work and inputs, and the fixed-size `row` the vectorized geometry reads."""
+
+    target: Any                # the TargetSpec
+    hash: str                  # the kernel's canonical hash
+    shape: Shape               # the tiled shape (the output, or a reduce's input; see the module docstring)
+    dims: tuple                # its extents (each >= 1)
+    rank: int
+    mtm: tuple                 # its minor-to-major dims
+    dtype_bytes: float         # bytes per element of the tiled shape
+    unit: tuple                # valid-tile unit per dim: lanes on the minor, sublanes on the second-minor dim
+    elements: float            # elements of the tiled shape (E)
+    flops: float               # device flops of the kernel (`device_work`)
+    transcendentals: float     # device transcendentals of the kernel
+    link_s: float              # off-chip transfer seconds (collectives, infeed/outfeed), once per execution
+    bytes_read: float          # XLA's static bytes read (kernel.cost)
+    bytes_written: float       # XLA's static bytes written
+    kind: int                  # KIND_INDEX of the kernel's fusion kind
+    hero: Optional[str]        # "dot", "conv", "generic" (dims not readable) or None
+    hero_flops: float          # matrix-unit flops of the hero (2 x output elements x K)
+    K: float                   # contraction size of the hero
+    K_pad: float               # K padded to the matrix unit
+    m_mask: np.ndarray         # per dim: one of the hero's rows (M) (read-only)
+    n_mask: np.ndarray         # per dim: one of the hero's columns (N) (read-only)
+    n_const: float             # hero columns per tile when the tiled shape is not the hero's output
+    m_scale: float             # hero rows per tiled-shape element when not aligned
+    rhs_shape: Optional[Shape]  # the hero's rhs (filter) shape, for filter tiles (kernel_bounds)
+    rhs_fraction: float        # share of the rhs one output row needs (1 / groups of a ragged-dot)
+    rhs_kclass: tuple          # per rhs dim: 1 spatial (K), 2 input feature (K), 3 output (N), 0 other
+    lhs_vec: float             # flops of the fused producers of the hero's lhs
+    rhs_vec: float             # flops of the fused producers of the hero's rhs
+    lhs_trans: float           # transcendentals of the lhs producers
+    rhs_trans: float           # transcendentals of the rhs producers
+    vec_flops: float           # vector flops besides the hero and the operands' producers
+    trans_rest: float          # transcendentals besides the operands' producers
+    trivial: bool              # a bitcast-only kernel
+    inputs: tuple              # `InputRow`s, largest first (at most I_MAX)
+    out_elements: float        # elements of the output (all leaves)
+    out_bytes: float           # bytes of the output
+    out_alpha: float           # per-tile write exponent of the output
+    row: TileRows              # the numeric row for the vectorized geometry
+    _tile_arrays: dict = field(default_factory=dict, repr=False)  # tile -> tile_array (cache)
+
+    @classmethod
+    def of(cls, kernel: Any, target: Any = "tpu") -> "TilingInfo":
+        """Work out the tiling description of a kernel (uncached; `tiling_info` caches)."""
+        bld = _TilingBuilder(kernel, target)
+        return cls(**{f.name: getattr(bld, f.name) for f in fields(cls) if not f.name.startswith("_")})
+
+    # ---- conversions
+    def tile_array(self, tile: Optional[TileConfig]) -> np.ndarray:
+        """Tile extents as an R_MAX float row (padding dims 1); None = the whole shape (cached)."""
+        c = self._tile_arrays.get(tile)
+        if c is None:
+            c = self._tile_array(tile)
+            if len(self._tile_arrays) < 100_000:
+                self._tile_arrays[tile] = c
+        return c
+
+    def _tile_array(self, tile: Optional[TileConfig]) -> np.ndarray:
+        t = np.ones(R_MAX)
+        r = min(self.rank, R_MAX)
+        if tile is None or len(tile.dims) != self.rank:
+            t[:r] = self.row.D[:r]
+            return t
+        if self.rank > R_MAX:
+            fold = self.rank - R_MAX + 1
+            t[:] = [float(np.prod(tile.dims[:fold]))] + list(tile.dims[fold:])
+        else:
+            t[:r] = tile.dims
+        return np.minimum(t, self.row.D)
+
+    def kernel_steps(self, tile: Optional[TileConfig]) -> tuple:
+        """(contraction steps, padded K per step, lhs re-reads) for a filter tile (TpuGraphs
+        kernel_bounds). A convolution split over window positions re-reads its (shifted) input tile
+        once per spatial step: lhs traffic x spatial steps."""
+        if tile is None or tile.kernel is None or self.rhs_shape is None or len(tile.kernel) != self.rhs_shape.rank:
+            return 1.0, self.K_pad, 1.0
+        steps = 1.0
+        kpad = 1.0
+        spatial = 1.0
+        for d, (ext, cls) in enumerate(zip(tile.kernel, self.rhs_kclass)):
+            full = self.rhs_shape.dims[d]
+            ext = min(ext, full)
+            if cls in (1, 2):
+                steps *= math.ceil(full / ext)
+                kpad *= ext if cls == 1 else _ceil_to(ext, 128)
+                if cls == 1:
+                    spatial *= math.ceil(full / ext)
+        return steps, kpad, spatial
+
+    def bounds_to_tile(self, output_bounds: Sequence[int], kernel_bounds: Sequence[int] = ()) -> Optional[TileConfig]:
+        """TpuGraphs bounds (physical major-to-minor order, two minor dims in units of the (8, 128)
+        tile, a rank-1 dim in 1024-element units) -> TileConfig in logical elements."""
+        def conv(bounds, shape_dims, mtm, unit_of):
+            if not bounds or len(bounds) != len(shape_dims):
+                return None
+            ext = [0] * len(shape_dims)
+            for pos, d in enumerate(reversed(mtm)):
+                ext[d] = int(min(shape_dims[d], bounds[pos] * unit_of[d]))
+            return tuple(max(e, 1) for e in ext)
+        if not output_bounds and not kernel_bounds:
+            return None  # no tile recorded: the compiler's default tile
+        out = conv(list(output_bounds), self.dims, self.mtm, self.unit) if output_bounds else None
+        if out is None:
+            out = self.dims
+        kern = None
+        if kernel_bounds and self.rhs_shape is not None:
+            rs = self.rhs_shape
+            rmtm = list(rs.minor_to_major())
+            sub, lanes = self.target.vector_shape
+            ru = [1] * rs.rank
+            if rs.rank == 1:
+                ru[0] = sub * lanes
+            elif rs.rank >= 2:
+                ru[rmtm[0]], ru[rmtm[1]] = lanes, sub
+            kern = conv(list(kernel_bounds), tuple(rs.dims), rmtm, ru)
+        return TileConfig(out, kern)
+
+
+# --------------------------------------------------------------------------------------------------
+class _TilingBuilder:
+    """Works out a kernel's `TilingInfo` (the mutable scratch of `TilingInfo.of`)."""
 
     def __init__(self, kernel: Any, target: Any):
         from autotune.compiler.targets import get_spec
@@ -283,7 +482,7 @@ class TilingInfo:
         self.mtm = tuple(self.shape.minor_to_major()) if self.rank else ()
         if len(self.mtm) != self.rank or sorted(self.mtm) != list(range(self.rank)):
             self.mtm = tuple(range(self.rank - 1, -1, -1))
-        self.dtype_bytes = _dbytes(self.shape.dtype)
+        self.dtype_bytes = dtype_bytes(self.shape.dtype)
         # Granularity per logical dim: valid-tile unit and padding unit (TPU tiled layout).
         unit = [1] * self.rank
         if self.rank == 1:
@@ -303,10 +502,7 @@ class TilingInfo:
                        + work.host_bytes / self.target.host_link_bytes_per_s)
         self.bytes_read = float(max(cost.bytes_read, 0.0))
         self.bytes_written = float(max(cost.bytes_written, 0.0))
-        try:
-            self.kind = KIND_INDEX.get(kernel.fusion_kind, 0)
-        except Exception:  # noqa: BLE001 - duck-typed kernels without fusion rules
-            self.kind = 0
+        self.kind = fusion_kind_index(kernel)
         # ---- hero (dot / convolution / ragged-dot / scaled-dot)
         self.hero = None
         self.hero_flops = 0.0
@@ -354,22 +550,23 @@ class TilingInfo:
                 is_rhs = idx in rhs_inputs and idx not in lhs_inputs
                 row = self._input_row(leaf, idx in lhs_inputs and idx not in rhs_inputs, is_rhs)
                 if is_rhs and self.rhs_fraction < 1.0:  # a ragged-dot row reads one group's matrix
-                    row["bytes"] *= self.rhs_fraction
-                    row["maxrun"] = min(row["maxrun"], max(row["bytes"], 1.0))
+                    share = row.bytes * self.rhs_fraction
+                    row = replace(row, bytes=share, maxrun=min(row.maxrun, max(share, 1.0)))
                 rows.append(row)
-        rows.sort(key=lambda r: -r["bytes"])
+        rows.sort(key=lambda r: -r.bytes)
         if len(rows) > I_MAX:  # merge the smallest into one broadcast-like input
             rest = rows[I_MAX - 1:]
-            b = sum(r["bytes"] for r in rest)
-            e = sum(r["elements"] for r in rest)
+            b = sum(r.bytes for r in rest)
+            e = sum(r.elements for r in rest)
             rows = rows[:I_MAX - 1] + [self._input_row(None, False, False, b, e)]
-        self.inputs = rows
+        self.inputs = tuple(rows)
         out_leaves = out_shape.leaves() if out_shape.is_tuple else [out_shape]
         self.out_elements = float(sum(max(l.elements, 1) for l in out_leaves))
-        self.out_bytes = float(sum(max(l.elements, 1) * _dbytes(l.dtype) for l in out_leaves))
+        self.out_bytes = float(sum(max(l.elements, 1) * dtype_bytes(l.dtype) for l in out_leaves))
         self.out_alpha = self._alpha(self.out_elements)
         self.row = self._make_row()
-        self._tcache: dict = {}
+        self.m_mask.flags.writeable = False
+        self.n_mask.flags.writeable = False
 
     # ---- construction helpers
     @staticmethod
@@ -492,38 +689,33 @@ class TilingInfo:
         return float(min(1.0, max(0.0, math.log(max(elements, 1.0)) / math.log(self.elements))))
 
     def _input_row(self, leaf: Optional[Shape], is_lhs: bool, is_rhs: bool, b: float = 0.0,
-                   e: float = 1.0) -> dict:
+                   e: float = 1.0) -> "InputRow":
+        """The `InputRow` of one input leaf; leaf None: `b` bytes of `e` elements merged from the
+        smallest inputs (read like a broadcast)."""
         sub, lanes = self.target.vector_shape
-        row = {"bytes": b, "elements": e, "role": ROLE_OTHER, "alpha": self._alpha(e),
-               "perm": list(range(self.rank)), "punit": [1] * self.rank, "dbytes": 4,
-               "maxrun": max(b, 1.0)}
+        identity, ones = tuple(range(self.rank)), (1,) * self.rank
         if leaf is None:
-            return row
+            return InputRow(b, e, ROLE_OTHER, self._alpha(e), identity, ones, 4, max(b, 1.0))
         e = float(max(leaf.elements, 1))
-        db = _dbytes(leaf.dtype)
-        row.update(bytes=e * db, elements=e, alpha=self._alpha(e), dbytes=db)
-        mtm = list(leaf.minor_to_major()) if leaf.rank else []
+        db = dtype_bytes(leaf.dtype)
+        mtm = tuple(leaf.minor_to_major()) if leaf.rank else ()
         if len(mtm) != leaf.rank:
-            mtm = list(range(leaf.rank - 1, -1, -1))
+            mtm = tuple(range(leaf.rank - 1, -1, -1))
         # Longest contiguous run of this input: 8 sublanes x its minor extent (tiled layout).
         minor = leaf.dims[mtm[0]] if leaf.rank else 1
-        row["maxrun"] = float(min(e * db, _ceil_to(max(minor, 1), lanes) * sub * db))
+        maxrun = float(min(e * db, _ceil_to(max(minor, 1), lanes) * sub * db))
+        role, perm, punit = ROLE_OTHER, identity, ones
         if is_lhs:
-            row["role"] = ROLE_LHS
+            role = ROLE_LHS
         elif is_rhs:
-            row["role"] = ROLE_RHS
+            role = ROLE_RHS
         elif leaf.rank == self.rank and tuple(leaf.dims) == self.dims and self.rank > 0:
-            row["role"] = ROLE_SAME
-            row["perm"] = mtm  # logical dims in the input's minor-to-major order
-            pu = [1] * self.rank
-            if self.rank == 1:
-                pu[0] = lanes
-            else:
-                pu[0], pu[1] = lanes, sub
-            row["punit"] = pu
-        return row
+            role = ROLE_SAME
+            perm = mtm  # logical dims in the input's minor-to-major order
+            punit = (lanes,) + (1,) * (self.rank - 1) if self.rank == 1 else (lanes, sub) + (1,) * (self.rank - 2)
+        return InputRow(e * db, e, role, self._alpha(e), perm, punit, db, maxrun)
 
-    def _make_row(self) -> dict:
+    def _make_row(self) -> "TileRows":
         """Fixed-size arrays (R_MAX dims, I_MAX inputs) for the vectorized geometry."""
         R, I = R_MAX, I_MAX
         dims = list(self.dims)
@@ -532,7 +724,6 @@ class TilingInfo:
             fold = len(dims) - R + 1
         D = np.ones(R)
         U = np.ones(R)
-        VU = np.ones(R)
         order = np.arange(R)
         mm = np.zeros(R, bool)
         nm = np.zeros(R, bool)
@@ -542,7 +733,6 @@ class TilingInfo:
         r = min(self.rank, R)
         if fold == 0:
             D[:r] = self.dims
-            VU[:r] = self.unit
             mm[:r] = self.m_mask
             nm[:r] = self.n_mask
             win[:r] = self.win
@@ -571,103 +761,31 @@ class TilingInfo:
         ins_slot = np.zeros(I, np.int64)
         slots: list = []
         for k, row in enumerate(self.inputs[:I]):
-            ins_bytes[k] = row["bytes"]
-            ins_alpha[k] = row["alpha"]
-            ins_role[k] = row["role"] if (fold == 0 or row["role"] != ROLE_SAME) else ROLE_OTHER
-            ins_maxrun[k] = row["maxrun"]
+            ins_bytes[k] = row.bytes
+            ins_alpha[k] = row.alpha
+            ins_role[k] = row.role if (fold == 0 or row.role != ROLE_SAME) else ROLE_OTHER
+            ins_maxrun[k] = row.maxrun
             if ins_role[k] == ROLE_SAME:
-                key = (tuple(row["perm"]), row["dbytes"])
+                key = (row.perm, row.dbytes)
                 if key not in slots and len(slots) < P_MAX:
                     slots.append(key)
                     j = len(slots) - 1
-                    sl_perm[j, :len(row["perm"])] = row["perm"]
-                    sl_punit[j, :len(row["perm"])] = row["punit"]
-                    sl_dbytes[j] = row["dbytes"]
+                    sl_perm[j, :len(row.perm)] = row.perm
+                    sl_punit[j, :len(row.perm)] = row.punit
+                    sl_dbytes[j] = row.dbytes
                 ins_slot[k] = slots.index(key) if key in slots else P_MAX - 1
-        return {
-            "D": D, "U": U, "VU": VU, "order": order, "mmask": mm, "nmask": nm, "win": win, "stride": stride,
-            "din": din, "E": float(np.prod(D)), "dtype_bytes": float(self.dtype_bytes),
-            "out_bytes": self.out_bytes, "out_alpha": self.out_alpha,
-            "in_bytes": ins_bytes, "in_alpha": ins_alpha, "in_role": ins_role, "in_slot": ins_slot,
-            "in_maxrun": ins_maxrun, "sl_perm": sl_perm, "sl_punit": sl_punit, "sl_dbytes": sl_dbytes,
-            "flops": self.flops, "vec_flops": self.vec_flops, "hero_flops": self.hero_flops,
-            "trans": self.trans_rest, "lhs_vec": self.lhs_vec, "rhs_vec": self.rhs_vec,
-            "lhs_trans": self.lhs_trans, "rhs_trans": self.rhs_trans, "trivial": float(self.trivial), "K": self.K, "K_pad": self.K_pad, "n_const": self.n_const,
-            "m_scale": self.m_scale,
-            "is_mxu": float(self.hero is not None), "kind": float(self.kind),
-            "bytes_read": self.bytes_read, "bytes_written": self.bytes_written, "link_s": self.link_s,
-        }
-
-    # ---- conversions
-    def tile_array(self, tile: Optional[TileConfig]) -> np.ndarray:
-        """Tile extents as an R_MAX float row (padding dims 1); None = the whole shape (cached)."""
-        c = self._tcache.get(tile)
-        if c is None:
-            c = self._tile_array(tile)
-            if len(self._tcache) < 100_000:
-                self._tcache[tile] = c
-        return c
-
-    def _tile_array(self, tile: Optional[TileConfig]) -> np.ndarray:
-        t = np.ones(R_MAX)
-        r = min(self.rank, R_MAX)
-        if tile is None or len(tile.dims) != self.rank:
-            t[:r] = self.row["D"][:r]
-            return t
-        if self.rank > R_MAX:
-            fold = self.rank - R_MAX + 1
-            t[:] = [float(np.prod(tile.dims[:fold]))] + list(tile.dims[fold:])
-        else:
-            t[:r] = tile.dims
-        return np.minimum(t, self.row["D"])
-
-    def kernel_steps(self, tile: Optional[TileConfig]) -> tuple:
-        """(contraction steps, padded K per step, lhs re-reads) for a filter tile (TpuGraphs
-        kernel_bounds). A convolution split over window positions re-reads its (shifted) input tile
-        once per spatial step: lhs traffic x spatial steps."""
-        if tile is None or tile.kernel is None or self.rhs_shape is None or len(tile.kernel) != self.rhs_shape.rank:
-            return 1.0, self.K_pad, 1.0
-        steps = 1.0
-        kpad = 1.0
-        spatial = 1.0
-        for d, (ext, cls) in enumerate(zip(tile.kernel, self.rhs_kclass)):
-            full = self.rhs_shape.dims[d]
-            ext = min(ext, full)
-            if cls in (1, 2):
-                steps *= math.ceil(full / ext)
-                kpad *= ext if cls == 1 else _ceil_to(ext, 128)
-                if cls == 1:
-                    spatial *= math.ceil(full / ext)
-        return steps, kpad, spatial
-
-    def bounds_to_tile(self, output_bounds: Sequence[int], kernel_bounds: Sequence[int] = ()) -> Optional[TileConfig]:
-        """TpuGraphs bounds (physical major-to-minor order, two minor dims in units of the (8, 128)
-        tile, a rank-1 dim in 1024-element units) -> TileConfig in logical elements."""
-        def conv(bounds, shape_dims, mtm, unit_of):
-            if not bounds or len(bounds) != len(shape_dims):
-                return None
-            ext = [0] * len(shape_dims)
-            for pos, d in enumerate(reversed(mtm)):
-                ext[d] = int(min(shape_dims[d], bounds[pos] * unit_of[d]))
-            return tuple(max(e, 1) for e in ext)
-        if not output_bounds and not kernel_bounds:
-            return None  # no tile recorded: the compiler's default tile
-        out = conv(list(output_bounds), self.dims, self.mtm, self.unit) if output_bounds else None
-        if out is None:
-            out = self.dims
-        kern = None
-        if kernel_bounds and self.rhs_shape is not None:
-            rs = self.rhs_shape
-            rmtm = list(rs.minor_to_major())
-            sub, lanes = self.target.vector_shape
-            ru = [1] * rs.rank
-            if rs.rank == 1:
-                ru[0] = sub * lanes
-            elif rs.rank >= 2:
-                ru[rmtm[0]], ru[rmtm[1]] = lanes, sub
-            kern = conv(list(kernel_bounds), tuple(rs.dims), rmtm, ru)
-        return TileConfig(out, kern)
-
+        for a in (D, U, order, mm, nm, win, stride, din, ins_bytes, ins_alpha, ins_role, ins_slot, ins_maxrun,
+                  sl_perm, sl_punit, sl_dbytes):
+            a.flags.writeable = False
+        return TileRows(
+            D=D, U=U, order=order, mmask=mm, nmask=nm, win=win, stride=stride, din=din,
+            dtype_bytes=float(self.dtype_bytes), out_bytes=self.out_bytes, out_alpha=self.out_alpha,
+            in_bytes=ins_bytes, in_alpha=ins_alpha, in_role=ins_role, in_slot=ins_slot, in_maxrun=ins_maxrun,
+            sl_perm=sl_perm, sl_punit=sl_punit, sl_dbytes=sl_dbytes,
+            vec_flops=self.vec_flops, hero_flops=self.hero_flops, trans=self.trans_rest,
+            lhs_vec=self.lhs_vec, rhs_vec=self.rhs_vec, lhs_trans=self.lhs_trans, rhs_trans=self.rhs_trans,
+            trivial=float(self.trivial), K_pad=self.K_pad, n_const=self.n_const, m_scale=self.m_scale,
+            is_mxu=float(self.hero is not None), kind=float(self.kind), link_s=self.link_s)
 
 def _ceil_to(x: float, m: int) -> int:
     return int(math.ceil(x / m) * m) if m > 1 else int(math.ceil(x))
@@ -678,11 +796,10 @@ _INFO_CACHE: dict = {}
 
 def tiling_info(kernel: Any, target: Any = "tpu") -> TilingInfo:
     """Cached TilingInfo for a kernel (by hash and target name)."""
-    name = target if isinstance(target, str) else getattr(target, "name", str(target))
-    key = (kernel.hash, name)
+    key = (kernel.hash, _target_name(target))
     info = _INFO_CACHE.get(key)
     if info is None:
-        info = TilingInfo(kernel, target)
+        info = TilingInfo.of(kernel, target)
         if len(_INFO_CACHE) > 200_000:
             _INFO_CACHE.clear()
         _INFO_CACHE[key] = info
@@ -692,34 +809,16 @@ def tiling_info(kernel: Any, target: Any = "tpu") -> TilingInfo:
 _DEFAULT_TILES: dict = {}
 
 
+def _target_name(target: Any) -> str:
+    return target if isinstance(target, str) else getattr(target, "name", str(target))
+
+
 def default_tile(kernel: Any, target: Any = "tpu") -> "TileConfig":
-    """The kernel's default tile on a target (`TileSpace.default`: the analytical model's argmin, as
-    XLA picks it), cached by kernel hash and target name; shared by the models, the simulator and the
-    featurizer."""
-    name = target if isinstance(target, str) else getattr(target, "name", str(target))
-    key = (kernel.hash, name)
-    t = _DEFAULT_TILES.get(key)
-    if t is None:
-        t = TileSpace(kernel, target).default()
-        if len(_DEFAULT_TILES) > 500_000:
-            _DEFAULT_TILES.clear()
-        _DEFAULT_TILES[key] = t
-    return t
-
-
-_ROW_ARRAY_KEYS = ("D", "U", "VU", "order", "mmask", "nmask", "win", "stride", "din", "in_bytes", "in_alpha",
-                   "in_role", "in_slot", "in_maxrun", "sl_perm", "sl_punit", "sl_dbytes")
-
-
-_DIM_KEYS = ("D", "U", "VU", "order", "mmask", "nmask", "win", "stride", "din", "sl_perm", "sl_punit")
-
-
-def stack_rows(rows: Sequence[dict]) -> dict:
-    """Stack per-kernel rows into batch arrays (leading axis = item)."""
-    out = {}
-    for k in rows[0]:
-        out[k] = np.stack([r[k] for r in rows]) if k in _ROW_ARRAY_KEYS else np.array([r[k] for r in rows], float)
-    return out
+    """The kernel's default tile on a target: `TileSpace.default`, the analytical roofline's argmin
+    over the valid tiles (as XLA picks it), cached by kernel hash and target name. The one default
+    tile of the cost models, the simulator and the featurizer."""
+    t = _DEFAULT_TILES.get((kernel.hash, _target_name(target)))
+    return t if t is not None else TileSpace(kernel, target).default()
 
 
 def tiles_to_array(infos: Sequence[TilingInfo], tiles: Sequence[Optional[TileConfig]]) -> np.ndarray:
@@ -743,69 +842,68 @@ def _run_bytes(t: np.ndarray, D: np.ndarray, U: np.ndarray, order: np.ndarray, b
     return run * block
 
 
-def io_geometry(b: dict, T: np.ndarray, sublanes: int = 8, lanes: int = 128) -> dict:
+def io_geometry(b: TileRows, T: np.ndarray, sublanes: int = 8, lanes: int = 128) -> dict:
     """Vectorized per-tile quantities for N (kernel, tile) items.
 
-    b: stacked rows (`stack_rows`), T: (N, R_MAX) tile extents. Returns arrays of shape (N,) unless
+    b: stacked rows (`TileRows.stack`), T: (N, R_MAX) tile extents. Returns arrays of shape (N,) unless
     noted: n_tiles, the per-tile logical input bytes per input (N, I) and their contiguous runs,
     padded output bytes per tile and its run, per-tile MXU flops (padded), vector and transcendental
     work, and the double-buffered footprint.
     """
-    D = b["D"]
+    D = b.D
     T = np.minimum(np.maximum(T, 1.0), D)
     n_j = np.ceil(D / T)
     n = np.prod(n_j, axis=1)
     a = D / n_j  # average extent (edge tiles are smaller)
     # padding of the tile in the TPU tiled layout (two minor dims) for data and vector registers
-    U = b["U"]
+    U = b.U
     padded = np.ceil(T / U) * U
     padfac = np.prod(padded / T, axis=1)
-    E = b["E"]
     frac = 1.0 / n  # average tile fraction T/E
     # ---- output
-    out_tile = b["out_bytes"] * frac ** b["out_alpha"] * padfac
-    block = U.prod(axis=1) * b["dtype_bytes"]
-    out_run = np.minimum(_run_bytes(T, D, U, b["order"], block), out_tile)
+    out_tile = b.out_bytes * frac ** b.out_alpha * padfac
+    block = U.prod(axis=1) * b.dtype_bytes
+    out_run = np.minimum(_run_bytes(T, D, U, b.order, block), out_tile)
     # ---- inputs
-    role = b["in_role"]
+    role = b.in_role
     fr_same = frac[:, None]
-    lhs_j = np.where(b["mmask"], np.where((b["win"] > 1) | (b["stride"] > 1),
-                                          np.minimum(1.0, ((a - 1) * b["stride"] + b["win"]) / b["din"]),
+    lhs_j = np.where(b.mmask, np.where((b.win > 1) | (b.stride > 1),
+                                          np.minimum(1.0, ((a - 1) * b.stride + b.win) / b.din),
                                           a / D), 1.0)
     f_lhs = np.prod(lhs_j, axis=1)
-    f_rhs = np.prod(np.where(b["nmask"], a / D, 1.0), axis=1)
-    f_oth = frac[:, None] ** b["in_alpha"]
+    f_rhs = np.prod(np.where(b.nmask, a / D, 1.0), axis=1)
+    f_oth = frac[:, None] ** b.in_alpha
     f = np.where(role == ROLE_SAME, fr_same,
                  np.where(role == ROLE_LHS, f_lhs[:, None], np.where(role == ROLE_RHS, f_rhs[:, None], f_oth)))
     f = np.where(role == ROLE_NONE, 0.0, f)
-    in_tile = b["in_bytes"] * f
+    in_tile = b.in_bytes * f
     # padding and contiguity of "same" inputs in their own layouts
-    perm = b["sl_perm"]
+    perm = b.sl_perm
     Tp = np.broadcast_to(T[:, None, :], perm.shape)
     Dp = np.broadcast_to(D[:, None, :], perm.shape)
     To = np.take_along_axis(Tp, perm, axis=-1)
     Do = np.take_along_axis(Dp, perm, axis=-1)
-    pu = b["sl_punit"]
+    pu = b.sl_punit
     sl_pad = np.prod(np.ceil(To / pu) * pu / To, axis=-1)
     ident = np.broadcast_to(np.arange(T.shape[1]), perm.shape)
-    sl_run = _run_bytes(To, Do, pu, ident, pu.prod(axis=-1) * b["sl_dbytes"])
-    slot = b["in_slot"]
+    sl_run = _run_bytes(To, Do, pu, ident, pu.prod(axis=-1) * b.sl_dbytes)
+    slot = b.in_slot
     in_pad = np.take_along_axis(sl_pad, slot, axis=1)
     run_same = np.take_along_axis(sl_run, slot, axis=1)
     same = role == ROLE_SAME
     in_tile = np.where(same, in_tile * in_pad, in_tile)
-    in_run = np.where(same, run_same, b["in_maxrun"])
+    in_run = np.where(same, run_same, b.in_maxrun)
     in_run = np.maximum(np.minimum(in_run, in_tile), 1.0)
     # ---- compute
-    Tm = np.prod(np.where(b["mmask"], T, 1.0), axis=1) * b["m_scale"]
-    Tn = np.prod(np.where(b["nmask"], T, 1.0), axis=1) * b["n_const"]
-    mxu_tile = np.where(b["is_mxu"] > 0,
-                        2.0 * np.ceil(Tm / sublanes) * sublanes * b["K_pad"] * np.ceil(Tn / lanes) * lanes, 0.0)
+    Tm = np.prod(np.where(b.mmask, T, 1.0), axis=1) * b.m_scale
+    Tn = np.prod(np.where(b.nmask, T, 1.0), axis=1) * b.n_const
+    mxu_tile = np.where(b.is_mxu > 0,
+                        2.0 * np.ceil(Tm / sublanes) * sublanes * b.K_pad * np.ceil(Tn / lanes) * lanes, 0.0)
     # generic hero (dims not aligned): proportional share, padded like the tile
-    generic = (b["is_mxu"] > 0) & ~b["mmask"].any(axis=1) & ~b["nmask"].any(axis=1)
-    mxu_tile = np.where(generic, b["hero_flops"] * frac * padfac, mxu_tile)
-    vec_tile = (b["vec_flops"] * frac + b["lhs_vec"] * f_lhs + b["rhs_vec"] * f_rhs) * padfac
-    trans_tile = (b["trans"] * frac + b["lhs_trans"] * f_lhs + b["rhs_trans"] * f_rhs) * padfac
+    generic = (b.is_mxu > 0) & ~b.mmask.any(axis=1) & ~b.nmask.any(axis=1)
+    mxu_tile = np.where(generic, b.hero_flops * frac * padfac, mxu_tile)
+    vec_tile = (b.vec_flops * frac + b.lhs_vec * f_lhs + b.rhs_vec * f_rhs) * padfac
+    trans_tile = (b.trans * frac + b.lhs_trans * f_lhs + b.rhs_trans * f_rhs) * padfac
     footprint = 2.0 * (in_tile.sum(axis=1) + out_tile)
     return {"n": n, "n_j": n_j, "T": T, "frac": frac, "padfac": padfac, "out_tile": out_tile, "out_run": out_run,
             "in_tile": in_tile, "in_run": in_run, "mxu_tile": mxu_tile, "vec_tile": vec_tile,
@@ -851,15 +949,14 @@ class TileSpace:
             out.append(sorted({min(c * u, d) for c in _ladder(units, divisors)}))
         return out
 
-    def _footprints(self, arr: np.ndarray) -> np.ndarray:
-        b = stack_rows([self.info.row] * len(arr))
+    def _fit(self, arr: np.ndarray) -> "ScratchpadFit":
+        b = TileRows.stack([self.info.row] * len(arr))
         sub, lanes = self.target.vector_shape
-        g = io_geometry(b, arr, sub, lanes)
-        return reduction_streaming(g, b["kind"], self.target.scratchpad_bytes)[1]
+        return scratchpad_fit(io_geometry(b, arr, sub, lanes), b.kind, self.target.scratchpad_bytes)
 
     def footprint(self, tile: TileConfig) -> float:
         """Double-buffered scratchpad bytes of a tile (inputs + output, x2)."""
-        return float(self._footprints(self.info.tile_array(tile)[None, :])[0])
+        return float(self._fit(self.info.tile_array(tile)[None, :]).footprint[0])
 
     def tiles(self) -> list:
         """All valid tiles (at most max_tiles; the ladder drops divisors when the product is larger)."""
@@ -876,11 +973,10 @@ class TileSpace:
                 combos = [combos[i] for i in sorted(keep)] + [tuple(self.info.dims)]
             tiles = [TileConfig(c) for c in combos]
             arr = np.stack([self.info.tile_array(t) for t in tiles])
-            fp = self._footprints(arr)
-            ok = fp <= self.target.scratchpad_bytes
-            valid = [t for t, o in zip(tiles, ok) if o]
+            fit = self._fit(arr)
+            valid = [t for t, o in zip(tiles, fit.double_buffered) if o]
             if not valid:  # nothing fits: keep the smallest tile so that the space is never empty
-                valid = [tiles[int(np.argmin(fp))]]
+                valid = [tiles[int(np.argmin(fit.footprint))]]
             self._tiles = valid
         return list(self._tiles)
 
@@ -893,18 +989,22 @@ class TileSpace:
         for v, c in zip(tile.dims, self.choices(True)):
             if v not in c:
                 return False
-        return self.footprint(tile) <= self.target.scratchpad_bytes
+        return bool(self._fit(self.info.tile_array(tile)[None, :]).double_buffered[0])
 
     def default(self) -> TileConfig:
-        """The analytical model's argmin over the valid tiles (as XLA picks its default tile)."""
+        """The default tile: the analytical roofline's argmin over the valid tiles (as XLA picks its
+        default tile; ties: the larger tile, fewer iterations), cached by kernel hash and target."""
         if self._default is None:
-            from costmodels.analytical import AnalyticalCostModel
-            tiles = self.tiles()
-            model = AnalyticalCostModel(self.target)
-            pred = model.predict([self.kernel] * len(tiles), tiles)
-            # ties: prefer the larger tile (fewer iterations)
-            order = sorted(range(len(tiles)), key=lambda i: (pred[i], -tiles[i].elements))
-            self._default = tiles[order[0]]
+            key = (self.kernel.hash, self.target.name)
+            d = _DEFAULT_TILES.get(key)
+            if d is None:
+                tiles = self.tiles()
+                pred = roofline_seconds([self.kernel] * len(tiles), tiles, self.target)
+                d = tiles[min(range(len(tiles)), key=lambda i: (pred[i], -tiles[i].elements))]
+                if len(_DEFAULT_TILES) > 500_000:
+                    _DEFAULT_TILES.clear()
+                _DEFAULT_TILES[key] = d
+            self._default = d
         return self._default
 
     def random(self, rng: np.random.Generator) -> TileConfig:
@@ -956,28 +1056,41 @@ class TileSpace:
         return np.stack([self.info.tile_array(t) for t in tiles])
 
 
-def reduction_streaming(g: dict, kind: np.ndarray, scratchpad_bytes: float, ksteps: Any = 1.0) -> tuple:
-    """(steps, double-buffered footprint per step) of each tile. A reduction (kInput) or
-    contraction (kOutput) tile whose inputs do not fit the scratchpad at once streams them over its
-    reduced or contracted dimensions in that many steps, its output tile resident (as XLA:TPU's
-    emitters loop over those dims) when they do not fit even single-buffered; other tiles take one step with the whole footprint. `ksteps`:
-    contraction steps the tile already has (a filter tile). Shared by the tile space and the
-    simulator, so that a tile the space calls valid is one the simulator can run."""
+@dataclass(frozen=True, slots=True)
+class ScratchpadFit:
+    """How each (kernel, tile) item uses the scratchpad (`scratchpad_fit`)."""
+
+    steps: np.ndarray            # streaming steps: > 1 where a reduction/contraction streams its inputs
+    footprint: np.ndarray        # bytes per step, double buffered: 2 * (inputs / (ksteps * steps) + output)
+    double_buffered: np.ndarray  # footprint <= scratchpad: transfers overlap compute (a valid tile)
+    fits: np.ndarray             # footprint / 2 <= scratchpad: runs at least single buffered
+
+
+def scratchpad_fit(g: dict, kind: np.ndarray, scratchpad_bytes: float, ksteps: Any = 1.0) -> ScratchpadFit:
+    """The one memory-fit check of a tile, shared by the tile space (a tile is valid when it fits
+    double buffered, as XLA:TPU's tiling requires: docs/design.md, "Tile semantics") and the simulator
+    (a tile that fits only single buffered runs without overlap; one that does not fit fails).
+
+    A reduction (kInput) or contraction (kOutput) tile whose inputs do not fit the scratchpad even
+    single buffered streams them over its reduced or contracted dimensions in several steps, its
+    output tile resident (as XLA:TPU's emitters loop over those dims); other tiles take one step with
+    the whole footprint. `g`: `io_geometry`; `ksteps`: contraction steps the tile already has (a
+    filter tile)."""
     in_b = 2.0 * g["in_tile"].sum(axis=1) / ksteps
     out_b = 2.0 * g["out_tile"]
     room = scratchpad_bytes - out_b
     stream = (kind > 0) & ((in_b + out_b) / 2.0 > scratchpad_bytes) & (room > 0)  # not even unbuffered
     steps = np.where(stream, np.ceil(in_b / np.maximum(room, 1.0)), 1.0)
-    return steps, in_b / steps + out_b
+    footprint = in_b / steps + out_b
+    return ScratchpadFit(steps, footprint, footprint <= scratchpad_bytes, footprint / 2.0 <= scratchpad_bytes)
 
 
-def batch_inputs(kernels: Sequence[Any], tiles: Optional[Sequence[Optional[TileConfig]]], target: Any,
-                 default_tile=None) -> tuple:
+def batch_inputs(kernels: Sequence[Any], tiles: Optional[Sequence[Optional[TileConfig]]], target: Any) -> tuple:
     """Stacked rows and tile arrays for a batch of (kernel, tile) items.
 
     Rows are built once per distinct kernel (cached TilingInfo) and gathered by index, so a batch of
-    many tiles of few kernels costs little. `default_tile(info, kernel)` fills tiles that are None
-    (default: the whole shape). Returns (b, T, ksteps, kpad, infos)."""
+    many tiles of few kernels costs little. A tile that is None is the kernel's `default_tile`.
+    Returns (b, T, ksteps, kpad, infos): b the `TileRows` of the items (`lhs_mult` set)."""
     n = len(kernels)
     idx = np.empty(n, np.int64)
     uniq: dict = {}
@@ -989,14 +1102,9 @@ def batch_inputs(kernels: Sequence[Any], tiles: Optional[Sequence[Optional[TileC
             j = uniq[h] = len(infos)
             infos.append(tiling_info(k, target))
         idx[i] = j
-    rows = stack_rows([inf.row for inf in infos]) if infos else None
     # Trailing padding dims (extent 1, fully covered) change nothing: keep only the batch's max rank.
     r_eff = max([min(inf.rank, R_MAX) for inf in infos] + [1])
-    if rows is not None and r_eff < R_MAX:
-        for key in _DIM_KEYS:
-            rows[key] = rows[key][..., :r_eff]
-    b = {key: v[idx] for key, v in rows.items()} if rows is not None else {}
-    T = np.ones((n, R_MAX))
+    rows = TileRows.stack([inf.row for inf in infos]).first_dims(r_eff) if infos else None
     ks = np.ones(n)
     lm = np.ones(n)
     kp = np.array([infos[j].K_pad for j in idx], float) if n else np.ones(0)
@@ -1010,7 +1118,7 @@ def batch_inputs(kernels: Sequence[Any], tiles: Optional[Sequence[Optional[TileC
         if t is None:
             arr = dflt.get(j)
             if arr is None:
-                td = default_tile(inf, kernels[i]) if default_tile is not None else None
+                td = default_tile(kernels[i], target)
                 arr = dflt[j] = (inf.tile_array(td), td)
             rows_T.append(arr[0])
             t = arr[1]
@@ -1018,10 +1126,45 @@ def batch_inputs(kernels: Sequence[Any], tiles: Optional[Sequence[Optional[TileC
             if isinstance(t, (tuple, list)):
                 t = TileConfig(tuple(t))
             rows_T.append(inf.tile_array(t))
-        if t is not None and t.kernel is not None:
+        if t.kernel is not None:
             ks[i], kp[i], lm[i] = inf.kernel_steps(t)
-    if n:
-        T = np.array(rows_T)[:, :r_eff]
-    if n:
-        b["lhs_mult"] = lm
-    return b, T, ks, kp, [infos[j] for j in idx]
+    if not n:
+        return rows, np.ones((0, R_MAX)), ks, kp, []
+    b = replace(rows.take(idx), lhs_mult=lm)
+    return b, np.array(rows_T)[:, :r_eff], ks, kp, [infos[j] for j in idx]
+
+
+def tiled_time_terms(b: TileRows, T: np.ndarray, ks: np.ndarray, kp: np.ndarray, spec: Any,
+                     g: Optional[dict] = None) -> dict:
+    """The analytical roofline of a tiled kernel per item (seconds): t_mxu, t_vector, t_trans (per
+    tile), c_tile, x_tile, n_dma, t = n_tiles * max(c_tile, x_tile) + launch + link (costmodels.analytical
+    gives the equations); b, T, ks, kp from `batch_inputs`, g its `io_geometry` when already computed."""
+    sub, lanes = spec.vector_shape
+    if g is None:
+        g = io_geometry(b, T, sub, lanes)
+    mxu = g["mxu_tile"] * np.where(b.K_pad > 0, kp / np.maximum(b.K_pad, 1e-30), 1.0)
+    t_mxu = mxu / spec.peak_flops
+    t_vector = g["vec_tile"] / spec.vector_flops / ks
+    t_trans = g["trans_tile"] / spec.transcendental_per_s / ks
+    c_tile = t_mxu + t_vector + t_trans
+    n_dma = (g["in_tile"] > 0).sum(axis=1) + 1
+    x_tile = (g["in_tile"].sum(axis=1) + g["out_tile"]) / spec.hbm_bytes_per_s + n_dma * spec.dma_setup_s
+    t = g["n"] * ks * np.maximum(c_tile, x_tile / ks) + spec.kernel_launch_s + b.link_s
+    return {"t_mxu": t_mxu, "t_vector": t_vector, "t_trans": t_trans, "c_tile": c_tile, "x_tile": x_tile,
+            "n_dma": n_dma, "t": t}
+
+
+def roofline_seconds(kernels: Sequence[Any], tiles: Optional[Sequence[Optional[TileConfig]]], target: Any,
+                     kind_scales: Optional[np.ndarray] = None) -> np.ndarray:
+    """The analytical roofline's runtime of each (kernel, tile) item (`tiled_time_terms`' t; 0 for a
+    bitcast-only kernel), times `kind_scales[KIND_INDEX]` when given: the cost the tile space ranks
+    its default tile by, and the tiled analytical cost model."""
+    from autotune.compiler.targets import get_spec
+    if not len(kernels):
+        return np.zeros(0)
+    spec = get_spec(target)
+    b, T, ks, kp, _ = batch_inputs(kernels, tiles, spec)
+    t = tiled_time_terms(b, T, ks, kp, spec)["t"]
+    if kind_scales is not None:
+        t = t * kind_scales[b.kind.astype(int)]
+    return np.where(b.trivial > 0, 0.0, t)

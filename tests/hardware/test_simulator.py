@@ -174,6 +174,10 @@ def test_calibration_on_tpugraphs_v3():
     assert sim["kendall"] > 0.8 and sim["kendall"] > an["kendall"]
     assert sim["top5"] < 1.05
     assert sim["mean_abs_log10_err_default"] < 0.1  # within ~25% of real v3 runtimes
+    # Every tile a real TPU v3 ran fits the scratchpad double buffered (the tile space's validity
+    # rule, tiles.scratchpad_fit), some of them nearly full: the rule neither admits too much nor too little.
+    use = mod.scratchpad_use(recs)
+    assert use["double_buffered"] == sum(len(r["tiles"]) for r in recs) and use["max_footprint_fraction"] > 0.8
 
 
 @pytest.mark.parametrize("body,in_bytes", [

@@ -587,7 +587,7 @@ def test_ragged_and_scaled_dots_run_on_the_matrix_unit():
         assert info.hero == "dot" and info.hero_flops == flops and info.n_mask.tolist() == [False, True]
     # Each ragged-dot row multiplies with one of the 2 groups' matrices: a tile reads half the rhs.
     info = tiling_info(_one(TEMPLATES["ragged-dot"], "ragged-dot"), "tpu")
-    assert info.rhs_fraction == 0.5 and max(r["bytes"] for r in info.inputs) == 2 * 8 * 32 * 4 / 2
+    assert info.rhs_fraction == 0.5 and max(r.bytes for r in info.inputs) == 2 * 8 * 32 * 4 / 2
 
 
 def test_topk_is_tiled_over_the_rows_it_reduces():

@@ -201,7 +201,7 @@ def fused_as_one(body: str):
 
 
 def test_hero_not_aligned_with_the_tiled_shape_counts_its_own_rows():
-    from autotune.compiler.tiles import io_geometry, stack_rows
+    from autotune.compiler.tiles import TileRows, io_geometry
     k = fused_as_one(CELL)
     assert {"dot", "slice", "dynamic-update-slice"} <= set(k.opcodes)
     info = tiling_info(k, "tpu")
@@ -209,10 +209,97 @@ def test_hero_not_aligned_with_the_tiled_shape_counts_its_own_rows():
     assert info.m_scale == pytest.approx(4 / (32 * 4 * 128))
     space = TileSpace(k, "tpu")
     tiles = space.tiles()
-    g = io_geometry(stack_rows([info.row] * len(tiles)), space.to_array(tiles))
+    g = io_geometry(TileRows.stack([info.row] * len(tiles)), space.to_array(tiles))
     total = g["mxu_tile"] * g["n"]
     # the whole dot is 2*4*128*512 flops; a tile pads its rows to 8 sublanes and recomputes at most
     # its share (version 1 of the model counted every one of the 16384 tiled elements as a row: 4096x)
     assert np.all(total >= info.hero_flops)
     assert total[tiles.index(space.default())] <= 2.0 * info.hero_flops
     assert np.all(total <= 2.0 * info.hero_flops * g["n"])
+
+
+DOT = """
+  a = f32[256,512]{1,0} parameter(0)
+  b = f32[512,384]{1,0} parameter(1)
+  ROOT d = f32[256,384]{1,0} dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}"""
+
+
+def test_tiling_info_is_a_frozen_typed_record():
+    import dataclasses
+    info = tiling_info(one_kernel(ADD), "tpu")
+    assert dataclasses.is_dataclass(info) and not hasattr(info, "__dict__")  # slots
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        info.dims = (1, 1)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        info.row.D = np.ones(8)
+    with pytest.raises(ValueError):  # the arrays it holds are read-only too
+        info.row.D[0] = 5.0
+    assert info.dims == (64, 256) and info.unit == (8, 128) and info.row.D[:2].tolist() == [64.0, 256.0]
+    assert [r.role for r in info.inputs] == [1, 1]  # ROLE_SAME: both operands are shaped like the output
+    assert sum(r.bytes for r in info.inputs) == 2 * 64 * 256 * 4
+
+
+def test_tile_rows_stack_take_and_cut_dims():
+    from autotune.compiler.tiles import R_MAX, TileRows
+    a, b = tiling_info(one_kernel(ADD), "tpu").row, tiling_info(one_kernel(DOT), "tpu").row
+    rows = TileRows.stack([a, b, a])
+    assert rows.D.shape == (3, R_MAX) and rows.sl_perm.shape[0] == 3 and rows.kind.shape == (3,)
+    assert rows.in_role.dtype.kind == "i" and rows.lhs_mult.tolist() == [1.0, 1.0, 1.0]
+    picked = rows.take(np.array([1, 1]))
+    assert picked.is_mxu.tolist() == [1.0, 1.0] and picked.hero_flops[0] == b.hero_flops
+    cut = rows.first_dims(2)
+    assert cut.D.shape == (3, 2) and cut.sl_perm.shape[-1] == 2 and cut.in_bytes.shape == rows.in_bytes.shape
+
+
+def test_default_tile_is_the_analytical_models_argmin_and_needs_no_cost_model_package():
+    """The compiler layer picks the default tile with its own roofline (no costmodels import), and
+    the analytical cost model ranks the valid tiles by the same numbers."""
+    import subprocess
+    import sys
+    from costmodels.analytical import AnalyticalCostModel
+    k = one_kernel(DOT)
+    sp = TileSpace(k)
+    tiles = sp.tiles()
+    pred = AnalyticalCostModel("tpu").predict([k] * len(tiles), tiles)
+    assert sp.default() == min(zip(pred, tiles), key=lambda p: (p[0], -p[1].elements))[1]
+    code = ("import sys; from autotune.compiler.program import Program; from autotune.compiler.fusion import "
+            "FusionSpace; from autotune.compiler.tiles import default_tile, TileSpace\n"
+            f"p = Program.from_text({('HloModule m' + chr(10) + chr(10) + 'ENTRY e {' + DOT + chr(10) + '}' + chr(10))!r})\n"
+            "s = FusionSpace(p, 'tpu'); k = [k for k in s.kernels(s.default()) if not k.is_trivial][0]\n"
+            "print(default_tile(k, 'tpu').key(), len(TileSpace(k).tiles()))\n"
+            "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('costmodels', 'hardware', 'search'))\n"
+            "assert not bad, bad")
+    import os
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": root})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == [sp.default().key(), str(len(tiles))]
+
+
+BIG_ADD = """
+  a = f32[2048,1024]{1,0} parameter(0)
+  b = f32[2048,1024]{1,0} parameter(1)
+  ROOT c = f32[2048,1024]{1,0} add(a, b)"""
+
+
+# (rows of a full-width tile, how it fits 16 MiB): 3 arrays x 4 bytes x rows x 1024, twice when double buffered
+@pytest.mark.parametrize("rows,fits", [(512, "double"), (1024, "single"), (2048, "none")])
+def test_one_memory_fit_rule_for_the_tile_space_and_the_simulator(rows, fits):
+    """A tile is valid when it fits double buffered; the simulator also runs a tile that fits only
+    single buffered (transfers and compute without overlap), and fails one that does not fit at all."""
+    from hardware.simulator import TpuSimulator
+    k = one_kernel(BIG_ADD)
+    sp = TileSpace(k)
+    tile = TileConfig((rows, 1024))
+    scratch = sp.target.scratchpad_bytes
+    assert sp.footprint(tile) == pytest.approx(2 * 3 * rows * 1024 * 4)
+    assert sp.is_valid(tile) == (fits == "double") == (tile in sp.tiles())
+    sim = TpuSimulator("tpu", noise=0.0)
+    t = sim.simulate([k], [tile])[0]
+    assert np.isfinite(t) == (fits != "none")
+    if fits != "none":  # every byte crosses HBM once, with no overlap when single buffered
+        assert t >= 3 * 2048 * 1024 * 4 / sim.spec.hbm_bytes_per_s
+    ms = sim.measure([k], [tile])[0]
+    assert ms.ok == (fits != "none") and (fits != "none" or "scratchpad" in ms.status)
+    assert all(sp.footprint(x) <= scratch for x in sp.tiles())
