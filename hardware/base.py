@@ -12,6 +12,8 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Optional, Protocol, Sequence, runtime_checkable
 
+from autotune.plugins import Registry, UnknownPluginError
+
 
 class BudgetError(ValueError):
     """A budget string that cannot be parsed, or an impossible budget."""
@@ -194,3 +196,24 @@ class Evaluator(ABC):
 
     def close(self) -> None:
         """Release worker processes or connections."""
+
+
+# --------------------------------------------------------------------------------------------------
+# Evaluators by name (autotune/plugins.py; entry-point group autotune.evaluators). A plug-in is an
+# Evaluator class or factory called as factory(target=..., budget=..., store=..., seed=..., **options).
+
+def _as_evaluator_factory(obj: Any, spec: str) -> Any:
+    if isinstance(obj, type) and not issubclass(obj, Evaluator):
+        raise UnknownEvaluatorError(f"{spec!r} is not an Evaluator class or factory")
+    if not callable(obj):
+        raise UnknownEvaluatorError(f"{spec!r} is not an Evaluator class or factory")
+    return obj
+
+
+class UnknownEvaluatorError(UnknownPluginError):
+    """An evaluator spec that names nothing loadable."""
+
+
+EVALUATORS = Registry("evaluator", "autotune.evaluators", builtins={
+    "sim": "hardware.simulator:TpuSimulator", "xla": "hardware.xla:XlaEvaluator",
+}, aliases={"simulator": "sim"}, check=_as_evaluator_factory, error=UnknownEvaluatorError)

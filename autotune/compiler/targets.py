@@ -29,15 +29,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
+from autotune.plugins import Registry, UnknownPluginError
+
 __all__ = [
-    "TargetSpec", "UnknownTargetError", "get_target", "list_targets", "TPU_V2", "TPU_V3", "H100",
+    "TargetSpec", "UnknownTargetError", "TARGETS", "get_target", "list_targets", "TPU_V2", "TPU_V3", "H100",
     "host_cpu_spec", "measure_host", "host_cache_path",
 ]
 
 KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
 
 
-class UnknownTargetError(ValueError):
+class UnknownTargetError(UnknownPluginError):
     """A target name that `get_target` does not know."""
 
 
@@ -393,7 +395,6 @@ def _mem_bytes() -> int:
 
 
 # ------------------------------------------------------------------------------------------------
-_STATIC = {"tpu-v2": TPU_V2, "tpu-v3": TPU_V3, "h100": H100}
 _ALIASES = {
     "tpu": "tpu-v3", "tpuv3": "tpu-v3", "tpu_v3": "tpu-v3", "v3": "tpu-v3",
     "tpuv2": "tpu-v2", "tpu_v2": "tpu-v2", "v2": "tpu-v2",
@@ -403,21 +404,28 @@ _ALIASES = {
 }
 
 
+def _as_target(obj: Any, spec: str) -> TargetSpec:
+    """A registered target is a TargetSpec or a zero-argument factory of one (e.g. the measured host)."""
+    target = obj() if callable(obj) else obj
+    if not isinstance(target, TargetSpec):
+        raise UnknownTargetError(f"{spec!r} is not a target (got {type(target).__name__})")
+    return target
+
+
+# Targets by name (autotune/plugins.py; entry-point group autotune.targets).
+TARGETS = Registry("target", "autotune.targets", builtins={
+    "tpu-v2": "autotune.compiler.targets:TPU_V2", "tpu-v3": "autotune.compiler.targets:TPU_V3",
+    "cpu": "autotune.compiler.targets:host_cpu_spec", "h100": "autotune.compiler.targets:H100",
+}, aliases={k: v for k, v in _ALIASES.items() if k != v}, check=_as_target, error=UnknownTargetError)
+
+
 def list_targets() -> list[str]:
     """Canonical target names (aliases: tpu -> tpu-v3, host -> cpu)."""
-    return ["tpu-v2", "tpu-v3", "cpu", "h100"]
+    return TARGETS.names()
 
 
 def get_target(name: "str | TargetSpec") -> TargetSpec:
     """The TargetSpec for a name ("tpu", "tpu-v2", "tpu-v3", "cpu", "h100"); a TargetSpec passes through."""
     if isinstance(name, TargetSpec):
         return name
-    key = str(name).strip().lower()
-    key = _ALIASES.get(key, key)
-    if key == "cpu":
-        return host_cpu_spec()
-    try:
-        return _STATIC[key]
-    except KeyError:
-        raise UnknownTargetError(
-            f"unknown target {name!r}; known: {', '.join(list_targets())} (alias: tpu = tpu-v3)") from None
+    return TARGETS.get(str(name))
