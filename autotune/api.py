@@ -122,13 +122,13 @@ def resolve_cost_model(spec: Optional[str], task: str, target: str) -> str:
     return text
 
 
-def _call_with_supported(factory: Any, **kw: Any) -> Any:
-    """factory(**kw) with only the keywords its signature names (a plug-in need not take task or target)."""
+def _supported(factory: Any, **kw: Any) -> dict:
+    """The keywords of kw that factory's signature names (a plug-in need not take task or target)."""
     try:
         params = inspect.signature(factory).parameters
     except (TypeError, ValueError):
-        return factory()
-    return factory(**{k: v for k, v in kw.items() if k in params})
+        return {}
+    return {k: v for k, v in kw.items() if k in params}
 
 
 def make_cost_model(spec: Optional[str], task: str = "fusion", target: str = "tpu", evaluator: Any = None) -> Any:
@@ -144,12 +144,8 @@ def make_cost_model(spec: Optional[str], task: str = "fusion", target: str = "tp
         return load_model_file(text, task, target)
     if key.endswith(_MODEL_FILE_SUFFIXES) and ":" not in key:
         raise ValueError(f"model file {text} does not exist")
-    from costmodels.base import CostModel
-    from hardware.base import Evaluator
     found = COST_MODELS.get(text)
-    if not isinstance(found, (CostModel, Evaluator)):
-        found = _call_with_supported(found, task=task, target=target)
-    return get_cost_model(found)
+    return get_cost_model(found, **(_supported(found, task=task, target=target) if callable(found) else {}))
 
 
 def list_cost_models() -> list[str]:
@@ -223,9 +219,10 @@ def make_evaluator(name: Optional[str], target: str, store: Any = None, seed: in
     or a plug-in (entry point of `autotune.evaluators`, `module:Class`); `store` is a path, 'none' or a store."""
     from autotune.tuning.store import open_store
     from hardware.base import EVALUATORS
-    key = EVALUATORS.canonical(name or default_evaluator(target))
+    name = name or default_evaluator(target)
+    key = EVALUATORS.canonical(name)
+    factory = EVALUATORS.get(name)
     st = open_store(store) if store is None or isinstance(store, (str, os.PathLike)) else store
-    factory = EVALUATORS.get(key)
     if key == "sim":
         if not _is_tpu(target):
             raise ValueError(f"the sim evaluator simulates a TPU; use --target tpu (got --target {target})")
@@ -243,8 +240,8 @@ def make_evaluator(name: Optional[str], target: str, store: Any = None, seed: in
             first = str(e).splitlines()[0] if str(e) else type(e).__name__
             raise ValueError(f"the xla evaluator could not start: {first}") from None
     options = {"noise": noise, "scheduler": scheduler, "n_workers": workers if workers != 1 else None}
-    return _call_with_supported(factory, target=target, budget=budget, store=st, seed=seed,
-                                **{k: v for k, v in options.items() if v is not None})
+    kw = dict(target=target, budget=budget, store=st, seed=seed, **{k: v for k, v in options.items() if v is not None})
+    return factory(**_supported(factory, **kw))
 
 
 # ----------------------------------------------------------------------------------------- strategies
