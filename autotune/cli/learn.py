@@ -16,7 +16,7 @@ In `evaluate`, M is a cost model as everywhere (autotune/api.py): "gnn" or "xgbo
 for the dataset's task and target; also "shipped:gnn"), "analytical" (the analytical predictions stored
 in the dataset), or a saved model file. `--train K` (or M = "train:K") fits a fresh model on the
 dataset's train split: gnn, xgboost, or analytical (per-kernel-kind scales, the paper's fusion
-baseline). Without M and K: every shipped model and the analytical model. Errors are one line on
+baseline). Without M: every shipped model and the analytical model (beside the K asked for). Errors are one line on
 stderr with exit status 2.
 """
 from __future__ import annotations
@@ -213,16 +213,17 @@ def evaluate(model_specs: Sequence[str], train_kinds: Sequence[str], data_dir: s
 def load_evaluated_models(ds: Any, specs: Sequence[str], train_kinds: Sequence[str] = (), seed: int = 0,
                           log: Any = None) -> dict:
     """{label: model} for `evaluate`: cost-model specs (shipped by name, files, analytical) and fresh models
-    fitted on the train split (`train:KIND` or train_kinds); none given: every shipped model and analytical."""
+    fitted on the train split (`train:KIND` or train_kinds); no spec but train:KIND: every shipped model and
+    analytical as well."""
     from autotune import api
     log = log or (lambda line: None)
     specs = list(specs)
     trains = [k for k in train_kinds]
-    if not specs and not trains:
+    if not [s for s in specs if not s.strip().lower().startswith("train:")]:
         shipped = api.shipped_models(ds.task, ds.target)
         if not shipped:
             log(f"no shipped model for task {ds.task} and target {ds.target}: evaluating the analytical model only")
-        specs = [f"shipped:{kind}" for kind in shipped] + ["analytical"]
+        specs = specs + [f"shipped:{kind}" for kind in shipped] + ["analytical"]
     models: dict = {}
 
     def add(label: str, model: Any) -> None:

@@ -146,7 +146,8 @@ def test_evaluate_shipped_models_is_one_command(fusion_ds):
     res3 = r.invoke(main, ["evaluate", "--train", "analytical", "--cost-model", "train:analytical", "--data",
                            str(fusion_ds.root), "--split", "all", "--json"])
     assert res3.exit_code == 0, res3.output
-    assert set(json.loads(res3.stdout)["summary"]) == {"train:analytical", "train:analytical'"}
+    assert set(json.loads(res3.stdout)["summary"]) == {"train:analytical", "train:analytical'", "shipped:gnn",
+                                                      "shipped:xgboost", "analytical"}
     res4 = r.invoke(main, ["evaluate", "--cost-model", "sim", "--data", str(fusion_ds.root)])
     assert res4.exit_code == 2 and "evaluate needs a saved model file" in res4.output
     res5 = r.invoke(main, ["evaluate", "--help"])
