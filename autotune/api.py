@@ -218,30 +218,14 @@ def make_evaluator(name: Optional[str], target: str, store: Any = None, seed: in
     """An evaluator by name for a target: `sim` (TPU-like simulator), `xla` (real XLA on this machine),
     or a plug-in (entry point of `autotune.evaluators`, `module:Class`); `store` is a path, 'none' or a store."""
     from autotune.tuning.store import open_store
-    from hardware.base import EVALUATORS
-    name = name or default_evaluator(target)
-    key = EVALUATORS.canonical(name)
-    factory = EVALUATORS.get(name)
+    from hardware.base import create_evaluator
     st = open_store(store) if store is None or isinstance(store, (str, os.PathLike)) else store
-    if key == "sim":
-        if not _is_tpu(target):
-            raise ValueError(f"the sim evaluator simulates a TPU; use --target tpu (got --target {target})")
-        return factory(target=target, seed=seed, budget=budget, store=st, noise=noise)
-    if key == "xla":
-        if _is_tpu(target):
-            raise ValueError("the xla evaluator runs kernels on this machine's XLA backend; use --target cpu")
-        try:
-            import jaxlib  # noqa: F401
-        except ImportError:
-            raise ValueError("the xla evaluator needs jax/jaxlib: pip install 'autotune[xla]'") from None
-        try:
-            return factory(target=target, budget=budget, store=st, seed=seed, n_workers=workers, scheduler=scheduler)
-        except (RuntimeError, OSError) as e:  # worker start-up, or a dask scheduler that cannot be reached
-            first = str(e).splitlines()[0] if str(e) else type(e).__name__
-            raise ValueError(f"the xla evaluator could not start: {first}") from None
-    options = {"noise": noise, "scheduler": scheduler, "n_workers": workers if workers != 1 else None}
-    kw = dict(target=target, budget=budget, store=st, seed=seed, **{k: v for k, v in options.items() if v is not None})
-    return factory(**_supported(factory, **kw))
+    try:
+        return create_evaluator(name or default_evaluator(target), target, budget=budget, store=st, seed=seed,
+                                noise=noise, scheduler=scheduler, n_workers=workers)
+    except (RuntimeError, OSError) as e:  # worker start-up, or a dask scheduler that cannot be reached
+        first = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise ValueError(f"the {name or default_evaluator(target)} evaluator could not start: {first}") from None
 
 
 # ----------------------------------------------------------------------------------------- strategies

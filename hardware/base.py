@@ -217,3 +217,27 @@ class UnknownEvaluatorError(UnknownPluginError):
 EVALUATORS = Registry("evaluator", "autotune.evaluators", builtins={
     "sim": "hardware.simulator:TpuSimulator", "xla": "hardware.xla:XlaEvaluator",
 }, aliases={"simulator": "sim"}, check=_as_evaluator_factory, error=UnknownEvaluatorError)
+
+
+def create_evaluator(name: str, target: str, **options: Any) -> "Evaluator":
+    """An evaluator by name (sim, xla, a plug-in) for a target, given the options its constructor names
+    (target, budget, store, seed, noise, n_workers, scheduler, ...); a mismatch is one-line ValueError."""
+    import inspect
+    from autotune.compiler.targets import TARGETS
+    key = EVALUATORS.canonical(name)
+    factory = EVALUATORS.get(name)
+    tpu = TARGETS.canonical(target).startswith("tpu")
+    if key == "sim" and not tpu:
+        raise ValueError(f"the sim evaluator simulates a TPU; use --target tpu (got --target {target})")
+    if key == "xla":
+        if tpu:
+            raise ValueError("the xla evaluator runs kernels on this machine's XLA backend; use --target cpu")
+        try:
+            import jaxlib  # noqa: F401
+        except ImportError:
+            raise ValueError("the xla evaluator needs jax/jaxlib: pip install 'autotune[xla]'") from None
+    try:
+        params = inspect.signature(factory).parameters
+    except (TypeError, ValueError):
+        params = {}
+    return factory(target=target, **{k: v for k, v in options.items() if k in params and k != "target"})

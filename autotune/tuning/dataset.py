@@ -210,19 +210,11 @@ def read_split_file(path: str) -> dict:
 
 # --------------------------------------------------------------------------------------------------
 def resolve_evaluator(evaluator: Any, target: str = "tpu", store: Any = None) -> Any:
-    """An Evaluator from "sim"/"xla" (or an instance, returned as is)."""
+    """An Evaluator from a name (sim, xla, a plug-in: hardware.base.create_evaluator), or an instance as is."""
     if not isinstance(evaluator, str):
         return evaluator
-    name = evaluator.strip().lower()
-    if name in ("sim", "simulator"):
-        from hardware.simulator import TpuSimulator
-        return TpuSimulator(target, store=store)
-    if name == "xla":
-        if target.startswith("tpu"):
-            raise ValueError("the xla evaluator measures on this machine's backend: use --target cpu (or gpu)")
-        from hardware.xla import XlaEvaluator
-        return XlaEvaluator(target, store=store)
-    raise ValueError(f"unknown evaluator {evaluator!r} (use sim or xla)")
+    from hardware.base import create_evaluator
+    return create_evaluator(evaluator, target, store=store)
 
 
 def _seconds(ms: Sequence[Any]) -> np.ndarray:
