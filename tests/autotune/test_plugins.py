@@ -4,6 +4,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -20,14 +21,8 @@ class Other:
     pass
 
 
-class FakeEP:
-    def __init__(self, obj):
-        self.obj = obj
-
-    def load(self):
-        if isinstance(self.obj, Exception):
-            raise self.obj
-        return self.obj
+def _broken_load():
+    raise ImportError("boom")
 
 
 def test_register_alias_decorator_and_case():
@@ -89,7 +84,8 @@ def test_unknown_is_one_line_listing_known_names():
 
 def test_entry_points_and_broken_plugins(monkeypatch):
     reg = Registry("widget", "autotune.test-widgets")
-    monkeypatch.setattr(reg, "entry_points", lambda: {"ep": FakeEP(Thing), "broken": FakeEP(ImportError("boom"))})
+    monkeypatch.setattr(reg, "entry_points", lambda: {"ep": SimpleNamespace(load=lambda: Thing),
+                                                      "broken": SimpleNamespace(load=_broken_load)})
     assert reg.get("EP") is Thing and "ep" in reg.names()
     with pytest.raises(UnknownPluginError, match=r"widget 'broken': entry point of autotune.test-widgets .*boom"):
         reg.get("broken")
