@@ -127,7 +127,7 @@ class Registry:
             raise ValueError(f"{self.kind} name must be a non-empty string")
         if obj is None:
             return lambda o: self.register(name, o, aliases)
-        key = self._key(name)
+        key = self.canonical(name)  # registering under an alias replaces what the alias stands for
         self._registered[key] = obj
         for a in aliases:
             self._aliases[self._key(a)] = key

@@ -38,6 +38,8 @@ def test_register_alias_decorator_and_case():
     assert reg.get("other") is Decorated
     assert reg.names() == ["other", "thing"]
     assert reg.canonical("T") == "thing" and reg.aliases() == {"t": "thing"}
+    reg.register("T", Other)  # an alias names its canonical entry
+    assert reg.get("thing") is Other and reg.names() == ["other", "thing"]
     reg.unregister("other")
     assert "other" not in reg
     with pytest.raises(ValueError):
