@@ -104,7 +104,8 @@ def resolve_cost_model(spec: Optional[str], task: str, target: str) -> str:
     """The canonical form of a cost-model spec: the default (the shipped GNN when there is one, else
     `analytical`) filled in, `gnn`/`xgboost`/`shipped:KIND` replaced by the shipped file's path."""
     if spec is None:
-        return str(shipped_model("gnn", task, target)) if shipped_model("gnn", task, target) else "analytical"
+        default = shipped_model("gnn", task, target)
+        return str(default) if default is not None else "analytical"
     text = spec.strip()
     shipped = text.lower().startswith("shipped:")
     name = text.split(":", 1)[1] if shipped else text

@@ -218,7 +218,7 @@ def load_evaluated_models(ds: Any, specs: Sequence[str], train_kinds: Sequence[s
     from autotune import api
     log = log or (lambda line: None)
     specs = list(specs)
-    trains = [k for k in train_kinds]
+    trains = list(train_kinds)
     if not [s for s in specs if not s.strip().lower().startswith("train:")]:
         shipped = api.shipped_models(ds.task, ds.target)
         if not shipped:
@@ -237,7 +237,10 @@ def load_evaluated_models(ds: Any, specs: Sequence[str], train_kinds: Sequence[s
         if key.startswith("train:"):
             trains.append(key.split(":", 1)[1])
         elif key in ("analytical", "analytical-raw", "analytical-unscaled"):
-            add("analytical", "analytical")   # the analytical predictions stored in the dataset
+            if ds.task == "fusion" and "analytical" not in models:
+                log("analytical: the analytical model's predictions stored in the dataset, unscaled "
+                    "(the paper's fitted baseline is --train analytical)")
+            add("analytical", "analytical")
         else:
             path = api.resolve_cost_model(text, ds.task, ds.target)
             kind = key.split(":", 1)[1] if key.startswith("shipped:") else key
