@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 def _train_and_score(ds, *, seed: int, rounds: int, depth: int, lr: float, min_runtime_s: float,
                      drop=()) -> dict:
-    from autotune.cli.learn import evaluate_models
+    from autotune.tuning.evaluation import evaluate_models
     from costmodels.xgb import XgbCostModel
     t0 = time.perf_counter()
     m = XgbCostModel("fusion", ds.target, n_estimators=rounds, max_depth=depth, learning_rate=lr, seed=seed,

@@ -48,6 +48,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+import guided_search  # noqa: E402 - the section-7 experiment (fusion_search_sim, fusion_search_xla)
+from tables import md_table  # noqa: E402
+
 HLO = ROOT / "examples" / "hlo"
 SIM_SECTIONS = ["calibration", "fusion_sim", "tile_sim", "tile_autotune", "fusion_search_sim", "tile_online",
                 "ablations"]
@@ -131,7 +134,7 @@ class Ctx:
     # models --------------------------------------------------------------------------------
     def model(self, kind: str, ds: Any, tag: str, **opts: Any) -> Any:
         """Train (or load a trained) GNN/XGBoost on the dataset's train split; saved in the work folder."""
-        from autotune.cli.learn import _fit, _make_model, load_model_file
+        from autotune.api import load_model_file, train_model
         ext = "pt" if kind == "gnn" else "json"
         path = self.work / f"{tag}_{kind}.{ext}"
         if path.exists():
@@ -140,18 +143,10 @@ class Ctx:
         epochs = {"fusion": self.q(4, 20), "tile": self.q(2, 4)}[ds.task]
         o = {"seed": self.seed, "epochs": epochs, **opts}
         t0 = time.time()
-        m = _make_model(kind, ds.task, ds.target, o)
-        _fit(m, ds, o)
+        m = train_model(kind, ds, progress=sys.stderr.isatty(), **o)
         m.save(str(path))
         self.log(f"trained {kind} on {tag} in {time.time() - t0:.0f} s -> {path}")
         return m
-
-
-def md_table(header: list, rows: list, align: Optional[list] = None) -> str:
-    align = align or ["---"] + ["---:"] * (len(header) - 1)
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(align) + "|"]
-    lines += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
-    return "\n".join(lines)
 
 
 def _f(v: Any, kind: str) -> str:
@@ -177,7 +172,7 @@ def accuracy_table(res: dict, metrics: tuple) -> str:
 
 
 def _evaluate(ds: Any, models: dict) -> dict:
-    from autotune.cli.learn import FittedAnalytical, evaluate_models, fit_analytical_scales
+    from autotune.tuning.evaluation import FittedAnalytical, evaluate_models, fit_analytical_scales
     ms = dict(models)
     ms["analytical"] = FittedAnalytical(fit_analytical_scales(ds, "train")) if ds.task == "fusion" else "analytical"
     return evaluate_models(ms, ds, "test")
@@ -441,33 +436,7 @@ def _search_plot(ctx: Ctx, rows: list, fname: str, title: str) -> None:
     plt.close(fig)
 
 
-def _search_table(rows: list) -> tuple:
-    out, wins, n = [], 0, 0
-    starts = [s for s in ("default", "random") if any(r["start"] == s for r in rows)]
-    meds: dict = {}
-    for p in sorted({r["program"] for r in rows}):
-        line = [p]
-        for s in starts:
-            rs = [r for r in rows if r["program"] == p and r["start"] == s]
-            hw = statistics.median(r["hw_only_speedup"] for r in rs)
-            gd = statistics.median(r["guided_speedup"] for r in rs)
-            meds.setdefault(s, []).append((hw, gd))
-            ok = gd >= hw * (1 - 1e-9)
-            wins += ok
-            n += 1
-            line += [f"{hw:.3f}x ({min(r['hw_only_speedup'] for r in rs):.3f}-{max(r['hw_only_speedup'] for r in rs):.3f})",
-                     f"{gd:.3f}x ({min(r['guided_speedup'] for r in rs):.3f}-{max(r['guided_speedup'] for r in rs):.3f})",
-                     "yes" if ok else "no"]
-        out.append(line)
-    out.append(["**median**"] + sum(([f"**{statistics.median(h for h, _ in meds[s]):.3f}x**",
-                                      f"**{statistics.median(g for _, g in meds[s]):.3f}x**", ""] for s in starts), []))
-    header = ["program"] + sum(([f"hardware only, B (from {s})", f"model + B/10 (from {s})", "model >= hw"]
-                                for s in starts), [])
-    return md_table(header, out, ["---"] + ["---:", "---:", ":-:"] * len(starts)), wins, n
-
-
 def section_fusion_search_sim(ctx: Ctx) -> dict:
-    import paper_claim
     fusion = ctx.results / "fusion_sim.json"
     if not fusion.exists():
         run_section(ctx, "fusion_sim")
@@ -486,14 +455,14 @@ def section_fusion_search_sim(ctx: Ctx) -> dict:
             + (f" ({len(jobs) - len(todo)} done in an earlier run)" if len(todo) < len(jobs) else ""))
     # spawn, not fork: this process has run torch's thread pools, which a forked child can deadlock on
     with ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn")) as ex:
-        futures = {ex.submit(paper_claim.run_one, j): j for j in todo}
+        futures = {ex.submit(guided_search.run_sim_job, j): j for j in todo}
         for k, fut in enumerate(as_completed(futures), 1):
             done.put(futures[fut], fut.result())
             if k % 6 == 0 or k == len(todo):
                 ctx.log(f"  fusion search (sim): {k}/{len(todo)} runs done")
     rows = [done.get(j) for j in jobs]
     _search_plot(ctx, rows, "fusion_search_sim.png", f"simulator, B = {B:g} s of simulated hardware time")
-    table, wins, n = _search_table(rows)
+    table, wins, n = guided_search.summary_table(rows)
     md = (f"B = {B:g} s ({B / 60:g} minutes) of simulated hardware time; a measured configuration costs a 1 s "
           "compile plus 10 runs of the program on the simulator (1.5% noise). Hardware only: simulated annealing "
           "whose cost is the measurement. Model + B/10: annealing for "
@@ -504,60 +473,6 @@ def section_fusion_search_sim(ctx: Ctx) -> dict:
           + f"\n\nModel-guided search with a tenth of the hardware budget matches or beats hardware-only search "
           f"in {wins} of {n} (program, start) cases.\n\n![fusion search](results/fusion_search_sim.png)")
     return {"markdown": md, "data": rows, "plots": ["fusion_search_sim.png"]}
-
-
-def _xla_search_job(job: dict) -> dict:
-    """Figure 5 on real XLA:CPU: hardware-only annealing (kernels measured by XLA, wall-clock budget B)
-    against model search + B/10 of end-to-end verification; both judged by interleaved end-to-end timing."""
-    from autotune.compiler.fusion import FusionSpace
-    from autotune.compiler.kernel import emit_fused_text
-    from autotune.compiler.program import Program
-    from autotune.tuning.tuner import Tuner
-    from autotune.tuning.verification import race_programs
-    from autotune.cli.learn import load_model_file
-    from costmodels.base import EvaluatorCostModel
-    from hardware.base import Budget
-    from hardware.xla import XlaEvaluator
-    from search.base import get_strategy
-
-    space = FusionSpace(Program.from_file(job["program"]), "cpu")
-    start, seed, B = job["start"], job["seed"], job["hw_budget"]
-    from_default = start == "default"
-    ev = XlaEvaluator("cpu", timeout_s=120, budget=Budget(B))  # kernels past B fail as budget_exhausted
-    try:
-        t = Tuner(space, EvaluatorCostModel(ev),
-                  get_strategy("annealing")(space, seed=seed, start=start, n_chains=job["hw_chains"]),
-                  budget=Budget(B), progress=False, include_default=from_default)
-        r_hw = t.run()
-        ev.budget = Budget(None)
-        model = load_model_file(job["cost_model"], task="fusion", target="cpu") if job["cost_model"] != "analytical" \
-            else __import__("costmodels.analytical", fromlist=["x"]).AnalyticalCostModel("cpu")
-        t2 = Tuner(space, model.predict, get_strategy("annealing")(space, seed=seed, start=start),
-                   budget=job["model_seconds"], progress=False, top_k_verify=200, include_default=from_default)
-        t2.run()
-        default_text = emit_fused_text(space, space.default(), metadata=False)
-        cands = ([space.default()] if from_default else []) + [c for _, c in t2.top_predicted()]
-        # the tuner's end-to-end race (autotune.tuning.verification): screen in predicted order for 2/3 of B/10, then
-        # race the two fastest and the default, the lowest minimum kept (the winner's curse on ~12% noise)
-        race = race_programs(lambda text, first: ev.measure_program(text),
-                             (emit_fused_text(space, c, metadata=False) for c in cands), B / 10,
-                             default_text if from_default else None)
-        best_text, n_ver = race.winner, race.timings
-        texts = {"default": default_text,
-                 # None: hardware-only search measured no whole configuration within B (timed as a failure)
-                 "hw_only": emit_fused_text(space, r_hw.best, metadata=False) if r_hw.best is not None else None,
-                 "guided": best_text}
-        times: dict = {k: [] for k in texts}
-        for _ in range(job["rounds"]):
-            for k, text in texts.items():
-                m = ev.measure_program(text) if text is not None else None
-                times[k].append(m.seconds if m is not None and m.ok else math.inf)
-        tb = {k: min(v) for k, v in times.items()}
-    finally:
-        ev.close()
-    return {"program": Path(job["program"]).stem, "seed": seed, "start": start, "times_s": tb,
-            "hw_only_configs": r_hw.evaluations, "guided_verified": n_ver,
-            "hw_only_speedup": tb["default"] / tb["hw_only"], "guided_speedup": tb["default"] / tb["guided"]}
 
 
 def section_fusion_search_xla(ctx: Ctx) -> dict:
@@ -582,13 +497,13 @@ def section_fusion_search_xla(ctx: Ctx) -> dict:
                        "cost_model": model_path, "rounds": 5}
                 r = done.get(job)
                 if r is None:
-                    r = _xla_search_job(job)
+                    r = guided_search.run_xla_job(job)
                     done.put(job, r)
                 rows.append(r)
                 ctx.log(f"  xla search [{len(rows)}/{n_jobs}] {p} {start} seed {s}: hw-only "
                         f"{r['hw_only_speedup']:.3f}x ({r['hw_only_configs']} configs), guided {r['guided_speedup']:.3f}x")
     _search_plot(ctx, rows, "fusion_search_xla.png", f"XLA:CPU, B = {B:g} s of real measurement")
-    table, wins, n = _search_table(rows)
+    table, wins, n = guided_search.summary_table(rows)
     md = (f"Real XLA:CPU on this machine ({platform.machine()}, {os.cpu_count()} cores). B = {B:g} s of wall-clock "
           "hardware time. Hardware only: annealing whose cost is the sum of the kernels' runtimes, each kernel "
           f"compiled and timed by XLA (memoized by kernel hash); {XLA_HW_CHAINS['default']} chains from the "

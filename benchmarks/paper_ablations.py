@@ -130,17 +130,6 @@ def variants(task: str, seed_repeats: int = 1) -> list:
 
 
 # --------------------------------------------------------------------------------------------------
-def _compact(s: Any) -> Any:
-    """The same samples with only the kernel graphs they use (scalers and feature preparation then
-    touch only those)."""
-    from autotune.tuning.dataset import Samples
-    u, inv = np.unique(s.graph, return_inverse=True)
-    return Samples([s.graphs[i] for i in u], inv.astype(np.int64), list(s.tile_keys), s.runtime, s.program,
-                   s.programs, s.families, s.analytical,
-                   None if s.multiplicity is None else s.multiplicity[u], {},
-                   None if s.tg_feat is None else [s.tg_feat[i] for i in u], s._tile_feat, s.is_default)
-
-
 def _pick_programs(ds: Any, split: str, n: Optional[int], seed: int) -> list:
     """At most n programs of a split, drawn round-robin over model families (seeded)."""
     names = ds.programs_in(split)
@@ -178,8 +167,8 @@ class SubsetDataset:
     def programs_in(self, split: str = "all") -> list:
         if split in ("all", None):
             return sorted(self.programs)
-        from autotune.tuning.dataset import _SPLIT_ALIASES
-        return list(self._names[_SPLIT_ALIASES.get(split, split)])
+        from autotune.tuning.dataset import split_name
+        return list(self._names[split_name(split)])
 
     def _cap(self, split: str) -> Optional[int]:
         st = self.settings
@@ -215,7 +204,7 @@ class SubsetDataset:
             sel = np.sort(np.concatenate(idx)) if idx else np.zeros(0, np.int64)
         else:
             sel = np.nonzero(keep)[0]
-        out = _compact(s.select(sel)) if len(sel) else None
+        out = s.select(sel).compact() if len(sel) else None
         self._cache[key] = out
         return out
 
@@ -256,12 +245,13 @@ def _summary(res: dict, label: str, keys: tuple) -> dict:
 
 def train_and_evaluate(task: str, variant: Variant, train_view: SubsetDataset, test_views: dict,
                        settings: Settings, seed: int) -> dict:
-    """Train one variant (cli_learn's model factory, GnnCostModel.fit) and score it with
+    """Train one variant (autotune.api.new_model, GnnCostModel.fit) and score it with
     `evaluate_models` on each test view; returns one JSON-ready row."""
-    from autotune.cli.learn import _make_model, evaluate_models
+    from autotune.api import new_model
+    from autotune.tuning.evaluation import evaluate_models
     s = seed + variant.seed_offset
     opts = dict(variant.opts, seed=s, hidden=settings.hidden)
-    m = _make_model("gnn", task, train_view.target, opts)
+    m = new_model("gnn", task, train_view.target, **opts)
     t0 = time.perf_counter()
     m.fit(train_view, epochs=settings.epochs, steps_per_epoch=settings.steps_per_epoch,
           batch_size=settings.batch_size, lr=settings.lr, seed=s, progress=False, time_limit_s=settings.time_limit_s)

@@ -24,18 +24,13 @@ sys.path.insert(0, ROOT)
 _CHILD = r"""
 import sys
 sys.path.insert(0, sys.argv[1])
-from hardware.xla import _api, compile_hlo
+from hardware.xla import compile_hlo, parse_hlo_text
 text = sys.stdin.read()
-api = _api()
 try:
-    module = api.hlo_module_from_text(text)
+    parse_hlo_text(text)
 except Exception as e:
     print("rejected by XLA's HLO parser: " + " ".join(str(e).split())[:200]); sys.exit()
-try:
-    api.hlo_to_stablehlo(module.as_serialized_hlo_module_proto())
-except Exception as e:
-    print("rejected by the StableHLO import: " + " ".join(str(e).split())[:200]); sys.exit()
-try:
+try:  # the StableHLO import and the compile (the import rejected none of the cases in the recorded run)
     compile_hlo(text)
 except Exception as e:
     print("rejected by the XLA:CPU compiler: " + " ".join(str(e).split())[:200]); sys.exit()
@@ -64,13 +59,13 @@ def xla_verdict(text: str) -> str:
 
 def main() -> None:
     spec = importlib.util.spec_from_file_location("test_verifier", os.path.join(ROOT, "tests", "autotune",
-                                                                                "test_verifier.py"))
+                                                                                "compiler", "test_verifier.py"))
     cases = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(cases)
     rows = []
     agree = total = 0
     for name in sorted(cases.BAD):
-        text, _, _ = cases._case(cases.BAD[name][0])
+        text, _, _ = cases.case_text(cases.BAD[name][0])
         verdict = xla_verdict(text)
         ok = verdict != "accepted"
         agree += ok
@@ -79,7 +74,7 @@ def main() -> None:
         rows.append(f"| wrong: {name} | {'yes' if ok else '**no**'} | {verdict.replace('|', '/')[:140]}{note} |")
     good_ok = 0
     for name in sorted(cases.GOOD):
-        text, _, _ = cases._case(cases.GOOD[name])
+        text, _, _ = cases.case_text(cases.GOOD[name])
         verdict = xla_verdict(text)
         ok = not verdict.startswith("rejected by XLA's HLO parser") and "StableHLO" not in verdict \
             and "aborted" not in verdict

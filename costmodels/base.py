@@ -4,25 +4,27 @@ A cost model predicts kernel runtimes: `predict(kernels, tiles=None) -> np.ndarr
 scores where the model is rank-trained (then `predicts_absolute` is False: only the order within a
 kernel's tiles is meaningful). Trainable models add `fit(dataset)`, `save(path)`, `load(path)`.
 
-Models are found by name: a registered name (`register_cost_model`), an entry point in the group
-`autotune.costmodels`, or `module:Class` (`module.Class` also works). Any `Evaluator` can serve as a
+Models are found by name through the `COST_MODELS` registry (autotune/plugins.py): a registered or
+built-in name (`register_cost_model`), an entry point in the group `autotune.costmodels`, or
+`module:Class` (`module.Class` and `path/to/file.py:Class` also work). Any `Evaluator` can serve as a
 cost model through `EvaluatorCostModel` (hardware in the loop; failures become +inf).
 """
 from __future__ import annotations
 
-import importlib
 from abc import ABC, abstractmethod
 from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
+from autotune.plugins import Registry, UnknownPluginError
+
 __all__ = ["CostModel", "EvaluatorCostModel", "register_cost_model", "get_cost_model", "list_cost_models",
-           "UnknownCostModelError", "ENTRY_POINT_GROUP", "check_model_scope"]
+           "UnknownCostModelError", "ENTRY_POINT_GROUP", "COST_MODELS", "check_model_scope"]
 
 ENTRY_POINT_GROUP = "autotune.costmodels"
 
 
-class UnknownCostModelError(ValueError):
+class UnknownCostModelError(UnknownPluginError):
     """A cost-model spec that names nothing known."""
 
 
@@ -93,56 +95,31 @@ class EvaluatorCostModel(CostModel):
 
 
 # --------------------------------------------------------------------------------------------------
-_REGISTRY: dict[str, Callable[..., CostModel]] = {}
-_BUILTIN_MODULES = {"analytical": "costmodels.analytical", "sim": "hardware.simulator",
-                    "simulator": "hardware.simulator", "gnn": "costmodels.gnn", "xgboost": "costmodels.xgb",
-                    "xgb": "costmodels.xgb"}
+# Registry (autotune.plugins): a name resolves to a CostModel class or factory, instantiated with **kw.
+
+def _as_cost_model_factory(obj: Any, spec: str) -> Any:
+    from hardware.base import Evaluator
+    if isinstance(obj, (CostModel, Evaluator)) or callable(obj):
+        return obj
+    raise UnknownCostModelError(f"{spec!r} is not a CostModel class or factory")
+
+
+COST_MODELS = Registry("cost model", ENTRY_POINT_GROUP, builtins={
+    "analytical": "costmodels.analytical:AnalyticalCostModel",
+    "gnn": "costmodels.gnn:GnnCostModel",
+    "xgboost": "costmodels.xgb:XgbCostModel",
+    "sim": "hardware.simulator:SimulatorCostModel",
+}, aliases={"xgb": "xgboost", "simulator": "sim"}, check=_as_cost_model_factory, error=UnknownCostModelError)
 
 
 def register_cost_model(name: str, cls: Callable[..., CostModel]) -> None:
     """Register a cost-model class (or factory) under a name (case-insensitive)."""
-    if not name or not isinstance(name, str):
-        raise ValueError("cost model name must be a non-empty string")
-    _REGISTRY[name.strip().lower()] = cls
-
-
-def _entry_points() -> dict:
-    try:
-        from importlib.metadata import entry_points
-        eps = entry_points()
-        group = eps.select(group=ENTRY_POINT_GROUP) if hasattr(eps, "select") else eps.get(ENTRY_POINT_GROUP, [])
-        return {ep.name.lower(): ep for ep in group}
-    except Exception:  # noqa: BLE001 - broken metadata must not break look-ups
-        return {}
+    COST_MODELS.register(name, cls)
 
 
 def list_cost_models() -> list[str]:
-    """Registered names and entry-point names (builtins included)."""
-    for mod in set(_BUILTIN_MODULES.values()):
-        try:
-            importlib.import_module(mod)
-        except Exception:  # noqa: BLE001
-            pass
-    return sorted(set(_REGISTRY) | set(_entry_points()))
-
-
-def _load_object(spec: str) -> Any:
-    if ":" in spec:
-        mod_name, _, attr = spec.partition(":")
-    else:
-        mod_name, _, attr = spec.rpartition(".")
-    if not mod_name or not attr:
-        raise UnknownCostModelError(f"bad cost model spec {spec!r}: use a name or module:Class")
-    try:
-        mod = importlib.import_module(mod_name)
-    except ImportError as exc:
-        raise UnknownCostModelError(f"cannot import module {mod_name!r} for cost model {spec!r}: {exc}") from None
-    obj = mod
-    for part in attr.split("."):
-        if not hasattr(obj, part):
-            raise UnknownCostModelError(f"module {mod_name!r} has no attribute {attr!r} (cost model {spec!r})")
-        obj = getattr(obj, part)
-    return obj
+    """Registered, built-in and entry-point names."""
+    return COST_MODELS.names()
 
 
 def _instantiate(obj: Any, spec: str, kw: dict) -> CostModel:
@@ -151,8 +128,6 @@ def _instantiate(obj: Any, spec: str, kw: dict) -> CostModel:
         return obj
     if isinstance(obj, Evaluator):
         return EvaluatorCostModel(obj)
-    if not callable(obj):
-        raise UnknownCostModelError(f"{spec!r} is not a CostModel class or factory")
     inst = obj(**kw)
     if isinstance(inst, Evaluator):
         return EvaluatorCostModel(inst)
@@ -162,31 +137,11 @@ def _instantiate(obj: Any, spec: str, kw: dict) -> CostModel:
 
 
 def get_cost_model(spec: "str | CostModel | Any", **kw: Any) -> CostModel:
-    """Resolve a cost model: an instance passes through (an Evaluator is wrapped); a string is a
-    registered name, an entry point of group `autotune.costmodels`, or `module:Class`."""
-    from hardware.base import Evaluator
-    if isinstance(spec, CostModel):
-        return spec
-    if isinstance(spec, Evaluator):
-        return EvaluatorCostModel(spec)
-    if isinstance(spec, type):
-        return _instantiate(spec, spec.__name__, kw)
-    if not isinstance(spec, str) or not spec.strip():
+    """Resolve a cost model: an instance passes through (an Evaluator is wrapped); a class is
+    instantiated with **kw; a string is a registered or built-in name, an entry point of group
+    `autotune.costmodels`, `module:Class` or `path/to/file.py:Class` (see autotune.plugins)."""
+    if not isinstance(spec, str):
+        return _instantiate(COST_MODELS.get(spec), getattr(spec, "__name__", type(spec).__name__), kw)
+    if not spec.strip():
         raise UnknownCostModelError(f"cost model spec must be a name or module:Class, not {spec!r}")
-    text = spec.strip()
-    key = text.lower()
-    if key not in _REGISTRY and key in _BUILTIN_MODULES:
-        importlib.import_module(_BUILTIN_MODULES[key])
-    if key in _REGISTRY:
-        return _instantiate(_REGISTRY[key], text, kw)
-    eps = _entry_points()
-    if key in eps:
-        try:
-            obj = eps[key].load()
-        except Exception as exc:  # noqa: BLE001
-            raise UnknownCostModelError(f"entry point {key!r} ({ENTRY_POINT_GROUP}) failed to load: {exc}") from None
-        return _instantiate(obj, text, kw)
-    if ":" in text or "." in text:
-        return _instantiate(_load_object(text), text, kw)
-    known = ", ".join(list_cost_models()) or "(none)"
-    raise UnknownCostModelError(f"unknown cost model {spec!r}; known: {known}; or give module:Class")
+    return _instantiate(COST_MODELS.get(spec), spec.strip(), kw)

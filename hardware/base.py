@@ -13,6 +13,8 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Optional, Protocol, Sequence, runtime_checkable
 
+from autotune.plugins import Registry, UnknownPluginError
+
 
 class BudgetError(ValueError):
     """A budget string that cannot be parsed, or an impossible budget."""
@@ -231,3 +233,48 @@ class Evaluator(ABC):
 
     def close(self) -> None:
         """Release worker processes or connections."""
+
+
+# --------------------------------------------------------------------------------------------------
+# Evaluators by name (autotune/plugins.py; entry-point group autotune.evaluators). A plug-in is an
+# Evaluator class or factory called as factory(target=..., budget=..., store=..., seed=..., **options).
+
+def _as_evaluator_factory(obj: Any, spec: str) -> Any:
+    if isinstance(obj, type) and not issubclass(obj, Evaluator):
+        raise UnknownEvaluatorError(f"{spec!r} is not an Evaluator class or factory")
+    if not callable(obj):
+        raise UnknownEvaluatorError(f"{spec!r} is not an Evaluator class or factory")
+    return obj
+
+
+class UnknownEvaluatorError(UnknownPluginError):
+    """An evaluator spec that names nothing loadable."""
+
+
+EVALUATORS = Registry("evaluator", "autotune.evaluators", builtins={
+    "sim": "hardware.simulator:TpuSimulator", "xla": "hardware.xla:XlaEvaluator",
+}, aliases={"simulator": "sim"}, check=_as_evaluator_factory, error=UnknownEvaluatorError)
+
+
+def create_evaluator(name: str, target: str, **options: Any) -> "Evaluator":
+    """An evaluator by name (sim, xla, a plug-in) for a target, given the options its constructor names
+    (target, budget, store, seed, noise, n_workers, scheduler, ...); a mismatch is one-line ValueError."""
+    import inspect
+    from autotune.compiler.targets import get_target
+    key = EVALUATORS.canonical(name)
+    factory = EVALUATORS.get(name)
+    measurable_by = get_target(target).evaluators
+    if key == "sim" and "sim" not in measurable_by:
+        raise ValueError(f"the sim evaluator simulates a TPU; use --target tpu (got --target {target})")
+    if key == "xla":
+        if "xla" not in measurable_by:
+            raise ValueError("the xla evaluator runs kernels on this machine's XLA backend; use --target cpu")
+        try:
+            import jaxlib  # noqa: F401
+        except ImportError:
+            raise ValueError("the xla evaluator needs jax/jaxlib: pip install 'autotune[xla]'") from None
+    try:
+        params = inspect.signature(factory).parameters
+    except (TypeError, ValueError):
+        params = {}
+    return factory(target=target, **{k: v for k, v in options.items() if k in params and k != "target"})

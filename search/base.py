@@ -26,21 +26,19 @@ with `register_strategy`, entry points of group `autotune.strategies`, or `modul
 from __future__ import annotations
 
 import hashlib
-import importlib
-import importlib.util
 import inspect
 import math
-import sys
 from abc import ABC, abstractmethod
-from pathlib import Path
 from typing import Any, ClassVar, Optional, Sequence
 
 import numpy as np
 
+from autotune.plugins import Registry, UnknownPluginError
+
 ENTRY_POINT_GROUP = "autotune.strategies"
 
 
-class UnknownStrategyError(ValueError):
+class UnknownStrategyError(UnknownPluginError):
     """A strategy spec that names nothing loadable."""
 
 
@@ -163,93 +161,7 @@ class Strategy(ABC):
 
 
 # --------------------------------------------------------------------------------------------------
-# Registry
-
-_REGISTRY: dict[str, type] = {}
-_BUILTIN: dict[str, str] = {
-    "random": "search.random:RandomSearch",
-    "annealing": "search.annealing:SimulatedAnnealing",
-    "genetic": "search.genetic:GeneticSearch",
-    "topk": "search.topk:TopKTileSearch",
-    "model-based": "search.model_based:ModelBasedSearch",
-}
-
-
-def register_strategy(name: str, cls: type) -> type:
-    """Register a strategy class under a name (case-insensitive); returns the class."""
-    if not name or not isinstance(name, str):
-        raise ValueError("strategy name must be a non-empty string")
-    _REGISTRY[name.strip().lower()] = cls
-    return cls
-
-
-def _entry_points() -> dict:
-    try:
-        from importlib.metadata import entry_points
-        eps = entry_points()
-        group = eps.select(group=ENTRY_POINT_GROUP) if hasattr(eps, "select") else eps.get(ENTRY_POINT_GROUP, [])
-        return {ep.name.lower(): ep for ep in group}
-    except Exception:  # noqa: BLE001 - broken metadata must not break look-ups
-        return {}
-
-
-def list_strategies() -> list[str]:
-    """Every name `get_strategy` resolves without a module path."""
-    return sorted(set(_REGISTRY) | set(_BUILTIN) | set(_entry_points()))
-
-
-def _load_file(path: Path) -> Any:
-    """Import a Python file as a module (cached in sys.modules by its resolved path)."""
-    path = path.resolve()
-    mod_name = "autotune_strategy_" + hashlib.blake2b(str(path).encode(), digest_size=6).hexdigest() + "_" + path.stem
-    mod = sys.modules.get(mod_name)
-    if mod is not None:
-        return mod
-    spec = importlib.util.spec_from_file_location(mod_name, path)
-    if spec is None or spec.loader is None:
-        raise UnknownStrategyError(f"cannot load strategy file {str(path)!r}")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[mod_name] = mod
-    try:
-        spec.loader.exec_module(mod)
-    except Exception:
-        sys.modules.pop(mod_name, None)
-        raise
-    return mod
-
-
-def _import_module(mod_name: str) -> Any:
-    """A module by path (`dir/file.py`), by import name, or as a file `examples/<name>.py` (in the
-    working directory or the repository) so that `custom_strategy:HillClimb` works from a checkout."""
-    if mod_name.endswith(".py") or "/" in mod_name or "\\" in mod_name:
-        p = Path(mod_name)
-        if not p.is_file():
-            raise UnknownStrategyError(f"strategy file {mod_name!r} not found")
-        return _load_file(p)
-    try:
-        return importlib.import_module(mod_name)
-    except ModuleNotFoundError as exc:
-        if exc.name is not None and mod_name != exc.name and not mod_name.startswith(exc.name + "."):
-            raise  # the module exists but one of its own imports is missing: report that
-        rel = Path(*mod_name.split(".")).with_suffix(".py")
-        repo = Path(__file__).resolve().parent.parent
-        for base in (Path.cwd(), Path.cwd() / "examples", repo / "examples"):
-            if (base / rel).is_file():
-                return _load_file(base / rel)
-        raise UnknownStrategyError(f"cannot import module {mod_name!r}: {exc}") from None
-
-
-def _load_object(spec: str) -> Any:
-    mod_name, _, attr = spec.rpartition(":")
-    if not mod_name or not attr:
-        raise UnknownStrategyError(f"bad strategy spec {spec!r}: use a name, module:Class or file.py:Class")
-    obj = _import_module(mod_name)
-    for part in attr.split("."):
-        if not hasattr(obj, part):
-            raise UnknownStrategyError(f"module {mod_name!r} has no attribute {attr!r} (strategy {spec!r})")
-        obj = getattr(obj, part)
-    return obj
-
+# Registry (autotune.plugins)
 
 def _check(obj: Any, spec: str) -> type:
     if not (isinstance(obj, type) and callable(getattr(obj, "ask", None)) and callable(getattr(obj, "tell", None))):
@@ -257,34 +169,31 @@ def _check(obj: Any, spec: str) -> type:
     return obj
 
 
+STRATEGIES = Registry("strategy", ENTRY_POINT_GROUP, builtins={
+    "random": "search.random:RandomSearch",
+    "annealing": "search.annealing:SimulatedAnnealing",
+    "genetic": "search.genetic:GeneticSearch",
+    "topk": "search.topk:TopKTileSearch",
+    "model-based": "search.model_based:ModelBasedSearch",
+}, check=_check, error=UnknownStrategyError)
+
+
+def register_strategy(name: str, cls: type) -> type:
+    """Register a strategy class under a name (case-insensitive); returns the class."""
+    return STRATEGIES.register(name, cls)
+
+
+def list_strategies() -> list[str]:
+    """Every name `get_strategy` resolves without a module path."""
+    return STRATEGIES.names()
+
+
 def get_strategy(spec: "str | type") -> type:
     """Resolve a strategy class: a class passes through; a string is a registered or built-in name
     (case-insensitive), an entry point of group `autotune.strategies`, `module:Class`, or
     `path/to/file.py:Class`. Raises ValueError (UnknownStrategyError) naming the known strategies."""
-    if isinstance(spec, type):
-        return _check(spec, spec.__name__)
-    if not isinstance(spec, str) or not spec.strip():
-        raise UnknownStrategyError(f"strategy spec must be a name or module:Class, not {spec!r}")
-    text = spec.strip()
-    key = text.lower()
-    if key in _REGISTRY:
-        return _check(_REGISTRY[key], text)
-    if key in _BUILTIN:
-        cls = _check(_load_object(_BUILTIN[key]), text)
-        _REGISTRY.setdefault(key, cls)
-        return cls
-    eps = _entry_points()
-    if key in eps:
-        try:
-            obj = eps[key].load()
-        except Exception as exc:  # noqa: BLE001
-            raise UnknownStrategyError(f"entry point {key!r} ({ENTRY_POINT_GROUP}) failed to load: {exc}") from None
-        return _check(obj, text)
-    if ":" in text:
-        return _check(_load_object(text), text)
-    raise UnknownStrategyError(f"unknown strategy {text!r} (known: {', '.join(list_strategies())}; "
-                               "or give module:Class or path/to/file.py:Class)")
+    return STRATEGIES.get(spec)
 
 
 __all__ = ["Strategy", "Best", "UnknownStrategyError", "register_strategy", "get_strategy",
-           "list_strategies", "as_costs", "key_hash", "ENTRY_POINT_GROUP"]
+           "list_strategies", "STRATEGIES", "as_costs", "key_hash", "ENTRY_POINT_GROUP"]

@@ -18,8 +18,7 @@ from typing import Any, Callable, Optional
 
 import click
 
-import costmodels
-
+from autotune import api
 from autotune.cli.errors import OneLineErrorsGroup, UserError
 from autotune.cli.errors import friendly as _friendly
 from autotune.compiler.targets import UnknownTargetError, get_target, target_names
@@ -190,90 +189,31 @@ def emit(program: str, target: str, config_path: Optional[str], output: str, no_
 # --------------------------------------------------------------------------------------------------
 # Evaluators, cost models, strategies from command-line names
 
-EVALUATORS = ("sim", "xla")
-
-
-SHIPPED_DIR = Path(costmodels.__file__).resolve().parent / "shipped"
-
-
-def _default_evaluator(target: str) -> str:
-    return get_target(target).default_evaluator
+COST_MODEL_HELP = ("analytical, gnn or xgboost (the shipped model for the task and target; also shipped:gnn), "
+                   "a model file, a registered name, or module:Class / path.py:Class")
+_default_evaluator = api.default_evaluator
 
 
 def make_evaluator(name: Optional[str], target: str, store: Optional[str] = None, seed: int = 0,
                    budget: Any = None, noise: Optional[float] = None, scheduler: Optional[str] = None,
                    workers: int = 1):
-    """Evaluator by name for a target: `sim` (TPU-like simulator) or `xla` (real XLA on this machine)."""
-    from autotune.tuning.store import open_store
+    """`api.make_evaluator` with its errors as one-line user errors."""
     try:
-        measurable_by = get_target(target).evaluators
-    except UnknownTargetError as e:
+        return api.make_evaluator(name, target, store, seed, budget=budget, noise=noise, scheduler=scheduler,
+                                  workers=workers)
+    except api.UnknownPluginError as e:
+        raise UserError(f"--evaluator: {e}") from None
+    except ValueError as e:
         raise UserError(str(e)) from None
-    name = name or measurable_by[0]
-    st = open_store(store)
-    if name == "sim":
-        if "sim" not in measurable_by:
-            raise UserError(f"the sim evaluator simulates a TPU; use --target tpu (got --target {target})")
-        from hardware.simulator import TpuSimulator
-        return TpuSimulator(target=target, seed=seed, budget=budget, store=st, noise=noise)
-    if name == "xla":
-        if "xla" not in measurable_by:
-            raise UserError("the xla evaluator runs kernels on this machine's XLA backend; use --target cpu")
-        try:
-            import jaxlib  # noqa: F401
-        except ImportError:
-            raise UserError("the xla evaluator needs jax/jaxlib: pip install 'autotune[xla]'") from None
-        from hardware.xla import XlaEvaluator
-        try:
-            return XlaEvaluator(target=target, budget=budget, store=st, seed=seed, n_workers=workers,
-                                scheduler=scheduler)
-        except (RuntimeError, OSError) as e:  # worker start-up, or a dask scheduler that cannot be reached
-            raise UserError(f"the xla evaluator could not start: {str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
-    raise UserError(f"unknown evaluator {name!r} (known: {', '.join(EVALUATORS)})")
-
-
-def shipped_model(kind: str, task: str, target: str) -> Optional[Path]:
-    for ext in (".pt", ".json", ".ubj"):
-        p = SHIPPED_DIR / f"{kind}_{task}_{target}{ext}"
-        if p.exists():
-            return p
-    return None
 
 
 def make_cost_model(spec: Optional[str], task: str, target: str, evaluator: Any):
-    """Cost model by name (analytical, xgboost, gnn, hardware), model file, or module:Class.
-
-    Default: the shipped GNN for the task and target when present, else the analytical model."""
-    from costmodels.base import EvaluatorCostModel, get_cost_model
-    if spec is None:
-        spec = "gnn" if shipped_model("gnn", task, target) else "analytical"
-    key = spec.lower()
-    if key == "hardware":
-        return EvaluatorCostModel(evaluator), "hardware"
-    if key == "analytical":
-        return get_cost_model("analytical", target=target), "analytical"
-    if key in ("gnn", "xgboost"):
-        path = shipped_model("gnn" if key == "gnn" else "xgb", task, target)
-        if path is None:
-            raise UserError(f"no shipped {key} model for task {task!r} and target {target!r}; "
-                            f"train one with `autotune train` and pass its path")
-        spec = str(path)
-    if os.path.exists(spec):
-        return _load_model_file(spec, task, target), spec
-    return get_cost_model(spec), spec
-
-
-def _load_model_file(path: str, task: str, target: str):
-    """A trained model file: .pt = GNN, .json/.ubj = XGBoost; the file must match task and target."""
-    ext = Path(path).suffix.lower()
-    if ext == ".pt":
-        from costmodels.gnn import GnnCostModel as cls
-    elif ext in (".json", ".ubj", ".xgb"):
-        from costmodels.xgb import XgbCostModel as cls
-    else:
-        raise UserError(f"{path}: unknown model file type {ext!r} (expected .pt for GNN, .json/.ubj for XGBoost)")
+    """(model, name): `api.make_cost_model`, and the spec it resolved to (a shipped model's path)."""
     try:
-        return cls.load(path, task=task, target=target)
+        name = api.resolve_cost_model(spec, task, target)
+        return api.make_cost_model(name, task, target, evaluator), name
+    except api.UnknownPluginError as e:
+        raise UserError(f"--cost-model: {e}") from None
     except ValueError as e:
         raise UserError(str(e)) from None
 
@@ -303,13 +243,13 @@ def model_identity(model_name: str) -> str:
 @click.argument("program", type=click.Path(exists=True, dir_okay=False))
 @click.option("--budget", default="5m", show_default=True, help="Total wall-clock budget (30s, 5m, 1h).")
 @click.option("--cost-model", "cost_model", default=None,
-              help="analytical, xgboost, gnn, hardware, a model file, or module:Class "
-                   "[default: shipped GNN if present, else analytical]")
+              help=COST_MODEL_HELP + "; hardware = measure every configuration on the evaluator "
+                   "[default: the shipped GNN if present, else analytical]")
 @click.option("--strategy", default="annealing", show_default=True,
-              help="annealing, genetic, random, model-based (AutoTVM: a model refitted on the costs, annealing "
-                   "on it), or module:Class / path.py:Class")
-@click.option("--evaluator", type=click.Choice(EVALUATORS), default=None,
-              help="Hardware for verification [default: sim for tpu, xla for cpu]")
+              help="annealing, genetic, random, or module:Class / path.py:Class")
+@click.option("--evaluator", default=None, metavar="sim|xla|PLUGIN",
+              help="Hardware for verification: sim, xla, or a plug-in (autotune.evaluators entry point, "
+                   "module:Class) [default: sim for tpu, xla for cpu]")
 @_target_option()
 @click.option("--hw-budget", default=None,
               help="Wall-clock budget for verifying the top predicted configurations on hardware (0 = none) "
@@ -425,8 +365,9 @@ def fusion(program: str, budget: str, cost_model: Optional[str], strategy: str, 
 
 @main.command()
 @click.argument("program", type=click.Path(exists=True, dir_okay=False))
-@click.option("--evaluator", type=click.Choice(EVALUATORS), default=None,
-              help="[default: sim for tpu, xla for cpu]")
+@click.option("--evaluator", default=None, metavar="sim|xla|PLUGIN",
+              help="sim, xla, or a plug-in (autotune.evaluators entry point, module:Class) "
+                   "[default: sim for tpu, xla for cpu]")
 @_target_option()
 @click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False), default=None,
               help="Fusion configuration (best_config.json); default: the compiler's heuristic.")
@@ -527,8 +468,7 @@ def measure(program: str, evaluator: Optional[str], target: str, config_path: Op
 @click.option("--repeats", default=3, show_default=True, type=click.IntRange(0, None),
               help="Extra timings of the finalists and the default in the race; the lowest median wins.")
 @click.option("--cost-model", "cost_model", default=None,
-              help="analytical, xgboost, gnn, a model file, or module:Class "
-                   "[default: shipped tile GNN if present, else analytical]")
+              help=COST_MODEL_HELP + " [default: the shipped tile GNN if present, else analytical]")
 @click.option("--evaluator", type=click.Choice(["sim"]), default="sim", show_default=True)
 @click.option("--target", type=click.Choice(["tpu"]), default="tpu", show_default=True,
               help="Tile sizes are a TPU-target decision here (XLA:CPU picks its own tiling).")

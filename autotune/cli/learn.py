@@ -10,28 +10,32 @@ They are plain click commands (not attached to a group here); autotune/cli/app.p
                    [--epochs N] [--reduction node|column|lstm|transformer] [--encoder sage|gat|none]
                    [--loss rank|mse] [--no-static-features] [--edge-direction both|in|out]
                    [--no-kernel-features] [--geometry-features] [--hidden H] [--layers K] [--batch-size B] [--lr LR]
-    autotune evaluate --model M [--model M2 ...] --data DIR [--split test|validation|train|all] [--json]
+    autotune evaluate --data DIR [--cost-model M ...] [--train K ...] [--split test|validation|train|all] [--json]
 
-In `evaluate`, M is "analytical" (the predictions stored in the dataset; on the fusion task scaled per
-kernel kind by factors fitted on the train split, as the paper's baseline; "analytical-raw" unscaled),
-"gnn" or "xgboost" (a fresh
-model with default settings trained on the dataset's train split), or a saved model file. Errors are
-one line on stderr with exit status 2.
+In `evaluate`, M is a cost model as everywhere (autotune/api.py): "gnn" or "xgboost" (the shipped model
+for the dataset's task and target; also "shipped:gnn"), "analytical" (the analytical predictions stored
+in the dataset), or a saved model file. `--train K` (or M = "train:K") fits a fresh model on the
+dataset's train split: gnn, xgboost, or analytical (per-kernel-kind scales, the paper's fusion
+baseline). Without M: every shipped model and the analytical model (beside the K asked for). Errors are one line on
+stderr with exit status 2.
 """
 from __future__ import annotations
 
 import json
 import math
+import os
 import sys
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
 import click
-import numpy as np
 
+from autotune.api import load_model_file, train_model
 from autotune.cli.errors import UserError, friendly
+from autotune.tuning.evaluation import evaluate_models
 
-__all__ = ["dataset", "build", "train", "evaluate", "LearnError", "load_model_file", "evaluate_models"]
+__all__ = ["dataset", "build", "train", "evaluate", "LearnError", "load_model_file", "evaluate_models",
+           "load_evaluated_models"]
 
 
 # One error type and one wrapper for every command (autotune/cli/errors.py).
@@ -86,35 +90,6 @@ def build(programs_dir: str, task: str, evaluator: str, target: str, configs_per
 
 
 # --------------------------------------------------------------------------------------------------
-def _make_model(model: str, task: str, target: str, opts: dict) -> Any:
-    if model == "gnn":
-        from costmodels.gnn import GnnCostModel
-        return GnnCostModel(task, target, reduction=opts.get("reduction"), encoder=opts.get("encoder"),
-                            loss=opts.get("loss"), static_features=opts.get("static_features", True),
-                            edge_direction=opts.get("edge_direction"), hidden=opts.get("hidden"),
-                            layers=opts.get("layers"), seed=opts.get("seed", 0),
-                            graph_features=opts.get("kernel_features", True),
-                            geometry_features=opts.get("geometry_features", False))
-    if model in ("xgboost", "xgb"):
-        from costmodels.xgb import XgbCostModel
-        kw = {k: opts[k] for k in ("max_depth", "nthread") if opts.get(k)}
-        if opts.get("lr"):
-            kw["learning_rate"] = opts["lr"]
-        return XgbCostModel(task, target, seed=opts.get("seed", 0), static_features=opts.get("static_features", True),
-                            n_estimators=opts.get("n_estimators") or 300,
-                            min_runtime_s=(opts.get("min_runtime_us") or 0.0) * 1e-6, **kw)
-    raise ValueError(f"unknown model {model!r} (use gnn or xgboost)")
-
-
-def _fit(m: Any, ds: Any, opts: dict) -> None:
-    from costmodels.gnn import GnnCostModel
-    if isinstance(m, GnnCostModel):
-        m.fit(ds, epochs=opts.get("epochs") or 20, batch_size=opts.get("batch_size") or 64,
-              lr=opts.get("lr") or 1e-3, seed=opts.get("seed", 0), progress=sys.stderr.isatty())
-    else:
-        m.fit(ds)
-
-
 @click.command("train")
 @click.option("--model", type=click.Choice(["gnn", "xgboost"]), required=True)
 @click.option("--task", type=click.Choice(["fusion", "tile"]), required=True)
@@ -156,8 +131,7 @@ def train(model: str, task: str, data_dir: str, out_path: str, seed: int, epochs
                 reduction=reduction, encoder=encoder, loss=loss, static_features=not no_static_features,
                 edge_direction=edge_direction, n_estimators=n_estimators, kernel_features=not no_kernel_features,
                 max_depth=max_depth, min_runtime_us=min_runtime_us, nthread=threads, geometry_features=geometry_features)
-    m = _make_model(model, task, ds.target, opts)
-    _fit(m, ds, opts)
+    m = train_model(model, ds, progress=sys.stderr.isatty(), **opts)
     m.save(out_path)
     extra = ""
     hist = getattr(m, "history", None)
@@ -167,122 +141,12 @@ def train(model: str, task: str, data_dir: str, out_path: str, seed: int, epochs
 
 
 # --------------------------------------------------------------------------------------------------
-def load_model_file(path: str, task: Optional[str] = None, target: Optional[str] = None) -> Any:
-    """A saved GNN (torch) or XGBoost (JSON) cost model, by content."""
-    from costmodels.gnn import GnnCostModel
-    from costmodels.xgb import XgbCostModel
-    p = Path(path)
-    if not p.is_file():
-        raise ValueError(f"model file {path} does not exist")
-    head = p.read_bytes()[:64].lstrip()
-    loader = XgbCostModel.load if head.startswith(b"{") else GnnCostModel.load
-    return loader(str(p), task=task, target=target)
-
-
 def _nan_to_none(x: Any) -> Any:
     if isinstance(x, float) and not math.isfinite(x):
         return None
     if isinstance(x, dict):
         return {k: _nan_to_none(v) for k, v in x.items()}
     return x
-
-
-_KINDS = ("kLoop", "kInput", "kOutput")
-
-
-def _graph_kind(g: Any) -> int:
-    """Fusion kind index of a kernel graph (as the `tpu` rules: dot/conv kOutput, reduce kInput)."""
-    from costmodels.features import OPCODE_INDEX
-    ops = set(np.asarray(g.opcode).tolist())
-    if ops & {OPCODE_INDEX.get("dot", -1), OPCODE_INDEX.get("convolution", -1)}:
-        return 2
-    if ops & {OPCODE_INDEX.get("reduce", -1), OPCODE_INDEX.get("reduce-window", -1)}:
-        return 1
-    return 0
-
-
-def fit_analytical_scales(ds: Any, split: str = "train") -> dict:
-    """Per-kind scales of the analytical model fitted on a split's measurements (least squares in
-    log space, as the paper fits its analytical fusion baseline): {kind: scale}."""
-    logs: dict = {k: [] for k in range(len(_KINDS))}
-    for _, s in ds.iter_programs(split):
-        if s.analytical is None:
-            continue
-        for i in range(len(s)):
-            y, p = float(s.runtime[i]), float(s.analytical[i])
-            if math.isfinite(y) and y > 0 and math.isfinite(p) and p > 0:
-                logs[_graph_kind(s.graphs[int(s.graph[i])])].append(math.log(y) - math.log(p))
-    return {_KINDS[k]: (math.exp(float(np.mean(v))) if v else 1.0) for k, v in logs.items()}
-
-
-class FittedAnalytical:
-    """The dataset's stored analytical predictions times per-kind scales fitted on the train split."""
-
-    def __init__(self, scales: dict):
-        self.scales = scales
-
-    def apply(self, s: Any) -> np.ndarray:
-        sc = np.array([self.scales[_KINDS[_graph_kind(s.graphs[int(g)])]] for g in s.graph])
-        return np.asarray(s.analytical, float) * sc
-
-
-def evaluate_models(models: dict, ds: Any, split: str = "test") -> dict:
-    """{"programs": {name: {model: {metric: value}}}, "summary": {model: {metric: mean}},
-    "median": {model: {metric: median}}, "pooled": {model: {metric: value over every kernel of the
-    split at once}} (fusion task, absolute predictions)}; `models` maps a label to a model or "analytical"."""
-    from costmodels.metrics import fusion_metrics, tile_metrics
-    names = ds.programs_in(split)
-    if not names:
-        raise ValueError(f"dataset {ds.root} has no programs in the {split} split")
-    per: dict = {}
-    pooled_pred: dict = {label: [] for label in models}
-    pooled_true: list = []
-    for name, s in ds.iter_programs(split):
-        ok = np.isfinite(s.runtime) & (s.runtime > 0)
-        if not ok.any():
-            continue
-        s = s.select(np.nonzero(ok)[0])
-        row: dict = {}
-        for label, m in models.items():
-            if isinstance(m, str) and m == "analytical":
-                pred, absolute = s.analytical, True
-            elif isinstance(m, FittedAnalytical):
-                pred, absolute = m.apply(s), True
-            else:
-                pred = m.predict_graphs(s.sample_graphs(), s.tile_feat)
-                absolute = bool(getattr(m, "predicts_absolute", True))
-            if ds.task == "fusion":
-                pooled_pred[label].append(np.asarray(pred, float) if absolute else None)
-                met = fusion_metrics(pred, s.runtime)
-                if not absolute:
-                    met.pop("mape")
-                    met.pop("mape_all")
-            else:
-                met = tile_metrics(pred, s.runtime, s.graph, absolute=absolute)
-                met.pop("pair_acc", None)
-            row[label] = met
-        per[name] = row
-        pooled_true.append(np.asarray(s.runtime, float))
-    pooled: dict = {}
-    if ds.task == "fusion" and pooled_true:  # every test kernel in one pool (no per-program weighting)
-        true = np.concatenate(pooled_true)
-        for label, preds in pooled_pred.items():
-            if preds and all(p is not None for p in preds):
-                met = fusion_metrics(np.concatenate(preds), true)
-                pooled[label] = {"mape": met["mape"], "kendall": met["kendall"], "n_kernels": met["n_kernels"],
-                                 "mape_all": met["mape_all"], "kendall_all": met["kendall_all"]}
-    summary: dict = {}
-    median: dict = {}
-    for label in models:
-        keys = sorted({k for r in per.values() for k in r.get(label, {})})
-        summary[label], median[label] = {}, {}
-        for k in keys:
-            vals = np.array([r[label][k] for r in per.values() if k in r.get(label, {})], float)
-            vals = vals[np.isfinite(vals)]
-            summary[label][k] = float(vals.mean()) if len(vals) else float("nan")
-            median[label][k] = float(np.median(vals)) if len(vals) else float("nan")
-    return {"task": ds.task, "split": split, "programs": per, "summary": summary, "median": median,
-            "pooled": pooled}
 
 
 _ORDER = ("mape", "kendall", "mape_all", "kendall_all", "tile_ape", "top1", "top5", "top10")
@@ -318,44 +182,89 @@ def _table(res: dict) -> str:
 
 
 @click.command("evaluate")
-@click.option("--model", "model_specs", multiple=True, required=True,
-              help="gnn, xgboost, analytical, or a saved model file (repeatable).")
+@click.option("--cost-model", "--model", "model_specs", multiple=True,
+              help="A cost model as in `fusion --cost-model`: gnn or xgboost (the shipped model; also "
+                   "shipped:gnn), analytical, or a saved model file; train:KIND = --train KIND (repeatable) "
+                   "[default: every shipped model for the dataset's task and target, and analytical].")
+@click.option("--train", "train_kinds", multiple=True, type=click.Choice(["gnn", "xgboost", "xgb", "analytical"]),
+              help="Fit a fresh model on the dataset's train split and evaluate it: gnn, xgboost (default "
+                   "settings), or analytical (per-kernel-kind scales, the paper's fusion baseline) (repeatable).")
 @click.option("--data", "data_dir", required=True, type=click.Path(exists=True, file_okay=False))
 @click.option("--split", type=click.Choice(["test", "validation", "train", "all"]), default="test", show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the models --train fits.")
 @_friendly
-def evaluate(model_specs: Sequence[str], data_dir: str, split: str, as_json: bool, seed: int) -> None:
-    """Per-program accuracy of cost models on a dataset split (the paper's Table 2 metrics)."""
+def evaluate(model_specs: Sequence[str], train_kinds: Sequence[str], data_dir: str, split: str, as_json: bool,
+             seed: int) -> None:
+    """Per-program accuracy of cost models on a dataset split (the paper's Table 2 metrics).
+
+    `autotune evaluate --data DS` evaluates the shipped models (and the analytical model) on DS's test split."""
     from autotune.tuning.dataset import Dataset
     ds = Dataset.open(data_dir)
-    models: dict = {}
-    for spec in model_specs:
-        key = spec.strip().lower()
-        if key == "analytical":
-            if ds.task == "fusion" and ds.programs_in("train"):
-                # The paper's fusion baseline: per-kind scales fitted on the train split.
-                scales = fit_analytical_scales(ds, "train")
-                click.echo("analytical: per-kind scales fitted on the train split: " +
-                           ", ".join(f"{k} {v:.3g}" for k, v in scales.items()), err=True)
-                models["analytical"] = FittedAnalytical(scales)
-            else:
-                models["analytical"] = "analytical"
-        elif key in ("analytical-raw", "analytical-unscaled"):
-            models["analytical-raw"] = "analytical"
-        elif key in ("gnn", "xgboost", "xgb"):
-            click.echo(f"training a default {key} model on the train split of {data_dir}", err=True)
-            m = _make_model(key, ds.task, ds.target, {"seed": seed})
-            _fit(m, ds, {"seed": seed})
-            models[key] = m
-        else:
-            m = load_model_file(spec, task=ds.task, target=ds.target)
-            label = Path(spec).name
-            while label in models:
-                label += "'"
-            models[label] = m
+    models = load_evaluated_models(ds, model_specs, train_kinds, seed,
+                                   log=lambda line: click.echo(line, err=True))
     res = evaluate_models(models, ds, split)
     if as_json:
         click.echo(json.dumps(_nan_to_none(res), indent=2, sort_keys=True))
     else:
         click.echo(_table(res))
+
+
+def load_evaluated_models(ds: Any, specs: Sequence[str], train_kinds: Sequence[str] = (), seed: int = 0,
+                          log: Any = None) -> dict:
+    """{label: model} for `evaluate`: cost-model specs (shipped by name, files, analytical) and fresh models
+    fitted on the train split (`train:KIND` or train_kinds); no spec but train:KIND: every shipped model and
+    analytical as well."""
+    from autotune import api
+    log = log or (lambda line: None)
+    specs = list(specs)
+    trains = list(train_kinds)
+    if not [s for s in specs if not s.strip().lower().startswith("train:")]:
+        shipped = api.shipped_models(ds.task, ds.target)
+        if not shipped:
+            log(f"no shipped model for task {ds.task} and target {ds.target}: evaluating the analytical model only")
+        specs = specs + [f"shipped:{kind}" for kind in shipped] + ["analytical"]
+    models: dict = {}
+
+    def add(label: str, model: Any) -> None:
+        while label in models:
+            label += "'"
+        models[label] = model
+
+    for spec in specs:
+        text = spec.strip()
+        key = text.lower()
+        if key.startswith("train:"):
+            trains.append(key.split(":", 1)[1])
+        elif key in ("analytical", "analytical-raw", "analytical-unscaled"):
+            if ds.task == "fusion" and "analytical" not in models:
+                log("analytical: the analytical model's predictions stored in the dataset, unscaled "
+                    "(the paper's fitted baseline is --train analytical)")
+            add("analytical", "analytical")
+        else:
+            path = api.resolve_cost_model(text, ds.task, ds.target)
+            kind = key.split(":", 1)[1] if key.startswith("shipped:") else key
+            if kind in ("gnn", "xgboost", "xgb"):
+                label = f"shipped:{'xgboost' if kind == 'xgb' else kind}"
+                log(f"{label}: {path}")
+            elif os.path.isfile(path) or Path(path).suffix.lower() in (".pt", ".json") or os.sep in path:
+                label = Path(path).name  # a missing file is one line from load_model_file
+            else:
+                raise LearnError(f"--cost-model {text}: evaluate needs a saved model file, a shipped model "
+                                 "(gnn, xgboost) or analytical")
+            add(label, api.load_model_file(path, task=ds.task, target=ds.target))
+    for kind in trains:
+        kind = "xgboost" if kind == "xgb" else kind
+        if kind == "analytical" and ds.task != "fusion":
+            raise LearnError("--train analytical fits per-kind scales of fusion kernels; the tile task has none "
+                             "(use --cost-model analytical)")
+        if kind not in api.TRAINABLE_KINDS:
+            raise LearnError(f"train:{kind}: can train {', '.join(api.TRAINABLE_KINDS)}")
+        if not ds.programs_in("train"):
+            raise LearnError(f"--train {kind}: dataset {ds.root} has no programs in its train split")
+        log(f"train:{kind}: fitting on the train split of {ds.root}")
+        model = api.train_model(kind, ds, seed=seed)
+        if kind == "analytical":
+            log("train:analytical: per-kind scales " + ", ".join(f"{k} {v:.3g}" for k, v in model.scales.items()))
+        add(f"train:{kind}", model)
+    return models

@@ -39,13 +39,21 @@ from costmodels.features import (FEATURE_VERSION, GEOMETRY_DIM, KERNEL_FEATURE_N
 
 __all__ = ["Samples", "Dataset", "build_dataset", "make_split", "program_family", "read_split_file",
            "FEATURE_VERSION", "DATASET_VERSION", "read_tpugraphs_npz", "TpuGraphsRecord", "write_tpugraphs_tile",
-           "SPLITS", "resolve_evaluator"]
+           "SPLITS", "resolve_evaluator", "split_name"]
 
 DATASET_VERSION = 1
 SPLITS = ("train", "validation", "test")
 _SPLIT_ALIASES = {"train": "train", "training": "train", "validation": "validation", "valid": "validation",
                   "val": "validation", "test": "test"}
 RD = 8  # stored padded rank of tiled shapes
+
+
+def split_name(split: str) -> str:
+    """The canonical name of a split (train, validation, test) for it or an alias (valid, val, training)."""
+    s = _SPLIT_ALIASES.get(str(split).strip().lower())
+    if s is None:
+        raise ValueError(f"unknown split {split!r} (use train, validation, test or all)")
+    return s
 
 
 # --------------------------------------------------------------------------------------------------
@@ -102,6 +110,15 @@ class Samples:
                        None if self.analytical is None else self.analytical[idx], self.multiplicity, {},
                        self.tg_feat, None if self._tile_feat is None else self._tile_feat[idx],
                        None if self.is_default is None else self.is_default[idx])
+
+    def compact(self) -> "Samples":
+        """The same samples holding only the kernel graphs they use (fewer graphs to prepare or scale)."""
+        u, inv = np.unique(self.graph, return_inverse=True)
+        return Samples([self.graphs[i] for i in u], inv.astype(np.int64), list(self.tile_keys), self.runtime,
+                       self.program, self.programs, self.families, self.analytical,
+                       None if self.multiplicity is None else self.multiplicity[u], {},
+                       None if self.tg_feat is None else [self.tg_feat[i] for i in u], self._tile_feat,
+                       self.is_default)
 
     def by_program(self) -> Iterator[tuple]:
         for p, name in enumerate(self.programs):
@@ -210,20 +227,11 @@ def read_split_file(path: str) -> dict:
 
 # --------------------------------------------------------------------------------------------------
 def resolve_evaluator(evaluator: Any, target: str = "tpu", store: Any = None) -> Any:
-    """An Evaluator from "sim"/"xla" (or an instance, returned as is)."""
+    """An Evaluator from a name (sim, xla, a plug-in: hardware.base.create_evaluator), or an instance as is."""
     if not isinstance(evaluator, str):
         return evaluator
-    name = evaluator.strip().lower()
-    if name in ("sim", "simulator"):
-        from hardware.simulator import TpuSimulator
-        return TpuSimulator(target, store=store)
-    if name == "xla":
-        from autotune.compiler.targets import get_spec
-        if get_spec(target).kind == "tpu":
-            raise ValueError("the xla evaluator measures on this machine's backend: use --target cpu (or gpu)")
-        from hardware.xla import XlaEvaluator
-        return XlaEvaluator(target, store=store)
-    raise ValueError(f"unknown evaluator {evaluator!r} (use sim or xla)")
+    from hardware.base import create_evaluator
+    return create_evaluator(evaluator, target, store=store)
 
 
 def _seconds(ms: Sequence[Any]) -> np.ndarray:
@@ -478,9 +486,7 @@ class Dataset:
     def programs_in(self, split: str = "all") -> list:
         if split in ("all", None):
             return sorted(self.programs)
-        s = _SPLIT_ALIASES.get(split)
-        if s is None:
-            raise ValueError(f"unknown split {split!r} (use train, validation, test or all)")
+        s = split_name(split)
         return sorted(p for p, r in self.programs.items() if r["split"] == s)
 
     def __len__(self) -> int:

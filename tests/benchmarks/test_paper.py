@@ -93,7 +93,7 @@ def test_xla_search_section_resumes_at_its_first_unfinished_job(tmp_path, monkey
                 "times_s": {"default": 1.0, "hw_only": 1.0, "guided": 0.9}, "hw_only_configs": 3,
                 "guided_verified": 2, "hw_only_speedup": 1.0, "guided_speedup": 1 / 0.9}
 
-    monkeypatch.setattr(paper, "_xla_search_job", fake_job)
+    monkeypatch.setattr(paper.guided_search, "run_xla_job", fake_job)
     with pytest.raises(KeyboardInterrupt):
         paper.section_fusion_search_xla(ctx)
     assert len(calls) == 4 and all(j["cost_model"] == "analytical" and j["hw_chains"] == 8 for j in calls)

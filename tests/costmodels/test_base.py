@@ -85,7 +85,7 @@ def test_entry_points(monkeypatch):
         def load(self):
             return Const
 
-    monkeypatch.setattr(base, "_entry_points", lambda: {"plugin-model": EP()})
+    monkeypatch.setattr(base.COST_MODELS, "entry_points", lambda: {"plugin-model": EP()})
     assert isinstance(get_cost_model("plugin-model", value=5.0), Const)
     assert "plugin-model" in list_cost_models()
 

@@ -266,9 +266,10 @@ def test_length_bucketing_keeps_order(fusion_ds, kernels):
 
 
 def test_analytical_baseline_scales_fitted_on_train(fusion_ds):
-    from autotune.cli.learn import _KINDS, FittedAnalytical, _graph_kind, evaluate_models, fit_analytical_scales
+    from autotune.tuning.evaluation import (KERNEL_KINDS, FittedAnalytical, _graph_kind, evaluate_models,
+                                            fit_analytical_scales)
     scales = fit_analytical_scales(fusion_ds, "train")
-    assert set(scales) == set(_KINDS) and all(v > 0 for v in scales.values())
+    assert set(scales) == set(KERNEL_KINDS) and all(v > 0 for v in scales.values())
     fitted = FittedAnalytical(scales)
     # On the split the scales were fitted on, each kind's mean log residual is zero.
     resid: dict = {}

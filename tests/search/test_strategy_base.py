@@ -26,8 +26,8 @@ def test_builtin_names(name, cls):
 
 
 def test_builtins_resolve_without_entry_points(monkeypatch):
-    monkeypatch.setattr(base, "_entry_points", lambda: {})
-    monkeypatch.setattr(base, "_REGISTRY", {})
+    monkeypatch.setattr(base.STRATEGIES, "entry_points", lambda: {})
+    monkeypatch.setattr(base.STRATEGIES, "_registered", {})
     assert get_strategy("genetic") is GeneticSearch
     assert {"random", "annealing", "genetic", "topk"} <= set(list_strategies())
 
@@ -68,7 +68,7 @@ def test_register_and_entry_points(monkeypatch):
     class Mine(RandomSearch):
         name = "mine"
 
-    monkeypatch.setattr(base, "_REGISTRY", dict(base._REGISTRY))
+    monkeypatch.setattr(base.STRATEGIES, "_registered", dict(base.STRATEGIES._registered))
     assert register_strategy("Mine", Mine) is Mine
     assert get_strategy("MINE") is Mine
 
@@ -81,7 +81,7 @@ def test_register_and_entry_points(monkeypatch):
                 raise self.obj
             return self.obj
 
-    monkeypatch.setattr(base, "_entry_points", lambda: {"plug": FakeEP(GeneticSearch),
+    monkeypatch.setattr(base.STRATEGIES, "entry_points", lambda: {"plug": FakeEP(GeneticSearch),
                                                         "broken": FakeEP(ImportError("boom"))})
     assert get_strategy("plug") is GeneticSearch
     assert "plug" in list_strategies()

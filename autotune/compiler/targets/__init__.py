@@ -7,7 +7,7 @@ so a new target is one new module here that calls `register_target` (and its tes
 import importlib as _importlib
 import pkgutil as _pkgutil
 
-from autotune.compiler.targets.base import (GiB, KiB, MiB, Target, TargetSpec, UnknownTargetError, get_spec, get_target,
+from autotune.compiler.targets.base import (TARGETS, GiB, KiB, MiB, Target, TargetSpec, UnknownTargetError, get_spec, get_target,
                                             list_specs, register_spec, register_target, target_names,
                                             unregister_target)
 from autotune.compiler.targets.fusion_rules import FusionRules
@@ -16,7 +16,7 @@ from autotune.compiler.targets.cpu import CPU, CpuRules  # noqa: E402  tpu, cpu,
 from autotune.compiler.targets.h100 import H100  # noqa: E402
 from autotune.compiler.targets.host import host_cache_path, host_cpu_spec, measure_host  # noqa: E402
 
-__all__ = ["Target", "TargetSpec", "UnknownTargetError", "get_target", "get_spec", "target_names", "list_specs",
+__all__ = ["TARGETS", "Target", "TargetSpec", "UnknownTargetError", "get_target", "get_spec", "target_names", "list_specs",
            "register_target", "unregister_target", "register_spec", "FusionRules", "TpuRules", "CpuRules", "TPU",
            "CPU", "TPU_V2", "TPU_V3", "H100", "host_cpu_spec", "measure_host", "host_cache_path", "KiB", "MiB",
            "GiB"]

@@ -15,6 +15,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
+from autotune.plugins import Registry, UnknownPluginError
+
 if TYPE_CHECKING:  # pragma: no cover
     from autotune.compiler.targets.fusion_rules import FusionRules
 
@@ -24,7 +26,7 @@ __all__ = ["TargetSpec", "Target", "UnknownTargetError", "register_target", "unr
 KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
 
 
-class UnknownTargetError(ValueError):
+class UnknownTargetError(UnknownPluginError):
     """A target (or spec) name that is not registered."""
 
 
@@ -135,8 +137,6 @@ class Target:
 # ------------------------------------------------------------------------------------------------
 # Registries (plain dicts; names and aliases are case-insensitive)
 
-_TARGETS: dict[str, Target] = {}
-_TARGET_ALIASES: dict[str, str] = {}
 _SPECS: dict[str, Callable[[], TargetSpec]] = {}
 _SPEC_ALIASES: dict[str, str] = {}
 
@@ -145,46 +145,59 @@ def _key(name: str) -> str:
     return str(name).strip().lower()
 
 
+def _as_target(obj: Any, spec: str) -> "Target":
+    """What a target spec resolved to must be a Target (or a zero-argument factory of one)."""
+    target = obj() if callable(obj) and not isinstance(obj, Target) else obj
+    if not isinstance(target, Target):
+        raise UnknownTargetError(f"{spec!r} is not a compilation target (got {type(target).__name__})")
+    return target
+
+
+# Compilation targets by name: the plug-in registry (autotune/plugins.py; entry-point group autotune.targets).
+TARGETS = Registry("target", "autotune.targets", check=_as_target, error=UnknownTargetError)
+
+
 def register_target(target: Target, replace: bool = False) -> Target:
     """Make `target` (and its aliases) known to get_target; a name taken by another target is an error."""
     names = [target.name, *target.aliases]
     for n in names:
-        owner = _TARGET_ALIASES.get(_key(n))
-        if owner is not None and owner != target.name and not replace:
+        owner = TARGETS.canonical(n)
+        if owner in TARGETS.names() and owner != _key(target.name) and not replace:
             raise ValueError(f"target name {n!r} is already registered (by target {owner!r})")
-    _TARGETS[target.name] = target
-    for n in names:
-        _TARGET_ALIASES[_key(n)] = target.name
-    return target
+    return TARGETS.register(target.name, target, aliases=target.aliases)
 
 
 def unregister_target(name: str) -> None:
     """Forget a registered target and its aliases (tests, plug-ins being reloaded)."""
-    target = _TARGETS.pop(name)
-    for n in (target.name, *target.aliases):
-        _TARGET_ALIASES.pop(_key(n), None)
+    TARGETS.unregister(name)
 
 
 def target_names() -> list[str]:
-    """Canonical names of the registered targets, sorted."""
-    return sorted(_TARGETS)
+    """Canonical names of the known targets (registered and entry points), sorted."""
+    return TARGETS.names()
 
 
 def get_target(name: "str | Target") -> Target:
-    """The registered Target for a name or alias; a Target passes through.
+    """The Target for a name, alias, entry point, `module:Class` or `path.py:Class`; a Target passes through.
 
     Raises UnknownTargetError (one line naming the known targets) for anything else, including a
     name that only has a hardware spec (such as `gpu`: no fusion rules are defined for it)."""
     if isinstance(name, Target):
         return name
-    canonical = _TARGET_ALIASES.get(_key(name))
-    if canonical is not None:
-        return _TARGETS[canonical]
-    known = ", ".join(target_names())
-    if _key(name) in _SPEC_ALIASES:
+    if isinstance(name, str) and not name.strip():
+        raise UnknownTargetError(f"unknown target {name!r}; known targets: {', '.join(target_names())}")
+    if isinstance(name, str) and _key(name) in _SPEC_ALIASES and TARGETS.canonical(name) not in TARGETS.names():
+        spec_name = TARGETS.canonical(_SPEC_ALIASES[_key(name)])  # a spec alias of a target (v2 -> tpu-v2)
+        if spec_name in TARGETS.names():
+            return TARGETS.get(spec_name)
         raise UnknownTargetError(f"target {name!r} has a hardware spec but no fusion rules (no compiler target "
-                                 f"is defined for it); known targets: {known}")
-    raise UnknownTargetError(f"unknown target {name!r}; known targets: {known}")
+                                 f"is defined for it); known targets: {', '.join(target_names())}")
+    try:
+        return TARGETS.get(name)
+    except UnknownTargetError as e:
+        if str(e).startswith("unknown target"):
+            raise UnknownTargetError(f"unknown target {name!r}; known targets: {', '.join(target_names())}") from None
+        raise
 
 
 def register_spec(name: str, factory: Callable[[], TargetSpec], aliases: tuple[str, ...] = ()) -> None:

@@ -79,7 +79,7 @@ def _module(body: str, extra: str = "") -> str:
     return f"HloModule m\n\n{extra}\nENTRY main {{\n{body}\n}}\n"
 
 
-def _case(body: str) -> tuple[str, int, int]:
+def case_text(body: str) -> tuple[str, int, int]:
     text = TEMPLATE.replace("@BODY@", "\n".join("  " + line for line in body.strip("\n").split("\n")))
     at = text.index("«")
     line = text.count("\n", 0, at) + 1
@@ -106,7 +106,7 @@ GOOD = {
 
 @pytest.mark.parametrize("name", sorted(GOOD))
 def test_accepts_well_formed_instructions(name):
-    text, _, _ = _case(GOOD[name])
+    text, _, _ = case_text(GOOD[name])
     parse_hlo(text, "good.hlo")
 
 
@@ -211,7 +211,7 @@ BAD = {
 @pytest.mark.parametrize("name", sorted(BAD))
 def test_rejects_wrong_programs_at_the_exact_position(name):
     body, fragment = BAD[name]
-    text, line, col = _case(body)
+    text, line, col = case_text(body)
     with pytest.raises(HloParseError) as info:
         parse_hlo(text, "bad.hlo")
     err = info.value
@@ -347,7 +347,7 @@ def test_verify_false_skips_shape_checks():
 def test_cli_prints_one_line_with_the_position(tmp_path):
     import subprocess
     import sys
-    text, line, col = _case(BAD["add operand dims"][0])
+    text, line, col = case_text(BAD["add operand dims"][0])
     path = tmp_path / "prog.hlo"
     path.write_text(text)
     r = subprocess.run([sys.executable, "-m", "autotune.cli", "show", str(path)], capture_output=True, text=True,

@@ -1,0 +1,237 @@
+"""Public factories shared by the command line, the benchmarks and users.
+
+Every way the CLI turns a name into an object lives here, once:
+
+    from autotune import api
+    program = api.load_program("model.hlo")
+    ev = api.make_evaluator("sim", "tpu")
+    model = api.make_cost_model("gnn", task="fusion", target="tpu")      # the shipped GNN
+    strategy = api.make_strategy("annealing", space, seed=0)
+
+Cost-model specs mean the same thing in every command (`--cost-model` of `fusion`, `tile`, `evaluate`):
+- `analytical`: the analytical model of the target;
+- `gnn`, `xgboost` (also `shipped:gnn`, `shipped:xgboost`): the model shipped for the task and target
+  (costmodels/shipped/); a clear error when none is shipped;
+- `hardware`: the evaluator itself (every prediction a measurement; fusion search);
+- a saved model file (.pt GNN, .json XGBoost), checked against the task and target;
+- any other registered name, an entry point of `autotune.costmodels`, `module:Class` or `path.py:Class`.
+`train:KIND` (KIND = gnn, xgboost, analytical) means a fresh model fitted on a dataset's train split;
+only `autotune evaluate` has a dataset to fit it on (see `train_model`).
+
+Errors are ValueErrors in one line (the CLI prints them with exit status 2).
+"""
+from __future__ import annotations
+
+import inspect
+import os
+from pathlib import Path
+from typing import Any, Optional
+
+from autotune.compiler.targets import get_target, target_names as list_targets
+from autotune.plugins import Registry, UnknownPluginError, load_object
+
+__all__ = [
+    "LEARNED_KINDS", "SHIPPED_DIR", "TRAINABLE_KINDS",
+    "load_program", "get_target", "list_targets",
+    "shipped_model", "shipped_models", "load_model_file", "resolve_cost_model", "make_cost_model",
+    "new_model", "train_model", "make_evaluator", "default_evaluator", "list_evaluators",
+    "make_strategy", "list_strategies", "list_cost_models",
+    "Registry", "UnknownPluginError", "load_object",
+]
+
+LEARNED_KINDS = ("gnn", "xgboost")                       # cost models that are shipped and trained
+TRAINABLE_KINDS = LEARNED_KINDS + ("analytical",)        # `train:KIND`: analytical = per-kind scales
+SHIPPED_DIR = Path(__file__).resolve().parent.parent / "costmodels" / "shipped"
+_FILE_STEM = {"gnn": "gnn", "xgboost": "xgb"}
+_KIND_ALIASES = {"xgb": "xgboost"}
+_MODEL_FILE_SUFFIXES = (".pt", ".json", ".ubj", ".xgb")
+
+
+def _learned_kind(name: str) -> Optional[str]:
+    key = name.strip().lower()
+    key = _KIND_ALIASES.get(key, key)
+    return key if key in LEARNED_KINDS else None
+
+
+# ------------------------------------------------------------------------------------------ programs
+def load_program(path: "str | os.PathLike[str]") -> Any:
+    """Parse and normalize an HLO text file into a Program (errors name file:line:column)."""
+    from autotune.compiler.program import Program
+    return Program.from_file(str(path))
+
+
+# ---------------------------------------------------------------------------------------- cost models
+def shipped_model(kind: str, task: str, target: str) -> Optional[Path]:
+    """The model file shipped for a learned kind (gnn, xgboost), task and target, or None."""
+    key = _learned_kind(kind)
+    if key is None:
+        raise ValueError(f"unknown learned model kind {kind!r} (known: {', '.join(LEARNED_KINDS)})")
+    for ext in (".pt", ".json", ".ubj"):
+        p = SHIPPED_DIR / f"{_FILE_STEM[key]}_{task}_{target}{ext}"
+        if p.exists():
+            return p
+    return None
+
+
+def shipped_models(task: str, target: str) -> dict[str, Path]:
+    """{kind: file} of every model shipped for the task and target."""
+    found = {kind: shipped_model(kind, task, target) for kind in LEARNED_KINDS}
+    return {k: p for k, p in found.items() if p is not None}
+
+
+def load_model_file(path: "str | os.PathLike[str]", task: Optional[str] = None, target: Optional[str] = None) -> Any:
+    """A saved GNN (.pt) or XGBoost (.json) cost model; other names are told apart by content.
+    With task/target given, a model made for another task or target is a one-line ValueError."""
+    p = Path(path)
+    if not p.is_file():
+        raise ValueError(f"model file {path} does not exist")
+    ext = p.suffix.lower()
+    if ext == ".pt":
+        xgb = False
+    elif ext == ".json":
+        xgb = True
+    else:
+        with open(p, "rb") as f:
+            xgb = f.read(64).lstrip().startswith(b"{")
+    if xgb:
+        from costmodels.xgb import XgbCostModel
+        return XgbCostModel.load(str(p), task=task, target=target)
+    from costmodels.gnn import GnnCostModel
+    return GnnCostModel.load(str(p), task=task, target=target)
+
+
+def resolve_cost_model(spec: Optional[str], task: str, target: str) -> str:
+    """The canonical form of a cost-model spec: the default (the shipped GNN when there is one, else
+    `analytical`) filled in, `gnn`/`xgboost`/`shipped:KIND` replaced by the shipped file's path."""
+    if spec is None:
+        default = shipped_model("gnn", task, target)
+        return str(default) if default is not None else "analytical"
+    text = spec.strip()
+    shipped = text.lower().startswith("shipped:")
+    name = text.split(":", 1)[1] if shipped else text
+    kind = _learned_kind(name)
+    if shipped and kind is None:
+        raise ValueError(f"cost model {spec!r}: only learned models are shipped ({', '.join(LEARNED_KINDS)})")
+    if text.lower().startswith("train:"):
+        raise ValueError(f"cost model {spec!r}: train:KIND needs a dataset to train on (autotune evaluate --data)")
+    if kind is not None:
+        path = shipped_model(kind, task, target)
+        if path is None:
+            raise ValueError(f"no shipped {kind} model for task {task!r} and target {target!r}; train one with "
+                             f"`autotune train --model {kind}` and pass its path")
+        return str(path)
+    return text
+
+
+def _supported(factory: Any, **kw: Any) -> dict:
+    """The keywords of kw that factory's signature names (a plug-in need not take task or target)."""
+    try:
+        params = inspect.signature(factory).parameters
+    except (TypeError, ValueError):
+        return {}
+    return {k: v for k, v in kw.items() if k in params}
+
+
+def make_cost_model(spec: Optional[str], task: str = "fusion", target: str = "tpu", evaluator: Any = None) -> Any:
+    """A cost model from a spec (see the module doc); plug-ins get `task` and `target` when they take them."""
+    from costmodels.base import COST_MODELS, EvaluatorCostModel, get_cost_model
+    text = resolve_cost_model(spec, task, target)
+    key = text.lower()
+    if key == "hardware":
+        if evaluator is None:
+            raise ValueError("the hardware cost model measures on an evaluator: give one (make_evaluator)")
+        return EvaluatorCostModel(evaluator)
+    if os.path.isfile(text):
+        return load_model_file(text, task, target)
+    if key.endswith(_MODEL_FILE_SUFFIXES) and ":" not in key:
+        raise ValueError(f"model file {text} does not exist")
+    found = COST_MODELS.get(text)
+    return get_cost_model(found, **(_supported(found, task=task, target=target) if callable(found) else {}))
+
+
+def list_cost_models() -> list[str]:
+    """Names `make_cost_model` resolves without a path (besides `hardware` and shipped files)."""
+    from costmodels.base import list_cost_models as names
+    return names()
+
+
+def new_model(kind: str, task: str, target: str, **options: Any) -> Any:
+    """An untrained GNN or XGBoost cost model; options as `autotune train` (seed, hidden, layers, reduction,
+    encoder, loss, static_features, edge_direction, kernel_features, geometry_features; n_estimators,
+    max_depth, lr, nthread, min_runtime_us)."""
+    key = _learned_kind(kind)
+    if key == "gnn":
+        from costmodels.gnn import GnnCostModel
+        return GnnCostModel(task, target, reduction=options.get("reduction"), encoder=options.get("encoder"),
+                            loss=options.get("loss"), static_features=options.get("static_features", True),
+                            edge_direction=options.get("edge_direction"), hidden=options.get("hidden"),
+                            layers=options.get("layers"), seed=options.get("seed", 0),
+                            graph_features=options.get("kernel_features", True),
+                            geometry_features=options.get("geometry_features", False))
+    if key == "xgboost":
+        from costmodels.xgb import XgbCostModel
+        kw = {k: options[k] for k in ("max_depth", "nthread") if options.get(k)}
+        if options.get("lr"):
+            kw["learning_rate"] = options["lr"]
+        return XgbCostModel(task, target, seed=options.get("seed", 0),
+                            static_features=options.get("static_features", True),
+                            n_estimators=options.get("n_estimators") or 300,
+                            min_runtime_s=(options.get("min_runtime_us") or 0.0) * 1e-6, **kw)
+    raise ValueError(f"unknown model kind {kind!r} to train (known: {', '.join(LEARNED_KINDS)})")
+
+
+def train_model(kind: str, dataset: Any, progress: bool = False, **options: Any) -> Any:
+    """A model of `kind` fitted on the dataset's train split (validation split for model selection).
+
+    kind gnn / xgboost: `new_model` options plus epochs, batch_size, lr (GNN); kind analytical: the
+    dataset's analytical predictions with per-kernel-kind scales fitted on the train split."""
+    if kind.strip().lower() == "analytical":
+        from autotune.tuning.evaluation import FittedAnalytical
+        return FittedAnalytical.fit(dataset, "train")
+    model = new_model(kind, dataset.task, dataset.target, **options)
+    from costmodels.gnn import GnnCostModel
+    if isinstance(model, GnnCostModel):
+        model.fit(dataset, epochs=options.get("epochs") or 20, batch_size=options.get("batch_size") or 64,
+                  lr=options.get("lr") or 1e-3, seed=options.get("seed", 0), progress=progress)
+    else:
+        model.fit(dataset)
+    return model
+
+
+# ----------------------------------------------------------------------------------------- evaluators
+def default_evaluator(target: str) -> str:
+    """The evaluator a target measures on by default (its Target's first evaluator: sim for TPUs, xla for cpu)."""
+    return get_target(target).default_evaluator
+
+
+def list_evaluators() -> list[str]:
+    from hardware.base import EVALUATORS
+    return EVALUATORS.names()
+
+
+def make_evaluator(name: Optional[str], target: str, store: Any = None, seed: int = 0, budget: Any = None,
+                   noise: Optional[float] = None, scheduler: Optional[str] = None, workers: int = 1) -> Any:
+    """An evaluator by name for a target: `sim` (TPU-like simulator), `xla` (real XLA on this machine),
+    or a plug-in (entry point of `autotune.evaluators`, `module:Class`); `store` is a path, 'none' or a store."""
+    from autotune.tuning.store import open_store
+    from hardware.base import create_evaluator
+    st = open_store(store) if store is None or isinstance(store, (str, os.PathLike)) else store
+    try:
+        return create_evaluator(name or default_evaluator(target), target, budget=budget, store=st, seed=seed,
+                                noise=noise, scheduler=scheduler, n_workers=workers)
+    except (RuntimeError, OSError) as e:  # worker start-up, or a dask scheduler that cannot be reached
+        first = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise ValueError(f"the {name or default_evaluator(target)} evaluator could not start: {first}") from None
+
+
+# ----------------------------------------------------------------------------------------- strategies
+def make_strategy(spec: Any, space: Any, seed: Optional[int] = 0, **params: Any) -> Any:
+    """A search strategy over `space`: a name (annealing, genetic, random, topk, ...), `module:Class`,
+    `path.py:Class` or a Strategy class; params go to its constructor."""
+    from search.base import get_strategy
+    return get_strategy(spec)(space, seed=seed, **params)
+
+
+def list_strategies() -> list[str]:
+    from search.base import list_strategies as names
+    return names()
