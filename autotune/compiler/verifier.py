@@ -1079,16 +1079,22 @@ def _triangular_solve(v, ins, ops):
     return b
 
 
-def _gather_check(ins: HloInstruction, operand: Shape, idx: Shape) -> Shape:
-    """XLA's InferGatherShape (with operand/start-indices batching dims)."""
-    if not idx.dtype in _INTEGRAL:
-        raise _Fail(f"operand 1 (the indices) has element type {idx.dtype}, expected an integral type",
-                    ("operand", 1))
+def _index_vector(ins: HloInstruction, idx: Shape, operand: int) -> tuple[int, list[int]]:
+    """Gather/scatter indices: integral, `index_vector_dim` in range; (that dim, the indices' dims with
+    an implicit trailing 1 when the index vector dimension is the rank)."""
+    if idx.dtype not in _INTEGRAL:
+        raise _Fail(f"operand {operand} (the indices) has element type {idx.dtype}, expected an integral type",
+                    ("operand", operand))
     ivd = _int_attr(ins, "index_vector_dim")
     if not 0 <= ivd <= idx.rank:
         raise _Fail(f"index_vector_dim {ivd} is out of range for indices of rank {idx.rank}",
                     ("attr", "index_vector_dim"))
-    expanded = list(idx.dims) + ([1] if ivd == idx.rank else [])
+    return ivd, list(idx.dims) + ([1] if ivd == idx.rank else [])
+
+
+def _gather_check(ins: HloInstruction, operand: Shape, idx: Shape) -> Shape:
+    """XLA's InferGatherShape (with operand/start-indices batching dims)."""
+    ivd, expanded = _index_vector(ins, idx, 1)
     offset = _int_list(ins, "offset_dims", ())
     collapsed = _int_list(ins, "collapsed_slice_dims", ())
     start_map = _int_list(ins, "start_index_map", ())
@@ -1158,14 +1164,7 @@ def _scatter(v, ins, ops):
         raise _Fail(f"expects 2N+1 operands (N operands, the indices, N updates), got {len(ops)}")
     n = len(ops) // 2
     idx = _need_array(ops, n)
-    if idx.dtype not in _INTEGRAL:
-        raise _Fail(f"operand {n} (the indices) has element type {idx.dtype}, expected an integral type",
-                    ("operand", n))
-    ivd = _int_attr(ins, "index_vector_dim")
-    if not 0 <= ivd <= idx.rank:
-        raise _Fail(f"index_vector_dim {ivd} is out of range for indices of rank {idx.rank}",
-                    ("attr", "index_vector_dim"))
-    expanded = list(idx.dims) + ([1] if ivd == idx.rank else [])
+    ivd, expanded = _index_vector(ins, idx, n)
     uwd = _int_list(ins, "update_window_dims", ())
     iwd = _int_list(ins, "inserted_window_dims", ())
     s2o = _int_list(ins, "scatter_dims_to_operand_dims", ())
