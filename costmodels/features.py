@@ -394,13 +394,13 @@ def geometry_matrix(kernels: Sequence[Any], target: Any = "tpu") -> np.ndarray:
     if spec.kind != "tpu" or n == 0:
         return V.astype(np.float32)
     from costmodels.analytical import tiled_time_terms
-    from autotune.compiler.tiles import (ROLE_LHS, ROLE_OTHER, ROLE_RHS, ROLE_SAME, batch_inputs, default_tile, io_geometry,
-                        reduction_streaming)
+    from autotune.compiler.tiles import (ROLE_LHS, ROLE_OTHER, ROLE_RHS, ROLE_SAME, batch_inputs, default_tiles,
+                                         io_geometry, reduction_streaming)
 
     def put(name: str, x: Any) -> None:
         V[:, _GCOL[name]] = x
 
-    b, T, ks, kp, infos = batch_inputs(kernels, [default_tile(k, spec) for k in kernels], spec)
+    b, T, ks, kp, infos = batch_inputs(kernels, default_tiles(kernels, spec), spec)
     sub, lanes = spec.vector_shape
     g = io_geometry(b, T, sub, lanes)
     terms = tiled_time_terms(b, T, ks, kp, spec, g)

@@ -42,7 +42,7 @@ import numpy as np
 
 from autotune.compiler.hlo import DTYPE_BYTES, Shape
 
-__all__ = ["TileConfig", "TileSpace", "TilingInfo", "tiling_info", "default_tile", "io_geometry", "R_MAX", "I_MAX",
+__all__ = ["TileConfig", "TileSpace", "TilingInfo", "tiling_info", "default_tile", "default_tiles", "io_geometry", "R_MAX", "I_MAX",
            "DTYPE_BYTES_TPU", "stack_rows", "tiles_to_array"]
 
 R_MAX = 8  # max tiled rank handled by the vectorized geometry (higher ranks fold leading dims)
@@ -707,6 +707,49 @@ def default_tile(kernel: Any, target: Any = "tpu") -> "TileConfig":
     return t
 
 
+def default_tiles(kernels: Sequence[Any], target: Any = "tpu") -> list:
+    """`default_tile` of many kernels: the candidate tiles of the kernels not cached yet are sized and
+    priced in one batch (the same tiles as `TileSpace.default`, at a fraction of the per-kernel cost)."""
+    from costmodels.analytical import AnalyticalCostModel
+    name = target if isinstance(target, str) else getattr(target, "name", str(target))
+    todo: dict = {}
+    for k in kernels:
+        if (k.hash, name) not in _DEFAULT_TILES:
+            todo.setdefault(k.hash, k)
+    if todo:
+        spaces = [TileSpace(k, target) for k in todo.values()]
+        cands = [sp.candidates() for sp in spaces]
+        first = spaces[0]
+        rows = stack_rows([sp.info.row for sp in spaces])
+        owner = np.repeat(np.arange(len(spaces)), [len(c) for c in cands])
+        arr = np.stack([sp.info.tile_array(t) for sp, c in zip(spaces, cands) for t in c])
+        b = {key: v[owner] for key, v in rows.items()}
+        sub, lanes = first.target.vector_shape
+        fp = reduction_streaming(io_geometry(b, arr, sub, lanes), b["kind"], first.target.scratchpad_bytes)[1]
+        ends = np.cumsum([len(c) for c in cands])
+        valid = [_fitting(c, fp[e - len(c):e], first.target.scratchpad_bytes) for c, e in zip(cands, ends)]
+        pred = AnalyticalCostModel(first.target).predict(
+            [sp.kernel for sp, v in zip(spaces, valid) for _ in v], [t for v in valid for t in v])
+        if len(_DEFAULT_TILES) > 500_000:
+            _DEFAULT_TILES.clear()
+        s = 0
+        for h, v in zip(todo, valid):
+            _DEFAULT_TILES[(h, name)] = _argmin_tile(v, pred[s:s + len(v)])
+            s += len(v)
+    return [_DEFAULT_TILES[(k.hash, name)] for k in kernels]
+
+
+def _fitting(tiles: list, footprints: np.ndarray, scratchpad_bytes: float) -> list:
+    """The tiles whose footprint fits; the smallest one when none does (a space is never empty)."""
+    valid = [t for t, fits in zip(tiles, footprints <= scratchpad_bytes) if fits]
+    return valid or [tiles[int(np.argmin(footprints))]]
+
+
+def _argmin_tile(tiles: list, pred: np.ndarray) -> "TileConfig":
+    """The tile of least predicted time; ties: the larger tile (fewer iterations)."""
+    return tiles[min(range(len(tiles)), key=lambda i: (pred[i], -tiles[i].elements))]
+
+
 _ROW_ARRAY_KEYS = ("D", "U", "VU", "order", "mmask", "nmask", "win", "stride", "din", "in_bytes", "in_alpha",
                    "in_role", "in_slot", "in_maxrun", "sl_perm", "sl_punit", "sl_dbytes")
 
@@ -861,27 +904,27 @@ class TileSpace:
         """Double-buffered scratchpad bytes of a tile (inputs + output, x2)."""
         return float(self._footprints(self.info.tile_array(tile)[None, :])[0])
 
+    def candidates(self) -> list:
+        """Every tile of the ladders before the scratchpad check (at most max_tiles; the ladder drops
+        divisors when the product is larger)."""
+        ch = self.choices(True)
+        if math.prod(len(c) for c in ch) > self.max_tiles:
+            ch = self.choices(False)
+        combos = [()]
+        for c in ch:
+            combos = [t + (v,) for t in combos for v in c]
+        if len(combos) > self.max_tiles:  # keep the largest tiles on the major dims
+            rng = np.random.default_rng(0)
+            keep = rng.choice(len(combos), self.max_tiles - 1, replace=False)
+            combos = [combos[i] for i in sorted(keep)] + [tuple(self.info.dims)]
+        return [TileConfig(c) for c in combos]
+
     def tiles(self) -> list:
-        """All valid tiles (at most max_tiles; the ladder drops divisors when the product is larger)."""
+        """All valid tiles: the candidates whose double-buffered footprint fits the scratchpad."""
         if self._tiles is None:
-            ch = self.choices(True)
-            if math.prod(len(c) for c in ch) > self.max_tiles:
-                ch = self.choices(False)
-            combos = [()]
-            for c in ch:
-                combos = [t + (v,) for t in combos for v in c]
-            if len(combos) > self.max_tiles:  # keep the largest tiles on the major dims
-                rng = np.random.default_rng(0)
-                keep = rng.choice(len(combos), self.max_tiles - 1, replace=False)
-                combos = [combos[i] for i in sorted(keep)] + [tuple(self.info.dims)]
-            tiles = [TileConfig(c) for c in combos]
+            tiles = self.candidates()
             arr = np.stack([self.info.tile_array(t) for t in tiles])
-            fp = self._footprints(arr)
-            ok = fp <= self.target.scratchpad_bytes
-            valid = [t for t, o in zip(tiles, ok) if o]
-            if not valid:  # nothing fits: keep the smallest tile so that the space is never empty
-                valid = [tiles[int(np.argmin(fp))]]
-            self._tiles = valid
+            self._tiles = _fitting(tiles, self._footprints(arr), self.target.scratchpad_bytes)
         return list(self._tiles)
 
     def __len__(self) -> int:
@@ -901,10 +944,7 @@ class TileSpace:
             from costmodels.analytical import AnalyticalCostModel
             tiles = self.tiles()
             model = AnalyticalCostModel(self.target)
-            pred = model.predict([self.kernel] * len(tiles), tiles)
-            # ties: prefer the larger tile (fewer iterations)
-            order = sorted(range(len(tiles)), key=lambda i: (pred[i], -tiles[i].elements))
-            self._default = tiles[order[0]]
+            self._default = _argmin_tile(tiles, model.predict([self.kernel] * len(tiles), tiles))
         return self._default
 
     def random(self, rng: np.random.Generator) -> TileConfig:
