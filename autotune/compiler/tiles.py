@@ -728,14 +728,15 @@ def default_tiles(kernels: Sequence[Any], target: Any = "tpu") -> list:
         fp = reduction_streaming(io_geometry(b, arr, sub, lanes), b["kind"], first.target.scratchpad_bytes)[1]
         ends = np.cumsum([len(c) for c in cands])
         valid = [_fitting(c, fp[e - len(c):e], first.target.scratchpad_bytes) for c, e in zip(cands, ends)]
-        pred = AnalyticalCostModel(first.target).predict(
-            [sp.kernel for sp, v in zip(spaces, valid) for _ in v], [t for v in valid for t in v])
+        flat = [t for v in valid for t in v]
+        pred = AnalyticalCostModel(first.target).predict([sp.kernel for sp, v in zip(spaces, valid) for _ in v], flat)
+        owner = np.repeat(np.arange(len(spaces)), [len(v) for v in valid])
+        elements = [np.prod(np.stack([sp.info.tile_array(t) for t in v]), axis=1) for sp, v in zip(spaces, valid)]
+        best = _argmin_tiles(pred, np.concatenate(elements), owner)
         if len(_DEFAULT_TILES) > 500_000:
             _DEFAULT_TILES.clear()
-        s = 0
-        for h, v in zip(todo, valid):
-            _DEFAULT_TILES[(h, name)] = _argmin_tile(v, pred[s:s + len(v)])
-            s += len(v)
+        for h, i in zip(todo, best):
+            _DEFAULT_TILES[(h, name)] = flat[i]
     return [_DEFAULT_TILES[(k.hash, name)] for k in kernels]
 
 
@@ -745,9 +746,12 @@ def _fitting(tiles: list, footprints: np.ndarray, scratchpad_bytes: float) -> li
     return valid or [tiles[int(np.argmin(footprints))]]
 
 
-def _argmin_tile(tiles: list, pred: np.ndarray) -> "TileConfig":
-    """The tile of least predicted time; ties: the larger tile (fewer iterations)."""
-    return tiles[min(range(len(tiles)), key=lambda i: (pred[i], -tiles[i].elements))]
+def _argmin_tiles(pred: np.ndarray, elements: np.ndarray, owner: np.ndarray) -> np.ndarray:
+    """Per kernel (`owner`, ascending), the index of its tile of least predicted time; ties: the
+    larger tile (fewer iterations), then the first listed."""
+    order = np.lexsort((-np.asarray(elements, float), np.asarray(pred, float), owner))
+    o = owner[order]
+    return order[np.r_[True, o[1:] != o[:-1]]] if len(o) else order
 
 
 _ROW_ARRAY_KEYS = ("D", "U", "VU", "order", "mmask", "nmask", "win", "stride", "din", "in_bytes", "in_alpha",
@@ -944,7 +948,8 @@ class TileSpace:
             from costmodels.analytical import AnalyticalCostModel
             tiles = self.tiles()
             model = AnalyticalCostModel(self.target)
-            self._default = _argmin_tile(tiles, model.predict([self.kernel] * len(tiles), tiles))
+            pred = model.predict([self.kernel] * len(tiles), tiles)
+            self._default = tiles[_argmin_tiles(pred, [t.elements for t in tiles], np.zeros(len(tiles), int))[0]]
         return self._default
 
     def random(self, rng: np.random.Generator) -> TileConfig:
