@@ -216,3 +216,33 @@ def test_hero_not_aligned_with_the_tiled_shape_counts_its_own_rows():
     assert np.all(total >= info.hero_flops)
     assert total[tiles.index(space.default())] <= 2.0 * info.hero_flops
     assert np.all(total <= 2.0 * info.hero_flops * g["n"])
+
+
+def test_default_tiles_of_many_kernels_match_one_at_a_time():
+    """The batched default (issue 21) is each kernel's analytical argmin over its valid tiles, ties to
+    the larger tile, exactly as TileSpace.default picks it."""
+    from pathlib import Path
+
+    from autotune.compiler import tiles as T
+    from costmodels.analytical import AnalyticalCostModel
+    root = Path(__file__).resolve().parents[3] / "examples" / "hlo"
+    kernels: dict = {}
+    rng = np.random.default_rng(0)
+    for name in ("vae_small_train", "gnn_small_infer", "mlp_mixer_small_infer"):
+        space = FusionSpace(Program.from_file(str(root / f"{name}.hlo")), "tpu")
+        for cfg in [space.default(), space.random(rng)]:
+            for k in space.kernels(cfg):
+                kernels.setdefault(k.hash, k)
+    ks = list(kernels.values())
+    T._DEFAULT_TILES.clear()
+    batch = T.default_tiles(ks, "tpu")
+    model = AnalyticalCostModel("tpu")
+    for k, t in zip(ks, batch):
+        sp = TileSpace(k, "tpu")
+        assert t == sp.default()
+        tiles = sp.tiles()
+        pred = model.predict([k] * len(tiles), tiles)
+        best = min(pred)
+        assert pred[tiles.index(t)] == best
+        assert t.elements == max(x.elements for x, p in zip(tiles, pred) if p == best)
+    assert T.default_tiles(ks[:3], "tpu") == batch[:3]  # cached
