@@ -614,11 +614,19 @@ class TilingInfo:
         if tile is None or len(tile.dims) != self.rank:
             t[:r] = self.row["D"][:r]
             return t
-        if self.rank > R_MAX:
-            fold = self.rank - R_MAX + 1
-            t[:] = [float(np.prod(tile.dims[:fold]))] + list(tile.dims[fold:])
-        else:
-            t[:r] = tile.dims
+        return self.tile_arrays([tile.dims])[0]
+
+    def tile_arrays(self, extents: Sequence[tuple]) -> np.ndarray:
+        """`tile_array` rows of many tiles given by their extents (tuples of this kernel's rank)."""
+        n, r = len(extents), self.rank
+        t = np.ones((n, R_MAX))
+        if r > R_MAX:
+            e = np.array(extents, np.int64).reshape(n, r)
+            fold = r - R_MAX + 1
+            t[:, 0] = np.prod(e[:, :fold], axis=1).astype(float)
+            t[:, 1:] = e[:, fold:]
+        elif r:
+            t[:, :r] = np.array(extents, float).reshape(n, r)
         return np.minimum(t, self.row["D"])
 
     def kernel_steps(self, tile: Optional[TileConfig]) -> tuple:
@@ -709,34 +717,39 @@ def default_tile(kernel: Any, target: Any = "tpu") -> "TileConfig":
 
 def default_tiles(kernels: Sequence[Any], target: Any = "tpu") -> list:
     """`default_tile` of many kernels: the candidate tiles of the kernels not cached yet are sized and
-    priced in one batch (the same tiles as `TileSpace.default`, at a fraction of the per-kernel cost)."""
-    from costmodels.analytical import AnalyticalCostModel
+    priced as arrays in one batch (the same tiles as `TileSpace.default`, at a fraction of the cost)."""
+    from costmodels.analytical import tiled_time_terms
     name = target if isinstance(target, str) else getattr(target, "name", str(target))
     todo: dict = {}
     for k in kernels:
         if (k.hash, name) not in _DEFAULT_TILES:
             todo.setdefault(k.hash, k)
     if todo:
-        spaces = [TileSpace(k, target) for k in todo.values()]
-        cands = [sp.candidates() for sp in spaces]
-        first = spaces[0]
-        rows = stack_rows([sp.info.row for sp in spaces])
-        owner = np.repeat(np.arange(len(spaces)), [len(c) for c in cands])
-        arr = np.stack([sp.info.tile_array(t) for sp, c in zip(spaces, cands) for t in c])
+        infos = [tiling_info(k, target) for k in todo.values()]
+        spec = infos[0].target
+        extents = [TileSpace(k, target).candidate_extents() for k in todo.values()]
+        counts = np.array([len(e) for e in extents])
+        owner = np.repeat(np.arange(len(infos)), counts)
+        rows = stack_rows([inf.row for inf in infos])
+        T = np.concatenate([inf.tile_arrays(e) for inf, e in zip(infos, extents)])
         b = {key: v[owner] for key, v in rows.items()}
-        sub, lanes = first.target.vector_shape
-        fp = reduction_streaming(io_geometry(b, arr, sub, lanes), b["kind"], first.target.scratchpad_bytes)[1]
-        ends = np.cumsum([len(c) for c in cands])
-        valid = [_fitting(c, fp[e - len(c):e], first.target.scratchpad_bytes) for c, e in zip(cands, ends)]
-        flat = [t for v in valid for t in v]
-        pred = AnalyticalCostModel(first.target).predict([sp.kernel for sp, v in zip(spaces, valid) for _ in v], flat)
-        owner = np.repeat(np.arange(len(spaces)), [len(v) for v in valid])
-        elements = [np.prod(np.stack([sp.info.tile_array(t) for t in v]), axis=1) for sp, v in zip(spaces, valid)]
-        best = _argmin_tiles(pred, np.concatenate(elements), owner)
+        sub, lanes = spec.vector_shape
+        fp = reduction_streaming(io_geometry(b, T, sub, lanes), b["kind"], spec.scratchpad_bytes)[1]
+        fits = fp <= spec.scratchpad_bytes
+        ends = np.cumsum(counts)
+        for i in np.flatnonzero(np.add.reduceat(fits.astype(np.int64), ends - counts) == 0):  # nothing fits: the smallest
+            fits[ends[i] - counts[i] + int(np.argmin(fp[ends[i] - counts[i]:ends[i]]))] = True
+        keep = np.flatnonzero(fits)
+        bk = {key: v[keep] for key, v in b.items()}
+        kpad = np.array([inf.K_pad for inf in infos], float)[owner[keep]]
+        t = tiled_time_terms(bk, T[keep], np.ones(len(keep)), kpad, spec)["t"]
+        pred = np.where(bk["trivial"] > 0, 0.0, t)  # the analytical model's prediction at unit scales
+        best = keep[_argmin_tiles(pred, np.prod(T[keep], axis=1), owner[keep])]
+        starts = np.concatenate([[0], ends[:-1]])
         if len(_DEFAULT_TILES) > 500_000:
             _DEFAULT_TILES.clear()
-        for h, i in zip(todo, best):
-            _DEFAULT_TILES[(h, name)] = flat[i]
+        for h, e, i, s0 in zip(todo, extents, best, starts):
+            _DEFAULT_TILES[(h, name)] = TileConfig(e[i - s0])
     return [_DEFAULT_TILES[(k.hash, name)] for k in kernels]
 
 
@@ -911,6 +924,10 @@ class TileSpace:
     def candidates(self) -> list:
         """Every tile of the ladders before the scratchpad check (at most max_tiles; the ladder drops
         divisors when the product is larger)."""
+        return [TileConfig(c) for c in self.candidate_extents()]
+
+    def candidate_extents(self) -> list:
+        """`candidates` as tuples of extents."""
         ch = self.choices(True)
         if math.prod(len(c) for c in ch) > self.max_tiles:
             ch = self.choices(False)
@@ -921,7 +938,7 @@ class TileSpace:
             rng = np.random.default_rng(0)
             keep = rng.choice(len(combos), self.max_tiles - 1, replace=False)
             combos = [combos[i] for i in sorted(keep)] + [tuple(self.info.dims)]
-        return [TileConfig(c) for c in combos]
+        return combos
 
     def tiles(self) -> list:
         """All valid tiles: the candidates whose double-buffered footprint fits the scratchpad."""
