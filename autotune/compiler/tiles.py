@@ -734,7 +734,8 @@ def default_tiles(kernels: Sequence[Any], target: Any = "tpu") -> list:
         T = np.concatenate([inf.tile_arrays(e) for inf, e in zip(infos, extents)])
         b = {key: v[owner] for key, v in rows.items()}
         sub, lanes = spec.vector_shape
-        fp = reduction_streaming(io_geometry(b, T, sub, lanes), b["kind"], spec.scratchpad_bytes)[1]
+        g = io_geometry(b, T, sub, lanes)
+        fp = reduction_streaming(g, b["kind"], spec.scratchpad_bytes)[1]
         fits = fp <= spec.scratchpad_bytes
         ends = np.cumsum(counts)
         for i in np.flatnonzero(np.add.reduceat(fits.astype(np.int64), ends - counts) == 0):  # nothing fits: the smallest
@@ -742,7 +743,8 @@ def default_tiles(kernels: Sequence[Any], target: Any = "tpu") -> list:
         keep = np.flatnonzero(fits)
         bk = {key: v[keep] for key, v in b.items()}
         kpad = np.array([inf.K_pad for inf in infos], float)[owner[keep]]
-        t = tiled_time_terms(bk, T[keep], np.ones(len(keep)), kpad, spec)["t"]
+        gk = {key: v[keep] for key, v in g.items()}  # per-tile quantities: the fitting tiles' rows
+        t = tiled_time_terms(bk, gk["T"], np.ones(len(keep)), kpad, spec, gk)["t"]
         pred = np.where(bk["trivial"] > 0, 0.0, t)  # the analytical model's prediction at unit scales
         best = keep[_argmin_tiles(pred, np.prod(T[keep], axis=1), owner[keep])]
         starts = np.concatenate([[0], ends[:-1]])
