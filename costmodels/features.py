@@ -64,6 +64,13 @@ log2(1 + nanoseconds):
 `FEATURE_VERSION` is a hash of every layout above: saved models and datasets record it, and a file
 with another layout is refused.
 
+How it is computed (the same arrays as featurizing node by node, faster): each instruction's
+`node_features` row, as a member and as a kernel input, is computed once per program and shared by
+every kernel that contains it (`_ComputationTable`, per fusion space and computation); a kernel's
+graph is gathered from those rows with index arrays (its nodes, edges, user counts and root patched
+in); `kernel_graphs` computes the geometry of all uncached kernels in one batch, default tiles
+included (`autotune.compiler.tiles.default_tiles`); graphs are cached by canonical kernel hash.
+
 Before training the raw rows are min-max scaled by a `FeatureScaler` fitted on the training set and
 saved with the model.
 
