@@ -146,6 +146,9 @@ def main(argv: Optional[list] = None) -> dict:
             return model.predict(ks)
         return model.predict_graphs(feats.kernel_graphs(ks, model.target))  # what predict did at the baseline
 
+    space.node_costs  # per-program static costs: part of the fusion space, not of featurization
+    for name in paths:  # warm-up (imports, torch, memoized layouts), untimed
+        price(name, fresh(kernels[:64]))
     rates: dict = {n: {"cold": [], "warm": []} for n in paths}
     preds: dict = {}
     for r in range(a.rounds):
