@@ -532,7 +532,7 @@ class _ComputationTable:
     id, and the operand lists as index arrays (CSR)."""
 
     __slots__ = ("insts", "costs", "member_rows", "param_rows", "member_done", "param_done", "opcode",
-                 "op_ptr", "op_idx", "n_ops", "local")
+                 "op_ptr", "op_idx", "n_ops")
 
     def __init__(self, comp: Any, costs: Optional[Sequence[Any]]):
         self.insts = comp.instructions
@@ -548,7 +548,6 @@ class _ComputationTable:
         self.op_ptr = np.zeros(n + 1, np.int64)
         np.cumsum(self.n_ops, out=self.op_ptr[1:])
         self.op_idx = np.fromiter((o for olist in ops for o in olist), np.int64, int(self.op_ptr[-1]))
-        self.local = np.full(n, -1, np.int64)  # scratch: instruction -> node of the kernel being built
 
     def rows(self, idx: np.ndarray, as_parameter: bool) -> np.ndarray:
         """Feature rows of instructions `idx` as members (`as_parameter` False) or as inputs."""
@@ -567,23 +566,25 @@ _PROGRAM_TABLES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 def _computation_table(kernel: Any) -> _ComputationTable:
     """The `_ComputationTable` of the kernel's computation, shared by all kernels of its fusion space."""
-    space = kernel.space
+    space = getattr(kernel, "space", None)
     try:
-        per_space = _PROGRAM_TABLES.get(space)
+        per_space = _PROGRAM_TABLES.get(space) if space is not None else None
     except TypeError:  # a space that cannot be weakly referenced: no sharing
-        per_space = None
         space = None
+        per_space = None
     if per_space is None:
         per_space = {}
         if space is not None:
             _PROGRAM_TABLES[space] = per_space
-    t = per_space.get(kernel.comp)
+    comp = kernel.computation
+    key = getattr(kernel, "comp", id(comp))
+    t = per_space.get(key)
     if t is None:
         try:
-            costs = kernel.space.node_costs[kernel.comp]
+            costs = space.node_costs[key]
         except Exception:  # noqa: BLE001 - a space without static costs: those columns stay zero
             costs = None
-        t = per_space[kernel.comp] = _ComputationTable(kernel.computation, costs)
+        t = per_space[key] = _ComputationTable(comp, costs)
     return t
 
 
@@ -609,21 +610,15 @@ def _graph_arrays(kernel: Any) -> tuple:
     ends = np.cumsum(cnt)
     consumer = np.repeat(np.arange(n_m), cnt)
     opnd = t.op_idx[np.arange(total) - np.repeat(ends - cnt - t.op_ptr[members], cnt)]
-    local = t.local
-    try:
-        local[inputs] = np.arange(n_in)
-        local[members] = -2
-        cand = opnd[local[opnd] == -1]
-        consts = cand[_first_occurrences(cand)]
-        n_c = len(consts)
-        local[consts] = n_in + np.arange(n_c)
-        local[members] = n_in + n_c + np.arange(n_m)
-        src = local[opnd]
-    finally:
-        local[inputs] = -1
-        local[members] = -1
-        if total:
-            local[opnd] = -1
+    local = np.full(len(t.n_ops), -1, np.int64)  # instruction -> node of this kernel
+    local[inputs] = np.arange(n_in)
+    local[members] = -2
+    cand = opnd[local[opnd] == -1]
+    consts = cand[_first_occurrences(cand)]
+    n_c = len(consts)
+    local[consts] = n_in + np.arange(n_c)
+    local[members] = n_in + n_c + np.arange(n_m)
+    src = local[opnd]
     dst = consumer + (n_in + n_c)
     n = n_in + n_c + n_m
     keep = _first_occurrences(src * n + dst)
