@@ -736,18 +736,15 @@ def default_tiles(kernels: Sequence[Any], target: Any = "tpu") -> list:
         sub, lanes = spec.vector_shape
         g = io_geometry(b, T, sub, lanes)
         fp = reduction_streaming(g, b["kind"], spec.scratchpad_bytes)[1]
-        fits = fp <= spec.scratchpad_bytes
         ends = np.cumsum(counts)
-        for i in np.flatnonzero(np.add.reduceat(fits.astype(np.int64), ends - counts) == 0):  # nothing fits: the smallest
-            fits[ends[i] - counts[i] + int(np.argmin(fp[ends[i] - counts[i]:ends[i]]))] = True
-        keep = np.flatnonzero(fits)
+        starts = ends - counts
+        keep = np.concatenate([s0 + _fitting_index(fp[s0:e], spec.scratchpad_bytes) for s0, e in zip(starts, ends)])
         bk = {key: v[keep] for key, v in b.items()}
         kpad = np.array([inf.K_pad for inf in infos], float)[owner[keep]]
         gk = {key: v[keep] for key, v in g.items()}  # per-tile quantities: the fitting tiles' rows
         t = tiled_time_terms(bk, gk["T"], np.ones(len(keep)), kpad, spec, gk)["t"]
         pred = np.where(bk["trivial"] > 0, 0.0, t)  # the analytical model's prediction at unit scales
         best = keep[_argmin_tiles(pred, np.prod(T[keep], axis=1), owner[keep])]
-        starts = np.concatenate([[0], ends[:-1]])
         if len(_DEFAULT_TILES) > 500_000:
             _DEFAULT_TILES.clear()
         for h, e, i, s0 in zip(todo, extents, best, starts):
@@ -755,10 +752,11 @@ def default_tiles(kernels: Sequence[Any], target: Any = "tpu") -> list:
     return [_DEFAULT_TILES[(k.hash, name)] for k in kernels]
 
 
-def _fitting(tiles: list, footprints: np.ndarray, scratchpad_bytes: float) -> list:
-    """The tiles whose footprint fits; the smallest one when none does (a space is never empty)."""
-    valid = [t for t, fits in zip(tiles, footprints <= scratchpad_bytes) if fits]
-    return valid or [tiles[int(np.argmin(footprints))]]
+def _fitting_index(footprints: np.ndarray, scratchpad_bytes: float) -> np.ndarray:
+    """Indices of the tiles whose footprint fits; the smallest one when none does (a space is never
+    empty)."""
+    idx = np.flatnonzero(footprints <= scratchpad_bytes)
+    return idx if len(idx) else np.array([int(np.argmin(footprints))])
 
 
 def _argmin_tiles(pred: np.ndarray, elements: np.ndarray, owner: np.ndarray) -> np.ndarray:
@@ -947,7 +945,7 @@ class TileSpace:
         if self._tiles is None:
             tiles = self.candidates()
             arr = np.stack([self.info.tile_array(t) for t in tiles])
-            self._tiles = _fitting(tiles, self._footprints(arr), self.target.scratchpad_bytes)
+            self._tiles = [tiles[i] for i in _fitting_index(self._footprints(arr), self.target.scratchpad_bytes)]
         return list(self._tiles)
 
     def __len__(self) -> int:
