@@ -22,7 +22,6 @@ configurations evaluated per second of each and their ratio.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import platform
 import re
