@@ -14,7 +14,9 @@ and a `--walk`-step neighbor walk from the default (the configurations a search 
 The baseline is costmodels/features.py and autotune/compiler/tiles.py of `--baseline` (a git
 revision), loaded as private modules; the same model prices its graphs. Rounds alternate which path
 goes first; the table reports medians and the new/old ratio of each round's rates, and checks that
-both paths give bit-identical feature arrays and predictions.
+both paths give bit-identical feature arrays and predictions. A baseline whose featurizer no longer
+runs against this tree's compiler modules (ce12e2a predates the TileRows / Target API) is skipped
+with one warning line, recorded as `baseline_error`.
 `--search S` also runs `autotune fusion PROG --budget S --hw-budget 0 --store none` with the
 default model and with `--cost-model analytical` (this tree, subprocesses) and reports
 configurations evaluated per second of each and their ratio.
@@ -146,8 +148,17 @@ def main(argv: Optional[list] = None) -> dict:
         return model.predict_graphs(feats.kernel_graphs(ks, model.target))  # what predict did at the baseline
 
     space.node_costs  # per-program static costs: part of the fusion space, not of featurization
-    for name in paths:  # warm-up (imports, torch, memoized layouts), untimed
-        price(name, fresh(kernels[:64]))
+    baseline_error = None
+    for name in list(paths):  # warm-up (imports, torch, memoized layouts), untimed
+        try:
+            price(name, fresh(kernels[:64]))
+        except Exception as e:  # noqa: BLE001 - a baseline written against older compiler modules
+            if name != "old":
+                raise
+            baseline_error = f"{type(e).__name__}: {e}"
+            print(f"pricing_speed: warning: baseline {a.baseline}'s featurizer does not run against this tree's "
+                  f"compiler modules ({baseline_error}); timing this tree only", file=sys.stderr)
+            del paths["old"]
     rates: dict = {n: {"cold": [], "warm": []} for n in paths}
     preds: dict = {}
     for r in range(a.rounds):
@@ -169,6 +180,8 @@ def main(argv: Optional[list] = None) -> dict:
                  "baseline": a.baseline, "python": platform.python_version(), "torch": torch.__version__,
                  "torch_threads": 1,
                  "rates": {n: {k: float(np.median(v)) for k, v in d.items()} for n, d in rates.items()}}
+    if baseline_error:
+        res["baseline_error"] = baseline_error
     if "old" in paths:
         res["ratio"] = {k: float(np.median(np.array(rates["new"][k]) / np.array(rates["old"][k]))) for k in ("cold", "warm")}
         go, gn = paths["old"][0].kernel_graphs(kernels, "tpu"), new_features.kernel_graphs(kernels, "tpu")
@@ -199,6 +212,8 @@ def render_md(res: dict) -> str:
     for name, r in res["rates"].items():
         label = f"baseline {res['baseline']}" if name == "old" else "this tree"
         lines.append(f"| {label} | {r['cold']:,.0f} | {r['warm']:,.0f} |")
+    if "baseline_error" in res:
+        lines += ["", f"baseline {res['baseline']} skipped: {res['baseline_error']}"]
     if "ratio" in res:
         lines.append(f"| ratio (per round, median) | x{res['ratio']['cold']:.2f} | x{res['ratio']['warm']:.2f} |")
         lines += ["", f"feature arrays identical: {res['features_identical']}; predictions identical: "
