@@ -64,6 +64,13 @@ log2(1 + nanoseconds):
 `FEATURE_VERSION` is a hash of every layout above: saved models and datasets record it, and a file
 with another layout is refused.
 
+How it is computed (the same arrays as featurizing node by node, faster): each instruction's
+`node_features` row, as a member and as a kernel input, is computed once per program and shared by
+every kernel that contains it (`_ComputationTable`, per fusion space and computation); a kernel's
+graph is gathered from those rows with index arrays (its nodes, edges, user counts and root patched
+in); `kernel_graphs` computes the geometry of all uncached kernels in one batch, default tiles
+included (`autotune.compiler.tiles.default_tiles`); graphs are cached by canonical kernel hash.
+
 Before training the raw rows are min-max scaled by a `FeatureScaler` fitted on the training set and
 saved with the model.
 
@@ -74,12 +81,14 @@ from __future__ import annotations
 
 import hashlib
 import math
+import weakref
 from dataclasses import dataclass, field
 from typing import Any, Optional, Sequence
 
 import numpy as np
 
 from autotune.compiler.hlo import OPCODES
+from autotune.compiler.tiles import canonical_target_name
 
 __all__ = ["OPCODE_VOCAB", "OPCODE_INDEX", "NUM_OPCODES", "OTHER_OPCODE_ID", "OTHER_BUCKET_OPCODES",
            "opcode_id", "DTYPES", "NODE_FEATURE_NAMES", "NODE_DIM", "STATIC_COLUMNS", "TILE_FEATURE_NAMES",
@@ -393,13 +402,13 @@ def geometry_matrix(kernels: Sequence[Any], target: Any = "tpu") -> np.ndarray:
     spec = get_spec(target)
     if spec.kind != "tpu" or n == 0:
         return V.astype(np.float32)
-    from autotune.compiler.tiles import (ROLE_LHS, ROLE_OTHER, ROLE_RHS, ROLE_SAME, batch_inputs, default_tile, io_geometry,
-                                         scratchpad_fit, tiled_time_terms)
+    from autotune.compiler.tiles import (ROLE_LHS, ROLE_OTHER, ROLE_RHS, ROLE_SAME, batch_inputs, default_tiles,
+                                         io_geometry, scratchpad_fit, tiled_time_terms)
 
     def put(name: str, x: Any) -> None:
         V[:, _GCOL[name]] = x
 
-    b, T, ks, kp, infos = batch_inputs(kernels, [default_tile(k, spec) for k in kernels], spec)
+    b, T, ks, kp, infos = batch_inputs(kernels, default_tiles(kernels, spec), spec)
     sub, lanes = spec.vector_shape
     g = io_geometry(b, T, sub, lanes)
     terms = tiled_time_terms(b, T, ks, kp, spec, g)
@@ -513,10 +522,122 @@ _GRAPH_CACHE_MAX = 200_000
 
 
 def clear_cache() -> None:
+    """Forget every cached kernel graph and per-program instruction feature table."""
     _GRAPH_CACHE.clear()
+    _PROGRAM_TABLES.clear()
 
 
-def _tiled_dims(kernel: Any, target: str) -> tuple:
+class _ComputationTable:
+    """Per-computation feature rows shared by every kernel of a program: each instruction's
+    `node_features` row as a member and as a kernel input, computed once on first use, its opcode
+    id, and the operand lists as index arrays (CSR)."""
+
+    __slots__ = ("insts", "costs", "member_rows", "param_rows", "member_done", "param_done", "opcode",
+                 "op_ptr", "op_idx", "n_ops")
+
+    def __init__(self, comp: Any, costs: Optional[Sequence[Any]]):
+        self.insts = comp.instructions
+        self.costs = costs
+        n = len(self.insts)
+        self.member_rows = np.zeros((n, NODE_DIM), np.float32)
+        self.param_rows = np.zeros((n, NODE_DIM), np.float32)
+        self.member_done = np.zeros(n, bool)
+        self.param_done = np.zeros(n, bool)
+        self.opcode = np.array([opcode_id(i.opcode) for i in self.insts], np.int64)
+        ops = comp.operands
+        self.n_ops = np.array([len(o) for o in ops], np.int64)
+        self.op_ptr = np.zeros(n + 1, np.int64)
+        np.cumsum(self.n_ops, out=self.op_ptr[1:])
+        self.op_idx = np.fromiter((o for olist in ops for o in olist), np.int64, int(self.op_ptr[-1]))
+
+    def rows(self, idx: np.ndarray, as_parameter: bool) -> np.ndarray:
+        """Feature rows of instructions `idx` as members (`as_parameter` False) or as inputs."""
+        table, done = (self.param_rows, self.param_done) if as_parameter else (self.member_rows, self.member_done)
+        missing = idx[~done[idx]]
+        for i in missing.tolist():
+            if not done[i]:
+                c = self.costs[i] if self.costs is not None else None
+                table[i] = node_features(self.insts[i], is_parameter=as_parameter, cost=c)
+                done[i] = True
+        return table[idx]
+
+
+_PROGRAM_TABLES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _computation_table(kernel: Any) -> _ComputationTable:
+    """The `_ComputationTable` of the kernel's computation, shared by all kernels of its fusion space."""
+    space = getattr(kernel, "space", None)
+    try:
+        per_space = _PROGRAM_TABLES.get(space) if space is not None else None
+    except TypeError:  # a space that cannot be weakly referenced: no sharing
+        space = None
+        per_space = None
+    if per_space is None:
+        per_space = {}
+        if space is not None:
+            _PROGRAM_TABLES[space] = per_space
+    comp = kernel.computation
+    key = getattr(kernel, "comp", id(comp))
+    t = per_space.get(key)
+    if t is None:
+        try:
+            costs = space.node_costs[key]
+        except Exception:  # noqa: BLE001 - a space without static costs: those columns stay zero
+            costs = None
+        t = per_space[key] = _ComputationTable(comp, costs)
+    return t
+
+
+def _first_occurrences(a: np.ndarray) -> np.ndarray:
+    """Indices of the first occurrence of each distinct value of `a`, in the order of `a`."""
+    if len(a) < 2:
+        return np.arange(len(a))
+    _, first = np.unique(a, return_index=True)
+    first.sort()
+    return first
+
+
+def _graph_arrays(kernel: Any) -> tuple:
+    """(node rows, opcodes, edge_index, n_inputs) of a kernel, gathered from its computation's table:
+    nodes are the inputs, then the scalar constants members read (first-use order), then the members;
+    edges producer -> consumer in member and operand order, duplicates removed."""
+    t = _computation_table(kernel)
+    members = np.asarray(kernel.members, np.int64)
+    inputs = np.asarray(kernel.inputs, np.int64)
+    n_in, n_m = len(inputs), len(members)
+    cnt = t.n_ops[members]
+    total = int(cnt.sum())
+    ends = np.cumsum(cnt)
+    consumer = np.repeat(np.arange(n_m), cnt)
+    opnd = t.op_idx[np.arange(total) - np.repeat(ends - cnt - t.op_ptr[members], cnt)]
+    local = np.full(len(t.n_ops), -1, np.int64)  # instruction -> node of this kernel
+    local[inputs] = np.arange(n_in)
+    local[members] = -2
+    cand = opnd[local[opnd] == -1]
+    consts = cand[_first_occurrences(cand)]
+    n_c = len(consts)
+    local[consts] = n_in + np.arange(n_c)
+    local[members] = n_in + n_c + np.arange(n_m)
+    src = local[opnd]
+    dst = consumer + (n_in + n_c)
+    n = n_in + n_c + n_m
+    keep = _first_occurrences(src * n + dst)
+    src, dst = src[keep], dst[keep]
+    rows = np.empty((n, NODE_DIM), np.float32)
+    rows[:n_in] = t.rows(inputs, True)
+    body = np.concatenate([consts, members])
+    rows[n_in:] = t.rows(body, False)
+    rows[:, _COL["n_users"]] = np.bincount(src, minlength=n)
+    root = np.flatnonzero(members == kernel.root)
+    rows[n_in + n_c + root, _COL["is_root"]] = 1.0
+    ops = np.empty(n, np.int64)
+    ops[:n_in] = OPCODE_INDEX["parameter"]
+    ops[n_in:] = t.opcode[body]
+    return rows, ops, np.stack([src, dst]), n_in
+
+
+def _tiled_dims(kernel: Any, target: Any) -> tuple:
     try:
         from autotune.compiler.tiles import tiling_info
         return tuple(int(d) for d in tiling_info(kernel, target).dims)
@@ -527,73 +648,32 @@ def _tiled_dims(kernel: Any, target: str) -> tuple:
 
 def kernel_graphs(kernels: Sequence[Any], target: str = "tpu") -> list:
     """`kernel_graph` of many kernels, the geometry of those not cached yet computed in one batch."""
-    todo = {k.hash: k for k in kernels if (k.hash, target) not in _GRAPH_CACHE}
+    name = canonical_target_name(target)
+    todo = {k.hash: k for k in kernels if (k.hash, name) not in _GRAPH_CACHE}
     if todo:
         for k, row in zip(todo.values(), geometry_matrix(list(todo.values()), target)):
             kernel_graph(k, target, geom=row)
-    return [kernel_graph(k, target) for k in kernels]
+    return [_GRAPH_CACHE.get((k.hash, name)) or kernel_graph(k, target) for k in kernels]
 
 
 def kernel_graph(kernel: Any, target: str = "tpu", geom: Optional[np.ndarray] = None) -> KernelGraph:
     """The `KernelGraph` of a Kernel (cached by kernel hash and target); `geom`: its geometry row
     when already computed (`kernel_graphs`)."""
-    key = (kernel.hash, target)
+    key = (kernel.hash, canonical_target_name(target))
     g = _GRAPH_CACHE.get(key)
     if g is not None:
         return g
-    comp = kernel.computation
-    insts = comp.instructions
-    members = list(kernel.members)
-    mset = set(members)
-    inputs = list(kernel.inputs)
-    iset = set(inputs)
-    consts = list(dict.fromkeys(o for m in members for o in comp.operands[m] if o not in mset and o not in iset))
-    local: dict = {}
-    order: list = []
-    for i in inputs + consts:
-        local[i] = len(order)
-        order.append(i)
-    for m in members:
-        local[m] = len(order)
-        order.append(m)
-    n_in = len(inputs)
-    src: list = []
-    dst: list = []
-    seen: set = set()
-    n_users = [0] * len(order)
-    for m in members:
-        for o in comp.operands[m]:
-            e = (local[o], local[m])
-            if e in seen:
-                continue
-            seen.add(e)
-            src.append(e[0])
-            dst.append(e[1])
-            n_users[e[0]] += 1
-    try:
-        costs = kernel.space.node_costs[kernel.comp]
-    except Exception:  # noqa: BLE001
-        costs = None
-    rows = np.zeros((len(order), NODE_DIM), np.float32)
-    ops = np.zeros(len(order), np.int64)
-    root = kernel.root
-    for j, i in enumerate(order):
-        ins = insts[i]
-        is_param = j < n_in
-        c = costs[i] if costs is not None else None
-        rows[j] = node_features(ins, is_parameter=is_param, is_root=(i == root and not is_param),
-                                n_users=n_users[j], cost=c)
-        ops[j] = opcode_id("parameter" if is_param else ins.opcode)
+    rows, ops, edges, n_in = _graph_arrays(kernel)
     tiled = _tiled_dims(kernel, target)
     cost = kernel.cost
     kind = getattr(kernel, "fusion_kind", "kLoop")
     main = _main_shape(kernel.output_shape)
     kf = np.array([_l2(cost.flops), _l2(cost.transcendentals), _l2(cost.bytes_read), _l2(cost.bytes_written),
-                   _l2(cost.flops / max(cost.bytes_read + cost.bytes_written, 1.0)), len(members), n_in, len(src),
-                   kind == "kLoop", kind == "kInput", kind == "kOutput",
+                   _l2(cost.flops / max(cost.bytes_read + cost.bytes_written, 1.0)), len(kernel.members), n_in,
+                   edges.shape[1], kind == "kLoop", kind == "kInput", kind == "kOutput",
                    main.rank if main is not None else 0, _l2(main.elements) if main is not None else 0,
                    _l2(math.prod(tiled) if tiled else 1)], np.float32)
-    g = KernelGraph(rows, ops, np.array([src, dst], np.int64).reshape(2, -1), tiled, kf, kernel.hash,
+    g = KernelGraph(rows, ops, edges, tiled, kf, kernel.hash,
                     geom_feat=geometry_features(kernel, target) if geom is None else geom)
     if len(_GRAPH_CACHE) >= _GRAPH_CACHE_MAX:
         _GRAPH_CACHE.clear()

@@ -106,6 +106,19 @@ class HloParseError(ValueError):
 # Shapes
 
 
+@lru_cache(maxsize=65536)
+def _minor_to_major(layout: Optional[str], rank: int) -> tuple:
+    """`Shape.minor_to_major` of a layout text and rank (memoized: featurization asks it per use)."""
+    if layout:
+        head = layout.split(":", 1)[0].strip()
+        if head:
+            try:
+                return tuple(int(x) for x in head.split(","))
+            except ValueError:
+                pass
+    return tuple(range(rank - 1, -1, -1))
+
+
 @dataclass(frozen=True)
 class Shape:
     """An array shape (dtype, dims, layout text) or a tuple of shapes.
@@ -152,14 +165,7 @@ class Shape:
 
     def minor_to_major(self) -> tuple:
         """Minor-to-major dim order from the layout, default descending (row-major)."""
-        if self.layout:
-            head = self.layout.split(":", 1)[0].strip()
-            if head:
-                try:
-                    return tuple(int(x) for x in head.split(","))
-                except ValueError:
-                    pass
-        return tuple(range(self.rank - 1, -1, -1))
+        return _minor_to_major(self.layout, len(self.dims))
 
     def without_layout(self) -> "Shape":
         if self.tuple_shapes is not None:

@@ -42,8 +42,8 @@ import numpy as np
 from autotune.compiler.hlo import Shape, dtype_bytes
 
 __all__ = ["TileConfig", "TileSpace", "TilingInfo", "TileRows", "InputRow", "tiling_info", "default_tile",
-           "io_geometry", "ScratchpadFit", "scratchpad_fit", "batch_inputs", "tiled_time_terms", "roofline_seconds",
-           "R_MAX", "I_MAX", "tiles_to_array"]
+           "default_tiles", "canonical_target_name", "io_geometry", "ScratchpadFit", "scratchpad_fit",
+           "batch_inputs", "tiled_time_terms", "roofline_seconds", "R_MAX", "I_MAX", "tiles_to_array"]
 
 R_MAX = 8  # max tiled rank handled by the vectorized geometry (higher ranks fold leading dims)
 I_MAX = 8  # inputs per kernel kept separately; the rest are merged into one "other" input
@@ -408,11 +408,19 @@ class TilingInfo:
         if tile is None or len(tile.dims) != self.rank:
             t[:r] = self.row.D[:r]
             return t
-        if self.rank > R_MAX:
-            fold = self.rank - R_MAX + 1
-            t[:] = [float(np.prod(tile.dims[:fold]))] + list(tile.dims[fold:])
-        else:
-            t[:r] = tile.dims
+        return self.tile_arrays([tile.dims])[0]
+
+    def tile_arrays(self, extents: Sequence[tuple]) -> np.ndarray:
+        """`tile_array` rows of many tiles given by their extents (tuples of this kernel's rank)."""
+        n, r = len(extents), self.rank
+        t = np.ones((n, R_MAX))
+        if r > R_MAX:
+            e = np.array(extents, np.int64).reshape(n, r)
+            fold = r - R_MAX + 1
+            t[:, 0] = np.prod(e[:, :fold], axis=1).astype(float)
+            t[:, 1:] = e[:, fold:]
+        elif r:
+            t[:, :r] = np.array(extents, float).reshape(n, r)
         return np.minimum(t, self.row.D)
 
     def kernel_steps(self, tile: Optional[TileConfig]) -> tuple:
@@ -796,7 +804,7 @@ _INFO_CACHE: dict = {}
 
 def tiling_info(kernel: Any, target: Any = "tpu") -> TilingInfo:
     """Cached TilingInfo for a kernel (by hash and target name)."""
-    key = (kernel.hash, _target_name(target))
+    key = (kernel.hash, canonical_target_name(target))
     info = _INFO_CACHE.get(key)
     if info is None:
         info = TilingInfo.of(kernel, target)
@@ -809,16 +817,71 @@ def tiling_info(kernel: Any, target: Any = "tpu") -> TilingInfo:
 _DEFAULT_TILES: dict = {}
 
 
-def _target_name(target: Any) -> str:
-    return target if isinstance(target, str) else getattr(target, "name", str(target))
+def canonical_target_name(target: Any) -> str:
+    """The canonical spec name of a target (a name, alias, TargetSpec or Target): the key of the
+    tiling caches, so that "tpu", "tpu-v3" and the Target share their entries."""
+    from autotune.compiler.targets import get_spec
+    return get_spec(target).name
 
 
 def default_tile(kernel: Any, target: Any = "tpu") -> "TileConfig":
     """The kernel's default tile on a target: `TileSpace.default`, the analytical roofline's argmin
     over the valid tiles (as XLA picks it), cached by kernel hash and target name. The one default
     tile of the cost models, the simulator and the featurizer."""
-    t = _DEFAULT_TILES.get((kernel.hash, _target_name(target)))
-    return t if t is not None else TileSpace(kernel, target).default()
+    return default_tiles([kernel], target)[0]
+
+
+def default_tiles(kernels: Sequence[Any], target: Any = "tpu") -> list:
+    """`default_tile` of many kernels, the one home of the default-tile choice: the candidate tiles of
+    the kernels not cached yet are sized (`scratchpad_fit`) and priced (`tiled_time_terms`, the
+    analytical roofline of `roofline_seconds`) as arrays in one batch; per kernel the fitting tile of
+    least time wins, ties to the larger tile (fewer iterations), then the first listed."""
+    name = canonical_target_name(target)
+    todo: dict = {}
+    for k in kernels:
+        if (k.hash, name) not in _DEFAULT_TILES:
+            todo.setdefault(k.hash, k)
+    if todo:
+        spaces = [TileSpace(k, target) for k in todo.values()]
+        infos = [sp.info for sp in spaces]
+        spec = infos[0].target
+        extents = [sp.candidate_extents() for sp in spaces]
+        counts = np.array([len(e) for e in extents])
+        owner = np.repeat(np.arange(len(infos)), counts)
+        b = TileRows.stack([inf.row for inf in infos]).take(owner)
+        T = np.concatenate([inf.tile_arrays(e) for inf, e in zip(infos, extents)])
+        sub, lanes = spec.vector_shape
+        g = io_geometry(b, T, sub, lanes)
+        fp = scratchpad_fit(g, b.kind, spec.scratchpad_bytes).footprint
+        ends = np.cumsum(counts)
+        starts = ends - counts
+        keep = np.concatenate([s0 + _fitting_index(fp[s0:e], spec.scratchpad_bytes) for s0, e in zip(starts, ends)])
+        bk = b.take(keep)
+        kpad = np.array([inf.K_pad for inf in infos], float)[owner[keep]]
+        gk = {key: v[keep] for key, v in g.items()}  # per-tile quantities: the fitting tiles' rows
+        t = tiled_time_terms(bk, gk["T"], np.ones(len(keep)), kpad, spec, gk)["t"]
+        pred = np.where(bk.trivial > 0, 0.0, t)  # roofline_seconds of the fitting tiles
+        best = keep[_argmin_tiles(pred, np.prod(T[keep], axis=1), owner[keep])]
+        if len(_DEFAULT_TILES) > 500_000:
+            _DEFAULT_TILES.clear()
+        for h, e, i, s0 in zip(todo, extents, best, starts):
+            _DEFAULT_TILES[(h, name)] = TileConfig(e[i - s0])
+    return [_DEFAULT_TILES[(k.hash, name)] for k in kernels]
+
+
+def _fitting_index(footprints: np.ndarray, scratchpad_bytes: float) -> np.ndarray:
+    """Indices of the tiles whose double-buffered footprint fits (`ScratchpadFit.double_buffered`);
+    the smallest one when none does (a space is never empty)."""
+    idx = np.flatnonzero(footprints <= scratchpad_bytes)
+    return idx if len(idx) else np.array([int(np.argmin(footprints))])
+
+
+def _argmin_tiles(pred: np.ndarray, elements: np.ndarray, owner: np.ndarray) -> np.ndarray:
+    """Per kernel (`owner`, ascending), the index of its tile of least predicted time; ties: the
+    larger tile (fewer iterations), then the first listed."""
+    order = np.lexsort((-np.asarray(elements, float), np.asarray(pred, float), owner))
+    o = owner[order]
+    return order[np.r_[True, o[1:] != o[:-1]]] if len(o) else order
 
 
 def tiles_to_array(infos: Sequence[TilingInfo], tiles: Sequence[Optional[TileConfig]]) -> np.ndarray:
@@ -958,26 +1021,31 @@ class TileSpace:
         """Double-buffered scratchpad bytes of a tile (inputs + output, x2)."""
         return float(self._fit(self.info.tile_array(tile)[None, :]).footprint[0])
 
+    def candidates(self) -> list:
+        """Every tile of the ladders before the scratchpad check (at most max_tiles; the ladder drops
+        divisors when the product is larger)."""
+        return [TileConfig(c) for c in self.candidate_extents()]
+
+    def candidate_extents(self) -> list:
+        """`candidates` as tuples of extents."""
+        ch = self.choices(True)
+        if math.prod(len(c) for c in ch) > self.max_tiles:
+            ch = self.choices(False)
+        combos = [()]
+        for c in ch:
+            combos = [t + (v,) for t in combos for v in c]
+        if len(combos) > self.max_tiles:  # keep the largest tiles on the major dims
+            rng = np.random.default_rng(0)
+            keep = rng.choice(len(combos), self.max_tiles - 1, replace=False)
+            combos = [combos[i] for i in sorted(keep)] + [tuple(self.info.dims)]
+        return combos
+
     def tiles(self) -> list:
-        """All valid tiles (at most max_tiles; the ladder drops divisors when the product is larger)."""
+        """All valid tiles: the candidates whose double-buffered footprint fits the scratchpad."""
         if self._tiles is None:
-            ch = self.choices(True)
-            if math.prod(len(c) for c in ch) > self.max_tiles:
-                ch = self.choices(False)
-            combos = [()]
-            for c in ch:
-                combos = [t + (v,) for t in combos for v in c]
-            if len(combos) > self.max_tiles:  # keep the largest tiles on the major dims
-                rng = np.random.default_rng(0)
-                keep = rng.choice(len(combos), self.max_tiles - 1, replace=False)
-                combos = [combos[i] for i in sorted(keep)] + [tuple(self.info.dims)]
-            tiles = [TileConfig(c) for c in combos]
+            tiles = self.candidates()
             arr = np.stack([self.info.tile_array(t) for t in tiles])
-            fit = self._fit(arr)
-            valid = [t for t, o in zip(tiles, fit.double_buffered) if o]
-            if not valid:  # nothing fits: keep the smallest tile so that the space is never empty
-                valid = [tiles[int(np.argmin(fit.footprint))]]
-            self._tiles = valid
+            self._tiles = [tiles[i] for i in _fitting_index(self._fit(arr).footprint, self.target.scratchpad_bytes)]
         return list(self._tiles)
 
     def __len__(self) -> int:
@@ -995,16 +1063,7 @@ class TileSpace:
         """The default tile: the analytical roofline's argmin over the valid tiles (as XLA picks its
         default tile; ties: the larger tile, fewer iterations), cached by kernel hash and target."""
         if self._default is None:
-            key = (self.kernel.hash, self.target.name)
-            d = _DEFAULT_TILES.get(key)
-            if d is None:
-                tiles = self.tiles()
-                pred = roofline_seconds([self.kernel] * len(tiles), tiles, self.target)
-                d = tiles[min(range(len(tiles)), key=lambda i: (pred[i], -tiles[i].elements))]
-                if len(_DEFAULT_TILES) > 500_000:
-                    _DEFAULT_TILES.clear()
-                _DEFAULT_TILES[key] = d
-            self._default = d
+            self._default = default_tiles([self.kernel], self.target)[0]
         return self._default
 
     def random(self, rng: np.random.Generator) -> TileConfig:

@@ -303,3 +303,52 @@ def test_one_memory_fit_rule_for_the_tile_space_and_the_simulator(rows, fits):
     ms = sim.measure([k], [tile])[0]
     assert ms.ok == (fits != "none") and (fits != "none" or "scratchpad" in ms.status)
     assert all(sp.footprint(x) <= scratch for x in sp.tiles())
+
+
+def test_default_tiles_of_many_kernels_match_one_at_a_time():
+    """The batched default (issue 21) is each kernel's analytical argmin over its valid tiles, ties to
+    the larger tile, exactly as TileSpace.default picks it."""
+    from pathlib import Path
+
+    from autotune.compiler import tiles as T
+    from costmodels.analytical import AnalyticalCostModel
+    root = Path(__file__).resolve().parents[3] / "examples" / "hlo"
+    kernels: dict = {}
+    rng = np.random.default_rng(0)
+    for name in ("vae_small_train", "gnn_small_infer", "mlp_mixer_small_infer"):
+        space = FusionSpace(Program.from_file(str(root / f"{name}.hlo")), "tpu")
+        for cfg in [space.default(), space.random(rng)]:
+            for k in space.kernels(cfg):
+                kernels.setdefault(k.hash, k)
+    ks = list(kernels.values())
+    T._DEFAULT_TILES.clear()
+    batch = T.default_tiles(ks, "tpu")
+    one_at_a_time = []
+    for k in ks:
+        T._DEFAULT_TILES.clear()
+        one_at_a_time.append(TileSpace(k, "tpu").default())
+    assert batch == one_at_a_time
+    model = AnalyticalCostModel("tpu")
+    for k, t in zip(ks, batch):
+        sp = TileSpace(k, "tpu")
+        tiles = sp.tiles()
+        pred = model.predict([k] * len(tiles), tiles)
+        best = min(pred)
+        assert pred[tiles.index(t)] == best
+        assert t.elements == max(x.elements for x, p in zip(tiles, pred) if p == best)
+    assert T.default_tiles(ks[:3], "tpu") == batch[:3]  # cached
+
+
+def test_tiling_caches_key_targets_by_their_canonical_spec_name():
+    """"tpu", its alias "tpu-v3", the Target and the TargetSpec share one cache entry per kernel."""
+    from autotune.compiler import tiles as T
+    from autotune.compiler.targets import get_spec, get_target
+    k = one_kernel(DOT)
+    T._DEFAULT_TILES.clear()
+    first = T.default_tile(k, "tpu")
+    assert list(T._DEFAULT_TILES) == [(k.hash, get_spec("tpu").name)]
+    for target in ("tpu-v3", "TPU", get_target("tpu"), get_spec("tpu")):
+        assert T.default_tile(k, target) is first
+        assert T.default_tiles([k], target) == [first] and TileSpace(k, target).default() is first
+        assert tiling_info(k, target) is tiling_info(k, "tpu")
+    assert len(T._DEFAULT_TILES) == 1

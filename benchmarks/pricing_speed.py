@@ -1,0 +1,232 @@
+"""Pricing speed of a learned cost model on a large program: kernels/s cold and warm, this tree's
+featurizer against a baseline revision's, side by side in one process (issue 21).
+
+    python benchmarks/pricing_speed.py [--program examples/scale/transformer_L48.hlo] [--random 20]
+        [--walk 200] [--rounds 3] [--baseline ce12e2a] [--model costmodels/shipped/gnn_fusion_tpu.pt]
+        [--search 60] [--md out.md] [--json out.json]
+
+Kernels: the unique kernels of the program's default configuration, `--random` random configurations
+and a `--walk`-step neighbor walk from the default (the configurations a search visits).
+* cold: every featurization cache emptied (kernel graphs, per-program instruction tables, tiling
+  infos, default tiles, the model's scaled-feature cache) and fresh Kernel objects: the first time
+  a program's kernels are seen; kernels/s of `model.predict(kernels)`.
+* warm: the same kernels again (graphs cached by canonical hash): the network's speed.
+The baseline is costmodels/features.py and autotune/compiler/tiles.py of `--baseline` (a git
+revision), loaded as private modules; the same model prices its graphs. Rounds alternate which path
+goes first; the table reports medians and the new/old ratio of each round's rates, and checks that
+both paths give bit-identical feature arrays and predictions. A baseline whose featurizer no longer
+runs against this tree's compiler modules (ce12e2a predates the TileRows / Target API) is skipped
+with one warning line, recorded as `baseline_error`.
+`--search S` also runs `autotune fusion PROG --budget S --hw-budget 0 --store none` with the
+default model and with `--cost-model analytical` (this tree, subprocesses) and reports
+configurations evaluated per second of each and their ratio.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Optional
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+def load_baseline(rev: str) -> tuple:
+    """(features, tiles) modules of a git revision, the features module bound to that tiles module."""
+    mods = []
+    for path, name in (("autotune/compiler/tiles.py", "_baseline_tiles"), ("costmodels/features.py", "_baseline_features")):
+        src = subprocess.run(["git", "show", f"{rev}:{path}"], cwd=ROOT, check=True, capture_output=True, text=True).stdout
+        src = src.replace("autotune.compiler.tiles", "_baseline_tiles")
+        mod = ModuleType(name)
+        mod.__file__ = f"{rev}:{path}"
+        sys.modules[name] = mod
+        exec(compile(src, mod.__file__, "exec"), mod.__dict__)
+        mods.append(mod)
+    return mods[1], mods[0]
+
+
+def collect_kernels(program: str, n_random: int, walk: int, seed: int) -> tuple:
+    """(space, unique non-trivial kernels) of the default, random and neighbor-walk configurations."""
+    from autotune.compiler.fusion import FusionSpace
+    from autotune.compiler.program import Program
+    space = FusionSpace(Program.from_file(program), "tpu")
+    rng = np.random.default_rng(seed)
+    cfgs = [space.default()] + [space.random(rng) for _ in range(n_random)]
+    cur = cfgs[0]
+    for _ in range(walk):
+        cur = space.neighbor(cur, rng)
+        cfgs.append(cur)
+    kernels: dict = {}
+    for c in cfgs:
+        for k in space.kernels(c):
+            if not k.is_trivial:
+                kernels.setdefault(k.hash, k)
+    return space, list(kernels.values())
+
+
+def fresh(kernels: list) -> list:
+    """New Kernel objects for the same kernels (their cached inputs and costs dropped)."""
+    from autotune.compiler.kernel import Kernel
+    return [Kernel(k.space, k.comp, k.root, k.members, k.hash) for k in kernels]
+
+
+def clear_caches(features: Any, tiles: Any, model: Any) -> None:
+    features.clear_cache()
+    for name in ("_PROGRAM_TABLES", "_GRAPH_CACHE"):
+        if hasattr(features, name):
+            getattr(features, name).clear()
+    tiles._INFO_CACHE.clear()
+    tiles._DEFAULT_TILES.clear()
+    model._prep_cache.clear()
+
+
+def run_search(program: str, seconds: int, cost_model: Optional[str]) -> dict:
+    """One `autotune fusion` run of this tree: configurations evaluated and wall time."""
+    with tempfile.TemporaryDirectory() as out:
+        cmd = [sys.executable, "-m", "autotune.cli", "fusion", program, "--budget", f"{seconds}s", "--hw-budget", "0",
+               "--store", "none", "--out", out] + (["--cost-model", cost_model] if cost_model else [])
+        t0 = time.perf_counter()
+        p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+        wall = time.perf_counter() - t0
+        if p.returncode != 0:
+            raise SystemExit(f"pricing_speed: {' '.join(cmd)} failed (exit {p.returncode}): {p.stderr.strip()[-300:]}")
+        evals = None
+        rep = Path(out) / "report.json"
+        if rep.exists():
+            evals = json.loads(rep.read_text()).get("evaluations")
+        if evals is None:
+            m = re.search(r"([\d,]+)\s+(?:configurations|evaluations)", p.stdout + p.stderr)
+            evals = int(m.group(1).replace(",", "")) if m else None
+    return {"model": cost_model or "default", "evaluations": evals, "wall_s": wall,
+            "configs_per_s": (evals / wall) if evals else None}
+
+
+def main(argv: Optional[list] = None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--program", default=str(ROOT / "examples/scale/transformer_L48.hlo"))
+    ap.add_argument("--random", type=int, default=20, help="random configurations")
+    ap.add_argument("--walk", type=int, default=200, help="neighbor-walk steps from the default configuration")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--baseline", default="ce12e2a", help="git revision of the old featurizer (none: skip)")
+    ap.add_argument("--model", default=str(ROOT / "costmodels/shipped/gnn_fusion_tpu.pt"))
+    ap.add_argument("--search", type=int, default=0, help="also time `autotune fusion --budget S` (seconds)")
+    ap.add_argument("--md", default=None, help="write a markdown table here")
+    ap.add_argument("--json", dest="json_out", default=None)
+    a = ap.parse_args(argv)
+
+    import torch
+    torch.set_num_threads(1)
+    from autotune.compiler import tiles as new_tiles
+    from costmodels import features as new_features
+    from costmodels.gnn import GnnCostModel
+
+    t0 = time.perf_counter()
+    space, kernels = collect_kernels(a.program, a.random, a.walk, a.seed)
+    nodes = sum(len(k.members) for k in kernels)
+    print(f"{len(kernels)} unique kernels ({nodes / max(len(kernels), 1):.1f} members mean) of "
+          f"{Path(a.program).name}, collected in {time.perf_counter() - t0:.1f} s")
+    model = GnnCostModel.load(a.model)
+    paths: dict = {"new": (new_features, new_tiles)}
+    if a.baseline.lower() != "none":
+        paths["old"] = load_baseline(a.baseline)
+
+    def price(name: str, ks: list) -> np.ndarray:
+        feats = paths[name][0]
+        if name == "new":
+            return model.predict(ks)
+        return model.predict_graphs(feats.kernel_graphs(ks, model.target))  # what predict did at the baseline
+
+    space.node_costs  # per-program static costs: part of the fusion space, not of featurization
+    baseline_error = None
+    for name in list(paths):  # warm-up (imports, torch, memoized layouts), untimed
+        try:
+            price(name, fresh(kernels[:64]))
+        except Exception as e:  # noqa: BLE001 - a baseline written against older compiler modules
+            if name != "old":
+                raise
+            baseline_error = f"{type(e).__name__}: {e}"
+            print(f"pricing_speed: warning: baseline {a.baseline}'s featurizer does not run against this tree's "
+                  f"compiler modules ({baseline_error}); timing this tree only", file=sys.stderr)
+            del paths["old"]
+    rates: dict = {n: {"cold": [], "warm": []} for n in paths}
+    preds: dict = {}
+    for r in range(a.rounds):
+        order = list(paths) if r % 2 == 0 else list(reversed(paths))
+        for name in order:
+            for feats, tl in paths.values():  # the baseline's analytical model fills this tree's caches too
+                clear_caches(feats, tl, model)
+            ks = fresh(kernels)
+            t = time.perf_counter()
+            y = price(name, ks)
+            rates[name]["cold"].append(len(ks) / (time.perf_counter() - t))
+            t = time.perf_counter()
+            price(name, ks)
+            rates[name]["warm"].append(len(ks) / (time.perf_counter() - t))
+            preds[name] = y
+            print(f"round {r + 1} {name}: cold {rates[name]['cold'][-1]:8,.0f} kernels/s, "
+                  f"warm {rates[name]['warm'][-1]:8,.0f} kernels/s", flush=True)
+    res: dict = {"program": Path(a.program).name, "kernels": len(kernels), "rounds": a.rounds,
+                 "baseline": a.baseline, "python": platform.python_version(), "torch": torch.__version__,
+                 "torch_threads": 1,
+                 "rates": {n: {k: float(np.median(v)) for k, v in d.items()} for n, d in rates.items()}}
+    if baseline_error:
+        res["baseline_error"] = baseline_error
+    if "old" in paths:
+        res["ratio"] = {k: float(np.median(np.array(rates["new"][k]) / np.array(rates["old"][k]))) for k in ("cold", "warm")}
+        go, gn = paths["old"][0].kernel_graphs(kernels, "tpu"), new_features.kernel_graphs(kernels, "tpu")
+        same = all(np.array_equal(x.node_feat, y.node_feat) and np.array_equal(x.edge_index, y.edge_index)
+                   and np.array_equal(x.opcode, y.opcode) and np.array_equal(x.kernel_feat, y.kernel_feat)
+                   and np.array_equal(x.geom_feat, y.geom_feat) and x.tiled_dims == y.tiled_dims for x, y in zip(go, gn))
+        res["features_identical"] = bool(same)
+        res["predictions_identical"] = bool(np.array_equal(preds["old"], preds["new"]))
+        res["predictions_max_rel_diff"] = float(np.max(np.abs(preds["old"] - preds["new"]) / np.abs(preds["old"])))
+    if a.search:
+        runs = [run_search(a.program, a.search, None), run_search(a.program, a.search, "analytical")]
+        res["search"] = runs
+        if runs[0]["configs_per_s"] and runs[1]["configs_per_s"]:
+            res["search_ratio"] = runs[0]["configs_per_s"] / runs[1]["configs_per_s"]
+    md = render_md(res)
+    print(md)
+    if a.md:
+        Path(a.md).write_text(md + "\n")
+    if a.json_out:
+        Path(a.json_out).write_text(json.dumps(res, indent=2))
+    return res
+
+
+def render_md(res: dict) -> str:
+    lines = [f"{res['kernels']:,} unique kernels of {res['program']}, shipped fusion GNN, 1 torch thread, "
+             f"median of {res['rounds']} interleaved rounds",
+             "", "| path | cold kernels/s | warm kernels/s |", "|---|---:|---:|"]
+    for name, r in res["rates"].items():
+        label = f"baseline {res['baseline']}" if name == "old" else "this tree"
+        lines.append(f"| {label} | {r['cold']:,.0f} | {r['warm']:,.0f} |")
+    if "baseline_error" in res:
+        lines += ["", f"baseline {res['baseline']} skipped: {res['baseline_error']}"]
+    if "ratio" in res:
+        lines.append(f"| ratio (per round, median) | x{res['ratio']['cold']:.2f} | x{res['ratio']['warm']:.2f} |")
+        lines += ["", f"feature arrays identical: {res['features_identical']}; predictions identical: "
+                      f"{res['predictions_identical']} (max relative difference {res['predictions_max_rel_diff']:.2e})"]
+    if "search" in res:
+        lines += ["", "| `autotune fusion` | configurations | wall s | configurations/s |", "|---|---:|---:|---:|"]
+        for s in res["search"]:
+            cps = f"{s['configs_per_s']:,.1f}" if s["configs_per_s"] else "-"
+            lines.append(f"| {s['model']} | {s['evaluations'] or '-'} | {s['wall_s']:.1f} | {cps} |")
+        if "search_ratio" in res:
+            lines.append(f"\ndefault / analytical configurations per second: {res['search_ratio']:.2f}")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()
