@@ -133,6 +133,10 @@ class Registry:
             self._aliases[self._key(a)] = key
         return obj
 
+    def registered(self, name: str) -> Any:
+        """What was registered under a name or alias (None if nothing; built-ins and entry points aside)."""
+        return self._registered.get(self.canonical(name))
+
     def unregister(self, name: str) -> None:
         """Forget a registered name and the aliases that point at it (built-ins and entry points stay)."""
         key = self.canonical(name)

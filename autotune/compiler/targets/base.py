@@ -160,10 +160,10 @@ TARGETS = Registry("target", "autotune.targets", check=_as_target, error=Unknown
 def register_target(target: Target, replace: bool = False) -> Target:
     """Make `target` (and its aliases) known to get_target; a name taken by another target is an error."""
     names = [target.name, *target.aliases]
-    for n in names:
-        owner = TARGETS.canonical(n)
-        if owner in TARGETS.names() and owner != _key(target.name) and not replace:
-            raise ValueError(f"target name {n!r} is already registered (by target {owner!r})")
+    for n in names:  # (entry points name the same objects, so only registered targets can clash)
+        owner = TARGETS.registered(n)
+        if owner is not None and owner is not target and not replace:
+            raise ValueError(f"target name {n!r} is already registered (by target {owner.name!r})")
     return TARGETS.register(target.name, target, aliases=target.aliases)
 
 
