@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from typing import Optional
 
 import numpy as np
 
@@ -42,26 +43,52 @@ def feature_rows(r: dict, sim: TpuSimulator, am: AnalyticalCostModel) -> np.ndar
                             np.full(len(s), np.log2(len(s)))]).astype(np.float32)
 
 
-def loko(recs, feats, seed: int, margin: float) -> dict:
-    """Each kernel with >= 2 tiles scored by a ranker trained on all OTHER kernels."""
-    picks, scores = {}, {}
+MARGINS = (0.0, 0.5, 1.0, 2.0, float("inf"))  # fixed grid; inf = always keep XLA's default
+
+
+def _fit(train: list, feats: dict, seed: int) -> TileRanker:
+    X = np.concatenate([feats[q["name"]] for q in train])
+    y = np.concatenate([q["y"] for q in train])
+    g = sum(([q["name"]] * len(q["y"]) for q in train), [])
+    return TileRanker(seed=seed).fit(X, y, g)
+
+
+def _scored(m: TileRanker, r: dict, feats: dict, margin: float) -> np.ndarray:
+    """Predicted order of one kernel's tiles (lower = faster), the picked tile first."""
+    dm = np.zeros(len(r["y"]), bool)
+    dm[r["default"]] = True
+    m.margin = margin
+    pred = -m.predict(feats[r["name"]])
+    pred[m.pick(feats[r["name"]], dm)] = pred.min() - 1.0
+    return pred
+
+
+def _inner_margin(train: list, feats: dict, seed: int) -> float:
+    """Nested LOKO on the training kernels only: the margin of MARGINS with the lowest tile-size APE."""
+    preds = {m: {} for m in MARGINS}
+    for r in train:
+        if len(r["y"]) < 2:
+            continue
+        model = _fit([q for q in train if q["name"] != r["name"]], feats, seed)
+        for mg in MARGINS:
+            preds[mg][r["name"]] = _scored(model, r, feats, mg)
+    apes = [_metrics(train, preds[mg])["tile_ape"] for mg in MARGINS]
+    return MARGINS[int(np.argmin(apes))]
+
+
+def loko(recs, feats, seed: int, margin: Optional[float]) -> dict:
+    """Each kernel with >= 2 tiles scored by a ranker trained on all OTHER kernels; margin None =
+    chosen by nested LOKO on those other kernels."""
+    scores, margins = {}, {}
     for r in recs:
         if len(r["y"]) < 2:
             continue
         train = [q for q in recs if q["name"] != r["name"]]
-        X = np.concatenate([feats[q["name"]] for q in train])
-        y = np.concatenate([q["y"] for q in train])
-        g = sum(([q["name"]] * len(q["y"]) for q in train), [])
-        m = TileRanker(margin=margin, seed=seed).fit(X, y, g)
+        m = _fit(train, feats, seed)
         assert r["name"] not in m.train_groups_
-        dm = np.zeros(len(r["y"]), bool)
-        dm[r["default"]] = True
-        s = m.predict(feats[r["name"]])
-        p = m.pick(feats[r["name"]], dm)
-        pred = -s  # lower = faster, for the ranking metrics
-        pred[p] = pred.min() - 1.0  # the picked tile first
-        picks[r["name"]], scores[r["name"]] = p, pred
-    return _metrics(recs, scores)
+        mg = margin if margin is not None else _inner_margin(train, feats, seed)
+        scores[r["name"]], margins[r["name"]] = _scored(m, r, feats, mg), mg
+    return {**_metrics(recs, scores), "margins": margins}
 
 
 def _metrics(recs, preds: dict) -> dict:
@@ -78,7 +105,8 @@ def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--data", default=cal.DATA)
     ap.add_argument("--seeds", type=int, default=3)
-    ap.add_argument("--margin", type=float, default=0.0)
+    ap.add_argument("--margin", type=float, default=None,
+                    help="fixed score margin to leave XLA's default (default: nested LOKO over a fixed grid)")
     ap.add_argument("--md", action="store_true")
     a = ap.parse_args(argv)
     recs = cal.load(a.data)
@@ -88,12 +116,15 @@ def main(argv=None) -> dict:
     ref = _metrics(recs, xla)
     runs = [loko(recs, feats, s, a.margin) for s in range(a.seeds)]
     out = {"xla_default": ref, "ranker": {k: (float(np.mean([r[k] for r in runs])), float(np.std([r[k] for r in runs])))
-                                          for k in runs[0]}}
+                                          for k in runs[0] if k != "margins"},
+           "margins": [r["margins"] for r in runs]}
     if a.md:
         print("| model | tile-size APE | top-1 slowdown | Kendall | ordered pairs |\n|---|---:|---:|---:|---:|")
         rk = out["ranker"]
         print(f"| learned ranker (LOKO, {a.seeds} seeds, mean ± sd) | {rk['tile_ape'][0]:.2f}% ± {rk['tile_ape'][1]:.2f} | "
               f"{rk['top1'][0]:.3f} ± {rk['top1'][1]:.3f} | {rk['kendall'][0]:.3f} | {rk['pair_acc'][0]:.3f} |")
+        mode = "nested LOKO" if a.margin is None else f"fixed {a.margin}"
+        print(f"\nmargin ({mode}) per held-out kernel, seed 0: {out['margins'][0]}")
         print(f"| XLA's default tile | {ref['tile_ape']:.2f}% | {ref['top1']:.3f} | - | - |")
     else:
         print(out)
