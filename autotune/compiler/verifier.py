@@ -171,33 +171,39 @@ def _expect_operand(ops: Sequence[Shape], i: int, expected: Shape) -> None:
         raise _Fail(f"operand {i} has shape {_txt(ops[i])}, expected {_txt(expected)}", ("operand", i))
 
 
-def _int_list(ins: HloInstruction, key: str, default: Optional[tuple] = None) -> tuple:
+def _attr_value(ins: HloInstruction, key: str, default: Any, parse: Callable[[str], Any], shown: str) -> Any:
+    """An attribute's parsed value (from the parser, else parsed from its text here), else `default`;
+    a missing attribute without a default is "needs attribute key=<shown>"."""
     v = ins.parsed.get(key)
     if v is not None:
         return v
     raw = ins.attrs.get(key)
     if raw is None:
         if default is None:
-            raise _Fail(f"needs attribute {key}={{...}}")
+            raise _Fail(f"needs attribute {key}={shown}")
         return default
-    try:
-        return parse_int_list(raw)
-    except AttributeError_ as e:
-        raise _Fail(f"attribute '{key}': {e}", ("attr", key)) from None
+    return parse(raw)
+
+
+def _parse_int_list_attr(key: str) -> Callable[[str], tuple]:
+    def parse(raw: str) -> tuple:
+        try:
+            return parse_int_list(raw)
+        except AttributeError_ as e:
+            raise _Fail(f"attribute '{key}': {e}", ("attr", key)) from None
+    return parse
+
+
+def _int_list(ins: HloInstruction, key: str, default: Optional[tuple] = None) -> tuple:
+    return _attr_value(ins, key, default, _parse_int_list_attr(key), "{...}")
 
 
 def _int_attr(ins: HloInstruction, key: str, default: Optional[int] = None) -> int:
-    v = ins.parsed.get(key)
-    if v is not None:
-        return v
-    raw = ins.attrs.get(key)
-    if raw is None:
-        if default is None:
-            raise _Fail(f"needs attribute {key}=")
-        return default
-    if not re.fullmatch(r"-?\d{1,18}", raw.strip()):
-        raise _Fail(f"attribute '{key}': expected an integer, got {raw!r}", ("attr", key))
-    return int(raw)
+    def parse(raw: str) -> int:
+        if not re.fullmatch(r"-?\d{1,18}", raw.strip()):
+            raise _Fail(f"attribute '{key}': expected an integer, got {raw!r}", ("attr", key))
+        return int(raw)
+    return _attr_value(ins, key, default, parse, "")
 
 
 def _enum_attr(ins: HloInstruction, key: str, allowed: Sequence[str], default: Optional[str] = None) -> str:
