@@ -175,6 +175,11 @@ class CpuRules(FusionRules):
         op = comp.instructions[u].opcode
         return op != "reduce" and (u in fusible_users or op in XLA_LOOP_FUSIBLE_EXTRA)
 
+    def duplication_bounded(self, space: SpaceView, ci: int, p: int) -> bool:
+        """FusionIntoAllUsersIsFaster where a copy would carry other shared values (see below)."""
+        comp = space.program.computations[ci]
+        return _duplication_cascades(space, ci, p) and not _duplication_is_faster(comp, p)
+
     def default_edge(self, space: "SpaceView", e: int) -> bool:
         """XLA:CPU's CpuInstructionFusion::ShouldFuse plus InstructionFusion's global rules:
 
@@ -185,7 +190,9 @@ class CpuRules(FusionRules):
         * ComputeGloballyUnfusible: a producer with several users whose operands are bigger than
           its output (e.g. an add of two full arrays) is duplicated only if *every* user can fuse
           it; otherwise it stays a kernel of its own. Reduce users never can here: XLA:CPU 0.10.2
-          turns reductions into YNNPACK library fusions (`__ynn_fusion`) before loop fusion.
+          turns reductions into YNNPACK library fusions (`__ynn_fusion`) before loop fusion;
+        * FusionIntoAllUsersIsFaster, where a copy would carry other shared values
+          (`duplication_bounded`, part of the computation's `no_duplicate` facts).
         """
         ci, p, c = space.edge_comp[e], space.edge_prod[e], space.edge_cons[e]
         comp = space.program.computations[ci]
@@ -194,8 +201,6 @@ class CpuRules(FusionRules):
             return True
         info = default_facts(space, ci)
         if info.no_duplicate[p]:
-            return False
-        if len(comp.users[p]) > 1 and _duplication_cascades(space, ci, p) and not _duplication_is_faster(comp, p):
             return False
         if self.is_expensive(pins):
             # InstructionFusion: an expensive producer is never duplicated (FusionWouldDuplicate:

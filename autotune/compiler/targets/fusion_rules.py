@@ -108,6 +108,11 @@ class FusionRules:
         ComputeGloballyUnfusible asks of every user of a producer it would duplicate."""
         return u in fusible_users
 
+    def duplication_bounded(self, space: "SpaceView", ci: int, p: int) -> bool:
+        """Whether the target's fusion keeps the shared value p (several users) from being duplicated
+        for reasons beyond ComputeGloballyUnfusible (a cost model); none by default."""
+        return False
+
     # Default configuration: XLA-like greedy choice.
     def default_edge(self, space: "SpaceView", e: int) -> bool:
         ci, p, c = space.edge_comp[e], space.edge_prod[e], space.edge_cons[e]
@@ -129,7 +134,12 @@ class DefaultFusionFacts:
         self.no_duplicate = [False] * n
         for p in range(n):
             users = comp.users[p]
-            if len(users) <= 1 or space.node_class[ci][p] != NODE_FUSIBLE or ins[p].shape.rank == 0:
+            if len(users) <= 1 or space.node_class[ci][p] != NODE_FUSIBLE:
+                continue
+            if space.rules.duplication_bounded(space, ci, p):
+                self.no_duplicate[p] = True
+                continue
+            if ins[p].shape.rank == 0:
                 continue  # (scalars, e.g. index arithmetic, are duplicated freely: measured)
             out_b = ins[p].shape.bytes if not ins[p].shape.is_tuple else 0
             in_b = sum(ins[o].shape.bytes for o in dict.fromkeys(comp.operands[p])
