@@ -184,14 +184,19 @@ def get_target(name: "str | Target") -> Target:
     name that only has a hardware spec (such as `gpu`: no fusion rules are defined for it)."""
     if isinstance(name, Target):
         return name
-    if isinstance(name, str) and not name.strip():
-        raise UnknownTargetError(f"unknown target {name!r}; known targets: {', '.join(target_names())}")
-    if isinstance(name, str) and _key(name) in _SPEC_ALIASES and TARGETS.canonical(name) not in TARGETS.names():
-        spec_name = TARGETS.canonical(_SPEC_ALIASES[_key(name)])  # a spec alias of a target (v2 -> tpu-v2)
-        if spec_name in TARGETS.names():
-            return TARGETS.get(spec_name)
-        raise UnknownTargetError(f"target {name!r} has a hardware spec but no fusion rules (no compiler target "
-                                 f"is defined for it); known targets: {', '.join(target_names())}")
+    if isinstance(name, str):
+        found = TARGETS.registered(name)  # the common case, without reading entry points
+        if found is not None:
+            return found
+        if not name.strip():
+            raise UnknownTargetError(f"unknown target {name!r}; known targets: {', '.join(target_names())}")
+        spec_name = _SPEC_ALIASES.get(_key(name))
+        if spec_name is not None and name not in TARGETS:
+            found = TARGETS.registered(spec_name)  # a spec alias of a target (v2 -> tpu-v2)
+            if found is not None:
+                return found
+            raise UnknownTargetError(f"target {name!r} has a hardware spec but no fusion rules (no compiler "
+                                     f"target is defined for it); known targets: {', '.join(target_names())}")
     try:
         return TARGETS.get(name)
     except UnknownTargetError as e:
