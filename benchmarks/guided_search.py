@@ -148,7 +148,7 @@ def run_xla_job(job: dict) -> dict:
                                   job["model_seconds"], 200)
         default_text = emit_fused_text(space, space.default(), metadata=False)
         # the tuner's end-to-end race (autotune.tuning.verification): screen in predicted order for 2/3 of B/10,
-        # then race the two fastest and the default, the lowest minimum kept (the winner's curse on ~12% noise)
+        # then race the two fastest and the default, the lowest median kept (the winner's curse on ~12% noise)
         race = race_programs(lambda text, first: ev.measure_program(text),
                              (emit_fused_text(space, c, metadata=False) for c in cands), B / 10,
                              default_text if from_default else None)

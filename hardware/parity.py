@@ -25,24 +25,21 @@ compiles of a program differ by up to ~1.4e-4 in f32 sums).
 """
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
-import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
 import numpy as np
 
+from hardware.base import Measurement
+from hardware.pool import run_isolated
 from hardware.xla import output_error, verification_inputs
 
 __all__ = ["MODES", "output_error", "verification_inputs", "config_for", "ParityResult", "check_program",
            "summarize", "as_dicts"]
 
 MODES = ("xla", "measure")  # XLA's default options / the evaluator's (EMITTED_CPU_COMPILE_OPTIONS)
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def config_for(space: Any, spec: str) -> Any:
@@ -142,24 +139,20 @@ def _check_in_process(path: str, target: str, specs: Sequence[str], modes: Seque
     return out
 
 
+def _check_child(args: tuple) -> Measurement:
+    """`_check_in_process` as a measurement-pool item: its rows ride in ``extra``."""
+    os.environ["JAX_PLATFORMS"] = "cpu"  # a fresh subprocess: jax is not imported yet
+    return Measurement(0.0, extra={"rows": _check_in_process(*args)})
+
+
 def _run_child(path: str, target: str, specs: Sequence[str], modes: Sequence[str],
                timeout: float) -> tuple[str, list]:
-    code = (f"import sys, json; sys.path.insert(0, {str(ROOT)!r}); from hardware import parity; "
-            f"print('RESULT', json.dumps(parity._check_in_process({path!r}, {target!r}, {list(specs)!r}, "
-            f"{list(modes)!r})))")
-    env = dict(os.environ, JAX_PLATFORMS="cpu")
-    try:
-        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout,
-                           cwd=str(ROOT), env=env)
-    except subprocess.TimeoutExpired:
-        return "timeout", []
-    for line in r.stdout.splitlines():
-        if line.startswith("RESULT "):
-            return "ok", json.loads(line[7:])
-    lines = (r.stderr or "").splitlines()
-    why = next((ln for ln in lines if "Check failed" in ln), None) or next(
-        (ln for ln in reversed(lines) if ln.strip()), f"exit code {r.returncode}")
-    return f"crash: {why.strip()[:300]}", []
+    """One (program, target) in a fresh subprocess (:func:`hardware.pool.run_isolated`): an XLA
+    ``Check failed`` aborts that process only, and becomes the status ``crash: ...``."""
+    m = run_isolated(_check_child, (path, target, list(specs), list(modes)), timeout=timeout)
+    if m.ok:
+        return "ok", m.extra["rows"]
+    return m.status, []
 
 
 def check_program(path: str, target: str = "cpu", specs: Sequence[str] = ("default", "random:0"),

@@ -478,6 +478,14 @@ out.flush()
 _MARK = b"\n@@AUTOTUNE-RESULT@@"
 
 
+def _crash_line(stderr: str) -> str:
+    """The line of a dead process's stderr that says why: XLA's ``Check failed`` when there is one
+    (an abort prints it before a long stack trace), else the last non-empty line."""
+    lines = [ln.strip() for ln in stderr.splitlines() if ln.strip()]
+    why = next((ln for ln in lines if "Check failed" in ln), lines[-1] if lines else "")
+    return why[:300]
+
+
 def run_isolated(fn: PayloadFn, payload: Any, timeout: Optional[float] = None) -> Measurement:
     """Run fn(payload) in a fresh Python subprocess; crash/timeout/exception become failures."""
     try:
@@ -501,8 +509,8 @@ def run_isolated(fn: PayloadFn, payload: Any, timeout: Optional[float] = None) -
         return Measurement.failure("timeout")
     pos = stdout.rfind(_MARK)
     if proc.returncode != 0 or pos < 0:
-        tail = stderr.decode(errors="replace").strip().splitlines()[-1:] if stderr else []
-        detail = f" ({tail[0][:200]})" if tail else ""
+        why = _crash_line(stderr.decode(errors="replace") if stderr else "")
+        detail = f" ({why})" if why else ""
         return Measurement.failure(f"crash: {_describe_exit(proc.returncode)}{detail}")
     try:
         return _as_measurement(pickle.loads(stdout[pos + len(_MARK):]))

@@ -22,7 +22,7 @@ after the search (paper section 7):
 * any other evaluator (the TPU simulator): every kernel of the candidate configuration - exactly
   the kernels of its fused.hlo - is measured, times its multiplicity, summed.
 * a tile space: the default tile and the top predicted tiles race on the evaluator
-  (`race_programs` with the median estimate): each is timed once, then the `finalists` fastest and
+  (`race_programs`, as end-to-end verification): each is timed once, then the `finalists` fastest and
   the default are timed again, interleaved, `verify_rounds` more times; the lowest median wins and
   the number of timings of each is in the report, so that one lucky run cannot win.
 
@@ -700,7 +700,7 @@ class Tuner:
             return ev.measure_program(text, reference=reference if first else None, **EMITTED_CPU_COMPILE_OPTIONS)
 
         race = race_programs(time_program, candidates(), seconds, baseline=default_text,
-                             max_rounds=self.verify_rounds, min_rounds=min(1, self.verify_rounds))
+                             max_rounds=self.verify_rounds, min_rounds=min(2, self.verify_rounds))
         for text, e in race.entries.items():
             rank, cfg, pred = emitted[text]
             result.verified.append({"rank": rank, "sha256": _sha256(text), "predicted_s": pred,
@@ -729,9 +729,9 @@ class Tuner:
                     "run end to end; its outputs compared with the original program's on the same inputs "
                     "(a mismatch fails it); the default configuration's program timed first, the best "
                     "predictions once each in predicted order for 2/3 of the hardware budget, then the two "
-                    "fastest and the default timed again, interleaved, for at least one round and until the budget "
+                    "fastest and the default timed again, interleaved, for at least two rounds and until the budget "
                     f"is spent or {self.verify_rounds} rounds are done (the default and the best prediction are "
-                    "always timed); the lowest minimum over a program's timings wins, and fused.hlo holds that "
+                    "always timed); the lowest median over a program's timings wins, and fused.hlo holds that "
                     "program byte for byte"),
             "programs_timed": len(race.entries), "timings": race.timings, "race_rounds": race.rounds,
             "winner": (emitted[race.winner][0] if race.winner is not None else None),

@@ -12,9 +12,11 @@ curse). :func:`race_programs` spends a verification budget by this rule:
    interleaved round robin (the order rotates each round, so that no program always runs right
    after the same one), until the budget is spent or ``max_rounds`` rounds are done, and for at
    least ``min_rounds`` rounds whatever the budget (one timing each keeps a lucky run);
-4. a program's estimate is the minimum over its timings (interference on a shared machine only
-   slows runs down), or with ``estimator="median"`` their median (robust to a lucky or an unlucky
-   run alike: tile verification uses it); the winner is the raced program with the lowest estimate.
+4. a program's estimate is the median of its timings (each timing is itself the minimum over an
+   evaluator's repeats, which filters interference within a timing); across interleaved rounds the
+   median is robust to one lucky round and one unlucky round alike, where a minimum would keep
+   whichever program got the one fast round. The winner is the raced program with the lowest median.
+   Fusion and tile verification use the same rule.
 
 The "programs" are any hashable keys that ``time_program`` knows how to time: program texts for
 end-to-end fusion verification, encoded tiles for tile verification.
@@ -45,7 +47,6 @@ class RaceEntry:
     timings: list = field(default_factory=list)   # seconds per execution, one per timing
     status: str = "ok"
     extra: dict = field(default_factory=dict)     # the first measurement's extra (e.g. output_error)
-    estimator: str = "min"                        # "min" or "median" of the timings
 
     @property
     def ok(self) -> bool:
@@ -53,10 +54,8 @@ class RaceEntry:
 
     @property
     def best(self) -> float:
-        """The estimate: the minimum (or median) of the timings (inf when dropped or never timed)."""
-        if not self.ok:
-            return math.inf
-        return statistics.median(self.timings) if self.estimator == "median" else min(self.timings)
+        """The estimate: the median of the timings (inf when dropped or never timed)."""
+        return statistics.median(self.timings) if self.ok else math.inf
 
 
 @dataclass
@@ -75,15 +74,13 @@ class Race:
 
 def race_programs(time_program: TimeProgram, texts: Iterable[str], seconds: Optional[float],
                   baseline: Optional[str] = None, *, screen_share: float = 2 / 3, finalists: int = 2,
-                  max_rounds: Optional[int] = None, min_rounds: int = 0, estimator: str = "min",
+                  max_rounds: Optional[int] = None, min_rounds: int = 0,
                   clock: Callable[[], float] = time.monotonic) -> Race:
     """Screen `texts` once each, then race the fastest against the baseline (module docstring).
 
     `texts` may be lazy (a generator): a candidate is produced only when it is about to be timed.
     `seconds=None` is no time limit (then give `max_rounds`).
     """
-    if estimator not in ("min", "median"):
-        raise ValueError(f"estimator must be 'min' or 'median', not {estimator!r}")
     start = clock()
     limit = math.inf if seconds is None else float(seconds)
 
@@ -98,7 +95,7 @@ def race_programs(time_program: TimeProgram, texts: Iterable[str], seconds: Opti
         entry = entries.get(text)
         first = entry is None
         if first:
-            entry = entries[text] = RaceEntry(text, estimator=estimator)
+            entry = entries[text] = RaceEntry(text)
         n += 1
         m = time_program(text, first)
         if first:
@@ -149,6 +146,6 @@ def race_tiles(kernel: Any, space: Any, tiles: Iterable[Any], evaluator: Any, se
         return race_programs(lambda key, first: evaluator.measure([kernel], [space.decode(key)])[0],
                              (space.encode(t) for t in tiles), seconds,
                              baseline=None if baseline is None else space.encode(baseline),
-                             finalists=finalists, max_rounds=repeats, min_rounds=repeats, estimator="median")
+                             finalists=finalists, max_rounds=repeats, min_rounds=repeats)
     finally:
         evaluator.store = store

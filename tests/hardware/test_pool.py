@@ -23,6 +23,10 @@ def work(x):
     """Test payload interpreter: numbers succeed; a few magic strings misbehave."""
     if x == "exit":
         os._exit(7)
+    if x == "abort":  # what an XLA CHECK does: the reason, a stack trace, then SIGABRT
+        sys.stderr.write("F0000 x.cc:1] Check failed: shape ok\n*** stack trace ***\n  frame 1\n")
+        sys.stderr.flush()
+        os.abort()
     if x == "segv":
         import ctypes
 
@@ -114,6 +118,8 @@ def test_run_isolated():
     assert run_isolated(work, 3, timeout=30).seconds == pytest.approx(3e-3)
     assert run_isolated(work, "exit", timeout=30).status.startswith("crash: worker exited with code 7")
     assert run_isolated(work, "sleep", timeout=1.0).status == "timeout"
+    aborted = run_isolated(work, "abort", timeout=30).status
+    assert aborted.startswith("crash: worker killed by signal SIGABRT") and "Check failed: shape ok" in aborted
 
 
 def test_dask_local_cluster():

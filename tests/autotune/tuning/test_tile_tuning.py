@@ -13,7 +13,7 @@ from autotune.compiler.fusion import FusionSpace
 from autotune.compiler.program import Program
 from autotune.compiler.tiles import TileSpace
 from autotune.tuning.tile_tuning import program_kernels, tune_kernel_tiles, tune_program_tiles
-from autotune.tuning.verification import race_programs, race_tiles
+from autotune.tuning.verification import race_tiles
 from costmodels.analytical import AnalyticalCostModel
 from hardware.base import Evaluator, Measurement
 from hardware.simulator import TpuSimulator
@@ -57,11 +57,6 @@ def test_one_lucky_timing_does_not_win_the_race(kernels):
     assert race.entries[lucky.key()].best == pytest.approx(1.2) and len(race.entries[lucky.key()].timings) == 4
     one_shot = race_tiles(k, sp, [lucky, steady], ScriptedEvaluator(ev.script, other=2.0), repeats=0)
     assert one_shot.winner == lucky.key()  # without repeats the lucky run wins: what racing prevents
-
-
-def test_race_estimator_is_checked():
-    with pytest.raises(ValueError, match="estimator"):
-        race_programs(lambda t, f: Measurement(1.0), ["a"], None, estimator="mean")
 
 
 def test_topk_tuning_equals_measuring_the_default_and_the_models_k_best(kernels):

@@ -96,3 +96,12 @@ def test_finalists_count(finalists):
     script = {"d": [2.0], "a": [1.0], "b": [1.1], "c": [1.2], "e": [1.3]}
     race, timer = _race(script, ["a", "b", "c", "e"], 100.0, "d", 0.5, finalists=finalists, max_rounds=1)
     assert set(timer.calls[5:]) == set(["a", "b", "c"][:finalists]) | {"d"}
+
+
+def test_one_lucky_round_does_not_win_the_race():
+    # "lucky" ran once at half its usual time (a frequency boost, a warm cache): its minimum would win;
+    # the median of its interleaved timings does not
+    script = {"default": [1.0], "lucky": [1.1, 0.5, 1.1, 1.1]}
+    race, timer = _race(script, ["lucky"], None, "default", 2 / 3, max_rounds=3, min_rounds=3)
+    assert len(race.entries["lucky"].timings) == 4 and min(race.entries["lucky"].timings) == 0.5
+    assert race.winner == "default" and race.entries["lucky"].best == pytest.approx(1.1)
