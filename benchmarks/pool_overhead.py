@@ -15,6 +15,8 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 os.chdir(ROOT)
+# At import, not in main(): the pools' spawn workers re-import this module (as __mp_main__) and need the old
+# modules on their path before unpickling anything of them.
 _ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
 _ap.add_argument("--rev", default="1cc8967", help="commit whose hardware/xla.py and pool.py are the old ones")
 _args = _ap.parse_args()

@@ -64,10 +64,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Optional
+from typing import Callable, Optional
 
-from autotune.compiler.hlo import (DTYPE_BYTES, ConvDimLabels, HloComputation, HloInstruction, HloModule, HloParseError, Shape, async_sugar,
-                  parse_int_list)
+from autotune.compiler.hlo import (DTYPE_BYTES, ConvDimLabels, HloComputation, HloInstruction, HloModule, HloParseError, Shape, async_sugar)
 
 __all__ = ["Cost", "instruction_cost", "computation_cost", "computation_costs", "module_cost",
            "shape_size", "convolution_flops", "TRANSCENDENTAL_OPCODES", "ELEMENTWISE_OPCODES"]
@@ -343,16 +342,21 @@ def _free(a: _Analyzer, ins: HloInstruction, comp: HloComputation) -> Cost:
     return Cost()
 
 
-def _elementwise(a: _Analyzer, ins: HloInstruction, comp: HloComputation) -> Cost:
-    c = a.default(ins, comp)
-    c.flops = float(_elements(ins.shape))
-    return c
+def _per_output_element(counter: str, elements: Callable[[Shape], int] = _elements) -> Callable:
+    """A handler: the default bytes, plus one flop (``counter="flops"``) or one transcendental per
+    element of the output (`elements` counts them; tuple outputs: every leaf, as XLA's handlers of
+    all-reduce and rng do)."""
+    def handler(a: _Analyzer, ins: HloInstruction, comp: HloComputation) -> Cost:
+        c = a.default(ins, comp)
+        setattr(c, counter, float(elements(ins.shape)))
+        return c
+    return handler
 
 
-def _transcendental(a: _Analyzer, ins: HloInstruction, comp: HloComputation) -> Cost:
-    c = a.default(ins, comp)
-    c.transcendentals = float(_elements(ins.shape))
-    return c
+_elementwise = _per_output_element("flops")
+_transcendental = _per_output_element("transcendentals")
+_all_reduce = _per_output_element("flops", _leaf_elements)
+_rng = _per_output_element("transcendentals", _leaf_elements)
 
 
 def _tuple(a: _Analyzer, ins: HloInstruction, comp: HloComputation) -> Cost:
@@ -541,18 +545,6 @@ def _sort(a: _Analyzer, ins: HloInstruction, comp: HloComputation) -> Cost:
     c = a.default(ins, comp)
     n = _elements(a.operand(ins, comp, 0).shape)
     c.flops = float(n * ((n - 1).bit_length() if n > 1 else 0))  # n * Log2Ceiling(n)
-    return c
-
-
-def _all_reduce(a: _Analyzer, ins: HloInstruction, comp: HloComputation) -> Cost:
-    c = a.default(ins, comp)
-    c.flops = float(_leaf_elements(ins.shape))
-    return c
-
-
-def _rng(a: _Analyzer, ins: HloInstruction, comp: HloComputation) -> Cost:
-    c = a.default(ins, comp)
-    c.transcendentals = float(_leaf_elements(ins.shape))
     return c
 
 
