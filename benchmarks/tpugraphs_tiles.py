@@ -35,7 +35,8 @@ from autotune.compiler.tiles import default_tile, tiling_info  # noqa: E402
 from costmodels.analytical import AnalyticalCostModel  # noqa: E402
 from costmodels.features import tile_feature_matrix  # noqa: E402
 from costmodels.metrics import ordered_pair_accuracy, tile_size_ape, topk_slowdown, kendall  # noqa: E402
-from costmodels.tile_ranker import SimulatorResidual, TileRanker, relative_rows, tile_geometry_features  # noqa: E402
+from costmodels.tile_ranker import (KernelTiles, SimulatorResidual, TileRanker, loko_corrected, loko_gain_error,  # noqa: E402
+                                    pick_with_threshold, relative_rows, tile_geometry_features)
 from hardware.simulator import TpuSimulator  # noqa: E402
 import calibrate_tpugraphs as cal  # noqa: E402
 
@@ -115,48 +116,32 @@ def loko_ranker(recs, inp: dict, key: str, seed: int) -> dict:
 
 
 # ---- residual variants
-def _fit_residual(train: list, inp: dict, seed: int) -> SimulatorResidual:
-    return SimulatorResidual(seed=seed).fit([inp[q["name"]]["residual"] for q in train],
-                                            [inp[q["name"]]["sim_log"] for q in train], [q["y"] for q in train],
-                                            [q["default"] for q in train], [q["name"] for q in train])
+def _kernel_tiles(r: dict, inp: dict) -> KernelTiles:
+    return KernelTiles(r["name"], inp[r["name"]]["residual"], inp[r["name"]]["sim_log"], r["y"], r["default"])
 
 
-def _corrected(m: SimulatorResidual, r: dict, inp: dict) -> np.ndarray:
-    return m.predict(inp[r["name"]]["residual"], inp[r["name"]]["sim_log"], r["default"])
-
-
-def _pick(c: np.ndarray, default: int, threshold: float) -> int:
-    best = int(np.argmin(c))
-    return best if -c[best] > threshold else default
-
-
-def _inner_residual(train: list, inp: dict, seed: int) -> tuple:
-    """Nested LOKO on the training kernels: (threshold of THRESHOLDS with the lowest tile-size APE,
-    mean absolute error of the predicted log gain of each inner kernel's pick over its default)."""
-    preds = {t: {} for t in THRESHOLDS}
-    errs = []
-    for r in _ranked(train):
-        m = _fit_residual([q for q in train if q["name"] != r["name"]], inp, seed)
-        c = _corrected(m, r, inp)
-        for t in THRESHOLDS:
-            preds[t][r["name"]] = _order(c, _pick(c, r["default"], t))
-        b, d = int(np.argmin(c)), r["default"]
-        errs.append(abs(c[b] - (np.log(r["y"][b]) - np.log(r["y"][d]))))
-    th = THRESHOLDS[int(np.argmin([_metrics(train, preds[t])["tile_ape"] for t in THRESHOLDS]))]
-    return th, float(np.mean(errs))
+def _inner_threshold(train: list, corrected: dict) -> float:
+    """The threshold of THRESHOLDS with the lowest tile-size APE over the training kernels' nested-LOKO
+    corrected predictions."""
+    apes = [_metrics(train, {r["name"]: _order(c, pick_with_threshold(c, r["default"], t))
+                             for r in train for c in [corrected.get(r["name"])] if c is not None})["tile_ape"]
+            for t in THRESHOLDS]
+    return THRESHOLDS[int(np.argmin(apes))]
 
 
 def loko_residual(recs, inp: dict, seed: int) -> dict:
     """The three residual variants: held-out orders per kernel and the threshold each used."""
     out = {v: {"orders": {}, "rule": {}} for v in ("residual", "residual+nested", "residual+error")}
     for r in _ranked(recs):
-        train = [q for q in recs if q["name"] != r["name"]]
-        m = _fit_residual(train, inp, seed)
+        train = [_kernel_tiles(q, inp) for q in recs if q["name"] != r["name"]]
+        m = SimulatorResidual(seed=seed).fit(train)
         assert r["name"] not in m.train_groups_
-        c = _corrected(m, r, inp)
-        th_nested, th_error = _inner_residual(train, inp, seed)
+        c = m.predict(inp[r["name"]]["residual"], inp[r["name"]]["sim_log"], r["default"])
+        inner = loko_corrected(train, seed=seed)  # nested LOKO: the 14 training kernels only
+        th_nested = _inner_threshold([q for q in recs if q["name"] != r["name"]], inner)
+        th_error = loko_gain_error(train, inner)
         for v, th in (("residual", 0.0), ("residual+nested", th_nested), ("residual+error", th_error)):
-            out[v]["orders"][r["name"]] = _order(c, _pick(c, r["default"], th))
+            out[v]["orders"][r["name"]] = _order(c, pick_with_threshold(c, r["default"], th))
             out[v]["rule"][r["name"]] = round(th, 4)
     return out
 

@@ -8,6 +8,7 @@
   default unless the corrected gain exceeds a threshold."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Optional, Sequence
 
 import numpy as np
@@ -117,12 +118,25 @@ def relative_rows(geometry: np.ndarray, sim_log: np.ndarray, default: int, conte
     return np.column_stack([geometry - geometry[default], sim_log - sim_log[default], ctx]).astype(np.float32)
 
 
+@dataclass(frozen=True)
+class KernelTiles:
+    """One kernel's measured tiles as the residual model sees them: `relative_rows`, the simulator's
+    log times, measured times (seconds) and the index of the default tile."""
+
+    name: str
+    rows: np.ndarray
+    sim_log: np.ndarray
+    measured: np.ndarray
+    default: int
+
+
 class SimulatorResidual:
     """Learns log(measured / simulated) of a tile relative to the kernel's default tile from per-tile
     rows (`relative_rows`) of other kernels (XGBoost regression, each kernel weighted equally), and
     ranks a kernel's tiles by the corrected simulator time. It keeps the default tile unless the
-    corrected prediction of the best tile is faster by more than `threshold` (a log-time gap,
-    fixed by the caller before seeing the kernel)."""
+    corrected prediction of the best tile is faster by more than `threshold` (a log-time gap, fixed
+    before seeing the kernel; `fit(..., threshold="loko_error")` sets it to `loko_gain_error` of the
+    training kernels)."""
 
     def __init__(self, n_estimators: int = 300, max_depth: int = 3, learning_rate: float = 0.05,
                  threshold: float = 0.0, seed: int = 0, n_jobs: int = 1):
@@ -131,24 +145,32 @@ class SimulatorResidual:
         self.model_ = None
         self.train_groups_: set = set()
 
-    def fit(self, rows: Sequence[np.ndarray], sim_log: Sequence[np.ndarray], measured: Sequence[np.ndarray],
-            defaults: Sequence[int], groups: Sequence) -> "SimulatorResidual":
-        """One entry per training kernel: its rows, simulated log times, measured times (s), default index."""
+    def params(self) -> dict:
+        """Constructor arguments (to fit a twin on other kernels)."""
+        return {"n_estimators": self.n_estimators, "max_depth": self.max_depth, "learning_rate": self.learning_rate,
+                "threshold": self.threshold, "seed": self.seed, "n_jobs": self.n_jobs}
+
+    def fit(self, kernels: Sequence[KernelTiles], threshold: Optional[str] = None) -> "SimulatorResidual":
+        """Fit on the training kernels; threshold="loko_error" also sets `threshold` from them."""
         import xgboost as xgb
-        if not len(rows):
+        if not len(kernels):
             raise ValueError("SimulatorResidual.fit needs at least one kernel")
+        if threshold not in (None, "loko_error"):
+            raise ValueError(f"threshold must be None or 'loko_error', not {threshold!r}")
         X, target, w = [], [], []
-        for R, s, y, d in zip(rows, sim_log, measured, defaults):
-            res = np.log(np.asarray(y, float)) - np.asarray(s, float)
-            X.append(np.asarray(R, np.float32))
-            target.append(res - res[d])
+        for k in kernels:
+            res = np.log(np.asarray(k.measured, float)) - np.asarray(k.sim_log, float)
+            X.append(np.asarray(k.rows, np.float32))
+            target.append(res - res[k.default])
             w.append(np.full(len(res), 1.0 / len(res)))
         w = np.concatenate(w)
         self.model_ = xgb.XGBRegressor(n_estimators=self.n_estimators, max_depth=self.max_depth,
                                        learning_rate=self.learning_rate, subsample=0.8, colsample_bytree=0.8,
                                        random_state=self.seed, n_jobs=self.n_jobs, tree_method="hist")
         self.model_.fit(np.concatenate(X), np.concatenate(target), sample_weight=w * len(w) / w.sum())
-        self.train_groups_ = set(groups)
+        self.train_groups_ = {k.name for k in kernels}
+        if threshold == "loko_error":
+            self.threshold = loko_gain_error(kernels, **self.params())
         return self
 
     def predict(self, rows: np.ndarray, sim_log: np.ndarray, default: int) -> np.ndarray:
@@ -161,6 +183,39 @@ class SimulatorResidual:
 
     def pick(self, rows: np.ndarray, sim_log: np.ndarray, default: int) -> int:
         """Index of the chosen tile: the best corrected time, unless it beats the default by <= threshold."""
-        c = self.predict(rows, sim_log, default)
-        best = int(np.argmin(c))
-        return best if -c[best] > self.threshold else default
+        return pick_with_threshold(self.predict(rows, sim_log, default), default, self.threshold)
+
+
+def pick_with_threshold(corrected: np.ndarray, default: int, threshold: float) -> int:
+    """The tile with the lowest corrected log time relative to the default, or the default when that
+    tile's predicted gain is not above `threshold`."""
+    best = int(np.argmin(corrected))
+    return best if -float(corrected[best]) > threshold else default
+
+
+def loko_corrected(kernels: Sequence[KernelTiles], **params: Any) -> dict:
+    """Leave-one-kernel-out corrected predictions: name -> `SimulatorResidual.predict` of each kernel
+    with >= 2 tiles by a model fitted on all the other kernels."""
+    out = {}
+    for k in kernels:
+        if len(k.measured) < 2:
+            continue
+        m = SimulatorResidual(**params).fit([q for q in kernels if q.name != k.name])
+        out[k.name] = m.predict(k.rows, k.sim_log, k.default)
+    return out
+
+
+def loko_gain_error(kernels: Sequence[KernelTiles], corrected: Optional[dict] = None, **params: Any) -> float:
+    """Mean over kernels of |predicted - measured| log gain of the best-predicted tile over the
+    default tile, leave-one-kernel-out (`loko_corrected`, or `corrected` when already computed)."""
+    corrected = loko_corrected(kernels, **params) if corrected is None else corrected
+    errs = []
+    for k in kernels:
+        c = corrected.get(k.name)
+        if c is None:
+            continue
+        b = int(np.argmin(c))
+        errs.append(abs(float(c[b]) - float(np.log(k.measured[b]) - np.log(k.measured[k.default]))))
+    if not errs:
+        raise ValueError("loko_gain_error needs at least two kernels with >= 2 tiles")
+    return float(np.mean(errs))
