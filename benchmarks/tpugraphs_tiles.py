@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from typing import Sequence
 
 import numpy as np
 
@@ -35,7 +36,7 @@ from autotune.compiler.tiles import default_tile, tiling_info  # noqa: E402
 from costmodels.analytical import AnalyticalCostModel  # noqa: E402
 from costmodels.features import tile_feature_matrix  # noqa: E402
 from costmodels.metrics import ordered_pair_accuracy, tile_size_ape, topk_slowdown, kendall  # noqa: E402
-from costmodels.tile_ranker import (KernelTiles, SimulatorResidual, TileRanker, loko_corrected, loko_gain_error,  # noqa: E402
+from costmodels.tile_ranker import (RESIDUAL_FEATURE_NAMES, KernelTiles, SimulatorResidual, TileRanker, loko_corrected, loko_gain_error,  # noqa: E402
                                     pick_with_threshold, relative_rows, tile_geometry_features)
 from hardware.simulator import TpuSimulator  # noqa: E402
 import calibrate_tpugraphs as cal  # noqa: E402
@@ -45,8 +46,9 @@ THRESHOLDS = (0.0, 0.01, 0.02, 0.05, float("inf"))  # residual: corrected log-ti
 VARIANTS = ("ranker", "ranker+geometry", "residual", "residual+nested", "residual+error")
 
 
-def kernel_inputs(r: dict, sim: TpuSimulator, am: AnalyticalCostModel) -> dict:
-    """Per kernel: simulated log times, ranker rows (with and without geometry), residual rows."""
+def kernel_inputs(r: dict, sim: TpuSimulator, am: AnalyticalCostModel, drop: Sequence[str] = ()) -> dict:
+    """Per kernel: simulated log times, ranker rows (with and without geometry), residual rows; `drop`
+    names `RESIDUAL_FEATURE_NAMES` left out of the geometry (an ablation)."""
     k = r["kernel"]
     info = tiling_info(k, "tpu")
     tiles = [t if t is not None else default_tile(k, "tpu") for t in r["tiles"]]
@@ -61,6 +63,7 @@ def kernel_inputs(r: dict, sim: TpuSimulator, am: AnalyticalCostModel) -> dict:
     rank_a = np.argsort(np.argsort(a)) / max(len(a) - 1, 1)
     base = np.column_stack([tf, s - s[d], a - a[d], rank_s, rank_a, isd, np.full(len(s), np.log2(len(s)))])
     geo = tile_geometry_features(k, r["tiles"])
+    geo = geo[:, [i for i, n in enumerate(RESIDUAL_FEATURE_NAMES) if n not in drop]]
     resid = relative_rows(geo, s, d, (float(info.hero is not None), float(info.kind)))
     return {"sim_log": s, "ranker": base.astype(np.float32),
             "ranker+geometry": np.column_stack([base, geo - geo[d]]).astype(np.float32), "residual": resid}
@@ -177,15 +180,21 @@ def main(argv=None) -> dict:
     ap.add_argument("--data", default=cal.DATA)
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--variants", default=",".join(VARIANTS), help=f"comma-separated subset of {VARIANTS}")
+    ap.add_argument("--drop-geometry", default="",
+                    help=f"ablation: comma-separated geometry features to leave out, of {RESIDUAL_FEATURE_NAMES}")
     ap.add_argument("--md", action="store_true")
     a = ap.parse_args(argv)
     wanted = [v.strip() for v in a.variants.split(",") if v.strip()]
     bad = [v for v in wanted if v not in VARIANTS]
     if bad:
         ap.error(f"--variants: unknown {bad}; choose from {VARIANTS}")
+    drop = [n.strip() for n in a.drop_geometry.split(",") if n.strip()]
+    if any(n not in RESIDUAL_FEATURE_NAMES for n in drop):
+        ap.error(f"--drop-geometry: unknown {[n for n in drop if n not in RESIDUAL_FEATURE_NAMES]}; "
+                 f"choose from {RESIDUAL_FEATURE_NAMES}")
     recs = cal.load(a.data)
     sim, am = TpuSimulator("tpu", noise=0.0), AnalyticalCostModel("tpu")
-    inp = {r["name"]: kernel_inputs(r, sim, am) for r in recs}
+    inp = {r["name"]: kernel_inputs(r, sim, am, drop) for r in recs}
     xla = {r["name"]: np.where(np.arange(len(r["y"])) == r["default"], 0.0, 1.0) for r in _ranked(recs)}
     runs: dict = {v: [] for v in wanted}
     for seed in range(a.seeds):
@@ -199,6 +208,8 @@ def main(argv=None) -> dict:
                     runs[v].append(res[v])
     out = {"xla_default": _metrics(recs, xla), "variants": {v: _summary(recs, runs[v]) for v in wanted}}
     if a.md:
+        if drop:
+            print(f"geometry features left out: {drop}\n")
         print(f"| picker (LOKO, {a.seeds} seeds: mean ± sd) | tile-size APE | APE per seed | top-1 slowdown "
               f"| Kendall | ordered pairs |\n|---|---:|---|---:|---:|---:|")
         for v in wanted:
