@@ -90,7 +90,7 @@ def tile_geometry_features(kernel: Any, tiles: Sequence[Any], target: Any = "tpu
     from autotune.compiler.tiles import batch_inputs, io_geometry, scratchpad_fit, tiled_time_terms
     spec = get_spec(target)
     tiles = list(tiles)
-    b, T, ks, kp, infos = batch_inputs([kernel] * len(tiles), tiles, spec)
+    b, T, ks, kp, _ = batch_inputs([kernel] * len(tiles), tiles, spec)
     sub, lanes = spec.vector_shape
     g = io_geometry(b, T, sub, lanes)
     terms = tiled_time_terms(b, T, ks, kp, spec, g)
