@@ -45,7 +45,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 from dataclasses import dataclass, replace
-from typing import Any, Optional, Sequence
+from typing import Optional, Sequence
 
 import numpy as np
 

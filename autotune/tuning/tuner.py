@@ -113,6 +113,18 @@ class TuningResult:
         return self.default_cost / self.best_cost if self.best_cost > 0 else float("nan")
 
 
+def _memoize_costs(pricer: Any, memo: dict, keys: Sequence, costs: Any, what: str) -> None:
+    """Check a cost model's answer (one cost per item), count the call on `pricer`, store the costs
+    (non-finite ones as inf) in `memo` under `keys`."""
+    arr = np.asarray(costs, dtype=float).reshape(-1)
+    if arr.shape != (len(keys),):
+        raise TuningError(f"cost model returned {np.shape(costs)} costs for {len(keys)} {what}")
+    pricer.kernel_calls += 1
+    pricer.kernels_priced += len(keys)
+    for k, c in zip(keys, arr):
+        memo[k] = float(c) if np.isfinite(c) else math.inf
+
+
 class ProgramCost:
     """Program cost of fusion configurations from a kernel cost function, memoized per kernel.
 
@@ -149,13 +161,7 @@ class ProgramCost:
         if not todo:
             return
         kernels = [Kernel.from_ref(self.space, r) for r in todo.values()]
-        costs = np.asarray(self.kernel_cost(kernels), dtype=float)
-        if costs.shape != (len(kernels),):
-            raise TuningError(f"cost model returned {costs.shape} costs for {len(kernels)} kernels")
-        self.kernel_calls += 1
-        self.kernels_priced += len(kernels)
-        for k, c in zip(todo, costs):
-            memo[k] = float(c) if np.isfinite(c) else math.inf
+        _memoize_costs(self, memo, list(todo), self.kernel_cost(kernels), "kernels")
 
     def kernel_costs(self, refs: Sequence) -> list:
         """Memoized costs of kernel refs (pricing the ones not seen yet)."""
@@ -255,13 +261,8 @@ class TileCost:
         todo = {k: t for k, t in zip(keys, tiles) if k not in self.config_cost}
         if todo:
             new = list(todo.values())
-            costs = np.asarray(self.kernel_cost([self.space.kernel] * len(new), new), dtype=float).reshape(-1)
-            if costs.shape != (len(new),):
-                raise TuningError(f"cost model returned {costs.shape} costs for {len(new)} tiles")
-            self.kernel_calls += 1
-            self.kernels_priced += len(new)
-            for k, c in zip(todo, costs):
-                self.config_cost[k] = float(c) if np.isfinite(c) else math.inf
+            _memoize_costs(self, self.config_cost, list(todo), self.kernel_cost([self.space.kernel] * len(new), new),
+                           "tiles")
         return np.array([self.config_cost[k] for k in keys], dtype=float)
 
 
@@ -289,13 +290,7 @@ class LayoutCost:
                 if kern.hash not in self.memo:
                     todo.setdefault(kern.hash, kern)
         if todo:
-            costs = np.asarray(self.kernel_cost(list(todo.values())), dtype=float).reshape(-1)
-            if costs.shape != (len(todo),):
-                raise TuningError(f"cost model returned {costs.shape} costs for {len(todo)} kernels")
-            self.kernel_calls += 1
-            self.kernels_priced += len(todo)
-            for h, c in zip(todo, costs):
-                self.memo[h] = float(c) if np.isfinite(c) else math.inf
+            _memoize_costs(self, self.memo, list(todo), self.kernel_cost(list(todo.values())), "kernels")
         for k, ks in kernel_sets.items():
             self.config_cost[k] = float(sum(self.memo[kern.hash] * kern.multiplicity for kern in ks))
         return np.array([self.config_cost[k] for k in keys], dtype=float)
