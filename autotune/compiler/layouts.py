@@ -17,7 +17,9 @@ Legal layouts (`tensor_choices`), after XLA's backend layout constraints:
   completed (`complete_layout`). Every layout TpuGraphs' sample recorded for its 62 nodes is legal here.
 * cpu (and gpu): XLA:CPU's layout assignment pins dot and convolution operands and results to the
   row-major layout (it calls Eigen/oneDNN on row-major buffers), so only reshapes are free.
-Rank 0 and rank 1 tensors have one layout. The layout written in the program is always legal.
+Rank 0 and rank 1 tensors have one layout. The layout written in the program is always legal. Layouts
+that differ only in where size-1 dims go are one choice (`physical_order`: the same bytes in the
+same order); a layout given for such a tensor (`from_layouts`) is matched by its physical order.
 
 Default (`default()`), XLA's LayoutAssignment in short: entry parameters and results keep the layout
 of `entry_computation_layout` (the written one), every other array the descending (row-major) layout,
@@ -54,7 +56,7 @@ from autotune.compiler.opcodes import is_elementwise
 from autotune.compiler.program import Computation, Program
 from autotune.compiler.targets import Target, get_target
 
-__all__ = ["CONFIGURABLE_OPCODES", "LayoutConfig", "LayoutNode", "LayoutSpace", "complete_layout",
+__all__ = ["CONFIGURABLE_OPCODES", "LayoutConfig", "LayoutNode", "LayoutSpace", "complete_layout", "physical_order",
            "tensor_choices", "MAX_PERMUTATION_RANK"]
 
 CONFIGURABLE_OPCODES = ("convolution", "dot", "reshape")
@@ -127,10 +129,19 @@ def tensor_choices(ins: HloInstruction, tensor: int, shape: Shape, target_kind: 
         cands = [default, complete_layout((b, a), rank)]
     else:  # dot on tpu
         cands = _minor_pairs(rank, _dot_dims(ins, tensor, rank))
-    choices = list(dict.fromkeys([written] + cands))
-    if default not in choices:
-        default = written
+    # layouts that differ only in where size-1 dims go are the same bytes in the same order: keep one
+    seen: dict = {}
+    for c in [written] + cands:
+        seen.setdefault(physical_order(c, shape.dims), c)
+    choices = list(seen.values())
+    default = seen.get(physical_order(default, shape.dims), written)
     return tuple(choices), choices.index(default)
+
+
+def physical_order(mtm: Sequence[int], dims: Sequence[int]) -> tuple:
+    """A layout without its size-1 dims: two layouts with the same physical order store the same bytes
+    in the same order."""
+    return tuple(d for d in mtm if dims[d] != 1)
 
 
 @dataclass(frozen=True)
@@ -263,13 +274,20 @@ class LayoutSpace:
                     continue
                 if not dims:
                     continue
-                rank = len(nd.choices[t][0])
-                full = complete_layout(dims, rank)
-                if full not in nd.choices[t]:
+                shape_dims = self._tensor_dims(nd, t)
+                full = physical_order(complete_layout(dims, len(shape_dims)), shape_dims)
+                same = [k for k, c in enumerate(nd.choices[t]) if physical_order(c, shape_dims) == full]
+                if not same:
                     raise ValueError(f"{nd.instruction}: layout {list(dims)} of tensor {t} is not legal on "
                                      f"{self.target} (legal: {[list(c) for c in nd.choices[t]]})")
-                out[nd.offset + t] = nd.choices[t].index(full)
+                out[nd.offset + t] = same[0]
         return LayoutConfig(out)
+
+    def _tensor_dims(self, nd: LayoutNode, t: int) -> tuple:
+        """Dims of tensor t (0: output, then operands) of a configurable node."""
+        comp = self.program.computations[nd.comp]
+        n = nd.node if t == 0 else comp.operands[nd.node][t - 1]
+        return tuple(comp.instructions[n].shape.dims)
 
     # ---- search moves
     def random(self, rng: np.random.Generator, p: Optional[float] = None) -> LayoutConfig:

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from autotune.compiler.hlo import parse_hlo
-from autotune.compiler.layouts import LayoutConfig, LayoutSpace, complete_layout
+from autotune.compiler.layouts import LayoutConfig, LayoutSpace, complete_layout, physical_order
 from autotune.compiler.program import Program, load_program
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -25,6 +25,14 @@ ENTRY main {
   r = f32[64,8,64]{2,1,0} reshape(p)
   t = f32[64,8,64]{2,1,0} tanh(r)
   ROOT o = f32[64,512]{1,0} reshape(t)
+}
+"""
+
+UNIT_DIMS = """HloModule unit_dims
+
+ENTRY main {
+  p = f32[64]{0} parameter(0)
+  ROOT r = f32[4,1,1,16]{3,2,1,0} reshape(p)
 }
 """
 
@@ -94,6 +102,13 @@ def test_legal_layouts_per_target():
     assert all(len(c) == 1 for c in cnode.choices) and cpu.free_slots == []
     rs = LayoutSpace(Program.from_text(RESHAPE_TANH), "cpu")
     assert [len(c) for n in rs.nodes for c in n.choices] == [6, 2, 2, 6]  # reshapes: every permutation
+    # layouts differing only in where size-1 dims go are one choice
+    ones = LayoutSpace(Program.from_text(UNIT_DIMS), "tpu")
+    assert [len(c) for c in ones.nodes[0].choices] == [2, 1]
+    assert physical_order((3, 0, 2, 1), (4, 1, 1, 16)) == (3, 0)
+    cfg = ones.from_layouts([[[0, 1, 2, 3], [0]]])  # matched by its physical order, dim 0 minor
+    assert physical_order(ones.layouts(cfg)[(0, 1)][0], (4, 1, 1, 16)) == (0, 3)
+    assert ones.layouts(ones.default())[(0, 1)][0] == (3, 2, 1, 0)
 
 
 def test_moves_encode_decode_hash():
