@@ -332,7 +332,8 @@ class LayoutSpace:
         module is not modified."""
         chosen = self.layouts(cfg)
         mod = self.program.module
-        new_comps = {c.name: self._rewrite_computation(ci, c, chosen)
+        used = {i.name for c in mod.computations for i in c.instructions}  # names are unique module-wide
+        new_comps = {c.name: self._rewrite_computation(ci, c, chosen, used)
                      for ci, c in enumerate(self.program.computations)}
         comps = [new_comps.get(c.name, c) for c in mod.computations]
         return HloModule(mod.name, comps, dict(mod.attrs), mod.tables, mod.percent, mod.filename)
@@ -346,9 +347,8 @@ class LayoutSpace:
         return sum(1 for c in self.rewrite(cfg).computations for i in c.instructions
                    if i.opcode == "copy" and _is_relayout(i.name))
 
-    def _rewrite_computation(self, ci: int, comp: Computation, chosen: dict) -> HloComputation:
+    def _rewrite_computation(self, ci: int, comp: Computation, chosen: dict, used: set) -> HloComputation:
         insts = comp.instructions
-        used = {i.name for i in insts}
         names = [i.name for i in insts]           # current name of each instruction's value
         lay: list = [None] * len(insts)           # assigned minor-to-major (None: tuple/token)
         out: list = []

@@ -191,3 +191,21 @@ def test_property_layouts_change_no_values(name, seed):
     got = xla.run_hlo(text, inputs)
     err, ok = xla.output_error(got, want)
     assert ok, err
+
+
+@pytest.mark.xla
+def test_xla_cpu_drops_layouts_written_in_hlo_text():
+    """jaxlib compiles StableHLO: the HLO's entry and instruction layouts (column-major here) are
+    dropped and XLA:CPU compiles the row-major program (docs/layouts.md)."""
+    xla = pytest.importorskip("hardware.xla")
+    pytest.importorskip("jax")
+    text = """HloModule column_major, entry_computation_layout={(f32[64,256]{0,1})->f32[64,256]{0,1}}
+
+ENTRY main {
+  a = f32[64,256]{0,1} parameter(0)
+  ROOT t = f32[64,256]{0,1} tanh(a)
+}
+"""
+    opt = xla.compile_hlo(text).optimized_text()
+    header = next(line for line in opt.splitlines() if line.startswith("HloModule"))
+    assert "f32[64,256]{1,0}" in header and "{0,1}" not in header
