@@ -57,11 +57,16 @@ from autotune.compiler.program import Computation, Program
 from autotune.compiler.targets import Target, get_target
 
 __all__ = ["CONFIGURABLE_OPCODES", "LayoutConfig", "LayoutNode", "LayoutSpace", "complete_layout", "physical_order",
-           "tensor_choices", "MAX_PERMUTATION_RANK"]
+           "tensor_choices", "MAX_PERMUTATION_RANK", "XLA_CPU_DROPS_LAYOUTS"]
 
 CONFIGURABLE_OPCODES = ("convolution", "dot", "reshape")
 MAX_PERMUTATION_RANK = 4      # reshape tensors up to this rank may take any permutation
 REMATERIALIZED_OPCODES = frozenset({"broadcast", "iota"})  # re-emitted in a needed layout, never copied
+# What XLA:CPU does with layouts written in HLO text (docs/layouts.md; a test pins it).
+XLA_CPU_DROPS_LAYOUTS = ("XLA:CPU through jaxlib compiles StableHLO, which has no layouts: converting the HLO drops every "
+                         "instruction layout and the entry_computation_layout, and XLA's own layout assignment chooses "
+                         "them again; a rewritten program's values can be checked there, its timing would not reflect "
+                         "the layouts")
 
 
 def descending(rank: int) -> tuple:

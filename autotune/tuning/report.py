@@ -118,6 +118,7 @@ def write_fusion_outputs(out_dir: "str | Path", space: Any, result: Any, meta: d
 def write_layout_outputs(out_dir: "str | Path", space: Any, result: Any, meta: dict) -> dict:
     """Everything a layout run leaves behind (report.json, best_config.json, layouts.hlo: the program
     rewritten with the chosen layouts and their copies, search.png); returns the report dictionary."""
+    from autotune.compiler.layouts import XLA_CPU_DROPS_LAYOUTS
     from autotune.tuning.config_io import save_config
 
     out = Path(out_dir)
@@ -136,6 +137,8 @@ def write_layout_outputs(out_dir: "str | Path", space: Any, result: Any, meta: d
         "copies_default": space.copies(default),
         "copies_best": space.copies(chosen),
         "config_hash_best": space.config_hash(chosen),
+        "xla_cpu_honours_layouts": False,
+        "xla_cpu_layouts_note": XLA_CPU_DROPS_LAYOUTS,
         "verified": result.verified,
         "warnings": list(space.program.flags) + list(result.warnings),
     })

@@ -43,7 +43,7 @@ from typing import Any, Callable, Optional, Sequence
 import numpy as np
 
 from autotune.compiler.fusion import FusionConfig, FusionSpace
-from autotune.compiler.layouts import LayoutSpace
+from autotune.compiler.layouts import XLA_CPU_DROPS_LAYOUTS, LayoutSpace
 from autotune.tuning.callbacks import Callback, Checkpointer, FunctionCallback, JsonlLogger, ProgressBar
 
 CHECKPOINT = "checkpoint.pkl"
@@ -668,13 +668,6 @@ class Tuner:
             result.measured_default = result.measured_best = None
             self._warn(result, "not verified end to end: " + result.verification["reason"])
 
-    # What XLA:CPU does with layouts in HLO text (docs/layouts.md): jaxlib compiles StableHLO only, and
-    # converting HLO to StableHLO drops every layout, the entry computation layout included.
-    XLA_LAYOUTS_DROPPED = ("XLA:CPU through jaxlib compiles StableHLO, which has no layouts: converting the HLO "
-                           "drops every instruction layout and the entry_computation_layout, and XLA's own layout "
-                           "assignment chooses them again; the rewritten program's values are checked, its timing "
-                           "would not reflect the layouts, so no measured speedup is reported")
-
     def _verify_layout_outputs(self, result: TuningResult, seconds: Optional[float]) -> None:
         """Layouts on XLA: the default and the best predicted programs (rewritten with their layouts)
         run end to end on verification inputs; their outputs must match the original program's. The
@@ -710,9 +703,9 @@ class Tuner:
             "how": ("the default's and the best predicted configurations' programs (rewritten with their layouts and "
                     "copies) run end to end; their outputs compared with the original program's on the same inputs "
                     "(layouts change no values); the best predicted one that matches is kept"),
-            "layouts_honoured": False, "reason": self.XLA_LAYOUTS_DROPPED,
+            "layouts_honoured": False, "reason": XLA_CPU_DROPS_LAYOUTS,
         }
-        self._warn(result, "layout timings not measured: " + self.XLA_LAYOUTS_DROPPED)
+        self._warn(result, "layout timings not measured: " + XLA_CPU_DROPS_LAYOUTS)
         if chosen is None:
             reasons = "; ".join(f"{v['rank']}: {v['status']}" for v in result.verified[:2])
             result.verification["reason"] = "no program computed the original's outputs: " + reasons

@@ -111,6 +111,7 @@ def test_layout_command_writes_the_fusion_outputs(tmp_path):
     assert rep["task"] == "layout" and rep["configurable_nodes"] == 1 and rep["cost_model"] == "sim"
     assert rep["verification"]["status"] == "verified" and rep["verification"]["method"] == "kernel-sum"
     assert rep["best_cost_s"] < rep["default_cost_s"] and rep["copies_default"] == 1
+    assert rep["xla_cpu_honours_layouts"] is False and "StableHLO" in rep["xla_cpu_layouts_note"]
     parse_hlo((out / "layouts.hlo").read_text())  # the rewritten program parses and verifies
     assert "x" in r.stdout and "configurable nodes" in r.stdout
 
