@@ -10,7 +10,7 @@ import pytest
 
 from autotune.compiler.layouts import LayoutSpace
 from autotune.compiler.program import Program, load_program
-from autotune.tuning.dataset import (layout_config_features, layout_configs, read_tpugraphs_layout,
+from autotune.tuning.dataset import (layout_config_features, layout_configs, prune_layout_graph, read_tpugraphs_layout,
                                      read_tpugraphs_npz, tpugraphs_layout_sample, write_tpugraphs_layout)
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -89,3 +89,27 @@ ENTRY e {
              config_feat=np.zeros((1, 24)), config_runtime=np.ones(1), config_runtime_normalizers=np.ones(1))
     with pytest.raises(ValueError, match="not a layout file"):
         read_tpugraphs_layout(tmp_path / "tile.npz")
+
+
+def test_pruning_to_configurable_neighbourhoods(sample, tmp_path):
+    path = write_tpugraphs_layout(tmp_path / "s.npz", sample["module"], sample["node_names"],
+                                  sample["node_config_feat"], sample["runtimes_s"])
+    rec = read_tpugraphs_npz(path)
+    zero = prune_layout_graph(rec.arrays, hops=0)
+    assert zero["node_feat"].shape[0] == 62 and zero["node_config_ids"].tolist() == list(range(62))
+    one, two = prune_layout_graph(rec.arrays, hops=1), prune_layout_graph(rec.arrays, hops=2)
+    n1, n2, n = one["node_feat"].shape[0], two["node_feat"].shape[0], rec.node_feat.shape[0]
+    assert 62 < n1 < n2 < n
+    for p in (one, two):
+        ids = p["node_config_ids"]
+        # the configurable nodes are the same nodes (features) and their configurations are untouched
+        assert np.array_equal(p["node_feat"][ids], rec.node_feat[rec.node_config_ids])
+        assert p["node_config_feat"] is rec.arrays["node_config_feat"]
+        assert p["edge_index"].min() >= 0 and p["edge_index"].max() < p["node_feat"].shape[0]
+    # 1 hop: every kept node is a configurable node or touches one
+    cfg = set(one["node_config_ids"].tolist())
+    touching = {int(a) for a, b in one["edge_index"] if int(b) in cfg} | \
+               {int(b) for a, b in one["edge_index"] if int(a) in cfg}
+    assert set(range(n1)) == cfg | touching
+    with pytest.raises(ValueError, match="hops"):
+        prune_layout_graph(rec.arrays, hops=-1)
