@@ -137,3 +137,14 @@ def test_layout_command_on_xla_checks_values_and_says_layouts_are_dropped(tmp_pa
     assert v["method"] == "outputs" and v["status"] == "verified" and v["layouts_honoured"] is False
     assert all(e["outputs_match"] for e in rep["verified"])
     assert any("layout timings not measured" in w for w in rep["warnings"])
+
+
+def test_layout_command_without_configurable_nodes(tmp_path):
+    out = tmp_path / "none"
+    r = _cli("layout", str(ROOT / "tests" / "fixtures" / "hlo" / "small" / "exp_add.hlo"), "--budget", "10s",
+             "--out", str(out), "--no-progress", "--strategy", "genetic")
+    assert r.returncode == 0, r.stderr
+    assert "one layout configuration" in r.stderr
+    rep = json.loads((out / "report.json").read_text())
+    assert rep["configurable_nodes"] == 0 and rep["speedup"] == 1.0
+    assert (out / "layouts.hlo").read_text().count("relayout") == 0
