@@ -157,13 +157,14 @@ def list_cost_models() -> list[str]:
 
 def new_model(kind: str, task: str, target: str, **options: Any) -> Any:
     """An untrained GNN or XGBoost cost model; options as `autotune train` (seed, hidden, layers, reduction,
-    encoder, loss, static_features, edge_direction, kernel_features, geometry_features; n_estimators,
+    encoder, loss, rank_loss, static_features, edge_direction, kernel_features, geometry_features; n_estimators,
     max_depth, lr, nthread, min_runtime_us)."""
     key = _learned_kind(kind)
     if key == "gnn":
         from costmodels.gnn import GnnCostModel
         return GnnCostModel(task, target, reduction=options.get("reduction"), encoder=options.get("encoder"),
-                            loss=options.get("loss"), static_features=options.get("static_features", True),
+                            loss=options.get("loss"), rank_loss=options.get("rank_loss"),
+                            static_features=options.get("static_features", True),
                             edge_direction=options.get("edge_direction"), hidden=options.get("hidden"),
                             layers=options.get("layers"), seed=options.get("seed", 0),
                             graph_features=options.get("kernel_features", True),

@@ -90,7 +90,7 @@ import numpy as np
 from autotune.compiler.hlo import OPCODES
 from autotune.compiler.tiles import canonical_target_name
 
-__all__ = ["OPCODE_VOCAB", "OPCODE_INDEX", "NUM_OPCODES", "OTHER_OPCODE_ID", "OTHER_BUCKET_OPCODES",
+__all__ = ["tpugraphs_module_features", "OPCODE_VOCAB", "OPCODE_INDEX", "NUM_OPCODES", "OTHER_OPCODE_ID", "OTHER_BUCKET_OPCODES",
            "opcode_id", "DTYPES", "NODE_FEATURE_NAMES", "NODE_DIM", "STATIC_COLUMNS", "TILE_FEATURE_NAMES",
            "TILE_DIM", "KERNEL_FEATURE_NAMES", "GEOMETRY_FEATURE_NAMES", "GEOMETRY_GROUPS", "GEOMETRY_DIM",
            "geometry_features", "geometry_matrix", "kernel_graphs", "FEATURE_VERSION",
@@ -792,6 +792,31 @@ def _tg_row(ins: Any, is_root: bool) -> list:
     mtm = [] if is_tuple else list(shape.minor_to_major())
     r += _tg_block(mtm, 6, False)                                      # 134-139 layout minor_to_major
     return r
+
+
+def tpugraphs_module_features(module: Any) -> tuple:
+    """TpuGraphs-style arrays of a whole module, as the layout collection's graphs: (node_feat [N,140]
+    float32, node_opcode [N] int64, edge_index [E,2] int64 rows [consumer, producer], node names
+    [(computation, instruction)]). Nodes are every instruction of every computation in module order
+    (tpu_graphs' HloEncoder numbers nodes in the (computation, instruction) order of the proto, which
+    is the order HLO text prints); edges join an operand to its user within a computation. Columns as
+    `tpugraphs_node_features`."""
+    rows: list = []
+    ops: list = []
+    names: list = []
+    edges: list = []
+    for comp in module.computations:
+        root = comp.root
+        base = len(rows)
+        local = {ins.name: base + k for k, ins in enumerate(comp.instructions)}
+        for ins in comp.instructions:
+            rows.append(_tg_row(ins, ins is root))
+            ops.append(opcode_id(ins.opcode))
+            names.append((comp.name, ins.name))
+            me = local[ins.name]
+            edges.extend((me, local[o]) for o in dict.fromkeys(ins.operands) if o in local)
+    feat = np.array(rows, np.float32).reshape(-1, TPUGRAPHS_NODE_DIM)
+    return feat, np.array(ops, np.int64), np.array(edges, np.int64).reshape(-1, 2), names
 
 
 def tpugraphs_node_features(kernel: Any) -> tuple:

@@ -97,6 +97,19 @@ def _duration(text: Optional[str], flag: str, allow_zero: bool = False) -> Optio
     return value
 
 
+def _budget_split(budget: str, hw_budget: Optional[str]) -> tuple:
+    """(total seconds, hardware-verification seconds, the --hw-budget text): by default the paper's
+    split, a tenth of the budget for verification (1m without a budget)."""
+    total = _duration(budget, "--budget")
+    if hw_budget is None:
+        hw = total / 10 if total is not None else 60.0
+        return total, hw, f"{hw:g}s"
+    hw = _duration(hw_budget, "--hw-budget", allow_zero=True)
+    if hw is None:
+        raise UserError(f"--hw-budget {hw_budget}: must be finite (e.g. 30s, 1m; 0 = no verification)")
+    return total, hw, hw_budget
+
+
 def _load(path: str):
     """Parse + normalize a program; returns (Program, XLA-style cost of the unfused module)."""
     from autotune.compiler.analysis import module_cost
@@ -247,34 +260,100 @@ def model_identity(model_name: str) -> str:
     return model_name
 
 
+def _search_options(cost_model_help: str, evaluator_help: str, hw_help: str, batch_size: int) -> Callable:
+    """The options `fusion` and `layout` share (budgets, cost model, strategy, evaluator, target, run folder)."""
+    options = [
+        click.option("--budget", default="5m", show_default=True, help="Total wall-clock budget (30s, 5m, 1h)."),
+        click.option("--cost-model", "cost_model", default=None, help=cost_model_help),
+        click.option("--strategy", default="annealing", show_default=True,
+                     help="annealing, genetic, random, or module:Class / path.py:Class"),
+        click.option("--evaluator", default=None, metavar="sim|xla|PLUGIN", help=evaluator_help),
+        _target_option(),
+        click.option("--hw-budget", default=None, help=hw_help),
+        click.option("--top-k", "top_k", default=10, show_default=True, type=click.IntRange(1, None),
+                     help="Configurations to verify on hardware."),
+        click.option("--seed", default=0, show_default=True, type=click.IntRange(0, None)),
+        click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
+                     help="Output folder [default: a new folder under ./autotune-runs/]"),
+        click.option("--resume", "resume_dir", type=click.Path(exists=True, file_okay=False), default=None,
+                     help="Continue the run saved in this folder (its checkpoint), with what is left of --budget."),
+        click.option("--store", default=None, help="Measurement store (SQLite path, or 'none') [default: "
+                     "$AUTOTUNE_STORE or ~/.cache/autotune/measurements.sqlite]"),
+        click.option("--batch-size", default=batch_size, show_default=True, type=click.IntRange(1, None)),
+        click.option("--max-evals", "max_evals", default=None, type=click.IntRange(1, None),
+                     help="Stop after this many configurations (with --seed: a reproducible run)."),
+        click.option("--no-progress", is_flag=True, help="No progress bar."),
+    ]
+
+    def apply(f: Callable) -> Callable:
+        for opt in reversed(options):
+            f = opt(f)
+        return f
+    return apply
+
+
+def _run_tuner(space: Any, model: Any, model_name: str, strategy_cls: Any, strategy: str, ev: Any, ev_name: str, *,
+               program: str, target: str, seed: int, total: Optional[float], hw: float, top_k: int, out: Path,
+               batch_size: int, no_progress: bool, max_evals: Optional[int], resume_dir: Optional[str],
+               note: Optional[str], task: Optional[str] = None) -> tuple:
+    """The search of `fusion` and `layout`: the Tuner over `space` (resumed from `resume_dir`), the search
+    budget being what verification leaves of --budget; returns (TuningResult, the report's meta)."""
+    from hardware.base import Budget
+    from autotune.tuning.tuner import Tuner, program_fingerprint
+
+    # --budget is the total wall clock: search gets what hardware verification does not.
+    search_budget = total - hw if total is not None and hw > 0 and model_name != "hardware" else total
+    strat = strategy_cls(space, seed=seed)
+    strategy_name = getattr(strategy_cls, "name", strategy)
+    fingerprint = {"program": program_fingerprint(space), "target": target, "cost_model": model_identity(model_name),
+                   "strategy": strategy_name, "evaluator": ev_name, "seed": seed}
+    if task is not None:
+        fingerprint["task"] = task
+    tuner = Tuner(space, model, strat, Budget(search_budget), evaluator=ev if hw > 0 else None,
+                  hw_budget=hw, top_k_verify=top_k, out_dir=out, batch_size=batch_size,
+                  progress=not no_progress, max_evaluations=max_evals, fingerprint=fingerprint,
+                  reference_text=Path(program).read_text())
+    if resume_dir:
+        tuner.resume(resume_dir)
+        r = tuner.resumed_from
+        left = (f"{r['remaining_s']:.1f}s of the {r['search_budget_s']:g}s search budget left"
+                if r["search_budget_s"] is not None else "no search time limit")
+        click.echo(f"resuming {resume_dir}: {r['evaluations']:,} configurations and {r['elapsed_s']:.1f}s of "
+                   f"search done before; {left}", err=True)
+    out.mkdir(parents=True, exist_ok=True)
+    if model_name == "hardware":
+        ev.budget = Budget(tuner.budget.seconds)
+    result = tuner.run()
+    if note:
+        result.warnings.insert(0, note)
+    if hw <= 0:
+        result.verification = {"status": "skipped", "reason": "--hw-budget 0: no hardware verification asked for"}
+    meta = {"program": str(program), "target": target, "cost_model": model_name, "strategy": strategy_name,
+            "evaluator": ev_name, "budget_s": total, "hw_budget_s": hw, "seed": seed, "out_dir": str(out),
+            "fingerprint": fingerprint, "resumed_from": tuner.resumed_from}
+    if task is not None:
+        meta["task"] = task
+    return result, meta
+
+
+def _finish_search(msg: str, result: Any, out: Path, files: str) -> None:
+    """The last lines of a search command and its exit status (130 interrupted, 3 nothing verified)."""
+    click.echo(msg)
+    click.echo(f"results in {out}/ ({files})")
+    if result.stopped_by in ("SIGINT", "SIGTERM"):
+        sys.exit(INTERRUPTED_EXIT)
+    if result.verification_failed:
+        sys.exit(MEASUREMENT_FAILED_EXIT)
+
+
 @main.command()
 @click.argument("program", type=click.Path(exists=True, dir_okay=False))
-@click.option("--budget", default="5m", show_default=True, help="Total wall-clock budget (30s, 5m, 1h).")
-@click.option("--cost-model", "cost_model", default=None,
-              help=COST_MODEL_HELP + "; hardware = measure every configuration on the evaluator "
-                   "[default: the shipped GNN if present, else analytical]")
-@click.option("--strategy", default="annealing", show_default=True,
-              help="annealing, genetic, random, or module:Class / path.py:Class")
-@click.option("--evaluator", default=None, metavar="sim|xla|PLUGIN",
-              help="Hardware for verification: sim, xla, or a plug-in (autotune.evaluators entry point, "
-                   "module:Class) [default: sim for tpu, xla for cpu]")
-@_target_option()
-@click.option("--hw-budget", default=None,
-              help="Wall-clock budget for verifying the top predicted configurations on hardware (0 = none) "
-                   "[default: a tenth of --budget, as the paper; 1m without a --budget].")
-@click.option("--top-k", "top_k", default=10, show_default=True, type=click.IntRange(1, None),
-              help="Configurations to verify on hardware.")
-@click.option("--seed", default=0, show_default=True, type=click.IntRange(0, None))
-@click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
-              help="Output folder [default: a new folder under ./autotune-runs/]")
-@click.option("--resume", "resume_dir", type=click.Path(exists=True, file_okay=False), default=None,
-              help="Continue the run saved in this folder (its checkpoint), with what is left of --budget.")
-@click.option("--store", default=None, help="Measurement store (SQLite path, or 'none') [default: $AUTOTUNE_STORE "
-              "or ~/.cache/autotune/measurements.sqlite]")
-@click.option("--batch-size", default=64, show_default=True, type=click.IntRange(1, None))
-@click.option("--max-evals", "max_evals", default=None, type=click.IntRange(1, None),
-              help="Stop after this many configurations (with --seed: a reproducible run).")
-@click.option("--no-progress", is_flag=True, help="No progress bar.")
+@_search_options(cost_model_help=COST_MODEL_HELP + "; hardware = measure every configuration on the evaluator "
+                 "[default: the shipped GNN if present, else analytical]",
+                 evaluator_help="Hardware for verification: sim, xla, or a plug-in (autotune.evaluators entry point, "
+                 "module:Class) [default: sim for tpu, xla for cpu]",
+                 hw_help="Wall-clock budget for verifying the top predicted configurations on hardware (0 = none) "
+                 "[default: a tenth of --budget, as the paper; 1m without a --budget].", batch_size=64)
 @click.option("--scheduler", default=None,
               help="xla: measure on a dask.distributed cluster (tcp://HOST:PORT) instead of local workers.")
 @click.option("--workers", default=1, show_default=True, type=click.IntRange(1, 256),
@@ -287,20 +366,12 @@ def fusion(program: str, budget: str, cost_model: Optional[str], strategy: str, 
     """Search fusion configurations of PROGRAM with a cost model, verify the best on hardware.
 
     Exit status 3 when no configuration could be verified (outputs are still written)."""
-    from hardware.base import Budget
     from search.base import get_strategy
     from autotune.compiler.fusion import FusionSpace
     from autotune.tuning.report import write_fusion_outputs
-    from autotune.tuning.tuner import Tuner, program_fingerprint
+    from autotune.tuning.tuner import Tuner
 
-    total = _duration(budget, "--budget")
-    if hw_budget is None:  # the paper's split: search with the model, verify with a tenth of the budget
-        hw = total / 10 if total is not None else 60.0
-        hw_budget = f"{hw:g}s"
-    else:
-        hw = _duration(hw_budget, "--hw-budget", allow_zero=True)
-        if hw is None:
-            raise UserError(f"--hw-budget {hw_budget}: must be finite (e.g. 30s, 1m; 0 = no verification)")
+    total, hw, hw_budget = _budget_split(budget, hw_budget)
     prog, _ = _load(program)
     space = FusionSpace(prog, target)
     # No fusible edge: one configuration (the default), still emitted, reported and verified.
@@ -320,35 +391,10 @@ def fusion(program: str, budget: str, cost_model: Optional[str], strategy: str, 
     try:
         model, model_name = make_cost_model(cost_model, "fusion", target, ev)
         # --budget is the total wall clock: search gets what hardware verification does not.
-        search_budget = total
-        if total is not None and hw > 0 and model_name != "hardware":
-            search_budget = total - hw
-        strat = strategy_cls(space, seed=seed)
-        strategy_name = getattr(strategy_cls, "name", strategy)
-        fingerprint = {"program": program_fingerprint(space), "target": target, "cost_model": model_identity(model_name),
-                       "strategy": strategy_name, "evaluator": ev_name, "seed": seed}
-        tuner = Tuner(space, model, strat, Budget(search_budget), evaluator=ev if hw > 0 else None,
-                      hw_budget=hw, top_k_verify=top_k, out_dir=out, batch_size=batch_size,
-                      progress=not no_progress, max_evaluations=max_evals, fingerprint=fingerprint,
-                      reference_text=Path(program).read_text())
-        if resume_dir:
-            tuner.resume(resume_dir)
-            r = tuner.resumed_from
-            left = (f"{r['remaining_s']:.1f}s of the {r['search_budget_s']:g}s search budget left"
-                    if r["search_budget_s"] is not None else "no search time limit")
-            click.echo(f"resuming {resume_dir}: {r['evaluations']:,} configurations and {r['elapsed_s']:.1f}s of "
-                       f"search done before; {left}", err=True)
-        out.mkdir(parents=True, exist_ok=True)
-        if model_name == "hardware":
-            ev.budget = Budget(tuner.budget.seconds)
-        result = tuner.run()
-        if no_edges:
-            result.warnings.insert(0, no_edges)
-        if hw <= 0:
-            result.verification = {"status": "skipped", "reason": "--hw-budget 0: no hardware verification asked for"}
-        meta = {"program": str(program), "target": target, "cost_model": model_name, "strategy": strategy_name,
-                "evaluator": ev_name, "budget_s": total, "hw_budget_s": hw, "seed": seed, "out_dir": str(out),
-                "fingerprint": fingerprint, "resumed_from": tuner.resumed_from}
+        result, meta = _run_tuner(space, model, model_name, strategy_cls, strategy, ev, ev_name, program=program,
+                                  target=target, seed=seed, total=total, hw=hw, top_k=top_k, out=out,
+                                  batch_size=batch_size, no_progress=no_progress, max_evals=max_evals,
+                                  resume_dir=resume_dir, note=no_edges)
         report = write_fusion_outputs(out, space, result, meta)
     finally:
         ev.close()
@@ -363,12 +409,69 @@ def fusion(program: str, budget: str, cost_model: Optional[str], strategy: str, 
                 f"{report['measured_best_s'] * 1e3:.4g} ms (x{report['measured_speedup']:.3f})")
     elif result.verification.get("status") != "verified":
         msg += f"; not verified ({result.verification.get('reason', result.verification.get('status'))})"
-    click.echo(msg)
-    click.echo(f"results in {out}/ (report.json, best_config.json, fused.hlo, search.png, log.jsonl)")
-    if result.stopped_by in ("SIGINT", "SIGTERM"):
-        sys.exit(INTERRUPTED_EXIT)
-    if result.verification_failed:
-        sys.exit(MEASUREMENT_FAILED_EXIT)
+    _finish_search(msg, result, out, "report.json, best_config.json, fused.hlo, search.png, log.jsonl")
+
+
+@main.command()
+@click.argument("program", type=click.Path(exists=True, dir_okay=False))
+@_search_options(cost_model_help=COST_MODEL_HELP + "; prices the kernels of the program rewritten with each layout "
+                 "configuration [default: sim (the simulator, noise-free) for tpu targets, else analytical]",
+                 evaluator_help="Hardware for verification: sim (kernel sums), xla (outputs of the rewritten programs; "
+                 "XLA:CPU drops the layouts) [default: sim for tpu, xla for cpu]",
+                 hw_help="Wall-clock budget for verification (0 = none) [default: a tenth of --budget].", batch_size=16)
+@_friendly
+def layout(program: str, budget: str, cost_model: Optional[str], strategy: str, evaluator: Optional[str],
+           target: str, hw_budget: Optional[str], top_k: int, seed: int, out_dir: Optional[str],
+           resume_dir: Optional[str], store: Optional[str], batch_size: int, max_evals: Optional[int],
+           no_progress: bool) -> None:
+    """Search the layouts (minor-to-major orders) of PROGRAM's convolutions, dots and reshapes.
+
+    Each configuration is priced as the program rewritten with its layouts and the copies they need
+    (autotune.compiler.layouts); the best is verified and written as layouts.hlo. Exit status 3 when
+    no configuration could be verified (outputs are still written)."""
+    from search.base import get_strategy
+    from autotune.compiler.layouts import LayoutSpace
+    from autotune.tuning.report import write_layout_outputs
+    from autotune.tuning.tuner import Tuner
+
+    total, hw, hw_budget = _budget_split(budget, hw_budget)
+    prog, _ = _load(program)
+    space = LayoutSpace(prog, target)
+    single = (f"{program}: no convolution, dot or reshape with a choice of layout on target {target}: the program "
+              "has one layout configuration, written as it is") if not space.free_slots else None
+    strategy_cls = get_strategy(strategy)
+    ev_name = evaluator or _default_evaluator(target)
+    spec = cost_model or ("sim" if get_target(target).spec.kind == "tpu" else None)
+    if total is not None and 0 < total <= hw and (spec or "").strip().lower() != "hardware":
+        raise UserError(f"--hw-budget {hw_budget} leaves nothing of --budget {budget} for the search")
+    if resume_dir:
+        Tuner.read_checkpoint(resume_dir)
+    out = Path(resume_dir) if resume_dir and not out_dir else _run_dir(program, out_dir, "layout")
+    _output_dir(out, "--out")
+    ev = make_evaluator(evaluator, target, store, seed)
+    try:
+        model, model_name = make_cost_model(spec, "fusion", target, ev)
+        result, meta = _run_tuner(space, model, model_name, strategy_cls, strategy, ev, ev_name, program=program,
+                                  target=target, seed=seed, total=total, hw=hw, top_k=top_k, out=out,
+                                  batch_size=batch_size, no_progress=no_progress, max_evals=max_evals,
+                                  resume_dir=resume_dir, note=single, task="layout")
+        report = write_layout_outputs(out, space, result, meta)
+    finally:
+        ev.close()
+    for w in report["warnings"]:
+        _warn(w)
+    msg = (f"{Path(program).name}: {report['configurable_nodes']} configurable nodes, predicted "
+           f"{report['default_cost_s'] * 1e3:.4g} ms -> {report['best_cost_s'] * 1e3:.4g} ms (x{report['speedup']:.3f}) "
+           f"after {result.evaluations:,} configurations; {report['tensors_changed_from_default']} tensors off the "
+           f"default layout, {report['copies_best']} copies")
+    if report.get("measured_speedup"):
+        msg += (f"; measured (kernel sums) {report['measured_default_s'] * 1e3:.4g} ms -> "
+                f"{report['measured_best_s'] * 1e3:.4g} ms (x{report['measured_speedup']:.3f})")
+    elif result.verification.get("status") == "verified":
+        msg += f"; verified ({result.verification.get('method')})"
+    else:
+        msg += f"; not verified ({result.verification.get('reason', result.verification.get('status'))})"
+    _finish_search(msg, result, out, "report.json, best_config.json, layouts.hlo, search.png, log.jsonl")
 
 
 @main.command()

@@ -8,7 +8,7 @@ They are plain click commands (not attached to a group here); autotune/cli/app.p
     autotune train --model gnn|xgboost --task fusion|tile --data DIR --out MODEL [--seed S]
                    [--n-estimators N] [--max-depth D] [--min-runtime-us U] [--threads T]  (XGBoost)
                    [--epochs N] [--reduction node|column|lstm|transformer] [--encoder sage|gat|none]
-                   [--loss rank|mse] [--no-static-features] [--edge-direction both|in|out]
+                   [--loss rank|listmle|mse] [--no-static-features] [--edge-direction both|in|out]
                    [--no-kernel-features] [--geometry-features] [--hidden H] [--layers K] [--batch-size B] [--lr LR]
     autotune evaluate --data DIR [--cost-model M ...] [--train K ...] [--split test|validation|train|all] [--json]
 
@@ -103,8 +103,9 @@ def build(programs_dir: str, task: str, evaluator: str, target: str, configs_per
 @click.option("--layers", type=click.IntRange(0, 64), default=None)
 @click.option("--reduction", type=click.Choice(["node", "per-node", "column", "lstm", "transformer"]), default=None)
 @click.option("--encoder", type=click.Choice(["sage", "gat", "none"]), default=None)
-@click.option("--loss", type=click.Choice(["rank", "mse"]), default=None,
-              help="Default: rank for tiles, mse (log runtime) for fusion.")
+@click.option("--loss", type=click.Choice(["rank", "listmle", "mse"]), default=None,
+              help="rank: pairwise hinge; listmle: listwise ListMLE (TpuGraphs' baselines); mse: log runtime. "
+                   "Default: rank for tiles, mse for fusion.")
 @click.option("--no-static-features", is_flag=True, help="Drop the static performance features.")
 @click.option("--edge-direction", type=click.Choice(["both", "in", "out"]), default=None)
 @click.option("--no-kernel-features", is_flag=True,
@@ -127,8 +128,10 @@ def train(model: str, task: str, data_dir: str, out_path: str, seed: int, epochs
     ds = Dataset.open(data_dir)
     if ds.task != task:
         raise LearnError(f"{data_dir} is a {ds.task} dataset, not {task}")
+    rank_loss = "listmle" if loss == "listmle" else None
     opts = dict(seed=seed, epochs=epochs, batch_size=batch_size, lr=lr, hidden=hidden, layers=layers,
-                reduction=reduction, encoder=encoder, loss=loss, static_features=not no_static_features,
+                reduction=reduction, encoder=encoder, loss="rank" if rank_loss else loss, rank_loss=rank_loss,
+                static_features=not no_static_features,
                 edge_direction=edge_direction, n_estimators=n_estimators, kernel_features=not no_kernel_features,
                 max_depth=max_depth, min_runtime_us=min_runtime_us, nthread=threads, geometry_features=geometry_features)
     m = train_model(model, ds, progress=sys.stderr.isatty(), **opts)

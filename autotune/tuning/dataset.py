@@ -1,5 +1,7 @@
 """Training data for learned cost models: generation, on-disk format, program-level splits, and
-TpuGraphs npz import/export.
+TpuGraphs npz import/export: tile files (`write_tpugraphs_tile`) and layout files
+(`write_tpugraphs_layout`, `read_tpugraphs_layout`, `tpugraphs_layout_sample`), read by
+`read_tpugraphs_npz`.
 
 Generation (`build_dataset`), as Kaufman et al. (MLSys 2021, section 4):
 * fusion task: per program, the default fusion configuration, random configurations and a short
@@ -35,10 +37,13 @@ from typing import Any, Iterator, Optional, Sequence
 import numpy as np
 
 from costmodels.features import (FEATURE_VERSION, GEOMETRY_DIM, KERNEL_FEATURE_NAMES, NODE_DIM, TILE_DIM,
-                       TPUGRAPHS_NODE_DIM, KernelGraph, kernel_graph, kernel_graphs, tile_features, tpugraphs_node_features)
+                       TPUGRAPHS_NODE_DIM, KernelGraph, kernel_graph, kernel_graphs, tile_features, tpugraphs_module_features,
+                       tpugraphs_node_features)
 
 __all__ = ["Samples", "Dataset", "build_dataset", "make_split", "program_family", "read_split_file",
            "FEATURE_VERSION", "DATASET_VERSION", "read_tpugraphs_npz", "TpuGraphsRecord", "write_tpugraphs_tile",
+           "write_tpugraphs_layout", "read_tpugraphs_layout", "layout_config_features", "layout_configs",
+           "tpugraphs_layout_sample", "prune_layout_graph", "LAYOUT_TENSORS", "LAYOUT_DIMS",
            "SPLITS", "resolve_evaluator", "split_name"]
 
 DATASET_VERSION = 1
@@ -642,3 +647,123 @@ def write_tpugraphs_tile(samples: Samples, out_dir: "str | os.PathLike", prefix:
                  config_runtime=rt_ns, config_runtime_normalizers=norm)
         written.append(path)
     return written
+
+
+# ---- the layout collection: node_config_ids, node_config_feat (c, nc, 18), config_runtime
+LAYOUT_TENSORS = 3  # output, input 0, input 1 (tpu_graphs' layout config features)
+LAYOUT_DIMS = 6     # minor-to-major dims per tensor, padded with -1
+
+
+def _layout_row(tensors: Sequence[Sequence[int]]) -> list:
+    """18 config features of one node: per tensor its minor-to-major dims, -1 padded (an unset layout: all -1)."""
+    row: list = []
+    for t in range(LAYOUT_TENSORS):
+        dims = [int(d) for d in tensors[t]][:LAYOUT_DIMS] if t < len(tensors) else []
+        row += dims + [-1] * (LAYOUT_DIMS - len(dims))
+    return row
+
+
+def layout_config_features(space: Any, cfg: Any) -> np.ndarray:
+    """node_config_feat rows (nc, 18) of one configuration of a LayoutSpace (full layouts)."""
+    lay = space.layouts(cfg)
+    return np.array([_layout_row(lay[(nd.comp, nd.node)]) for nd in space.nodes], np.float32).reshape(-1, 18)
+
+
+def layout_configs(space: Any, node_config_feat: np.ndarray) -> list:
+    """The LayoutConfigs of node_config_feat rows (c, nc, 18): -1 padding dropped, partial layouts
+    completed (`autotune.compiler.layouts.complete_layout`). ValueError for an illegal layout."""
+    feat = np.asarray(node_config_feat)
+    if feat.ndim != 3 or feat.shape[1:] != (len(space.nodes), LAYOUT_TENSORS * LAYOUT_DIMS):
+        raise ValueError(f"node_config_feat has shape {feat.shape}, this program needs "
+                         f"(configs, {len(space.nodes)}, {LAYOUT_TENSORS * LAYOUT_DIMS})")
+    out = []
+    for rows in feat:
+        per_node = [[[int(d) for d in row[t * LAYOUT_DIMS:(t + 1) * LAYOUT_DIMS] if d >= 0]
+                     for t in range(LAYOUT_TENSORS)] for row in rows]
+        out.append(space.from_layouts(per_node))
+    return out
+
+
+def write_tpugraphs_layout(path: "str | os.PathLike", module: Any, node_names: Sequence[tuple],
+                           node_config_feat: np.ndarray, runtimes_s: Sequence[float]) -> Path:
+    """Write one TpuGraphs layout npz file: the module's graph (`tpugraphs_module_features`), the
+    configurable nodes (`node_names`: (computation, instruction) each, in config-feature order),
+    node_config_feat (c, nc, 18) and config_runtime (c,) in integer nanoseconds."""
+    feat, ops, edges, names = tpugraphs_module_features(module)
+    index = {n: i for i, n in enumerate(names)}
+    missing = [n for n in node_names if tuple(n) not in index]
+    if missing:
+        raise ValueError(f"configurable node {missing[0][1]} of {missing[0][0]} is not in the module")
+    ids = np.array([index[tuple(n)] for n in node_names], np.int64)
+    cfeat = np.asarray(node_config_feat, np.float32).reshape(-1, len(ids), LAYOUT_TENSORS * LAYOUT_DIMS)
+    rt = np.asarray(runtimes_s, np.float64)
+    if len(rt) != len(cfeat) or not np.all(np.isfinite(rt)):
+        raise ValueError(f"{len(cfeat)} configurations need as many finite runtimes (got {len(rt)})")
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    np.savez(path, node_feat=feat, node_opcode=ops.astype(np.uint8) if ops.size and ops.max() < 256 else ops,
+             edge_index=edges, node_config_ids=ids, node_config_feat=cfeat,
+             config_runtime=np.round(rt * 1e9).astype(np.int64))
+    return path
+
+
+def read_tpugraphs_layout(path: "str | os.PathLike", space: Any = None) -> tuple:
+    """(record, configurations): a layout npz file read and checked (`read_tpugraphs_npz`); with a
+    LayoutSpace its configurations decoded (`layout_configs`), else None."""
+    rec = read_tpugraphs_npz(path)
+    if rec.kind != "layout":
+        raise ValueError(f"{path} is a TpuGraphs {rec.kind} file, not a layout file")
+    ids, cfeat = rec.node_config_ids, rec.node_config_feat
+    n = rec.node_feat.shape[0]
+    if ids.ndim != 1 or (ids.size and (ids.min() < 0 or ids.max() >= n)) or cfeat.ndim != 3 \
+            or cfeat.shape[1] != len(ids):
+        raise ValueError(f"{path}: node_config_ids and node_config_feat do not fit the graph")
+    return rec, (layout_configs(space, cfeat) if space is not None else None)
+
+
+def tpugraphs_layout_sample(summary_path: "str | os.PathLike", hlo_path: "str | os.PathLike") -> dict:
+    """The vendored TpuGraphs layout sample (data/tpugraphs: tile_layout_summary.json and its module)
+    as layout-npz arrays plus `module` and `node_names`: the recorded layout dims as stored (partial
+    layouts such as [4, 0] included), the runs that have a runtime (error runs have none)."""
+    from autotune.compiler.hlo import parse_hlo_file
+    summary = json.loads(Path(summary_path).read_text())
+    module = parse_hlo_file(str(hlo_path))
+    names = [(m["computation"], m["instruction"]) for m in summary["configurable_nodes_mapped"]]
+    runs = [r for r in summary["runs"] if not r["error"] and r["compute_time_ns"] is not None]
+    cfeat = np.array([[_layout_row(node) for node in r["layout_nodes"]] for r in runs], np.float32)
+    return {"module": module, "node_names": names, "node_config_feat": cfeat,
+            "runtimes_s": np.array([r["compute_time_ns"] for r in runs], np.float64) * 1e-9,
+            "is_default": np.array([bool(r["is_default"]) for r in runs]),
+            "config_index_to_node": np.array(summary["config_index_to_node"], np.int64)}
+
+
+def prune_layout_graph(arrays: dict, hops: int = 1) -> dict:
+    """A layout graph cut down to its configurable nodes and their `hops`-hop neighbourhoods (edges
+    taken both ways), as the TpuGraphs leaderboard's winners prune: node_feat, node_opcode and
+    edge_index restricted to the kept nodes (renumbered in their original order), node_config_ids
+    renumbered; the configuration arrays are unchanged (the configurable nodes keep their order).
+    `arrays` holds the layout npz keys (a `TpuGraphsRecord.arrays` or np.load result)."""
+    if hops < 0:
+        raise ValueError(f"hops must be >= 0, not {hops}")
+    n = int(np.asarray(arrays["node_feat"]).shape[0])
+    ei = np.asarray(arrays["edge_index"], np.int64).reshape(-1, 2)
+    keep = np.zeros(n, bool)
+    keep[np.asarray(arrays["node_config_ids"], np.int64)] = True
+    frontier = keep.copy()
+    for _ in range(hops):
+        reached = np.zeros(n, bool)
+        reached[ei[frontier[ei[:, 0]], 1]] = True
+        reached[ei[frontier[ei[:, 1]], 0]] = True
+        frontier = reached & ~keep
+        keep |= reached
+        if not frontier.any():
+            break
+    new_id = np.full(n, -1, np.int64)
+    new_id[keep] = np.arange(int(keep.sum()))
+    both = keep[ei[:, 0]] & keep[ei[:, 1]]
+    out = dict(arrays)
+    out["node_feat"] = np.asarray(arrays["node_feat"])[keep]
+    out["node_opcode"] = np.asarray(arrays["node_opcode"])[keep]
+    out["edge_index"] = new_id[ei[both]]
+    out["node_config_ids"] = new_id[np.asarray(arrays["node_config_ids"], np.int64)]
+    return out

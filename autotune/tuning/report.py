@@ -1,9 +1,10 @@
-"""Run outputs: report.json, best_config.json, fused.hlo, search.png."""
+"""Run outputs: report.json, best_config.json, fused.hlo (fusion) or layouts.hlo (layouts), search.png."""
 from __future__ import annotations
 
 import json
 import math
 import os
+from collections import Counter
 from pathlib import Path
 from typing import Any, Optional
 
@@ -49,19 +50,9 @@ def plot_search(history: list, path: "str | Path", title: str = "", default_cost
     plt.close(fig)
 
 
-def write_fusion_outputs(out_dir: "str | Path", space: Any, result: Any, meta: dict) -> dict:
-    """Everything a fusion run leaves behind; returns the report dictionary.
-
-    fused.hlo is the program verified end to end when there is one (`result.fused_text`, byte for
-    byte), else the chosen configuration emitted as verification emits it. A measured speedup is
-    reported only for verified programs (`verification` says what was verified and how;
-    `warnings` lists every failed or skipped step)."""
-    from autotune.tuning.config_io import save_config
-    from autotune.compiler.kernel import emit_fused_text
-
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    chosen = result.measured_best_config or result.best
+def _result_report(meta: dict, result: Any) -> dict:
+    """The report fields every tuning run has (fusion and layout): meta, predicted and measured costs,
+    verification, bookkeeping."""
     report = dict(meta)
     report.update({
         "default_cost_s": result.default_cost,
@@ -76,6 +67,38 @@ def write_fusion_outputs(out_dir: "str | Path", space: Any, result: Any, meta: d
         "kernel_evaluations": result.kernel_evaluations,
         "elapsed_s": result.elapsed_s,
         "stopped_by": result.stopped_by,
+    })
+    return report
+
+
+def _write_report_and_plot(out: Path, report: dict, result: Any, meta: dict) -> dict:
+    """report.json, then search.png (a plotting problem is recorded in the report, never fatal)."""
+    write_json(out / "report.json", report)
+    try:
+        plot_search(result.history, out / "search.png",
+                    f"{meta.get('program', '')}: {meta.get('strategy', '')} with {meta.get('cost_model', '')}",
+                    result.default_cost)
+    except Exception as e:  # a plotting problem must not lose the results above
+        report["plot_error"] = f"{type(e).__name__}: {e}"
+        write_json(out / "report.json", report)
+    return report
+
+
+def write_fusion_outputs(out_dir: "str | Path", space: Any, result: Any, meta: dict) -> dict:
+    """Everything a fusion run leaves behind; returns the report dictionary.
+
+    fused.hlo is the program verified end to end when there is one (`result.fused_text`, byte for
+    byte), else the chosen configuration emitted as verification emits it. A measured speedup is
+    reported only for verified programs (`verification` says what was verified and how;
+    `warnings` lists every failed or skipped step)."""
+    from autotune.tuning.config_io import save_config
+    from autotune.compiler.kernel import emit_fused_text
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    chosen = result.measured_best_config or result.best
+    report = _result_report(meta, result)
+    report.update({
         "kernels_default": len(space.state(space.default()).refs()),
         "kernels_best": len(space.state(chosen).refs()),
         "fused_edges_default": space.default().count(),
@@ -89,12 +112,38 @@ def write_fusion_outputs(out_dir: "str | Path", space: Any, result: Any, meta: d
                  "measured_cost_s": result.measured_best})
     fused = result.fused_text if result.fused_text is not None else emit_fused_text(space, chosen, header=True)
     (out / "fused.hlo").write_text(fused)
-    write_json(out / "report.json", report)
-    try:
-        plot_search(result.history, out / "search.png",
-                    f"{meta.get('program', '')}: {meta.get('strategy', '')} with {meta.get('cost_model', '')}",
-                    result.default_cost)
-    except Exception as e:  # a plotting problem must not lose the results above
-        report["plot_error"] = f"{type(e).__name__}: {e}"
-        write_json(out / "report.json", report)
-    return report
+    return _write_report_and_plot(out, report, result, meta)
+
+
+def write_layout_outputs(out_dir: "str | Path", space: Any, result: Any, meta: dict) -> dict:
+    """Everything a layout run leaves behind (report.json, best_config.json, layouts.hlo: the program
+    rewritten with the chosen layouts and their copies, search.png); returns the report dictionary."""
+    from autotune.compiler.layouts import XLA_CPU_DROPS_LAYOUTS
+    from autotune.tuning.config_io import save_config
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    chosen = result.measured_best_config if result.measured_best_config is not None else result.best
+    default = space.default()
+    changed = sum(a != b for a, b in zip(chosen.key(), default.key()))
+    report = _result_report(meta, result)
+    report.update({
+        "configurable_nodes": len(space.nodes),
+        "configurable_opcodes": dict(sorted(Counter(n.opcode for n in space.nodes).items())),
+        "tensors": space.n_slots,
+        "free_tensors": len(space.free_slots),
+        "space_size": space.size(),
+        "tensors_changed_from_default": changed,
+        "copies_default": space.copies(default),
+        "copies_best": space.copies(chosen),
+        "config_hash_best": space.config_hash(chosen),
+        "xla_cpu_honours_layouts": False,
+        "xla_cpu_layouts_note": XLA_CPU_DROPS_LAYOUTS,
+        "verified": result.verified,
+        "warnings": list(space.program.flags) + list(result.warnings),
+    })
+    save_config(space, chosen, out / "best_config.json",
+                {"predicted_cost_s": result.best_cost if chosen is result.best else None,
+                 "measured_cost_s": result.measured_best})
+    (out / "layouts.hlo").write_text(space.emit_text(chosen))
+    return _write_report_and_plot(out, report, result, meta)

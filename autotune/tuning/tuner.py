@@ -43,6 +43,7 @@ from typing import Any, Callable, Optional, Sequence
 import numpy as np
 
 from autotune.compiler.fusion import FusionConfig, FusionSpace
+from autotune.compiler.layouts import XLA_CPU_DROPS_LAYOUTS, LayoutSpace
 from autotune.tuning.callbacks import Callback, Checkpointer, FunctionCallback, JsonlLogger, ProgressBar
 
 CHECKPOINT = "checkpoint.pkl"
@@ -66,9 +67,16 @@ def is_fusion_space(space: Any) -> bool:
     return hasattr(space, "n_edges") and hasattr(space, "state")
 
 
+def is_layout_space(space: Any) -> bool:
+    """A program's layout space (autotune.compiler.layouts)."""
+    return isinstance(space, LayoutSpace)
+
+
 def space_fingerprint(space: Any) -> str:
     """What a checkpoint's "program" entry holds: the program's sha256, or a tile space's kernel hash."""
-    return program_fingerprint(space) if is_fusion_space(space) else f"kernel:{space.kernel.hash}"
+    if is_fusion_space(space) or is_layout_space(space):
+        return program_fingerprint(space)
+    return f"kernel:{space.kernel.hash}"
 
 
 class TuningError(RuntimeError):
@@ -103,6 +111,18 @@ class TuningResult:
     @property
     def speedup(self) -> float:
         return self.default_cost / self.best_cost if self.best_cost > 0 else float("nan")
+
+
+def _memoize_costs(pricer: Any, memo: dict, keys: Sequence, costs: Any, what: str) -> None:
+    """Check a cost model's answer (one cost per item), count the call on `pricer`, store the costs
+    (non-finite ones as inf) in `memo` under `keys`."""
+    arr = np.asarray(costs, dtype=float).reshape(-1)
+    if arr.shape != (len(keys),):
+        raise TuningError(f"cost model returned {np.shape(costs)} costs for {len(keys)} {what}")
+    pricer.kernel_calls += 1
+    pricer.kernels_priced += len(keys)
+    for k, c in zip(keys, arr):
+        memo[k] = float(c) if np.isfinite(c) else math.inf
 
 
 class ProgramCost:
@@ -141,13 +161,7 @@ class ProgramCost:
         if not todo:
             return
         kernels = [Kernel.from_ref(self.space, r) for r in todo.values()]
-        costs = np.asarray(self.kernel_cost(kernels), dtype=float)
-        if costs.shape != (len(kernels),):
-            raise TuningError(f"cost model returned {costs.shape} costs for {len(kernels)} kernels")
-        self.kernel_calls += 1
-        self.kernels_priced += len(kernels)
-        for k, c in zip(todo, costs):
-            memo[k] = float(c) if np.isfinite(c) else math.inf
+        _memoize_costs(self, memo, list(todo), self.kernel_cost(kernels), "kernels")
 
     def kernel_costs(self, refs: Sequence) -> list:
         """Memoized costs of kernel refs (pricing the ones not seen yet)."""
@@ -247,21 +261,48 @@ class TileCost:
         todo = {k: t for k, t in zip(keys, tiles) if k not in self.config_cost}
         if todo:
             new = list(todo.values())
-            costs = np.asarray(self.kernel_cost([self.space.kernel] * len(new), new), dtype=float).reshape(-1)
-            if costs.shape != (len(new),):
-                raise TuningError(f"cost model returned {costs.shape} costs for {len(new)} tiles")
-            self.kernel_calls += 1
-            self.kernels_priced += len(new)
-            for k, c in zip(todo, costs):
-                self.config_cost[k] = float(c) if np.isfinite(c) else math.inf
+            _memoize_costs(self, self.config_cost, list(todo), self.kernel_cost([self.space.kernel] * len(new), new),
+                           "tiles")
         return np.array([self.config_cost[k] for k in keys], dtype=float)
 
 
-def space_cost(space: Any, cost_model: Any) -> "ProgramCost | TileCost":
+class LayoutCost:
+    """Program cost of layout configurations: the kernels of the program rewritten with the layouts
+    (`LayoutSpace.kernels`: copies included, shapes carrying the layouts) priced by `kernel_cost`,
+    memoized by canonical kernel hash (a move changes the few kernels around one node), times
+    their multiplicity, summed."""
+
+    def __init__(self, space: LayoutSpace, kernel_cost: Callable[[list], np.ndarray]):
+        self.space = space
+        self.kernel_cost = kernel_cost
+        self.memo: dict = {}                          # kernel hash -> seconds
+        self.config_cost: dict[bytes, float] = {}
+        self.kernel_calls = 0
+        self.kernels_priced = 0
+
+    def __call__(self, cfgs: Sequence[Any]) -> np.ndarray:
+        keys = [self.space.encode(c) for c in cfgs]
+        fresh = {k: c for k, c in zip(keys, cfgs) if k not in self.config_cost}
+        kernel_sets = {k: self.space.kernels(c) for k, c in fresh.items()}
+        todo: dict = {}
+        for ks in kernel_sets.values():
+            for kern in ks:
+                if kern.hash not in self.memo:
+                    todo.setdefault(kern.hash, kern)
+        if todo:
+            _memoize_costs(self, self.memo, list(todo), self.kernel_cost(list(todo.values())), "kernels")
+        for k, ks in kernel_sets.items():
+            self.config_cost[k] = float(sum(self.memo[kern.hash] * kern.multiplicity for kern in ks))
+        return np.array([self.config_cost[k] for k in keys], dtype=float)
+
+
+def space_cost(space: Any, cost_model: Any) -> "ProgramCost | TileCost | LayoutCost":
     """The memoized pricing of a space's configurations with a cost model (or a bare function)."""
     fn = cost_model.predict if hasattr(cost_model, "predict") else cost_model
     if is_fusion_space(space):
         return ProgramCost(space, fn, dedup=getattr(cost_model, "dedup_by_hash", True))
+    if is_layout_space(space):
+        return LayoutCost(space, fn)
     return TileCost(space, fn)
 
 
@@ -356,7 +397,7 @@ class Tuner:
         """Write best_config.json (fusion) and checkpoint.pkl into out_dir (atomically)."""
         if self.out_dir is None or self.best is None:
             return
-        if is_fusion_space(self.space):
+        if is_fusion_space(self.space) or is_layout_space(self.space):
             from autotune.tuning.config_io import save_config
             save_config(self.space, self.best, self.out_dir / "best_config.json",
                         {"predicted_cost_s": self.best_cost, "evaluations": self.evaluations})
@@ -552,7 +593,13 @@ class Tuner:
         hw = self.hw_budget if isinstance(self.hw_budget, Budget) else Budget(self.hw_budget)
         ev.budget = Budget(None)  # the verification keeps to the hardware budget itself
         try:
-            if not is_fusion_space(self.space):
+            if is_layout_space(self.space) and hasattr(ev, "measure_program"):
+                self._verify_layout_outputs(result, hw.seconds)
+            elif is_layout_space(self.space):
+                self._verify_kernel_sums(result, hw)
+                if "how" in result.verification:
+                    result.verification["how"] = result.verification["how"].replace("fused.hlo", "layouts.hlo")
+            elif not is_fusion_space(self.space):
                 self._verify_tile_race(result, hw.seconds)
             elif hasattr(ev, "measure_program") and getattr(ev, "hand_fusions", False):
                 self._verify_end_to_end(result, hw.seconds)
@@ -620,6 +667,49 @@ class Tuner:
             result.verification["kernel_sum_best_s"] = result.measured_best
             result.measured_default = result.measured_best = None
             self._warn(result, "not verified end to end: " + result.verification["reason"])
+
+    def _verify_layout_outputs(self, result: TuningResult, seconds: Optional[float]) -> None:
+        """Layouts on XLA: the default and the best predicted programs (rewritten with their layouts)
+        run end to end on verification inputs; their outputs must match the original program's. The
+        best predicted configuration whose outputs match is kept (the default when none does)."""
+        from hardware.base import Budget
+        ev, space = self.evaluator, self.space
+        reference = self.reference_text if self.reference_text is not None else space.program.module.to_text()
+        budget = Budget(seconds)
+        chosen = None
+        ranked = [("default", result.default_cost, space.default())] + \
+                 [(rank, pred, cfg) for rank, (pred, cfg) in enumerate(self.top_predicted())]
+        for rank, pred, cfg in ranked:
+            if rank not in ("default", 0) and (budget.exhausted or chosen is not None):
+                break
+            text = space.emit_text(cfg)
+            m = ev.measure_program(text, reference=reference)
+            match = bool(m.ok and m.extra.get("outputs_match", True))
+            result.verified.append({"rank": rank, "predicted_s": pred, "sha256": _sha256(text),
+                                    "config_hash": space.config_hash(cfg), "copies": space.copies(cfg),
+                                    "status": m.status if not m.ok else ("ok" if match else "output_mismatch"),
+                                    "output_error": m.extra.get("output_error"), "outputs_match": match})
+            if match and rank != "default":
+                chosen = cfg
+        default_ok = bool(result.verified and result.verified[0]["outputs_match"])
+        if chosen is None and default_ok:
+            chosen = space.default()
+        result.measured_best_config = chosen
+        name = getattr(ev, "name", type(ev).__name__)
+        result.verification = {
+            "status": "verified" if chosen is not None else "failed", "method": "outputs", "exact": False,
+            "evaluator": name, "platform": getattr(ev, "platform", None),
+            "inputs": f"hardware.xla.verification_inputs (seed {getattr(ev, 'seed', 0)})",
+            "how": ("the default's and the best predicted configurations' programs (rewritten with their layouts and "
+                    "copies) run end to end; their outputs compared with the original program's on the same inputs "
+                    "(layouts change no values); the best predicted one that matches is kept"),
+            "layouts_honoured": False, "reason": XLA_CPU_DROPS_LAYOUTS,
+        }
+        self._warn(result, "layout timings not measured: " + XLA_CPU_DROPS_LAYOUTS)
+        if chosen is None:
+            reasons = "; ".join(f"{v['rank']}: {v['status']}" for v in result.verified[:2])
+            result.verification["reason"] = "no program computed the original's outputs: " + reasons
+            self._warn(result, f"verification failed: {result.verification['reason']}")
 
     def _verify_tile_race(self, result: TuningResult, seconds: Optional[float]) -> None:
         """Race the default tile and the top predicted tiles on the evaluator (module docstring)."""

@@ -73,8 +73,8 @@ def normalize_config(cfg: dict) -> dict:
         out["loss"] = "rank" if out["task"] == "tile" else "mse"
     if out["loss"] not in ("rank", "mse"):
         raise ValueError(f"loss must be rank or mse, not {out['loss']!r}")
-    if out["rank_loss"] not in ("hinge", "logistic"):
-        raise ValueError(f"rank loss must be hinge or logistic, not {out['rank_loss']!r}")
+    if out["rank_loss"] not in ("hinge", "logistic", "listmle"):
+        raise ValueError(f"rank loss must be hinge, logistic or listmle, not {out['rank_loss']!r}")
     if int(out["layers"]) < 0 or int(out["hidden"]) < 1:
         raise ValueError("layers must be >= 0 and hidden >= 1")
     return out

@@ -4,7 +4,8 @@
   family uniformly), as the paper does so that large families do not dominate.
 * Fusion (loss "mse"): batches of examples, MSE on log runtime.
 * Tiles (loss "rank"): batches of kernels (groups), up to `tiles_per_kernel` tiles each; pairwise
-  hinge or logistic loss over the pairs of tiles of the same kernel whose runtimes differ. Fusion
+  hinge or logistic loss over the pairs of tiles of the same kernel whose runtimes differ, or the
+  listwise ListMLE loss over each kernel's tiles (`rank_loss` "listmle", TpuGraphs' baselines). Fusion
   with loss "rank" (an ablation): the same, with the kernels of one program as the group.
 * After every epoch the validation split is scored (fusion: mean squared log error; tiles: 1 -
   ordered-pair accuracy); the best epoch's weights are kept (checkpoint selection) and training stops
@@ -29,7 +30,7 @@ from costmodels.metrics import ordered_pair_accuracy
 
 from costmodels.gnn.layers import collate_prepared
 
-__all__ = ["fit_gnn", "pairwise_rank_loss", "family_weights"]
+__all__ = ["fit_gnn", "pairwise_rank_loss", "listmle_loss", "rank_loss", "family_weights"]
 
 
 def pairwise_rank_loss(scores: torch.Tensor, y: torch.Tensor, group: torch.Tensor, kind: str = "hinge",
@@ -46,6 +47,34 @@ def pairwise_rank_loss(scores: torch.Tensor, y: torch.Tensor, group: torch.Tenso
     if kind == "logistic":
         return F.softplus(-d).mean()
     return F.relu(margin - d).mean()
+
+
+def listmle_loss(scores: torch.Tensor, y: torch.Tensor, group: torch.Tensor) -> torch.Tensor:
+    """ListMLE (Xia et al., ICML 2008), as TpuGraphs' baselines train with it: the negative
+    log-likelihood of the true order of each group (fastest first) under a Plackett-Luce model whose
+    utilities are the negated scores (lower score = faster), averaged over the groups of two or more
+    items. Items of equal runtime keep their input order."""
+    losses = []
+    for g in torch.unique(group):
+        idx = torch.nonzero(group == g).flatten()
+        if len(idx) < 2:
+            continue
+        order = idx[torch.argsort(y[idx], stable=True)]
+        u = -scores[order]
+        # sum over positions i of logsumexp(u[i:]) - u[i]
+        tail = torch.logcumsumexp(u.flip(0), dim=0).flip(0)
+        losses.append((tail - u).sum())
+    if not losses:
+        return scores.sum() * 0.0
+    return torch.stack(losses).mean()
+
+
+def rank_loss(scores: torch.Tensor, y: torch.Tensor, group: torch.Tensor, kind: str = "hinge",
+              margin: float = 0.1) -> torch.Tensor:
+    """The ranking loss a model's `rank_loss` names: "listmle" (listwise), else pairwise hinge/logistic."""
+    if kind == "listmle":
+        return listmle_loss(scores, y, group)
+    return pairwise_rank_loss(scores, y, group, kind, margin)
 
 
 def family_weights(family: np.ndarray) -> np.ndarray:
@@ -170,7 +199,7 @@ def fit_gnn(model: Any, train: Any, validation: Any = None, *, epochs: int = 20,
             b, y, g = tr.batch(idx)
             out = model.net(b)
             if rank:
-                loss = pairwise_rank_loss(out, y, g, model.config["rank_loss"], float(model.config["margin"]))
+                loss = rank_loss(out, y, g, model.config["rank_loss"], float(model.config["margin"]))
             else:
                 loss = F.mse_loss(out, y)
             opt.zero_grad()

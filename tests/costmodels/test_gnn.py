@@ -11,7 +11,7 @@ from costmodels.features import NODE_DIM, TILE_DIM, kernel_graph
 from autotune.compiler.fusion import FusionSpace
 from costmodels.metrics import ordered_pair_accuracy
 from autotune.compiler.program import Program
-from costmodels.gnn import GnnCostModel, GnnNet, pairwise_rank_loss
+from costmodels.gnn import GnnCostModel, GnnNet, listmle_loss, pairwise_rank_loss, rank_loss
 from costmodels.gnn.layers import (DirectedSAGEConv, GATConv, collate, scatter_max, scatter_mean, scatter_sum,
                                    segment_softmax)
 from costmodels.gnn.model import normalize_config
@@ -131,6 +131,42 @@ def test_pairwise_rank_loss_by_hand():
     assert float(pairwise_rank_loss(s2, y, torch.arange(4))) == 0.0  # no pairs
 
 
+def test_listmle_loss_by_hand():
+    # one group of three (true order: item 1, item 2, item 0), utilities u = -scores
+    y = torch.tensor([3.0, 1.0, 2.0])
+    s = torch.tensor([0.5, -1.0, 0.0])
+    g = torch.zeros(3, dtype=torch.long)
+    u = [1.0, 0.0, -0.5]  # -s in the true order
+    want = (np.log(np.exp(u).sum()) - u[0]) + (np.log(np.exp(u[1:]).sum()) - u[1])
+    assert float(listmle_loss(s, y, g)) == pytest.approx(want, rel=1e-6)
+    # the right order scores lower than the reversed one; singleton groups add nothing
+    assert float(listmle_loss(s, y, g)) < float(listmle_loss(-s, y, g))
+    y2, s2 = torch.cat([y, torch.tensor([7.0])]), torch.cat([s, torch.tensor([100.0])])
+    g2 = torch.tensor([0, 0, 0, 1])
+    assert float(listmle_loss(s2, y2, g2)) == pytest.approx(want, rel=1e-6)
+    assert float(listmle_loss(s2, y2, torch.arange(4))) == 0.0
+    # two groups: the mean of their losses
+    two = listmle_loss(torch.cat([s, s]), torch.cat([y, y]), torch.tensor([0, 0, 0, 1, 1, 1]))
+    assert float(two) == pytest.approx(want, rel=1e-6)
+    assert float(rank_loss(s, y, g, "listmle")) == float(listmle_loss(s, y, g))
+    assert float(rank_loss(s, y, g, "hinge")) == float(pairwise_rank_loss(s, y, g, "hinge"))
+
+
+def test_listmle_gradient_descent_learns_the_order():
+    torch.manual_seed(0)
+    y = torch.rand(12)
+    g = torch.tensor([0] * 6 + [1] * 6)
+    s = torch.randn(12, requires_grad=True)
+    opt = torch.optim.Adam([s], lr=0.3)
+    for _ in range(80):
+        opt.zero_grad()
+        listmle_loss(s, y, g).backward()
+        opt.step()
+    for k in (0, 1):
+        idx = slice(6 * k, 6 * k + 6)
+        assert torch.equal(torch.argsort(s.detach()[idx]), torch.argsort(y[idx]))
+
+
 def test_family_weights_are_even():
     w = family_weights(np.array(["a", "a", "a", "b"]))
     assert w.tolist() == pytest.approx([1 / 6, 1 / 6, 1 / 6, 1 / 2])
@@ -208,6 +244,17 @@ def test_tile_rank_training_learns(tile_ds, kernels):
     assert acc > 0.6, acc
     # predict on live kernels: default tiles when none are given
     assert np.isfinite(m.predict(kernels[:3])).all()
+
+
+def test_tile_listmle_training_learns(tile_ds):
+    torch.manual_seed(0)
+    m = GnnCostModel("tile", rank_loss="listmle", **TINY)
+    assert m.config["loss"] == "rank" and m.config["rank_loss"] == "listmle"
+    train = tile_ds.load("all")
+    m.fit(train, None, epochs=6, batch_size=64, lr=3e-3, progress=False)
+    s = m.predict_graphs(train.sample_graphs(), train.tile_feat)
+    acc = ordered_pair_accuracy(s, train.runtime, train.graph)
+    assert acc > 0.6, acc
 
 
 def test_early_stopping_keeps_best(fusion_ds):

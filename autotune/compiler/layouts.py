@@ -1,0 +1,446 @@
+"""Layout search space of a program (the TpuGraphs *layout* task): configurable nodes, their legal
+physical layouts per target, the default, search moves, and the program rewritten with a configuration.
+
+A *configurable node* is a `convolution`, `dot` or `reshape` (TpuGraphs' layout collection: the nodes
+whose input and output layouts the compiler's layout assignment decides). Its *tensors* are its output
+followed by its array operands (convolution/dot: output, lhs, rhs; reshape: output, input), the order
+of TpuGraphs' `node_config_feat` (3 tensors x 6 dims). A layout is a minor-to-major dim order, as in
+HLO's `{...}` layout and TpuGraphs' `LayoutConfig.tensors[j].dims`.
+
+Legal layouts (`tensor_choices`), after XLA's backend layout constraints:
+
+* tpu: a convolution tensor puts its two non-spatial dims (lhs: batch, feature; rhs: input, output
+  feature; output: batch, feature) minor, in either order; a dot tensor a non-batch dim minor and any
+  other dim second-minor; a reshape tensor any permutation (rank <= 4) or any ordered pair of minor
+  dims (rank > 4). The dims above the two minor ones stay in descending order (only the two minor dims
+  decide the TPU's (8, 128) tiling), which is also how a partial TpuGraphs layout such as `[4, 0]` is
+  completed (`complete_layout`). Every layout TpuGraphs' sample recorded for its 62 nodes is legal here.
+* cpu (and gpu): XLA:CPU's layout assignment pins dot and convolution operands and results to the
+  row-major layout (it calls Eigen/oneDNN on row-major buffers), so only reshapes are free.
+Rank 0 and rank 1 tensors have one layout. The layout written in the program is always legal. Layouts
+that differ only in where size-1 dims go are one choice (`physical_order`: the same bytes in the
+same order); a layout given for such a tensor (`from_layouts`) is matched by its physical order.
+
+Default (`default()`), XLA's LayoutAssignment in short: entry parameters and results keep the layout
+of `entry_computation_layout` (the written one), every other array the descending (row-major) layout,
+except on tpu where a convolution's tensors get *feature minor, batch second-minor* (lhs and output;
+rhs: output feature minor, input feature second-minor), the TPU layout for the MXU. Where this differs
+from XLA: XLA:TPU's heuristics also pick batch-minor layouts for some weight-gradient convolutions (on
+TpuGraphs' sample our rule matches the recorded default of 41 of the 53 convolutions' output layouts;
+tests/autotune/compiler/test_layouts.py pins the count), and XLA propagates layouts through every
+layout-agnostic op, where `rewrite` propagates through elementwise ops only (below).
+
+`rewrite(cfg)` is the program with a configuration applied, as layout assignment leaves it: the
+configured tensors get their layouts; an elementwise op (not `copy`) takes the layout of its first
+operand of the same dims (XLA propagates operand layouts to elementwise users); every other instruction
+keeps its written layout. Where a consumer needs another layout than its producer has, a `copy` with
+the needed layout is inserted (a physical transpose, what XLA inserts), except that a `broadcast` or
+`iota` is re-emitted in the needed layout (it costs the same in any layout). Computation roots keep
+their written layout (entry result, loop-carried state). Layouts change no values: the rewritten
+program computes what the original does. The cost of a configuration is the cost of the rewritten
+program's kernels (`kernels`), whose shapes carry the layouts: the simulator and the analytical model
+price the (8, 128) tile padding of the two minor dims and the inserted copies
+(autotune.compiler.tiles.io_geometry).
+"""
+from __future__ import annotations
+
+import hashlib
+import itertools
+from dataclasses import dataclass, replace
+from typing import Optional, Sequence
+
+import numpy as np
+
+from autotune.compiler.hlo import HloComputation, HloInstruction, HloModule, Shape
+from autotune.compiler.opcodes import is_elementwise
+from autotune.compiler.program import Computation, Program
+from autotune.compiler.targets import Target, get_target
+
+__all__ = ["CONFIGURABLE_OPCODES", "LayoutConfig", "LayoutNode", "LayoutSpace", "complete_layout", "physical_order",
+           "tensor_choices", "MAX_PERMUTATION_RANK", "XLA_CPU_DROPS_LAYOUTS"]
+
+CONFIGURABLE_OPCODES = ("convolution", "dot", "reshape")
+MAX_PERMUTATION_RANK = 4      # reshape tensors up to this rank may take any permutation
+REMATERIALIZED_OPCODES = frozenset({"broadcast", "iota"})  # re-emitted in a needed layout, never copied
+# What XLA:CPU does with layouts written in HLO text (docs/layouts.md; a test pins it).
+XLA_CPU_DROPS_LAYOUTS = ("XLA:CPU through jaxlib compiles StableHLO, which has no layouts: converting the HLO drops every "
+                         "instruction layout and the entry_computation_layout, and XLA's own layout assignment chooses "
+                         "them again; a rewritten program's values can be checked there, its timing would not reflect "
+                         "the layouts")
+
+
+def descending(rank: int) -> tuple:
+    """The row-major (default) minor-to-major order of a rank."""
+    return tuple(range(rank - 1, -1, -1))
+
+
+def complete_layout(dims: Sequence[int], rank: int) -> tuple:
+    """A full minor-to-major order from its minor-most dims (TpuGraphs' partial layouts such as
+    [4, 0]): the remaining dims follow in descending order. Raises ValueError on a bad partial."""
+    given = tuple(int(d) for d in dims)
+    if len(set(given)) != len(given) or any(d < 0 or d >= rank for d in given) or len(given) > rank:
+        raise ValueError(f"layout {list(given)} is not a minor-to-major order of rank {rank}")
+    return given + tuple(d for d in range(rank - 1, -1, -1) if d not in given)
+
+
+def _minor_pairs(rank: int, minors: Sequence[int], seconds: Optional[Sequence[int]] = None) -> list:
+    """Layouts with minor dim in `minors` and second-minor in `seconds` (default: any other dim)."""
+    out = []
+    for a in minors:
+        for b in (seconds if seconds is not None else range(rank)):
+            if b != a:
+                out.append(complete_layout((a, b), rank))
+    return out
+
+
+def _dot_dims(ins: HloInstruction, tensor: int, rank: int) -> list:
+    """Non-batch dims of a dot tensor (0: output, 1: lhs, 2: rhs)."""
+    if tensor == 0:
+        nb = len(ins.attr("lhs_batch_dims", ()) or ())
+        return list(range(nb, rank))
+    key = "lhs_batch_dims" if tensor == 1 else "rhs_batch_dims"
+    batch = set(ins.attr(key, ()) or ())
+    return [d for d in range(rank) if d not in batch]
+
+
+def _conv_pair(ins: HloInstruction, tensor: int) -> tuple:
+    """The two non-spatial dims of a convolution tensor, in TPU default order (minor first)."""
+    lab = ins.attr("dim_labels")
+    if tensor == 0:
+        return lab.out_feature, lab.out_batch
+    if tensor == 1:
+        return lab.lhs_feature, lab.lhs_batch
+    return lab.kernel_output_feature, lab.kernel_input_feature
+
+
+def tensor_choices(ins: HloInstruction, tensor: int, shape: Shape, target_kind: str) -> tuple:
+    """(legal layouts, index of the default) of one tensor of a configurable node (module docstring)."""
+    rank = shape.rank
+    written = tuple(shape.minor_to_major())
+    if rank <= 1:
+        return (written,), 0
+    op = ins.opcode
+    default = descending(rank)
+    if op == "reshape":
+        if rank <= MAX_PERMUTATION_RANK:
+            cands = [tuple(reversed(p)) for p in itertools.permutations(range(rank))]
+        else:
+            cands = _minor_pairs(rank, range(rank))
+    elif target_kind != "tpu":
+        cands = [written]
+    elif op == "convolution":
+        a, b = _conv_pair(ins, tensor)
+        default = complete_layout((a, b), rank)
+        cands = [default, complete_layout((b, a), rank)]
+    else:  # dot on tpu
+        cands = _minor_pairs(rank, _dot_dims(ins, tensor, rank))
+    # layouts that differ only in where size-1 dims go are the same bytes in the same order: keep one
+    seen: dict = {}
+    for c in [written] + cands:
+        seen.setdefault(physical_order(c, shape.dims), c)
+    choices = list(seen.values())
+    default = seen.get(physical_order(default, shape.dims), written)
+    return tuple(choices), choices.index(default)
+
+
+def physical_order(mtm: Sequence[int], dims: Sequence[int]) -> tuple:
+    """A layout without its size-1 dims: two layouts with the same physical order store the same bytes
+    in the same order."""
+    return tuple(d for d in mtm if dims[d] != 1)
+
+
+@dataclass(frozen=True)
+class LayoutNode:
+    """A configurable node: its place in the program and the legal layouts of each of its tensors."""
+
+    comp: int                 # index into Program.computations
+    node: int                 # instruction index in that computation
+    computation: str
+    instruction: str
+    opcode: str
+    choices: tuple            # per tensor (output, operands...): tuple of minor-to-major tuples
+    defaults: tuple           # per tensor: index of the default layout in its choices
+    offset: int               # index of its first tensor in a configuration's choice vector
+
+
+class LayoutConfig:
+    """One layout choice (an index into the tensor's legal layouts) per tensor of every configurable node."""
+
+    __slots__ = ("choices", "parent", "flips")
+
+    def __init__(self, choices: "bytes | bytearray | Sequence[int]", parent: Optional["LayoutConfig"] = None,
+                 flips: tuple = ()):
+        self.choices = bytes(choices)
+        self.parent = parent
+        self.flips = flips
+
+    def key(self) -> bytes:
+        return self.choices
+
+    def __len__(self) -> int:
+        return len(self.choices)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, LayoutConfig) and self.choices == other.choices
+
+    def __hash__(self) -> int:
+        return hash(self.choices)
+
+    def __repr__(self) -> str:
+        return f"LayoutConfig({list(self.choices)})"
+
+    def detach(self) -> "LayoutConfig":
+        self.parent, self.flips = None, ()
+        return self
+
+
+class LayoutSpace:
+    """The layout search space of a program on a target (the `Space` interface strategies use:
+    default, random, neighbor, mutate, crossover, encode, decode)."""
+
+    def __init__(self, program: Program, target: "str | Target" = "tpu"):
+        self.program = program
+        self.compilation_target = get_target(target)
+        self.target = target if isinstance(target, str) else self.compilation_target.name
+        kind = self.compilation_target.spec.kind
+        order = {c.name: k for k, c in enumerate(program.module.computations)}
+        located = sorted(((order.get(c.name, len(order)), ci, n) for ci, c in enumerate(program.computations)
+                          for n, ins in enumerate(c.instructions) if ins.opcode in CONFIGURABLE_OPCODES))
+        nodes: list[LayoutNode] = []
+        offset = 0
+        for _, ci, n in located:
+            comp = program.computations[ci]
+            ins = comp.instructions[n]
+            shapes = [ins.shape] + [comp.instructions[o].shape for o in comp.operands[n]]
+            if any(s.is_tuple for s in shapes):
+                continue
+            if ins.opcode in ("convolution", "dot"):
+                shapes = shapes[:3]
+            picked = [tensor_choices(ins, t, s, kind) for t, s in enumerate(shapes)]
+            nodes.append(LayoutNode(ci, n, comp.name, ins.name, ins.opcode, tuple(p[0] for p in picked),
+                                    tuple(p[1] for p in picked), offset))
+            offset += len(picked)
+        self.nodes = nodes
+        self.slot_choices = [len(ch) for nd in nodes for ch in nd.choices]
+        if any(k > 255 for k in self.slot_choices):
+            raise ValueError("a tensor has more than 255 legal layouts")  # cannot happen: rank<=4 perms, pairs
+        self.free_slots = [i for i, k in enumerate(self.slot_choices) if k > 1]
+        self.slot_node = [j for j, nd in enumerate(nodes) for _ in nd.choices]
+        self._default = LayoutConfig(bytes(d for nd in nodes for d in nd.defaults))
+
+    # ---- size
+    @property
+    def n_slots(self) -> int:
+        return len(self.slot_choices)
+
+    def size(self) -> float:
+        """Number of configurations (a float: it overflows int64 on real programs)."""
+        return float(np.prod([float(k) for k in self.slot_choices])) if self.slot_choices else 1.0
+
+    # ---- configurations
+    def default(self) -> LayoutConfig:
+        return self._default
+
+    def encode(self, cfg: LayoutConfig) -> bytes:
+        return cfg.key()
+
+    def decode(self, data: bytes) -> LayoutConfig:
+        data = bytes(data)
+        if len(data) != self.n_slots:
+            raise ValueError(f"layout configuration has {len(data)} choices, the space has {self.n_slots} tensors")
+        bad = [i for i, (c, k) in enumerate(zip(data, self.slot_choices)) if c >= k]
+        if bad:
+            raise ValueError(f"layout configuration chooses layout {data[bad[0]]} of tensor {bad[0]}, "
+                             f"which has {self.slot_choices[bad[0]]}")
+        return LayoutConfig(data)
+
+    def config_hash(self, cfg: LayoutConfig) -> str:
+        """A stable 16-hex-digit hash of a configuration (the same across processes and runs)."""
+        return hashlib.blake2b(cfg.key(), digest_size=8).hexdigest()
+
+    def layouts(self, cfg: LayoutConfig) -> dict:
+        """{(comp, node): (minor-to-major per tensor)} of every configurable node."""
+        c = cfg.key()
+        return {(nd.comp, nd.node): tuple(ch[c[nd.offset + t]] for t, ch in enumerate(nd.choices))
+                for nd in self.nodes}
+
+    def from_layouts(self, per_node: Sequence[Sequence[Optional[Sequence[int]]]]) -> LayoutConfig:
+        """A configuration from a layout per tensor of every node (in `nodes` order); None, [] or a
+        missing tensor means the default; partial layouts are completed (`complete_layout`).
+        Raises ValueError for a layout the target does not allow."""
+        if len(per_node) != len(self.nodes):
+            raise ValueError(f"{len(per_node)} nodes given, the space has {len(self.nodes)} configurable nodes")
+        out = bytearray(self._default.key())
+        for nd, tensors in zip(self.nodes, per_node):
+            for t, dims in enumerate(tensors):
+                if t >= len(nd.choices):
+                    if dims:
+                        raise ValueError(f"{nd.instruction}: layout given for tensor {t}, it has {len(nd.choices)}")
+                    continue
+                if not dims:
+                    continue
+                shape_dims = self._tensor_dims(nd, t)
+                full = physical_order(complete_layout(dims, len(shape_dims)), shape_dims)
+                same = [k for k, c in enumerate(nd.choices[t]) if physical_order(c, shape_dims) == full]
+                if not same:
+                    raise ValueError(f"{nd.instruction}: layout {list(dims)} of tensor {t} is not legal on "
+                                     f"{self.target} (legal: {[list(c) for c in nd.choices[t]]})")
+                out[nd.offset + t] = same[0]
+        return LayoutConfig(out)
+
+    def _tensor_dims(self, nd: LayoutNode, t: int) -> tuple:
+        """Dims of tensor t (0: output, then operands) of a configurable node."""
+        comp = self.program.computations[nd.comp]
+        n = nd.node if t == 0 else comp.operands[nd.node][t - 1]
+        return tuple(comp.instructions[n].shape.dims)
+
+    # ---- search moves
+    def random(self, rng: np.random.Generator, p: Optional[float] = None) -> LayoutConfig:
+        """Each free tensor's layout uniform among its legal ones (kept at the default with
+        probability 1 - p when p is given)."""
+        c = bytearray(self._default.key())
+        for i in self.free_slots:
+            if p is None or rng.random() < p:
+                c[i] = int(rng.integers(self.slot_choices[i]))
+        return LayoutConfig(c)
+
+    def _redraw(self, c: bytearray, i: int, rng: np.random.Generator) -> None:
+        k = self.slot_choices[i]
+        c[i] = (c[i] + 1 + int(rng.integers(k - 1))) % k  # any other legal layout
+
+    def neighbor(self, cfg: LayoutConfig, rng: np.random.Generator) -> LayoutConfig:
+        """Another layout for one free tensor (the configuration itself when nothing is free)."""
+        if not self.free_slots:
+            return cfg
+        c = bytearray(cfg.key())
+        i = self.free_slots[int(rng.integers(len(self.free_slots)))]
+        self._redraw(c, i, rng)
+        return LayoutConfig(c, parent=cfg, flips=(i,))
+
+    def mutate(self, cfg: LayoutConfig, rng: np.random.Generator, rate: float) -> LayoutConfig:
+        """Each free tensor re-drawn with probability `rate`."""
+        c = bytearray(cfg.key())
+        for i in self.free_slots:
+            if rng.random() < rate:
+                self._redraw(c, i, rng)
+        return LayoutConfig(c)
+
+    def crossover(self, a: LayoutConfig, b: LayoutConfig, rng: np.random.Generator) -> LayoutConfig:
+        """Uniform crossover by node (a node's tensors come from one parent)."""
+        ka, kb = a.key(), b.key()
+        take_b = rng.random(len(self.nodes)) < 0.5
+        return LayoutConfig(bytes(kb[i] if take_b[self.slot_node[i]] else ka[i] for i in range(self.n_slots)))
+
+    # ---- the program under a configuration
+    def rewrite(self, cfg: LayoutConfig) -> HloModule:
+        """The program's module with the configuration applied (module docstring); the original
+        module is not modified."""
+        chosen = self.layouts(cfg)
+        mod = self.program.module
+        used = {i.name for c in mod.computations for i in c.instructions}  # names are unique module-wide
+        new_comps = {c.name: self._rewrite_computation(ci, c, chosen, used)
+                     for ci, c in enumerate(self.program.computations)}
+        comps = [new_comps.get(c.name, c) for c in mod.computations]
+        return HloModule(mod.name, comps, dict(mod.attrs), mod.tables, mod.percent, mod.filename)
+
+    def emit_text(self, cfg: LayoutConfig, metadata: bool = True) -> str:
+        """HLO text of the rewritten program (parses and verifies; computes the original's outputs)."""
+        return self.rewrite(cfg).to_text(metadata=metadata)
+
+    def copies(self, cfg: LayoutConfig) -> int:
+        """Number of layout copies the configuration inserts."""
+        return sum(1 for c in self.rewrite(cfg).computations for i in c.instructions
+                   if i.opcode == "copy" and _is_relayout(i.name))
+
+    def _rewrite_computation(self, ci: int, comp: Computation, chosen: dict, used: set) -> HloComputation:
+        insts = comp.instructions
+        names = [i.name for i in insts]           # current name of each instruction's value
+        lay: list = [None] * len(insts)           # assigned minor-to-major (None: tuple/token)
+        out: list = []
+        converted: dict = {}                      # (producer, layout) -> name of the converted value
+
+        def fresh(base: str) -> str:
+            name, k = f"{base}.relayout", 1
+            while name in used:
+                k += 1
+                name = f"{base}.relayout.{k}"
+            used.add(name)
+            return name
+
+        def convert(o: int, want: tuple) -> str:
+            key = (o, want)
+            if key not in converted:
+                src = out_by_index[o]
+                shape = _with_layout(src.shape, want)
+                if src.opcode in REMATERIALIZED_OPCODES:
+                    new = src.copy(name=fresh(src.name), shape=shape, is_root=False)
+                else:
+                    new = HloInstruction(fresh(src.name), "copy", shape, [names[o]])
+                out.append(new)
+                converted[key] = new.name
+            return converted[key]
+
+        out_by_index: dict = {}
+        for n, ins in enumerate(insts):
+            arr = not ins.shape.is_tuple and ins.shape.dtype != "token"
+            conf = chosen.get((ci, n))
+            written = tuple(ins.shape.minor_to_major()) if arr else None
+            if not arr:
+                mine = None
+            elif conf is not None:
+                mine = conf[0]
+            elif ins.opcode != "copy" and is_elementwise(comp, n):
+                mine = next((lay[o] for o in comp.operands[n] if lay[o] is not None
+                             and insts[o].shape.dims == ins.shape.dims), written)
+            else:
+                mine = written
+            lay[n] = mine
+            ops = []
+            for j, o in enumerate(comp.operands[n]):
+                if lay[o] is None:
+                    ops.append(names[o])
+                    continue
+                if conf is not None and j + 1 < len(conf):
+                    want = conf[j + 1]
+                elif (mine is not None and ins.opcode != "copy" and is_elementwise(comp, n)
+                      and insts[o].shape.dims == ins.shape.dims):
+                    want = mine
+                else:
+                    want = tuple(insts[o].shape.minor_to_major())
+                ops.append(names[o] if want == lay[o] else convert(o, want))
+            new = ins.copy(operands=ops, is_root=False)
+            if mine is not None and mine != written:
+                new.shape = _with_layout(ins.shape, mine)
+            out.append(new)
+            out_by_index[n] = new
+        root = comp.root
+        if lay[root] is not None and lay[root] != tuple(insts[root].shape.minor_to_major()):
+            out.append(HloInstruction(fresh(insts[root].name), "copy", insts[root].shape, [names[root]]))
+            out[-1].is_root = True
+        else:
+            out_by_index[root].is_root = True
+        return HloComputation(comp.hlo.name, out, comp.hlo.is_entry, dict(comp.hlo.trailer))
+
+    def kernels(self, cfg: LayoutConfig) -> list:
+        """Kernels of the rewritten program under the target's default fusion, where every inserted
+        layout copy stays a kernel of its own (a transpose through memory, as XLA:TPU leaves the
+        copies of layout assignment; its producers may fuse into it). Their shapes carry the layouts
+        and each has its `multiplicity`: what a cost model or the simulator prices."""
+        from autotune.compiler.fusion import FusionConfig, FusionSpace
+        prog = Program.from_module(self.rewrite(cfg))
+        fs = FusionSpace(prog, self.compilation_target)
+        bits = bytearray(fs.default().bits)
+        for e in range(fs.n_edges):
+            producer = prog.computations[fs.edge_comp[e]].instructions[fs.edge_prod[e]]
+            if bits[e] and producer.opcode == "copy" and _is_relayout(producer.name):
+                bits[e] = 0
+        return fs.kernels(fs.repair(FusionConfig(bits)))
+
+
+def _is_relayout(name: str) -> bool:
+    """An instruction `rewrite` inserted (a layout copy or a re-emitted broadcast/iota)."""
+    return name.endswith(".relayout") or ".relayout." in name
+
+
+def _with_layout(shape: Shape, mtm: tuple) -> Shape:
+    return replace(shape, layout=",".join(str(d) for d in mtm))

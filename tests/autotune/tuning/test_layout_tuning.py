@@ -1,0 +1,150 @@
+"""Layout spaces through the Tuner and the `autotune layout` command: pricing, strategies unchanged,
+checkpoints and resume, saved configurations, outputs, verification, errors."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from autotune.compiler.hlo import parse_hlo
+from autotune.compiler.layouts import LayoutSpace
+from autotune.compiler.program import Program, load_program
+from autotune.tuning.config_io import load_config, save_config
+from autotune.tuning.tuner import LayoutCost, Tuner, TuningError
+from hardware.simulator import simulate
+from search.base import get_strategy
+
+ROOT = Path(__file__).resolve().parents[3]
+VAE = ROOT / "examples" / "hlo" / "vae_small_infer.hlo"
+
+# The entry parameter is column-major: the reshape's row-major default input layout needs a copy,
+# reading it in the parameter's layout needs none, so the default is not the best configuration.
+COLUMN_MAJOR = """HloModule column_major, entry_computation_layout={(f32[256,1024]{0,1})->f32[256,8,128]{2,1,0}}
+
+ENTRY main {
+  p = f32[256,1024]{0,1} parameter(0)
+  e = f32[256,1024]{0,1} exponential(p)
+  r = f32[256,8,128]{2,1,0} reshape(e)
+  ROOT t = f32[256,8,128]{2,1,0} tanh(r)
+}
+"""
+
+
+def _sim(kernels):
+    return simulate(kernels)
+
+
+@pytest.fixture(scope="module")
+def vae():
+    return LayoutSpace(load_program(VAE), "tpu")
+
+
+def test_layout_cost_is_the_rewritten_programs_kernel_sum(vae):
+    cost = LayoutCost(vae, _sim)
+    rng = np.random.default_rng(0)
+    cfgs = [vae.default()] + [vae.random(rng) for _ in range(4)]
+    got = cost(cfgs)
+    for c, g in zip(cfgs, got):
+        ks = vae.kernels(c)
+        assert g == pytest.approx(float(np.sum(simulate(ks) * [k.multiplicity for k in ks])), rel=1e-12)
+    before = cost.kernels_priced
+    assert np.array_equal(cost(cfgs), got) and cost.kernels_priced == before  # memoized
+
+
+@pytest.mark.parametrize("strategy", ["random", "annealing", "genetic"])
+def test_strategies_search_layouts_unchanged(strategy, tmp_path):
+    space = LayoutSpace(Program.from_text(COLUMN_MAJOR), "tpu")
+    t = Tuner(space, _sim, get_strategy(strategy)(space, seed=0), budget=30.0, max_evaluations=40,
+              out_dir=tmp_path, progress=False, batch_size=8)
+    r = t.run()
+    assert r.evaluations >= 8 and r.best_cost <= r.default_cost
+    assert (tmp_path / "checkpoint.pkl").exists() and (tmp_path / "best_config.json").exists()
+    if strategy != "random":  # a configuration better than the default (which copies the input) is found
+        assert r.best_cost < r.default_cost
+
+
+def test_resume_and_saved_configuration(tmp_path):
+    space = LayoutSpace(Program.from_text(COLUMN_MAJOR), "tpu")
+    t = Tuner(space, _sim, get_strategy("annealing")(space, seed=1), budget=30.0, max_evaluations=16,
+              out_dir=tmp_path, progress=False, batch_size=8)
+    r = t.run()
+    saved = load_config(space, tmp_path / "best_config.json")
+    assert saved == r.best
+    t2 = Tuner(space, _sim, get_strategy("annealing")(space, seed=1), budget=60.0, max_evaluations=24,
+               out_dir=tmp_path, progress=False, batch_size=8)
+    t2.resume(tmp_path)
+    assert t2.evaluations == r.evaluations and t2.best == r.best
+    other = LayoutSpace(load_program(VAE), "tpu")
+    t3 = Tuner(other, _sim, get_strategy("annealing")(other, seed=1), budget=5.0, progress=False)
+    with pytest.raises(TuningError, match="another program"):
+        t3.resume(tmp_path)
+    with pytest.raises(ValueError, match="program"):
+        load_config(other, tmp_path / "best_config.json")
+    d = json.loads((tmp_path / "best_config.json").read_text())
+    d["nodes"][0]["layouts"][0] = [0, 0, 1]
+    (tmp_path / "bad.json").write_text(json.dumps(d))
+    with pytest.raises(ValueError, match="bad.json"):
+        load_config(space, tmp_path / "bad.json")
+    p = tmp_path / "again.json"
+    save_config(space, r.best, p)
+    assert load_config(space, p) == r.best
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "autotune.cli", *args], capture_output=True, text=True,
+                          cwd=ROOT, timeout=300)
+
+
+def test_layout_command_writes_the_fusion_outputs(tmp_path):
+    prog = tmp_path / "column_major.hlo"
+    prog.write_text(COLUMN_MAJOR)
+    out = tmp_path / "run"
+    r = _cli("layout", str(prog), "--budget", "60s", "--max-evals", "24", "--out", str(out), "--no-progress")
+    assert r.returncode == 0, r.stderr
+    assert {"report.json", "best_config.json", "layouts.hlo", "search.png", "log.jsonl"} <= \
+        {p.name for p in out.iterdir()}
+    rep = json.loads((out / "report.json").read_text())
+    assert rep["task"] == "layout" and rep["configurable_nodes"] == 1 and rep["cost_model"] == "sim"
+    assert rep["verification"]["status"] == "verified" and rep["verification"]["method"] == "kernel-sum"
+    assert rep["best_cost_s"] < rep["default_cost_s"] and rep["copies_default"] == 1
+    assert rep["xla_cpu_honours_layouts"] is False and "StableHLO" in rep["xla_cpu_layouts_note"]
+    parse_hlo((out / "layouts.hlo").read_text())  # the rewritten program parses and verifies
+    assert "x" in r.stdout and "configurable nodes" in r.stdout
+
+
+def test_layout_command_errors_are_one_line(tmp_path):
+    bad = tmp_path / "bad.hlo"
+    bad.write_text("HloModule m\nENTRY e {\n  ROOT p = f32[2] parameter(0\n}\n")
+    r = _cli("layout", str(bad), "--budget", "10s")
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "bad.hlo:" in r.stderr
+    r = _cli("layout", str(VAE), "--budget", "10s", "--hw-budget", "20s")
+    assert r.returncode == 2 and "leaves nothing" in r.stderr
+
+
+@pytest.mark.xla
+def test_layout_command_on_xla_checks_values_and_says_layouts_are_dropped(tmp_path):
+    pytest.importorskip("jax")
+    out = tmp_path / "cpu"
+    r = _cli("layout", str(VAE), "--target", "cpu", "--budget", "60s", "--max-evals", "16", "--out", str(out),
+             "--no-progress", "--store", "none")
+    assert r.returncode == 0, r.stderr
+    rep = json.loads((out / "report.json").read_text())
+    v = rep["verification"]
+    assert v["method"] == "outputs" and v["status"] == "verified" and v["layouts_honoured"] is False
+    assert all(e["outputs_match"] for e in rep["verified"])
+    assert any("layout timings not measured" in w for w in rep["warnings"])
+
+
+def test_layout_command_without_configurable_nodes(tmp_path):
+    out = tmp_path / "none"
+    r = _cli("layout", str(ROOT / "tests" / "fixtures" / "hlo" / "small" / "exp_add.hlo"), "--budget", "10s",
+             "--out", str(out), "--no-progress", "--strategy", "genetic")
+    assert r.returncode == 0, r.stderr
+    assert "one layout configuration" in r.stderr
+    rep = json.loads((out / "report.json").read_text())
+    assert rep["configurable_nodes"] == 0 and rep["speedup"] == 1.0
+    assert (out / "layouts.hlo").read_text().count("relayout") == 0
