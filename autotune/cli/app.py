@@ -239,6 +239,92 @@ def model_identity(model_name: str) -> str:
     return model_name
 
 
+def _strategy_params(pairs: tuple, strategy_cls: Any) -> dict:
+    """`--strategy-param KEY=VALUE` pairs as constructor keywords (numbers and booleans parsed),
+    checked against the strategy's parameters (one-line errors)."""
+    import inspect
+    out: dict = {}
+    for pair in pairs:
+        key, eq, text = pair.partition("=")
+        key = key.strip().replace("-", "_")
+        if not eq or not key:
+            raise UserError(f"--strategy-param {pair}: expected KEY=VALUE (e.g. diversity=1.0)")
+        low = text.strip().lower()
+        value: Any = {"true": True, "false": False, "none": None}.get(low, text.strip())
+        if isinstance(value, str):
+            for cast in (int, float):
+                try:
+                    value = cast(value)
+                    break
+                except ValueError:
+                    pass
+        out[key] = value
+    try:
+        accepted = [p for p in inspect.signature(strategy_cls.__init__).parameters
+                    if p not in ("self", "space", "seed", "params", "prior")]
+    except (TypeError, ValueError):
+        accepted = list(out)
+    unknown = sorted(set(out) - set(accepted))
+    if unknown:
+        raise UserError(f"--strategy-param {unknown[0]}: not a parameter of strategy "
+                        f"{getattr(strategy_cls, 'name', strategy_cls.__name__)} (accepted: {', '.join(accepted) or 'none'})")
+    return out
+
+
+def _transfer_options(f: Callable) -> Callable:
+    """--strategy-param, --transfer and --history-any-machine (fusion and tile)."""
+    f = click.option("--history-any-machine", "history_any_machine", is_flag=True,
+                     help="Transfer: also learn from measurements of other machines in the store "
+                          "(the report lists the machines used).")(f)
+    f = click.option("--transfer", default="auto", show_default=True, metavar="auto|store|none|MODEL",
+                     help="Transfer learning for --strategy model-based when the search measures on hardware: "
+                          "a global model trained on the store's measurements of other programs (same target, "
+                          "evaluator and machine) is the local model's prior (AutoTVM). auto = store when it "
+                          "has history; MODEL = a cost model or model file as the global model.")(f)
+    f = click.option("--strategy-param", "strategy_param", multiple=True, metavar="KEY=VALUE",
+                     help="A parameter of the strategy, repeatable; model-based: objective=rank|reg, "
+                          "diversity=1.0, epsilon=0.1, model=xgboost, ...")(f)
+    return f
+
+
+def _transfer_line(info: dict) -> Optional[str]:
+    """The summary line about the history a run learned from (None when transfer was not eligible)."""
+    if info.get("source") == "store":
+        machines = ", ".join(f"{m or 'unknown machine'} ({n})" for m, n in info["machines"].items())
+        return (f"transfer: global model on {info['rows']:,} measurements of {info['kernels']:,} kernels from "
+                f"{info['programs']} other programs, machine {machines}")
+    if info.get("source") == "model":
+        return f"transfer: global model {info['model']}"
+    if "history" in info:
+        return f"transfer: none ({info['reason']})"
+    return None
+
+
+def _setup_transfer(spec: str, task: str, target: str, ev: Any, strategy_cls: Any, measuring: bool,
+                    program_sha: str, any_machine: bool, seed: int) -> tuple[Any, dict, list]:
+    """(global model or None, report entry, warnings) for --transfer (api.make_transfer), with
+    the one-line errors of options that cannot apply."""
+    key = (spec or "auto").strip()
+    applicable = api.takes_prior(strategy_cls) and measuring
+    if key.lower() == "auto" and not applicable:
+        why = ("the search does not measure on hardware" if not measuring
+               else "the strategy takes no prior (use --strategy model-based)")
+        return None, {"source": None, "reason": why}, []
+    if key.lower() != "none" and not applicable:
+        if not api.takes_prior(strategy_cls):
+            raise UserError(f"--transfer {spec}: needs --strategy model-based (the strategy takes no prior)")
+        raise UserError(f"--transfer {spec}: applies when the search measures on hardware "
+                        "(autotune fusion --cost-model hardware, or an online autotune tile --strategy)")
+    if any_machine and key.lower() not in ("auto", "store"):
+        raise UserError("--history-any-machine applies to --transfer store/auto")
+    try:
+        return api.make_transfer(key, task, target, ev, program_sha, any_machine=any_machine, seed=seed)
+    except api.UnknownPluginError as e:
+        raise UserError(f"--transfer: {e}") from None
+    except ValueError as e:
+        raise UserError(f"--transfer: {e}") from None
+
+
 @main.command()
 @click.argument("program", type=click.Path(exists=True, dir_okay=False))
 @click.option("--budget", default="5m", show_default=True, help="Total wall-clock budget (30s, 5m, 1h).")
@@ -271,11 +357,13 @@ def model_identity(model_name: str) -> str:
               help="xla: measure on a dask.distributed cluster (tcp://HOST:PORT) instead of local workers.")
 @click.option("--workers", default=1, show_default=True, type=click.IntRange(1, 256),
               help="xla: parallel local measuring processes.")
+@_transfer_options
 @_friendly
 def fusion(program: str, budget: str, cost_model: Optional[str], strategy: str, evaluator: Optional[str],
            target: str, hw_budget: Optional[str], top_k: int, seed: int, out_dir: Optional[str], resume_dir: Optional[str],
            store: Optional[str], batch_size: int, max_evals: Optional[int], no_progress: bool,
-           scheduler: Optional[str], workers: int) -> None:
+           scheduler: Optional[str], workers: int, strategy_param: tuple, transfer: str,
+           history_any_machine: bool) -> None:
     """Search fusion configurations of PROGRAM with a cost model, verify the best on hardware.
 
     Exit status 3 when no configuration could be verified (outputs are still written)."""
@@ -299,6 +387,7 @@ def fusion(program: str, budget: str, cost_model: Optional[str], strategy: str, 
     no_edges = (f"{program}: no fusible producer->consumer edges on target {target}: the program has one "
                 "configuration, written as it is") if space.n_edges == 0 else None
     strategy_cls = get_strategy(strategy)
+    params = _strategy_params(strategy_param, strategy_cls)
     ev_name = evaluator or _default_evaluator(target)
     if (scheduler or workers > 1) and ev_name != "xla":
         raise UserError("--scheduler/--workers apply to the xla evaluator (the simulator is vectorized in-process)")
@@ -315,9 +404,22 @@ def fusion(program: str, budget: str, cost_model: Optional[str], strategy: str, 
         search_budget = total
         if total is not None and hw > 0 and model_name != "hardware":
             search_budget = total - hw
-        strat = strategy_cls(space, seed=seed)
+        program_sha = program_fingerprint(space)
+        measuring = model_name == "hardware"
+        global_model, transfer_info, transfer_warnings = _setup_transfer(
+            transfer, "fusion", target, ev, strategy_cls, measuring, program_sha, history_any_machine, seed)
+        if global_model is not None:
+            from autotune.tuning.history import transfer_prior
+            params["prior"] = transfer_prior(space, global_model)
+        if measuring and getattr(ev, "store", None) is not None:  # every measured kernel becomes history
+            from autotune.tuning.history import HistoryRecorder, RecordingCostModel
+            model = RecordingCostModel(model, HistoryRecorder(ev.store, target, program_sha, Path(program).name))
+        try:
+            strat = strategy_cls(space, seed=seed, **params)
+        except (TypeError, ValueError) as e:
+            raise UserError(f"--strategy-param: {e}") from None
         strategy_name = getattr(strategy_cls, "name", strategy)
-        fingerprint = {"program": program_fingerprint(space), "target": target, "cost_model": model_identity(model_name),
+        fingerprint = {"program": program_sha, "target": target, "cost_model": model_identity(model_name),
                        "strategy": strategy_name, "evaluator": ev_name, "seed": seed}
         tuner = Tuner(space, model, strat, Budget(search_budget), evaluator=ev if hw > 0 else None,
                       hw_budget=hw, top_k_verify=top_k, out_dir=out, batch_size=batch_size,
@@ -334,13 +436,18 @@ def fusion(program: str, budget: str, cost_model: Optional[str], strategy: str, 
         if model_name == "hardware":
             ev.budget = Budget(tuner.budget.seconds)
         result = tuner.run()
+        result.warnings.extend(transfer_warnings)
+        if getattr(strat, "prior_weight", None) is not None:
+            transfer_info["prior_weight_last_fit"] = strat.prior_weight
         if no_edges:
             result.warnings.insert(0, no_edges)
         if hw <= 0:
             result.verification = {"status": "skipped", "reason": "--hw-budget 0: no hardware verification asked for"}
         meta = {"program": str(program), "target": target, "cost_model": model_name, "strategy": strategy_name,
                 "evaluator": ev_name, "budget_s": total, "hw_budget_s": hw, "seed": seed, "out_dir": str(out),
-                "fingerprint": fingerprint, "resumed_from": tuner.resumed_from}
+                "fingerprint": fingerprint, "resumed_from": tuner.resumed_from, "strategy_params": dict(
+                    (k, v) for k, v in params.items() if k != "prior"),
+                "machine": getattr(ev, "machine", None), "transfer": transfer_info}
         report = write_fusion_outputs(out, space, result, meta)
     finally:
         ev.close()
@@ -356,6 +463,9 @@ def fusion(program: str, budget: str, cost_model: Optional[str], strategy: str, 
     elif result.verification.get("status") != "verified":
         msg += f"; not verified ({result.verification.get('reason', result.verification.get('status'))})"
     click.echo(msg)
+    line = _transfer_line(transfer_info)
+    if line:
+        click.echo(line)
     click.echo(f"results in {out}/ (report.json, best_config.json, fused.hlo, search.png, log.jsonl)")
     if result.stopped_by in ("SIGINT", "SIGTERM"):
         sys.exit(INTERRUPTED_EXIT)
@@ -478,24 +588,38 @@ def measure(program: str, evaluator: Optional[str], target: str, config_path: Op
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None)
 @click.option("--store", default=None, help="Measurement store (SQLite path, or 'none').")
 @click.option("--seed", default=0, show_default=True, type=click.IntRange(0, None))
+@_transfer_options
 @_friendly
 def tile(program: str, top_k: int, strategy: str, trials: int, repeats: int, cost_model: Optional[str],
          evaluator: str, target: str, config_path: Optional[str], budget: Optional[str], out_dir: Optional[str],
-         store: Optional[str], seed: int) -> None:
+         store: Optional[str], seed: int, strategy_param: tuple, transfer: str, history_any_machine: bool) -> None:
     """Choose a tile size per kernel: search each kernel's tiles, race the best on the evaluator."""
     from search.base import get_strategy
     from autotune.compiler.fusion import FusionSpace
     from autotune.tuning.report import write_json
     from autotune.tuning.tile_tuning import program_kernels, tune_program_tiles
 
+    from autotune.tuning.history import HistoryRecorder
+    from autotune.tuning.tuner import program_fingerprint
+
     seconds = _duration(budget, "--budget")
-    strategy_name = getattr(get_strategy(strategy), "name", strategy)  # an unknown name fails before any work
+    strategy_cls = get_strategy(strategy)  # an unknown name fails before any work
+    strategy_name = getattr(strategy_cls, "name", strategy)
+    online = strategy_name != "topk"
+    params = _strategy_params(strategy_param, strategy_cls)
+    if params and not online:
+        raise UserError("--strategy-param applies to an online --strategy (topk takes --top-k)")
     prog, _ = _load(program)
     space = FusionSpace(prog, target)
     cfg = _load_config(space, config_path)
     out = _output_dir(_run_dir(program, out_dir, "tile"), "--out")
     ev = make_evaluator(evaluator, target, store, seed, budget=seconds)
     model, model_name = make_cost_model(cost_model, "tile", target, ev)
+    program_sha = program_fingerprint(space)
+    global_model, transfer_info, transfer_warnings = _setup_transfer(
+        transfer, "tile", target, ev, strategy_cls, online, program_sha, history_any_machine, seed)
+    recorder = HistoryRecorder(ev.store, target, program_sha, Path(program).name) \
+        if online and getattr(ev, "store", None) is not None else None
     out.mkdir(parents=True, exist_ok=True)
     kernels = space.kernels(cfg)
     n_kernels = len(program_kernels(kernels))
@@ -514,7 +638,8 @@ def tile(program: str, top_k: int, strategy: str, trials: int, repeats: int, cos
 
     try:
         tune_program_tiles(kernels, model, ev, on_kernel=on_kernel, stop=lambda: ev.budget_exhausted or ev.budget.exhausted,
-                           strategy=strategy, top_k=top_k, trials=trials, repeats=repeats, seed=seed, target=target)
+                           strategy=strategy, top_k=top_k, trials=trials, repeats=repeats, seed=seed, target=target,
+                           strategy_params=params, transfer=global_model, recorder=recorder)
     finally:
         if bar is not None:
             bar.close()
@@ -530,7 +655,8 @@ def tile(program: str, top_k: int, strategy: str, trials: int, repeats: int, cos
                                "repeats": repeats, "finalists": 2,
                                "timings": sum(r["timings"] for r in rows)},
               "budget_exhausted": bool(ev.budget_exhausted or ev.budget.exhausted), "seed": seed,
-              "config": config_path or "default", "warnings": []}
+              "config": config_path or "default", "strategy_params": params, "machine": getattr(ev, "machine", None),
+              "transfer": transfer_info, "warnings": list(transfer_warnings)}
     failed = [r for r in rows if r["default_s"] is None or r["chosen_s"] is None]
     if failed:
         report["warnings"].append(f"{len(failed)} of {len(rows)} kernels left out of the totals: no tile measured "
@@ -546,6 +672,9 @@ def tile(program: str, top_k: int, strategy: str, trials: int, repeats: int, cos
     click.echo(f"{Path(program).name}: {len(rows)}/{n_kernels} kernels tuned; kernel time "
                f"{total_default * 1e3:.4g} ms -> {total_best * 1e3:.4g} ms ({sp_txt}) with {how}, measured "
                f"(median of {repeats + 1} timings per finalist)")
+    line = _transfer_line(transfer_info)
+    if line:
+        click.echo(line)
     click.echo(f"results in {out}/ (report.json, tiles.json)")
 
 
