@@ -292,7 +292,7 @@ def _transfer_line(info: dict) -> Optional[str]:
     if info.get("source") == "store":
         machines = ", ".join(f"{m or 'unknown machine'} ({n})" for m, n in info["machines"].items())
         return (f"transfer: global model on {info['rows']:,} measurements of {info['kernels']:,} kernels from "
-                f"{info['programs']} other programs, machine {machines}")
+                f"{info['programs']} other program{'s' if info['programs'] != 1 else ''}, machine {machines}")
     if info.get("source") == "model":
         return f"transfer: global model {info['model']}"
     if "history" in info:
