@@ -8,9 +8,11 @@ compiler's choice, a strong baseline here) and random configurations: nothing to
 
 Candidates: a space small enough to enumerate (a kernel's tile space, `space.tiles()` of at most
 `max_enumerate` configurations) is scored whole; any other space (fusion) is searched on the model
-by simulated annealing: `sa_chains` chains start at the best measured configurations and at random
-ones, walk `sa_steps` steps of `space.neighbor` moves with Metropolis acceptance on the model's
-score, and every unmeasured configuration they visit is a candidate.
+by simulated annealing: `sa_chains` chains start at the best measured configurations and where the
+last round's chains ended (AutoTVM keeps its annealing points across rounds), at first at random
+configurations (`explore_moves`: near the default), walk `sa_steps` steps of `space.neighbor` moves
+with Metropolis acceptance on the model's score, and every unmeasured configuration they visit is a
+candidate.
 
 The model is fitted with a rank objective by default (`objective="rank"`, XGBoost's pairwise rank
 loss: AutoTVM found it better than regression because only the order matters); `"reg"` fits
@@ -31,9 +33,10 @@ Options of AutoTVM's sections 3.3 and 4:
 * `prior` (transfer learning): a callable `prior(configs) -> array`, lower = predicted faster, e.g.
   a global cost model trained on other programs' measurements (autotune/tuning/history.py). The
   first batch is the prior's best (with the default and the epsilon share) instead of random
-  configurations, and every fit uses it as the local model's base margin, standardized and
-  scaled by its correlation with the measurements so far (0, i.e. ignored, when it does not help):
-  score = margin(prior) + local trees, AutoTVM's f_global + f_local.
+  configurations, and every fit uses it as the local model's base margin (`prior_margin`: a prior
+  in log seconds as it is, another one scaled by its correlation with the measurements; ignored
+  while it does not correlate with them): score = margin(prior) + local trees, AutoTVM's
+  f_global + f_local.
 """
 from __future__ import annotations
 
@@ -113,24 +116,31 @@ def fit_predict(objective: str, X: np.ndarray, y_log: np.ndarray, X_all: np.ndar
     return fit_model(objective, X, y_log, seed)(X_all)
 
 
-def prior_margin(prior_measured: np.ndarray, y_log: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
-    """The base margin a prior gives the local model: the prior standardized on the measured
-    configurations, times max(0, its correlation with their log costs); returns `margin(prior_values)`
-    (in standardized log-cost units, lower = faster; all 0 when the prior does not help)."""
+def prior_margin(prior_measured: np.ndarray, y_log: np.ndarray,
+                 log_seconds: bool = False) -> Callable[[np.ndarray], np.ndarray]:
+    """The base margin a prior gives the local model, in the local model's units (log costs
+    standardized by their spread over the measured configurations), lower = faster.
+
+    A prior in log seconds (`log_seconds`, e.g. a global model's predicted program time) is taken
+    as it is, AutoTVM's f_global + f_local: margin = (prior - its mean) / spread of y. A prior on
+    another scale (a rank score) is standardized and weighted by its correlation with y. Either way
+    a prior that does not correlate positively with the measurements so far is ignored (weight 0).
+    Returns `margin(prior_values)`; `margin.weight` is the weight used."""
     p = np.asarray(prior_measured, dtype=float)
     y = np.asarray(y_log, dtype=float)
-    ok = np.isfinite(p)
+    ok = np.isfinite(p) & np.isfinite(y)
     mu = float(p[ok].mean()) if ok.any() else 0.0
-    sd = float(p[ok].std()) if ok.sum() > 1 else 0.0
-    if sd <= 1e-12 or ok.sum() < 3 or float(y[ok].std()) <= 1e-12:
-        weight = 0.0
-    else:
-        weight = max(0.0, float(np.corrcoef(p[ok], y[ok])[0, 1]))
-        weight = 0.0 if not math.isfinite(weight) else weight
+    sd_p = float(p[ok].std()) if ok.sum() > 1 else 0.0
+    sd_y = float(y[ok].std()) if ok.sum() > 1 else 0.0
+    weight, scale = 0.0, 1.0
+    if ok.sum() >= 3 and sd_p > 1e-12 and sd_y > 1e-12:
+        corr = float(np.corrcoef(p[ok], y[ok])[0, 1])
+        if math.isfinite(corr) and corr > 0:
+            weight, scale = (1.0, sd_y) if log_seconds else (corr, sd_p)
 
     def margin(values: np.ndarray) -> np.ndarray:
         v = np.asarray(values, dtype=float)
-        z = np.where(np.isfinite(v), (v - mu) / sd if sd > 0 else 0.0, 3.0)  # unknown: predicted slow
+        z = np.where(np.isfinite(v), (v - mu) / scale, 3.0)  # unknown: predicted slow
         return weight * z
 
     margin.weight = weight  # type: ignore[attr-defined]
@@ -210,7 +220,10 @@ class ModelBasedSearch(Strategy):
     `epsilon` (random share of each batch), `diversity` (weight of knob coverage in the batch
     choice, 0 = off) and `diversity_pool` (candidates considered, times the batch), `prior` (callable
     `configs -> array`, lower = faster: a global model for transfer learning), `n_initial` (random
-    configurations measured before the first fit; default: the first batch), `sa_chains` and
+    configurations measured before the first fit; default: the first batch), `explore_moves` (random
+    configurations of a space too large to enumerate are walks of up to this many neighbor moves from
+    the best measured ones - a uniformly random fusion configuration is far slower than the
+    compiler's and teaches the model nothing about the ones worth measuring; 0 = uniform), `sa_chains` and
     `sa_steps` (annealing on the model, for spaces too large to enumerate), `sa_temperature`
     (relative to the spread of the chains' scores), `max_enumerate`, `features` (callable
     `(space, configs) -> matrix`).
@@ -223,7 +236,8 @@ class ModelBasedSearch(Strategy):
                  sa_temperature: float = 1.0, max_enumerate: int = 4096,
                  features: Optional[Callable[[Any, Sequence[Any]], np.ndarray]] = None,
                  model: "str | Callable[..., ScoreFn]" = "xgboost", diversity: float = 0.0, diversity_pool: int = 3,
-                 prior: Optional[Callable[[Sequence[Any]], np.ndarray]] = None, **params: Any):
+                 prior: Optional[Callable[[Sequence[Any]], np.ndarray]] = None, explore_moves: int = 4,
+                 **params: Any):
         super().__init__(space, seed, **params)
         if objective not in OBJECTIVES:
             raise ValueError(f"objective must be one of {', '.join(OBJECTIVES)}, not {objective!r}")
@@ -239,6 +253,7 @@ class ModelBasedSearch(Strategy):
         self.diversity = float(diversity)
         self.diversity_pool = int(diversity_pool)
         self.prior = prior
+        self.explore_moves = max(0, int(explore_moves))
         self.prior_weight: Optional[float] = None  # the last fit's weight of the prior (0: ignored)
         self.objective = objective
         self.epsilon = float(epsilon)
@@ -253,6 +268,7 @@ class ModelBasedSearch(Strategy):
         self._exhausted = False
         self._all: Optional[list] = None       # enumerable spaces: every configuration
         self._prior_memo: dict = {}            # key hash -> prior value
+        self._sa_heads: list = []              # where the last round's annealing chains ended
         self.fits = 0
 
     @property
@@ -271,11 +287,23 @@ class ModelBasedSearch(Strategy):
         return self._all is not None
 
     def _random(self, n: int, taken: set) -> list:
+        """n new configurations to explore: uniform (`space.random`) in an enumerable space or with
+        `explore_moves=0`; otherwise walks of 1..explore_moves neighbor moves from one of the best
+        measured configurations (the default first)."""
         out: list = []
+        local = self.explore_moves > 0 and not self._enumerable() and callable(getattr(self.space, "default", None))
+        if local:
+            ranked = sorted(((v, c) for c, v in self._told.values() if math.isfinite(v)), key=lambda t: t[0])
+            starts = [c for _, c in ranked[:4]] or [self.space.default()]
         for _ in range(20 * max(1, n)):
             if len(out) >= n:
                 break
-            cfg = self.space.random(self.rng)
+            if local:
+                cfg = starts[int(self.rng.integers(len(starts)))]
+                for _ in range(int(self.rng.integers(1, self.explore_moves + 1))):
+                    cfg = self.space.neighbor(cfg, self.rng)
+            else:
+                cfg = self.space.random(self.rng)
             h = self._hash(cfg)
             if h not in self._asked and h not in self._told and h not in taken:
                 taken.add(h)
@@ -300,7 +328,7 @@ class ModelBasedSearch(Strategy):
         self.fits += 1
         margin = None
         if self.prior is not None:
-            margin = prior_margin(self._prior(configs), (y - y.mean()) / max(float(y.std()), 1e-6))
+            margin = prior_margin(self._prior(configs), y, bool(getattr(self.prior, "log_seconds", False)))
             self.prior_weight = float(margin.weight)  # type: ignore[attr-defined]
         model = self.fit_local(self.objective, self.features(self.space, configs), y,
                                int(self.rng.integers(2 ** 31)),
@@ -316,6 +344,8 @@ class ModelBasedSearch(Strategy):
         heads = [c for c, v in measured[:self.sa_chains // 2] if math.isfinite(v)]
         if not heads and callable(getattr(space, "default", None)):
             heads = [space.default()]
+        heads += self._sa_heads[:self.sa_chains - len(heads)]  # chains go on where the last round's ended
+        heads += self._random(self.sa_chains - len(heads), set())  # local walks where the space has a default
         heads += [space.random(rng) for _ in range(self.sa_chains - len(heads))]
         cur = score(heads)
         t0 = self.sa_temperature * max(float(np.std(cur)), 1e-9)
@@ -330,6 +360,7 @@ class ModelBasedSearch(Strategy):
                     pool[h] = (p, float(v))
                 if v <= cur[i] or rng.random() < math.exp(-(v - cur[i]) / temp):
                     heads[i], cur[i] = p, v
+        self._sa_heads = [heads[i] for i in np.argsort(cur, kind="stable")]  # best-scored first
         return [c for c, _ in pool.values()], np.array([v for _, v in pool.values()])
 
     # ---- the protocol
@@ -387,6 +418,7 @@ class ModelBasedSearch(Strategy):
         d["asked"] = np.fromiter(self._asked, dtype=np.int64, count=len(self._asked))
         d["exhausted"] = self._exhausted
         d["fits"] = self.fits
+        d["sa_heads"] = [self.space.encode(c) for c in self._sa_heads]
         return d
 
     def load_state_dict(self, d: dict) -> None:
@@ -398,6 +430,7 @@ class ModelBasedSearch(Strategy):
         self._asked = {int(h) for h in d["asked"]}
         self._exhausted = bool(d.get("exhausted", False))
         self.fits = int(d.get("fits", 0))
+        self._sa_heads = [self.space.decode(k) for k in d.get("sa_heads", [])]
 
 
 register_strategy(ModelBasedSearch.name, ModelBasedSearch)

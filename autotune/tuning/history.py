@@ -10,7 +10,8 @@ leaving out the programs asked for (the program being tuned; in the benchmark, w
 `fit_global_model` trains the XGBoost cost model on them (regression on log seconds for fusion,
 pairwise rank per kernel for tiles, AutoTVM's rank loss). `transfer_prior` turns any cost model
 (that one, or a model file) into the prior of the model-based strategy: a fusion configuration's
-log predicted program time (the sum of its kernels', `ProgramCost`), a tile's predicted score.
+log predicted program time (the sum of its kernels', `ProgramCost`), a tile's predicted log time or
+rank score (`prior.log_seconds` says which: a log time enters the local model as it is).
 
 History from other machines is used only when asked for (`any_machine=True`, the CLI's
 `--history-any-machine`); `History.describe()` is what the report shows: rows, kernels, programs and
@@ -167,7 +168,11 @@ def transfer_prior(space: Any, model: Any) -> Callable[[Sequence[Any]], np.ndarr
     model's value of each tile of the space's kernel (log seconds, or a rank score)."""
     from autotune.tuning.tuner import is_fusion_space, space_cost
     cost = space_cost(space, model)
-    if is_fusion_space(space):
-        return lambda configs: np.log(np.maximum(cost(configs), 1e-30))
-    absolute = getattr(model, "predicts_absolute", True)
-    return lambda configs: (np.log(np.maximum(cost(configs), 1e-30)) if absolute else cost(configs))
+    log_seconds = is_fusion_space(space) or bool(getattr(model, "predicts_absolute", True))
+
+    def prior(configs: Sequence[Any]) -> np.ndarray:
+        values = cost(configs)
+        return np.log(np.maximum(values, 1e-30)) if log_seconds else values
+
+    prior.log_seconds = log_seconds  # type: ignore[attr-defined]  # the strategy adds it to its model as is
+    return prior
