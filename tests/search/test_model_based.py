@@ -158,6 +158,10 @@ def test_prior_margin_follows_the_prior_only_when_it_helps():
     assert good.weight == pytest.approx(1.0) and np.all(np.diff(good(y * 10 + 5)) > 0)
     bad = prior_margin(-y, y)  # anti-correlated: ignored
     assert bad.weight == 0.0 and np.all(bad(np.array([1.0, -3.0])) == 0.0)
+    # a prior in log seconds enters as it is (slope 1 in log time), in units of the measured spread
+    logs = prior_margin(0.5 * y + 7.0, y, log_seconds=True)
+    assert logs.weight == 1.0
+    assert np.allclose(np.diff(logs(0.5 * y + 7.0)), 0.5 / y.std())
 
 
 def test_prior_chooses_the_first_batch_and_transfers(tile_problem):
