@@ -263,8 +263,8 @@ def make_transfer(spec: Optional[str], task: str, target: str, evaluator: Any, p
     if key.lower() == "none":
         return None, {"source": None, "reason": "--transfer none"}, []
     if key.lower() not in ("auto", "store"):
-        model = make_cost_model(key, task, target, evaluator)
-        return model, {"source": "model", "model": key}, []
+        resolved = resolve_cost_model(key, task, target)
+        return make_cost_model(resolved, task, target, evaluator), {"source": "model", "model": resolved}, []
     store = getattr(evaluator, "store", None)
     machine = None if any_machine else getattr(evaluator, "machine", None)
     namespace = getattr(evaluator, "store_namespace", None)

@@ -16,6 +16,7 @@ family, the global model is trained on the store's measurements of the *other* f
 
     python benchmarks/autotvm_transfer.py [--seeds 5] [--spaces fusion tile] [--fusion-trials 160]
         [--tile-trials 48] [--json OUT] [--plot docs/autotvm_transfer.png] [--quick]
+    python benchmarks/autotvm_transfer.py --load tile.json fusion.json --plot docs/autotvm_transfer.png
 """
 from __future__ import annotations
 
@@ -246,7 +247,16 @@ def main(argv: "list | None" = None) -> dict:
     ap.add_argument("--quick", action="store_true", help="2 seeds, 3 programs / 6 kernels, fewer trials (smoke run)")
     ap.add_argument("--json", default=None)
     ap.add_argument("--plot", default=None)
+    ap.add_argument("--load", nargs="+", default=None, metavar="JSON",
+                    help="plot and tabulate the results of earlier runs (--json files) instead of running")
     args = ap.parse_args(argv)
+    if args.load:
+        results = [r for path in args.load for r in json.load(open(path))]
+        for res in results:
+            print(f"\n### {res['kind']}\n\n{table(res)}\n\n{goals(res)}")
+        if args.plot:
+            plot(results, args.plot)
+        return {r["kind"]: r for r in results}
     os.environ.setdefault("AUTOTUNE_NO_MICROBENCH", "1")
     log = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
     seeds = 2 if args.quick else args.seeds
