@@ -42,12 +42,11 @@ ARMS = ("random", "genetic", "model-based", "model-based + diversity", "model-ba
 ARM_STRATEGY = {"random": ("random", {}), "genetic": ("genetic", {}), "model-based": ("model-based", {}),
                 "model-based + diversity": ("model-based", {"diversity": 1.0}),
                 "model-based + transfer": ("model-based", {})}
-# One program per family (fusion); the tile kernels come from paper_tile_online's corpus scan.
+# One program per family (fusion); the tile kernels come from paper_tile_online's scan of the whole
+# corpus (dot/convolution kernels with >= 30 valid tiles, 2 per family); --quick scans TILE_QUICK.
 FUSION_PROGRAMS = ("bert_small_infer", "gnn_small_infer", "lstm_small_infer", "mlp_mixer_small_infer",
                    "nmt_small_infer", "inception_small_infer")
-TILE_PROGRAMS = ("resnet_small_infer", "inception_medium_infer", "segmentation_medium_train",
-                 "autoencoder_medium_infer", "vae_medium_infer", "efficientnet_medium_train", "bert_small_infer",
-                 "mlp_mixer_small_infer")
+TILE_QUICK = ("resnet_small_infer", "inception_medium_infer", "segmentation_medium_train", "autoencoder_medium_infer")
 FUSION_SA: dict = {}  # the strategy's own annealing on the model (32 chains x 40 steps per round)
 
 
@@ -79,12 +78,13 @@ def fusion_problems(programs) -> list:
     return out
 
 
-def tile_problems(programs, per_family: int, max_kernels: int) -> list:
+def tile_problems(programs, per_family: int, max_kernels: int, min_tiles: int) -> list:
     import paper_tile_online as P
     from autotune.compiler.fusion import FusionSpace
     from autotune.compiler.program import Program
     from autotune.tuning.tuner import program_fingerprint
-    cases = P.find_cases(programs, per_family=per_family, max_kernels=max_kernels, log=lambda m: None)
+    cases = P.find_cases(programs, min_tiles=min_tiles, per_family=per_family, max_kernels=max_kernels,
+                         log=lambda m: None)
     shas = {}
     out = []
     for c in cases:
@@ -244,6 +244,7 @@ def main(argv: "list | None" = None) -> dict:
     ap.add_argument("--fusion-trials", type=int, default=160)
     ap.add_argument("--tile-trials", type=int, default=48)
     ap.add_argument("--tiles-per-family", type=int, default=2)
+    ap.add_argument("--tile-min-tiles", type=int, default=30)
     ap.add_argument("--quick", action="store_true", help="2 seeds, 3 programs / 6 kernels, fewer trials (smoke run)")
     ap.add_argument("--json", default=None)
     ap.add_argument("--plot", default=None)
@@ -267,8 +268,8 @@ def main(argv: "list | None" = None) -> dict:
             probs = fusion_problems(FUSION_PROGRAMS[:3] if args.quick else FUSION_PROGRAMS)
             res = run_space("fusion", probs, seeds, 40 if args.quick else args.fusion_trials, log)
         else:
-            probs = tile_problems(TILE_PROGRAMS[:4] if args.quick else TILE_PROGRAMS, 1 if args.quick else
-                                  args.tiles_per_family, 6 if args.quick else 24)
+            probs = tile_problems(TILE_QUICK if args.quick else None, 1 if args.quick else args.tiles_per_family,
+                                  6 if args.quick else 30, 50 if args.quick else args.tile_min_tiles)
             res = run_space("tile", probs, seeds, 24 if args.quick else args.tile_trials, log)
         results.append(res)
         print(f"\n### {kind}: {len(res['problems'])} {'programs' if kind == 'fusion' else 'kernels'} "

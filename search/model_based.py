@@ -4,7 +4,10 @@ Every round, a statistical cost model (XGBoost, AutoTVM's parameters) is refitte
 (configuration features -> log measured cost) pairs told so far; the model scores candidate
 configurations, and the batch asked for is the best-scored unmeasured candidates, an epsilon share
 of it drawn at random instead (exploration). The first batch is the space's default (the
-compiler's choice, a strong baseline here) and random configurations: nothing to fit yet.
+compiler's choice, a strong baseline here) and random configurations: nothing to fit yet. In a space
+too large to enumerate (fusion), "random" means a walk of 1..`explore_moves` neighbor moves from the
+best measured configurations (the default first): a uniformly random fusion configuration is far
+slower than the compiler's and teaches the model nothing about the ones worth measuring.
 
 Candidates: a space small enough to enumerate (a kernel's tile space, `space.tiles()` of at most
 `max_enumerate` configurations) is scored whole; any other space (fusion) is searched on the model
