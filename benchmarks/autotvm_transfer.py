@@ -167,24 +167,33 @@ def run_space(kind: str, problems: list, seeds: int, trials: int, log: Callable)
     for p in problems:
         found = min(min(c) for arm in ARMS for (name, _), c in curves[arm].items() if name == p.name)
         best[p.name] = p.optimum if p.optimum is not None else found
+    # "open" problems: the default is not already within NEAR of the best known (else every arm
+    # gets there at trial 1 and the problem says nothing about search)
+    open_problems = [p.name for p in problems if p_default[p.name] > NEAR * best[p.name]]
     result: dict = {"kind": kind, "trials": trials, "seeds": seeds, "problems": [p.name for p in problems],
                     "families": sorted({p.family for p in problems}), "history": history_info,
-                    "best_known": best, "arms": {}}
+                    "best_known": best, "default": p_default, "open_problems": open_problems, "arms": {}}
     for arm in ARMS:
-        hits = [trials_to_near(c, best[name]) for (name, _), c in curves[arm].items()]
-        ratio = np.array([np.minimum.accumulate(c)[:trials] / best[name] for (name, _), c in curves[arm].items()
-                          if len(c) >= trials])
-        per_problem = {}
-        for p in problems:
-            ph = [trials_to_near(c, best[name]) for (name, _), c in curves[arm].items() if name == p.name]
-            per_problem[p.name] = median_trials(ph, trials)
-        speedup = [p_default[name] / min(c) for (name, _), c in curves[arm].items()]
+        runs = [{"problem": name, "seed": seed, "trials_to_near": trials_to_near(c, best[name]),
+                 "speedup_at_cap": p_default[name] / min(c)} for (name, seed), c in curves[arm].items()]
+        ratio = {key: np.minimum.accumulate(c)[:trials] / best[key[0]] for key, c in curves[arm].items()
+                 if len(c) >= trials}
+        open_ratio = np.array([r for (name, _), r in ratio.items() if name in open_problems])
+        all_ratio = np.array(list(ratio.values()))
+        hits = [r["trials_to_near"] for r in runs]
+        open_hits = [r["trials_to_near"] for r in runs if r["problem"] in open_problems]
+        per_problem = {p.name: median_trials([r["trials_to_near"] for r in runs if r["problem"] == p.name], trials)
+                       for p in problems}
         result["arms"][arm] = {"median_trials": median_trials(hits, trials),
-                               "median_speedup_over_default": float(np.median(speedup)),
+                               "median_speedup_over_default": float(np.median([r["speedup_at_cap"] for r in runs])),
                                "reached": float(np.mean([h is not None for h in hits])), "runs": len(hits),
-                               "median_best_over_known_at_cap": float(np.median(ratio[:, -1])) if len(ratio) else None,
-                               "median_curve": np.median(ratio, axis=0).tolist() if len(ratio) else [],
-                               "per_problem_median_trials": per_problem}
+                               "open_median_trials": median_trials(open_hits, trials) if open_hits else None,
+                               "open_reached": float(np.mean([h is not None for h in open_hits])) if open_hits else None,
+                               "open_runs": len(open_hits),
+                               "median_best_over_known_at_cap": float(np.median(all_ratio[:, -1])) if len(all_ratio) else None,
+                               "median_curve": np.median(all_ratio, axis=0).tolist() if len(all_ratio) else [],
+                               "open_median_curve": np.median(open_ratio, axis=0).tolist() if len(open_ratio) else [],
+                               "per_problem_median_trials": per_problem, "per_run": runs}
     return result
 
 
@@ -199,19 +208,30 @@ def table(res: dict) -> str:
     for arm, v in res["arms"].items():
         lines.append(f"| {arm} | {fmt_trials(v['median_trials'], cap)} | {100 * v['reached']:.0f}% of {v['runs']} | "
                      f"{v['median_best_over_known_at_cap']:.4f} | {v['median_speedup_over_default']:.3f}x |")
+    n_open = len(res.get("open_problems", res["problems"]))
+    if n_open < len(res["problems"]):
+        lines += ["", f"Only the {n_open} problems whose default is not within 2% of the best known "
+                      f"({', '.join(res['open_problems'])}):", "",
+                  "| arm | median trials to within 2% | runs that got there |", "|---|---:|---:|"]
+        for arm, v in res["arms"].items():
+            if v.get("open_runs"):
+                lines.append(f"| {arm} | {fmt_trials(v['open_median_trials'], cap)} | "
+                             f"{100 * v['open_reached']:.0f}% of {v['open_runs']} |")
     return "\n".join(lines)
 
 
 def goals(res: dict) -> str:
     a = res["arms"]
-    t, r, m = (a[k]["median_trials"] for k in ("model-based + transfer", "random", "model-based"))
+    key = "open_median_trials" if a["random"].get("open_runs") else "median_trials"
+    t, r, m = (a[k][key] for k in ("model-based + transfer", "random", "model-based"))
     def ratio(x: float, y: float) -> str:
         if math.isinf(y) and math.isinf(x):
             return "n/a (neither got there in half the runs)"
         if math.isinf(y):
             return f"< {x:g}/{res['trials']} (the baseline did not get there in half the runs)"
         return f"{x / y:.2f}"
-    return (f"transfer / random = {ratio(t, r)} (goal <= 1/3); transfer / model-based = {ratio(t, m)} "
+    scope = "on the open problems" if key.startswith("open") else "on all problems"
+    return (f"{scope}: transfer / random = {ratio(t, r)} (goal <= 1/3); transfer / model-based = {ratio(t, m)} "
             f"(goal <= 1/2)")
 
 
@@ -222,15 +242,16 @@ def plot(results: list, path: str) -> None:
     fig, axes = plt.subplots(1, len(results), figsize=(5.5 * len(results), 4.0), squeeze=False)
     for ax, res in zip(axes[0], results):
         for arm, v in res["arms"].items():
-            y = np.asarray(v["median_curve"])
+            y = np.asarray(v.get("open_median_curve") or v["median_curve"])
             ax.plot(np.arange(1, len(y) + 1), y, label=arm, lw=1.8 if "transfer" in arm else 1.2)
         ax.axhline(NEAR, color="grey", ls=":", lw=1)
         ax.set_xlabel("hardware trials")
         ax.set_ylabel("best so far / best known (median over runs)")
-        ax.set_title(f"{res['kind']}: {len(res['problems'])} {'programs' if res['kind'] == 'fusion' else 'kernels'}, "
-                     f"{res['seeds']} seeds")
+        n = len(res.get("open_problems") or res["problems"])
+        ax.set_title(f"{res['kind']}: {n} {'programs' if res['kind'] == 'fusion' else 'kernels'}, "
+                     f"{res['seeds']} seeds", fontsize=10)
         ax.set_xscale("log")
-        top = max(max(v["median_curve"][:3] or [1.1]) for v in res["arms"].values())
+        top = max(max((v.get("open_median_curve") or v["median_curve"])[:3] or [1.1]) for v in res["arms"].values())
         ax.set_ylim(0.99, min(top, 1.6) + 0.01)
         ax.legend(fontsize=8)
     fig.tight_layout()
