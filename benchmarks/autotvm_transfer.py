@@ -248,7 +248,8 @@ def plot(results: list, path: str) -> None:
         ax.set_xlabel("hardware trials")
         ax.set_ylabel("best so far / best known (median over runs)")
         n = len(res.get("open_problems") or res["problems"])
-        ax.set_title(f"{res['kind']}: {n} {'programs' if res['kind'] == 'fusion' else 'kernels'}, "
+        subset = f" of {len(res['problems'])} (default not within 2%)" if n < len(res["problems"]) else ""
+        ax.set_title(f"{res['kind']}: {n}{subset} {'programs' if res['kind'] == 'fusion' else 'kernels'}, "
                      f"{res['seeds']} seeds", fontsize=10)
         ax.set_xscale("log")
         top = max(max((v.get("open_median_curve") or v["median_curve"])[:3] or [1.1]) for v in res["arms"].values())
