@@ -14,17 +14,8 @@ pytest.importorskip("xgboost")
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def _load():
-    sys.path.insert(0, os.path.join(REPO, "benchmarks"))
-    path = os.path.join(REPO, "benchmarks", "autotvm_transfer.py")
-    spec = importlib.util.spec_from_file_location("autotvm_transfer", path)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault(spec.name, mod)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-B = _load()
+sys.path.insert(0, os.path.join(REPO, "benchmarks"))
+B = importlib.import_module("autotvm_transfer")
 
 
 @pytest.mark.slow
