@@ -4,3 +4,8 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 os.environ.setdefault("AUTOTUNE_NO_MICROBENCH", "1")
+# Tests never read or write the user's measurement store (~/.cache/autotune): a store of another
+# autotune version there could be migrated, or answer from rows of another run.
+if "AUTOTUNE_STORE" not in os.environ:
+    import tempfile
+    os.environ["AUTOTUNE_STORE"] = os.path.join(tempfile.mkdtemp(prefix="autotune-tests-"), "measurements.sqlite")

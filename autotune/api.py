@@ -35,7 +35,7 @@ __all__ = [
     "load_program", "get_target", "list_targets",
     "shipped_model", "shipped_models", "load_model_file", "resolve_cost_model", "make_cost_model",
     "new_model", "train_model", "make_evaluator", "default_evaluator", "list_evaluators",
-    "make_strategy", "list_strategies", "list_cost_models",
+    "make_strategy", "list_strategies", "list_cost_models", "make_transfer", "takes_prior", "TRANSFER_CHOICES",
     "Registry", "UnknownPluginError", "load_object",
 ]
 
@@ -236,3 +236,49 @@ def make_strategy(spec: Any, space: Any, seed: Optional[int] = 0, **params: Any)
 def list_strategies() -> list[str]:
     from search.base import list_strategies as names
     return names()
+
+
+def takes_prior(strategy_cls: Any) -> bool:
+    """Whether a strategy class accepts a `prior` (transfer learning; the model-based strategy does)."""
+    try:
+        return "prior" in inspect.signature(strategy_cls.__init__).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+# ------------------------------------------------------------------------------------------ transfer
+TRANSFER_CHOICES = ("auto", "store", "none")
+
+
+def make_transfer(spec: Optional[str], task: str, target: str, evaluator: Any, program: str,
+                  any_machine: bool = False, seed: int = 0) -> tuple[Any, dict, list]:
+    """The global model of transfer learning (autotune/tuning/history.py) and what the report says.
+
+    `spec`: "none"; "store" or "auto" (the evaluator's store: measurements of the same target,
+    evaluator namespace and machine - every machine with `any_machine` - of programs other than
+    `program`, a sha256); or a cost-model spec / model file (`make_cost_model`). Returns
+    (model or None, report dict, warning lines). "auto" without enough history is no warning;
+    "store" without it is one (the search runs without a prior). Errors: one-line ValueError."""
+    from autotune.tuning.history import MIN_HISTORY_ROWS, fit_global_model, load_history
+    key = (spec or "auto").strip()
+    if key.lower() == "none":
+        return None, {"source": None, "reason": "--transfer none"}, []
+    if key.lower() not in ("auto", "store"):
+        resolved = resolve_cost_model(key, task, target)
+        return make_cost_model(resolved, task, target, evaluator), {"source": "model", "model": resolved}, []
+    store = getattr(evaluator, "store", None)
+    machine = None if any_machine else getattr(evaluator, "machine", None)
+    namespace = getattr(evaluator, "store_namespace", None)
+    if store is None or namespace is None:
+        info = {"source": None, "reason": "the evaluator has no measurement store"}
+        return None, info, ([f"--transfer store: {info['reason']}; searching without history"]
+                            if key.lower() == "store" else [])
+    history = load_history(store, task, target, namespace, machine, exclude_programs=[program])
+    info = {"source": "store", "store": str(getattr(store, "path", None) or "memory"), **history.describe()}
+    if history.rows < MIN_HISTORY_ROWS:
+        info = {"source": None, "reason": f"{history.rows} usable history rows in the store (fewer than "
+                                          f"{MIN_HISTORY_ROWS}) for {target}, {namespace} on "
+                                          f"{info['machine_filter']}", "history": info}
+        return None, info, ([f"--transfer store: {info['reason']}; searching without history"]
+                            if key.lower() == "store" else [])
+    return fit_global_model(history, seed), info, []

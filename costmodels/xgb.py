@@ -28,13 +28,15 @@ from costmodels.features import (FEATURE_VERSION, GEOMETRY_DIM, GEOMETRY_GROUPS,
 
 from costmodels.base import CostModel, check_model_scope, register_cost_model
 
-__all__ = ["XgbCostModel", "kernel_vector", "KERNEL_VECTOR_DIM", "FORMAT_VERSION", "FEATURE_GROUPS"]
+__all__ = ["XgbCostModel", "kernel_vector", "kernel_static_vector", "KERNEL_VECTOR_DIM", "KERNEL_STATIC_DIM",
+           "FORMAT_VERSION", "FEATURE_GROUPS"]
 
 FORMAT_VERSION = 2
 _KDIM = len(KERNEL_FEATURE_NAMES)
 _GEO0 = NUM_OPCODES + _KDIM          # first geometry column
 _NODE0 = _GEO0 + GEOMETRY_DIM        # first node-mean column
 KERNEL_VECTOR_DIM = _NODE0 + 2 * NODE_DIM + TILE_DIM
+KERNEL_STATIC_DIM = KERNEL_VECTOR_DIM - TILE_DIM   # the kernel's part, without the tile's
 
 
 def _feature_groups() -> dict:
@@ -74,6 +76,12 @@ def _static_part(g: KernelGraph) -> np.ndarray:
     return v
 
 
+def kernel_static_vector(g: KernelGraph) -> np.ndarray:
+    """The kernel's part of `kernel_vector` (`KERNEL_STATIC_DIM` float32): what does not depend on
+    the tile, nor on the program the kernel came from (stored as measurement history)."""
+    return _static_part(g)
+
+
 def kernel_vector(g: KernelGraph, tile_feat: Optional[np.ndarray] = None) -> np.ndarray:
     """The `KERNEL_VECTOR_DIM` feature vector of one kernel graph and raw tile features."""
     tf = np.zeros(TILE_DIM, np.float32) if tile_feat is None else np.asarray(tile_feat, np.float32)
@@ -84,9 +92,14 @@ def _matrix(graphs: Sequence[KernelGraph], tile_feat: Optional[np.ndarray], stat
             drop: Sequence[str] = ()) -> np.ndarray:
     X = np.zeros((len(graphs), KERNEL_VECTOR_DIM), np.float32)
     for i, g in enumerate(graphs):
-        X[i, :KERNEL_VECTOR_DIM - TILE_DIM] = _static_part(g)
+        X[i, :KERNEL_STATIC_DIM] = _static_part(g)
     if tile_feat is not None and len(graphs):
-        X[:, KERNEL_VECTOR_DIM - TILE_DIM:] = tile_feat
+        X[:, KERNEL_STATIC_DIM:] = tile_feat
+    return _masked(X, static, drop)
+
+
+def _masked(X: np.ndarray, static: bool, drop: Sequence[str] = ()) -> np.ndarray:
+    """Zero the columns that `static_features=False` and `drop_groups` leave out (in place)."""
     if not static:
         X[:, _STATIC_VECTOR_COLUMNS] = 0.0
     for name in drop:
@@ -151,7 +164,6 @@ class XgbCostModel(CostModel):
         return xgb.DMatrix(X, label=y, nthread=self.nthread or -1)
 
     def fit(self, dataset: Any, validation: Any = None, verbose: bool = False) -> "XgbCostModel":
-        import xgboost as xgb
         if hasattr(dataset, "load") and validation is None:
             if getattr(dataset, "task", self.task) != self.task:
                 raise ValueError(f"dataset is for task {dataset.task!r}, the model for {self.task!r}")
@@ -163,6 +175,23 @@ class XgbCostModel(CostModel):
         else:
             train = dataset
         X, ly, g = self._xy(train)
+        evals = None
+        if validation is not None and len(validation.graph):
+            Xv, lyv, gv = self._xy(validation)
+            evals = (Xv, lyv, gv) if len(Xv) else None
+        return self._train(X, ly, g, evals, verbose)
+
+    def fit_matrix(self, X: np.ndarray, log_runtime: np.ndarray, groups: np.ndarray) -> "XgbCostModel":
+        """Fit on `KERNEL_VECTOR_DIM` feature rows (e.g. measurement history: `kernel_static_vector`
+        and tile features), their log runtimes and query groups (one per kernel for the tile task)."""
+        X = _masked(np.asarray(X, np.float32).copy(), self.params["static_features"], self.params["drop_groups"])
+        ly = np.asarray(log_runtime, np.float64)
+        keep = np.isfinite(ly)
+        return self._train(X[keep], ly[keep], np.asarray(groups, np.int64)[keep], None, False)
+
+    def _train(self, X: np.ndarray, ly: np.ndarray, g: np.ndarray, validation: Optional[tuple],
+               verbose: bool) -> "XgbCostModel":
+        import xgboost as xgb
         if len(X) == 0:
             raise ValueError("the training split has no successful measurements")
         self.y_mu, self.y_sigma = float(ly.mean()), float(max(ly.std(), 1e-3))
@@ -175,11 +204,7 @@ class XgbCostModel(CostModel):
             params.update({"eval_metric": "ndcg", "ndcg_exp_gain": False})
         if self.nthread:
             params["nthread"] = self.nthread
-        evals = []
-        if validation is not None and len(validation.graph):
-            Xv, lyv, gv = self._xy(validation)
-            if len(Xv):
-                evals = [(self._dmatrix(Xv, lyv, gv), "validation")]
+        evals = [(self._dmatrix(*validation), "validation")] if validation is not None else []
         kw = {}
         if evals and p["early_stopping_rounds"] > 0:
             kw["early_stopping_rounds"] = p["early_stopping_rounds"]

@@ -155,6 +155,14 @@ class Evaluator(ABC):
     def store_namespace(self) -> str:
         return f"{self.name}/{self.version}"
 
+    @property
+    def machine(self) -> str:
+        """What measured: the host's CPU model and core count (`host_machine`); an accelerator
+        evaluator names its accelerator, a machine-independent one (a simulator) says so. The
+        store keys every measurement by it, so that machines sharing a store never mix timings."""
+        from autotune.compiler.targets.host import host_machine
+        return host_machine()
+
     def _report(self, index: int, m: Measurement) -> None:
         """Hand item `index` of the batch being measured to `measure` the moment it exists: it is
         counted and committed to the store at once, before later items can fail or the run be
@@ -174,10 +182,11 @@ class Evaluator(ABC):
             raise ValueError("tiles must have one entry per kernel")
         out: list[Optional[Measurement]] = [None] * len(kernels)
         todo: list[int] = []
+        machine = self.machine if self.store is not None else ""
         for i, (k, t) in enumerate(zip(kernels, tiles)):
             hit = None
             if self.store is not None:
-                hit = self.store.get(self.target, self.store_namespace, k.hash, tile_key(t))
+                hit = self.store.get(self.target, self.store_namespace, k.hash, tile_key(t), machine=machine)
             if hit is not None:
                 out[i] = hit
             else:
@@ -204,7 +213,7 @@ class Evaluator(ABC):
                         if self.store is not None and not m.status.startswith(NOT_STORED):
                             try:
                                 self.store.put(self.target, self.store_namespace, kernels[reps[j]].hash,
-                                               tile_key(tiles[reps[j]]), m)
+                                               tile_key(tiles[reps[j]]), m, machine=machine)
                             except Exception as exc:  # the store's own error, not an evaluator bug
                                 raise _StoreFailure(exc) from exc
 

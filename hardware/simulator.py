@@ -33,7 +33,7 @@ from autotune.compiler.tiles import ROLE_LHS, TileConfig, TileRows, batch_inputs
 from hardware.base import INVALID, Evaluator, Measurement
 from autotune.compiler.targets import get_spec
 
-__all__ = ["TpuSimulator", "SimConstants", "simulate"]
+__all__ = ["TpuSimulator", "SimConstants", "simulate", "SIMULATED_MACHINE"]
 
 
 @dataclass(frozen=True)
@@ -56,6 +56,8 @@ class SimConstants:
 
 
 DEFAULTS = SimConstants()
+# The machine key of simulated measurements: the same on every host.
+SIMULATED_MACHINE = "simulated (any host)"
 
 
 def _splitmix64(x: np.ndarray) -> np.ndarray:
@@ -167,6 +169,11 @@ class TpuSimulator(Evaluator):
     @property
     def store_namespace(self) -> str:
         return f"{self.name}/{self.version}/{self.spec.name}/n{self.constants.noise:g}/s{self.seed}"
+
+    @property
+    def machine(self) -> str:
+        """Simulated times do not depend on the host that computes them."""
+        return SIMULATED_MACHINE
 
     def simulate(self, kernels: Sequence[Any], tiles: Optional[Sequence[Any]] = None,
                  noise: bool = True) -> np.ndarray:

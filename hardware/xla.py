@@ -835,9 +835,18 @@ def _measure_request(req: dict) -> Measurement:
 
 
 def _backend_probe(_: Any = None) -> Measurement:
-    """Pool task: the worker's backend, as ``extra`` {"platform", "jaxlib"} (raises if jax cannot start)."""
+    """Pool task: the worker's backend, as ``extra`` {"platform", "jaxlib", "machine"} (raises if jax
+    cannot start); "machine" is the worker's host CPU, or its first accelerator's name."""
+    from autotune.compiler.targets.host import host_machine
     api = _api()
-    return Measurement(0.0, extra={"platform": api.platform, "jaxlib": api.version})
+    machine = host_machine()
+    if api.platform != "cpu":
+        try:
+            import jax
+            machine = f"{jax.devices()[0].device_kind} ({machine})"
+        except Exception:  # noqa: BLE001 - the host still names the machine
+            pass
+    return Measurement(0.0, extra={"platform": api.platform, "jaxlib": api.version, "machine": machine})
 
 
 def _start_jax() -> None:
@@ -918,6 +927,12 @@ class XlaEvaluator(Evaluator):
     @property
     def jaxlib_version(self) -> str:
         return self._backend_info()["jaxlib"]
+
+    @property
+    def machine(self) -> str:
+        """The measuring workers' machine (on a dask cluster, not this host): CPU model and cores,
+        or the accelerator's name."""
+        return self._backend_info().get("machine") or super().machine
 
     @property
     def target(self) -> str:  # type: ignore[override]

@@ -292,7 +292,15 @@ def _search_options(cost_model_help: str, evaluator_help: str, hw_help: str, bat
     return apply
 
 
-def _run_tuner(space: Any, model: Any, model_name: str, strategy_cls: Any, strategy: str, ev: Any, ev_name: str, *,
+def _make_strategy(strategy_cls: Any, space: Any, seed: int, params: dict) -> Any:
+    """The strategy object (`--strategy-param` values it rejects are a one-line error)."""
+    try:
+        return strategy_cls(space, seed=seed, **params)
+    except (TypeError, ValueError) as e:
+        raise UserError(f"--strategy-param: {e}") from None
+
+
+def _run_tuner(space: Any, model: Any, model_name: str, strat: Any, strategy: str, ev: Any, ev_name: str, *,
                program: str, target: str, seed: int, total: Optional[float], hw: float, top_k: int, out: Path,
                batch_size: int, no_progress: bool, max_evals: Optional[int], resume_dir: Optional[str],
                note: Optional[str], task: Optional[str] = None) -> tuple:
@@ -303,8 +311,7 @@ def _run_tuner(space: Any, model: Any, model_name: str, strategy_cls: Any, strat
 
     # --budget is the total wall clock: search gets what hardware verification does not.
     search_budget = total - hw if total is not None and hw > 0 and model_name != "hardware" else total
-    strat = strategy_cls(space, seed=seed)
-    strategy_name = getattr(strategy_cls, "name", strategy)
+    strategy_name = getattr(type(strat), "name", strategy)
     fingerprint = {"program": program_fingerprint(space), "target": target, "cost_model": model_identity(model_name),
                    "strategy": strategy_name, "evaluator": ev_name, "seed": seed}
     if task is not None:
@@ -330,7 +337,8 @@ def _run_tuner(space: Any, model: Any, model_name: str, strategy_cls: Any, strat
         result.verification = {"status": "skipped", "reason": "--hw-budget 0: no hardware verification asked for"}
     meta = {"program": str(program), "target": target, "cost_model": model_name, "strategy": strategy_name,
             "evaluator": ev_name, "budget_s": total, "hw_budget_s": hw, "seed": seed, "out_dir": str(out),
-            "fingerprint": fingerprint, "resumed_from": tuner.resumed_from}
+            "fingerprint": fingerprint, "resumed_from": tuner.resumed_from,
+            "machine": getattr(ev, "machine", None)}
     if task is not None:
         meta["task"] = task
     return result, meta
@@ -344,6 +352,90 @@ def _finish_search(msg: str, result: Any, out: Path, files: str) -> None:
         sys.exit(INTERRUPTED_EXIT)
     if result.verification_failed:
         sys.exit(MEASUREMENT_FAILED_EXIT)
+def _strategy_params(pairs: tuple, strategy_cls: Any) -> dict:
+    """`--strategy-param KEY=VALUE` pairs as constructor keywords (numbers and booleans parsed),
+    checked against the strategy's parameters (one-line errors)."""
+    import inspect
+    out: dict = {}
+    for pair in pairs:
+        key, eq, text = pair.partition("=")
+        key = key.strip().replace("-", "_")
+        if not eq or not key:
+            raise UserError(f"--strategy-param {pair}: expected KEY=VALUE (e.g. diversity=1.0)")
+        low = text.strip().lower()
+        value: Any = {"true": True, "false": False, "none": None}.get(low, text.strip())
+        if isinstance(value, str):
+            for cast in (int, float):
+                try:
+                    value = cast(value)
+                    break
+                except ValueError:
+                    pass
+        out[key] = value
+    try:
+        accepted = [p for p in inspect.signature(strategy_cls.__init__).parameters
+                    if p not in ("self", "space", "seed", "params", "prior")]
+    except (TypeError, ValueError):
+        accepted = list(out)
+    unknown = sorted(set(out) - set(accepted))
+    if unknown:
+        raise UserError(f"--strategy-param {unknown[0]}: not a parameter of strategy "
+                        f"{getattr(strategy_cls, 'name', strategy_cls.__name__)} (accepted: {', '.join(accepted) or 'none'})")
+    return out
+
+
+def _transfer_options(f: Callable) -> Callable:
+    """--strategy-param, --transfer and --history-any-machine (fusion and tile)."""
+    f = click.option("--history-any-machine", "history_any_machine", is_flag=True,
+                     help="Transfer: also learn from measurements of other machines in the store "
+                          "(the report lists the machines used).")(f)
+    f = click.option("--transfer", default="auto", show_default=True, metavar="auto|store|none|MODEL",
+                     help="Transfer learning for --strategy model-based when the search measures on hardware: "
+                          "a global model trained on the store's measurements of other programs (same target, "
+                          "evaluator and machine) is the local model's prior (AutoTVM). auto = store when it "
+                          "has history; MODEL = a cost model or model file as the global model.")(f)
+    f = click.option("--strategy-param", "strategy_param", multiple=True, metavar="KEY=VALUE",
+                     help="A parameter of the strategy, repeatable; model-based: objective=rank|reg, "
+                          "diversity=1.0, epsilon=0.1, model=xgboost, ...")(f)
+    return f
+
+
+def _transfer_line(info: dict) -> Optional[str]:
+    """The summary line about the history a run learned from (None when transfer was not eligible)."""
+    if info.get("source") == "store":
+        machines = ", ".join(f"{m or 'unknown machine'} ({n})" for m, n in info["machines"].items())
+        return (f"transfer: global model on {info['rows']:,} measurements of {info['kernels']:,} kernels from "
+                f"{info['programs']} other program{'s' if info['programs'] != 1 else ''}, machine {machines}")
+    if info.get("source") == "model":
+        return f"transfer: global model {info['model']}"
+    if "history" in info:
+        return f"transfer: none ({info['reason']})"
+    return None
+
+
+def _setup_transfer(spec: str, task: str, target: str, ev: Any, strategy_cls: Any, measuring: bool,
+                    program_sha: str, any_machine: bool, seed: int) -> tuple[Any, dict, list]:
+    """(global model or None, report entry, warnings) for --transfer (api.make_transfer), with
+    the one-line errors of options that cannot apply."""
+    key = (spec or "auto").strip()
+    applicable = api.takes_prior(strategy_cls) and measuring
+    if key.lower() == "auto" and not applicable:
+        why = ("the search does not measure on hardware" if not measuring
+               else "the strategy takes no prior (use --strategy model-based)")
+        return None, {"source": None, "reason": why}, []
+    if key.lower() != "none" and not applicable:
+        if not api.takes_prior(strategy_cls):
+            raise UserError(f"--transfer {spec}: needs --strategy model-based (the strategy takes no prior)")
+        raise UserError(f"--transfer {spec}: applies when the search measures on hardware "
+                        "(autotune fusion --cost-model hardware, or an online autotune tile --strategy)")
+    if any_machine and key.lower() not in ("auto", "store"):
+        raise UserError("--history-any-machine applies to --transfer store/auto")
+    try:
+        return api.make_transfer(key, task, target, ev, program_sha, any_machine=any_machine, seed=seed)
+    except api.UnknownPluginError as e:
+        raise UserError(f"--transfer: {e}") from None
+    except ValueError as e:
+        raise UserError(f"--transfer: {e}") from None
 
 
 @main.command()
@@ -358,18 +450,20 @@ def _finish_search(msg: str, result: Any, out: Path, files: str) -> None:
               help="xla: measure on a dask.distributed cluster (tcp://HOST:PORT) instead of local workers.")
 @click.option("--workers", default=1, show_default=True, type=click.IntRange(1, 256),
               help="xla: parallel local measuring processes.")
+@_transfer_options
 @_friendly
 def fusion(program: str, budget: str, cost_model: Optional[str], strategy: str, evaluator: Optional[str],
            target: str, hw_budget: Optional[str], top_k: int, seed: int, out_dir: Optional[str], resume_dir: Optional[str],
            store: Optional[str], batch_size: int, max_evals: Optional[int], no_progress: bool,
-           scheduler: Optional[str], workers: int) -> None:
+           scheduler: Optional[str], workers: int, strategy_param: tuple, transfer: str,
+           history_any_machine: bool) -> None:
     """Search fusion configurations of PROGRAM with a cost model, verify the best on hardware.
 
     Exit status 3 when no configuration could be verified (outputs are still written)."""
     from search.base import get_strategy
     from autotune.compiler.fusion import FusionSpace
     from autotune.tuning.report import write_fusion_outputs
-    from autotune.tuning.tuner import Tuner
+    from autotune.tuning.tuner import Tuner, program_fingerprint
 
     total, hw, hw_budget = _budget_split(budget, hw_budget)
     prog, _ = _load(program)
@@ -378,6 +472,7 @@ def fusion(program: str, budget: str, cost_model: Optional[str], strategy: str, 
     no_edges = (f"{program}: no fusible producer->consumer edges on target {target}: the program has one "
                 "configuration, written as it is") if space.n_edges == 0 else None
     strategy_cls = get_strategy(strategy)
+    params = _strategy_params(strategy_param, strategy_cls)
     ev_name = evaluator or _default_evaluator(target)
     if (scheduler or workers > 1) and ev_name != "xla":
         raise UserError("--scheduler/--workers apply to the xla evaluator (the simulator is vectorized in-process)")
@@ -391,10 +486,26 @@ def fusion(program: str, budget: str, cost_model: Optional[str], strategy: str, 
     try:
         model, model_name = make_cost_model(cost_model, "fusion", target, ev)
         # --budget is the total wall clock: search gets what hardware verification does not.
-        result, meta = _run_tuner(space, model, model_name, strategy_cls, strategy, ev, ev_name, program=program,
+        program_sha = program_fingerprint(space)
+        measuring = model_name == "hardware"
+        global_model, transfer_info, transfer_warnings = _setup_transfer(
+            transfer, "fusion", target, ev, strategy_cls, measuring, program_sha, history_any_machine, seed)
+        if global_model is not None:
+            from autotune.tuning.history import transfer_prior
+            params["prior"] = transfer_prior(space, global_model)
+        if measuring and getattr(ev, "store", None) is not None:  # every measured kernel becomes history
+            from autotune.tuning.history import HistoryRecorder, RecordingCostModel
+            model = RecordingCostModel(model, HistoryRecorder(ev.store, target, program_sha, Path(program).name))
+        strat = _make_strategy(strategy_cls, space, seed, params)
+        result, meta = _run_tuner(space, model, model_name, strat, strategy, ev, ev_name, program=program,
                                   target=target, seed=seed, total=total, hw=hw, top_k=top_k, out=out,
                                   batch_size=batch_size, no_progress=no_progress, max_evals=max_evals,
                                   resume_dir=resume_dir, note=no_edges)
+        result.warnings.extend(transfer_warnings)
+        if getattr(strat, "prior_weight", None) is not None:
+            transfer_info["prior_weight_last_fit"] = strat.prior_weight
+        meta["strategy_params"] = {k: v for k, v in params.items() if k != "prior"}
+        meta["transfer"] = transfer_info
         report = write_fusion_outputs(out, space, result, meta)
     finally:
         ev.close()
@@ -409,7 +520,9 @@ def fusion(program: str, budget: str, cost_model: Optional[str], strategy: str, 
                 f"{report['measured_best_s'] * 1e3:.4g} ms (x{report['measured_speedup']:.3f})")
     elif result.verification.get("status") != "verified":
         msg += f"; not verified ({result.verification.get('reason', result.verification.get('status'))})"
-    _finish_search(msg, result, out, "report.json, best_config.json, fused.hlo, search.png, log.jsonl")
+    line = _transfer_line(transfer_info)
+    _finish_search(msg + (f"\n{line}" if line else ""), result, out,
+                   "report.json, best_config.json, fused.hlo, search.png, log.jsonl")
 
 
 @main.command()
@@ -451,7 +564,8 @@ def layout(program: str, budget: str, cost_model: Optional[str], strategy: str, 
     ev = make_evaluator(evaluator, target, store, seed)
     try:
         model, model_name = make_cost_model(spec, "fusion", target, ev)
-        result, meta = _run_tuner(space, model, model_name, strategy_cls, strategy, ev, ev_name, program=program,
+        result, meta = _run_tuner(space, model, model_name, _make_strategy(strategy_cls, space, seed, {}), strategy,
+                                  ev, ev_name, program=program,
                                   target=target, seed=seed, total=total, hw=hw, top_k=top_k, out=out,
                                   batch_size=batch_size, no_progress=no_progress, max_evals=max_evals,
                                   resume_dir=resume_dir, note=single, task="layout")
@@ -589,24 +703,38 @@ def measure(program: str, evaluator: Optional[str], target: str, config_path: Op
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None)
 @click.option("--store", default=None, help="Measurement store (SQLite path, or 'none').")
 @click.option("--seed", default=0, show_default=True, type=click.IntRange(0, None))
+@_transfer_options
 @_friendly
 def tile(program: str, top_k: int, strategy: str, trials: int, repeats: int, cost_model: Optional[str],
          evaluator: str, target: str, config_path: Optional[str], budget: Optional[str], out_dir: Optional[str],
-         store: Optional[str], seed: int) -> None:
+         store: Optional[str], seed: int, strategy_param: tuple, transfer: str, history_any_machine: bool) -> None:
     """Choose a tile size per kernel: search each kernel's tiles, race the best on the evaluator."""
     from search.base import get_strategy
     from autotune.compiler.fusion import FusionSpace
     from autotune.tuning.report import write_json
     from autotune.tuning.tile_tuning import program_kernels, tune_program_tiles
 
+    from autotune.tuning.history import HistoryRecorder
+    from autotune.tuning.tuner import program_fingerprint
+
     seconds = _duration(budget, "--budget")
-    strategy_name = getattr(get_strategy(strategy), "name", strategy)  # an unknown name fails before any work
+    strategy_cls = get_strategy(strategy)  # an unknown name fails before any work
+    strategy_name = getattr(strategy_cls, "name", strategy)
+    online = strategy_name != "topk"
+    params = _strategy_params(strategy_param, strategy_cls)
+    if params and not online:
+        raise UserError("--strategy-param applies to an online --strategy (topk takes --top-k)")
     prog, _ = _load(program)
     space = FusionSpace(prog, target)
     cfg = _load_config(space, config_path)
     out = _output_dir(_run_dir(program, out_dir, "tile"), "--out")
     ev = make_evaluator(evaluator, target, store, seed, budget=seconds)
     model, model_name = make_cost_model(cost_model, "tile", target, ev)
+    program_sha = program_fingerprint(space)
+    global_model, transfer_info, transfer_warnings = _setup_transfer(
+        transfer, "tile", target, ev, strategy_cls, online, program_sha, history_any_machine, seed)
+    recorder = HistoryRecorder(ev.store, target, program_sha, Path(program).name) \
+        if online and getattr(ev, "store", None) is not None else None
     out.mkdir(parents=True, exist_ok=True)
     kernels = space.kernels(cfg)
     n_kernels = len(program_kernels(kernels))
@@ -625,7 +753,8 @@ def tile(program: str, top_k: int, strategy: str, trials: int, repeats: int, cos
 
     try:
         tune_program_tiles(kernels, model, ev, on_kernel=on_kernel, stop=lambda: ev.budget_exhausted or ev.budget.exhausted,
-                           strategy=strategy, top_k=top_k, trials=trials, repeats=repeats, seed=seed, target=target)
+                           strategy=strategy, top_k=top_k, trials=trials, repeats=repeats, seed=seed, target=target,
+                           strategy_params=params, transfer=global_model, recorder=recorder)
     finally:
         if bar is not None:
             bar.close()
@@ -641,7 +770,8 @@ def tile(program: str, top_k: int, strategy: str, trials: int, repeats: int, cos
                                "repeats": repeats, "finalists": 2,
                                "timings": sum(r["timings"] for r in rows)},
               "budget_exhausted": bool(ev.budget_exhausted or ev.budget.exhausted), "seed": seed,
-              "config": config_path or "default", "warnings": []}
+              "config": config_path or "default", "strategy_params": params, "machine": getattr(ev, "machine", None),
+              "transfer": transfer_info, "warnings": list(transfer_warnings)}
     failed = [r for r in rows if r["default_s"] is None or r["chosen_s"] is None]
     if failed:
         report["warnings"].append(f"{len(failed)} of {len(rows)} kernels left out of the totals: no tile measured "
@@ -657,6 +787,9 @@ def tile(program: str, top_k: int, strategy: str, trials: int, repeats: int, cos
     click.echo(f"{Path(program).name}: {len(rows)}/{n_kernels} kernels tuned; kernel time "
                f"{total_default * 1e3:.4g} ms -> {total_best * 1e3:.4g} ms ({sp_txt}) with {how}, measured "
                f"(median of {repeats + 1} timings per finalist)")
+    line = _transfer_line(transfer_info)
+    if line:
+        click.echo(line)
     click.echo(f"results in {out}/ (report.json, tiles.json)")
 
 

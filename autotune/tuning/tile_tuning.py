@@ -6,6 +6,9 @@ Two ways to search a kernel's tiles, both through `Tuner` (autotune/tuning/tuner
 - any other strategy, e.g. `"model-based"` (AutoTVM): an online search whose costs are the
   evaluator's measurements (`trials` of them), then the best `top_k` measured tiles and the default
   race again on the evaluator.
+An online search can learn from history (autotune/tuning/history.py): `transfer` (a cost model, e.g.
+the global model trained on the store's other programs) becomes the model-based strategy's prior, and
+`recorder` records every measured kernel's features for later runs.
 The race (`autotune.tuning.verification.race_tiles`): every tile timed once, the `finalists` fastest
 and the default timed `repeats` more times, interleaved; the lowest median wins, so a tile that got
 one lucky timing does not.
@@ -75,11 +78,15 @@ def program_kernels(kernels: Iterable[Any]) -> list[tuple[Any, float]]:
 
 def tune_kernel_tiles(kernel: Any, cost_model: Any, evaluator: Any, *, strategy: str = "topk", top_k: int = 10,
                       trials: int = 32, repeats: int = 3, finalists: int = 2, seed: int = 0, target: Any = "tpu",
-                      space: Any = None, callbacks: Sequence[Any] = (), batch_size: int = 4) -> TuningResult:
+                      space: Any = None, callbacks: Sequence[Any] = (), batch_size: int = 4,
+                      strategy_params: Optional[dict] = None, transfer: Any = None,
+                      recorder: Any = None) -> TuningResult:
     """Search one kernel's tiles (module docstring); `result.measured_best_config` is the tile chosen.
 
     `cost_model` ranks tiles for "topk" (unused otherwise: the evaluator's measurements are the
-    costs of an online strategy); `trials` bounds an online strategy's measurements."""
+    costs of an online strategy); `trials` bounds an online strategy's measurements;
+    `strategy_params` go to the strategy's constructor; `transfer` (a cost model) is the prior of a
+    strategy that takes one (model-based); `recorder` (a HistoryRecorder) records measured kernels."""
     from costmodels.base import EvaluatorCostModel
     from search.base import get_strategy
     from search.topk import TopKTileSearch
@@ -91,8 +98,15 @@ def tune_kernel_tiles(kernel: Any, cost_model: Any, evaluator: Any, *, strategy:
         strat: Any = TopKTileSearch(space, cost_model=cost_model, k=top_k, target=target)
         model, max_evals, batch = cost_model, None, max(1, top_k)
     else:
-        strat = get_strategy(strategy)(space, seed=seed)
+        params = dict(strategy_params or {})
+        if transfer is not None:
+            from autotune.tuning.history import transfer_prior
+            params["prior"] = transfer_prior(space, transfer)
+        strat = get_strategy(strategy)(space, seed=seed, **params)
         model, max_evals, batch = EvaluatorCostModel(evaluator), max(1, int(trials)), batch_size
+        if recorder is not None:
+            from autotune.tuning.history import RecordingCostModel
+            model = RecordingCostModel(model, recorder)
     # top_k + 1 kept: the default (always raced as the baseline) must not push a candidate out
     tuner = Tuner(space, model, strat, budget=None, evaluator=evaluator, hw_budget=None, top_k_verify=top_k + 1,
                   max_evaluations=max_evals, batch_size=batch, progress=False, verify_rounds=repeats,

@@ -135,7 +135,7 @@ def test_store_hits_are_not_remeasured():
     first = ev.measure([FakeKernel("aa"), FakeKernel("bbb")], [(8, 128), None])
     assert [m.ok for m in first] == [True, True] and not any(m.cached for m in first)
     assert len(ev.calls) == 1 and ev.measured == 2
-    assert store.get("tpu", "fake/3", "aa", "8x128").seconds == first[0].seconds
+    assert store.get("tpu", "fake/3", "aa", "8x128", machine=ev.machine).seconds == first[0].seconds
 
     again = ev.measure([FakeKernel("aa"), FakeKernel("bbb")], [(8, 128), None])
     assert len(ev.calls) == 1, "answered from the store without re-measuring"
@@ -197,7 +197,8 @@ def test_evaluator_bugs_are_not_stored():
     ev = Buggy(store=store)
     assert ev.measure([FakeKernel("k")])[0].status.startswith("invalid:")
     FakeEvaluator(store=store).measure([FakeKernel("boom")])
-    assert store.get("tpu", "fake/3", "k", "") is None and store.get("tpu", "fake/3", "boom", "") is None
+    assert store.get("tpu", "fake/3", "k", "", machine=ev.machine) is None
+    assert store.get("tpu", "fake/3", "boom", "", machine=ev.machine) is None
     ev.broken = False
     again = ev.measure([FakeKernel("k")])
     assert again[0].ok and not again[0].cached and len(ev.calls) == 2
@@ -215,14 +216,14 @@ def test_wrong_number_of_results_leaves_no_holes():
 
 def test_zero_budget_returns_budget_exhausted_without_measuring():
     store = MemoryStore()
-    store.put("tpu", "fake/3", "known", "", Measurement(0.5))
     ev = FakeEvaluator(target="tpu", budget=0, store=store)
+    store.put("tpu", "fake/3", "known", "", Measurement(0.5), machine=ev.machine)
     res = ev.measure([FakeKernel("known"), FakeKernel("new1"), FakeKernel("new2")])
     assert ev.calls == []
     assert res[0].ok and res[0].cached and res[0].seconds == 0.5  # store hits still answered
     assert [m.status for m in res[1:]] == ["budget_exhausted", "budget_exhausted"]
     assert ev.budget_exhausted and ev.measured == 0
-    assert store.get("tpu", "fake/3", "new1", "") is None  # budget failures are not stored
+    assert store.get("tpu", "fake/3", "new1", "", machine=ev.machine) is None  # budget failures are not stored
 
 
 def test_budget_runs_out_between_batches():

@@ -200,11 +200,11 @@ class TimedStore:
     def __init__(self):
         self.d, self.put_at = {}, {}
 
-    def get(self, target, ns, h, tile):
-        return self.d.get((target, ns, h, tile))
+    def get(self, target, ns, h, tile, machine=""):
+        return self.d.get((target, ns, h, tile, machine))
 
-    def put(self, target, ns, h, tile, m):
-        self.d[(target, ns, h, tile)] = Measurement(m.seconds, m.status, True, m.extra)
+    def put(self, target, ns, h, tile, m, machine=""):
+        self.d[(target, ns, h, tile, machine)] = Measurement(m.seconds, m.status, True, m.extra)
         self.put_at[h] = time.monotonic()
 
 
@@ -288,11 +288,11 @@ def test_store_roundtrip(evaluator):
         def __init__(self):
             self.d = {}
 
-        def get(self, target, ns, h, tile):
-            return self.d.get((target, ns, h, tile))
+        def get(self, target, ns, h, tile, machine=""):
+            return self.d.get((target, ns, h, tile, machine))
 
-        def put(self, target, ns, h, tile, m):
-            self.d[(target, ns, h, tile)] = Measurement(m.seconds, m.status, True, m.extra)
+        def put(self, target, ns, h, tile, m, machine=""):
+            self.d[(target, ns, h, tile, machine)] = Measurement(m.seconds, m.status, True, m.extra)
 
     evaluator.store = Store()
     try:
@@ -300,6 +300,9 @@ def test_store_roundtrip(evaluator):
         second = evaluator.measure([K("s", ADD)])[0]
         assert first.ok and not first.cached and second.cached and second.seconds == first.seconds
         assert all(k[1] == evaluator.store_namespace for k in evaluator.store.d)
+        # keyed by the measuring workers' machine: this host's CPU model and core count
+        assert all(k[4] == evaluator.machine for k in evaluator.store.d)
+        assert evaluator.machine.endswith(f"({os.cpu_count()} cores)")
     finally:
         evaluator.store = None
 

@@ -10,7 +10,8 @@ import pytest
 pytest.importorskip("xgboost")
 
 from search.base import get_strategy  # noqa: E402
-from search.model_based import ModelBasedSearch, failures_last, select_batch  # noqa: E402
+from search.model_based import (ModelBasedSearch, diverse_batch, failures_last, prior_margin,  # noqa: E402
+                               select_batch)
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -104,3 +105,99 @@ def test_bad_objective_is_an_error(tile_problem):
     from autotune.compiler.tiles import TileSpace
     with pytest.raises(ValueError, match="objective"):
         ModelBasedSearch(TileSpace(tile_problem[0], "tpu"), objective="huber")
+
+
+def test_epsilon_share_is_binomial_and_drawn_from_the_rest():
+    """Over many batches the random share averages epsilon; random picks are never the greedy ones."""
+    rng = np.random.default_rng(1)
+    score = np.arange(200, dtype=float)
+    shares = []
+    for _ in range(400):
+        greedy, eps = select_batch(score, np.arange(200), 20, 0.25, rng)
+        assert len(greedy) + len(eps) == 20 and not set(greedy) & set(eps)
+        assert greedy == list(range(len(greedy)))  # the greedy part is the best scored
+        shares.append(len(eps) / 20)
+    assert abs(np.mean(shares) - 0.25) < 0.02  # binomial(20, 0.25): sd of the mean ~0.005
+
+
+def test_diverse_batch_picks_distinct_knob_values():
+    """The 6 best-scored candidates are near-duplicates (same knob values); with diversity on, the
+    batch takes slightly worse ones that cover new (knob, value) pairs; with weight 0 it is the top-k."""
+    knobs = np.array([[1, 1, 1]] * 6 + [[2, 1, 1], [1, 2, 1], [1, 1, 2], [3, 3, 3]], dtype=float)
+    score = np.array([0.0, 0.01, 0.02, 0.03, 0.04, 0.05, 0.2, 0.21, 0.22, 0.3])
+    top = diverse_batch(score, knobs, np.arange(10), 4, weight=0.0, pool=3)
+    assert top == [0, 1, 2, 3]
+    div = diverse_batch(score, knobs, np.arange(10), 4, weight=1.0, pool=3)
+    assert div[0] == 0 and len(div) == 4 and len(set(div)) == 4
+    covered = lambda idx: len({(j, v) for i in idx for j, v in enumerate(knobs[i])})  # noqa: E731
+    assert covered(div) >= covered(top) + 3  # at most one near-duplicate of the best
+    assert sum(i < 6 for i in div) == 1
+    # the pool bounds how far down the ranking diversity may reach
+    assert max(diverse_batch(score, knobs, np.arange(10), 2, weight=5.0, pool=2)) < 4
+
+
+def test_model_based_diversity_option_widens_tile_batches(tile_problem):
+    """Same seed, same measurements: the diversity-aware batch covers more tile extents per dimension."""
+    from autotune.compiler.tiles import TileSpace
+    kernel, truth, _ = tile_problem
+
+    def batch(diversity: float) -> list:
+        s = ModelBasedSearch(TileSpace(kernel, "tpu"), seed=3, epsilon=0.0, diversity=diversity)
+        for _ in range(2):
+            cfgs = s.ask(8)
+            s.tell(cfgs, [truth[c.key()] for c in cfgs])
+        return s.ask(8)
+
+    pairs = lambda cfgs: len({(i, d) for c in cfgs for i, d in enumerate(c.dims)})  # noqa: E731
+    assert pairs(batch(2.0)) > pairs(batch(0.0))
+
+
+def test_prior_margin_follows_the_prior_only_when_it_helps():
+    y = np.array([0.0, 1.0, 2.0, 3.0, 4.0])
+    good = prior_margin(y * 10 + 5, y)
+    assert good.weight == pytest.approx(1.0) and np.all(np.diff(good(y * 10 + 5)) > 0)
+    bad = prior_margin(-y, y)  # anti-correlated: ignored
+    assert bad.weight == 0.0 and np.all(bad(np.array([1.0, -3.0])) == 0.0)
+    # a prior in log seconds enters as it is (slope 1 in log time), in units of the measured spread
+    logs = prior_margin(0.5 * y + 7.0, y, log_seconds=True)
+    assert logs.weight == 1.0
+    assert np.allclose(np.diff(logs(0.5 * y + 7.0)), 0.5 / y.std())
+
+
+def test_prior_chooses_the_first_batch_and_transfers(tile_problem):
+    """With the true costs as the prior, the first batch already holds the optimum; a useless prior
+    (constant) leaves the search as good as without one."""
+    from autotune.compiler.tiles import TileSpace
+    kernel, truth, optimum = tile_problem
+    s = ModelBasedSearch(TileSpace(kernel, "tpu"), seed=0, epsilon=0.0,
+                         prior=lambda cfgs: np.log([truth[c.key()] for c in cfgs]))
+    first = s.ask(4)
+    assert first[0] == TileSpace(kernel, "tpu").default()
+    assert min(truth[c.key()] for c in first) == optimum
+    s.tell(first, [truth[c.key()] for c in first])
+    s.ask(4)
+    assert s.prior_weight > 0.5
+    flat = ModelBasedSearch(TileSpace(kernel, "tpu"), seed=0, prior=lambda cfgs: np.zeros(len(cfgs)))
+    for _ in range(3):
+        cfgs = flat.ask(4)
+        flat.tell(cfgs, [truth[c.key()] for c in cfgs])
+    assert flat.prior_weight == 0.0
+
+
+def test_local_model_is_pluggable(tile_problem):
+    """`model=` takes a fit callable: here a nearest-neighbour model, called once per round."""
+    from autotune.compiler.tiles import TileSpace
+    kernel, truth, _ = tile_problem
+    calls = []
+
+    def nearest(objective, X, y, seed, base_margin=None):
+        calls.append(len(X))
+        return lambda Xn, base_margin=None: y[np.argmin(((Xn[:, None, :] - X[None]) ** 2).sum(-1), axis=1)]
+
+    s = ModelBasedSearch(TileSpace(kernel, "tpu"), seed=0, model=nearest)
+    for _ in range(3):
+        cfgs = s.ask(4)
+        s.tell(cfgs, [truth[c.key()] for c in cfgs])
+    assert calls == [4, 8]
+    with pytest.raises(ValueError, match="model must be one of"):
+        ModelBasedSearch(TileSpace(kernel, "tpu"), model="svm")

@@ -20,7 +20,7 @@ from typing import Optional
 
 from autotune.compiler.targets.base import GiB, KiB, MiB, TargetSpec
 
-__all__ = ["host_cpu_spec", "measure_host", "host_cache_path"]
+__all__ = ["host_cpu_spec", "measure_host", "host_cache_path", "host_machine"]
 
 # ------------------------------------------------------------------------------------------------
 # Host CPU (measured)
@@ -43,6 +43,11 @@ def _cpu_model() -> str:
     except OSError:
         pass
     return platform.processor() or platform.machine() or "unknown"
+
+
+def host_machine() -> str:
+    """This machine as measurements are keyed by it: the CPU model and the core count."""
+    return f"{_cpu_model()} ({os.cpu_count() or 1} cores)"
 
 
 def _cpu_flags() -> set[str]:

@@ -312,3 +312,79 @@ def test_corrupt_page_found_later_is_a_store_error(tmp_path):
         with MeasurementStore(path) as s:
             list(s.iter_rows())
     assert "corrupt" in str(info.value) and str(path) in str(info.value)
+
+
+# -- machine keys and schema migration (issue 19) ---------------------------------------------------
+
+def test_rows_are_keyed_by_machine(store):
+    """Two machines sharing a store never answer from each other's rows; iter_rows filters by machine."""
+    store.put("cpu", NS, "k", "", Measurement(1.0), machine="Xeon A (2 cores)")
+    store.put("cpu", NS, "k", "", Measurement(5.0), machine="EPYC B (64 cores)")
+    assert store.get("cpu", NS, "k", "", machine="Xeon A (2 cores)").seconds == 1.0
+    assert store.get("cpu", NS, "k", "", machine="EPYC B (64 cores)").seconds == 5.0
+    assert store.get("cpu", NS, "k", "", machine="Other (2 cores)") is None
+    assert store.get("cpu", NS, "k", "") is None  # no machine named: only rows without one
+    assert store.count() == 2 and store.count(machine="Xeon A (2 cores)") == 1
+    assert [r.machine for r in store.iter_rows(machine="EPYC B (64 cores)")] == ["EPYC B (64 cores)"]
+    assert sorted(r.seconds for r in store.iter_rows("cpu")) == [1.0, 5.0]
+
+
+def test_evaluators_key_their_rows_by_their_machine():
+    """The simulator is machine-independent; a host evaluator names the CPU model and core count."""
+    from hardware.base import Evaluator
+    from hardware.simulator import SIMULATED_MACHINE, TpuSimulator
+    assert TpuSimulator().machine == SIMULATED_MACHINE
+    host = Evaluator.machine.fget(None)
+    assert f"({os.cpu_count()} cores)" in host and host != SIMULATED_MACHINE
+
+
+def test_kernel_records_round_trip(store):
+    from autotune.tuning.store import KernelRecord
+    rec = KernelRecord("h1", (8, 128), b"\x00\x00\x80?", (("sha-a", "a.hlo"),))
+    assert store.put_kernels("tpu", "fv1", [rec]) == 1
+    store.put_kernels("tpu", "fv1", [KernelRecord("h1", (8, 128), b"\x00\x00\x80?", (("sha-b", "b.hlo"),))])
+    got = store.kernel_records("tpu", "fv1")
+    assert list(got) == ["h1"] and got["h1"].tiled_dims == (8, 128) and got["h1"].features == b"\x00\x00\x80?"
+    assert got["h1"].programs == (("sha-a", "a.hlo"), ("sha-b", "b.hlo"))  # programs accumulate
+    assert store.kernel_records("tpu", "fv2") == {} and store.kernel_records("cpu", "fv1") == {}
+
+
+V1_SCHEMA = """
+CREATE TABLE measurements (
+    target TEXT NOT NULL, namespace TEXT NOT NULL, kernel_hash TEXT NOT NULL, tile TEXT NOT NULL,
+    seconds REAL, status TEXT NOT NULL, created REAL NOT NULL, extra TEXT NOT NULL DEFAULT '{}',
+    PRIMARY KEY (target, namespace, kernel_hash, tile)) WITHOUT ROWID;
+CREATE INDEX measurements_by_target ON measurements (target, namespace);
+"""
+
+
+def test_schema_1_file_is_migrated_in_place(tmp_path):
+    """A version-1 store keeps every row, now with the unknown machine: no evaluator answers from it,
+    history over every machine still sees it; the file is version 2 afterwards, readable read-only."""
+    from autotune.tuning.store import UNKNOWN_MACHINE
+    path = tmp_path / "v1.sqlite"
+    raw = sqlite3.connect(path)
+    raw.executescript(V1_SCHEMA)
+    raw.executemany("INSERT INTO measurements VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    [("tpu", NS, "k1", "8x128", 1.5, "ok", 1.0, '{"n": 3}'),
+                     ("cpu", "xla/2", "k2", "", None, "compile_error: x", 2.0, "{}")])
+    raw.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+    raw.execute("PRAGMA user_version = 1")
+    raw.commit()
+    raw.close()
+    with pytest.raises(StoreError, match="open it once for writing"):
+        MeasurementStore(path, readonly=True)
+    with MeasurementStore(path) as s:
+        rows = list(s.iter_rows())
+        assert [(r.target, r.kernel_hash, r.seconds, r.status, r.machine) for r in rows] == [
+            ("cpu", "k2", None, "compile_error: x", UNKNOWN_MACHINE), ("tpu", "k1", 1.5, "ok", UNKNOWN_MACHINE)]
+        assert rows[1].extra == {"n": 3}
+        assert s.get("tpu", NS, "k1", "8x128", machine="Xeon (2 cores)") is None
+        s.put("tpu", NS, "k1", "8x128", Measurement(2.0), machine="Xeon (2 cores)")  # beside, not over, the old row
+        assert s.count() == 3 and s.kernel_records("tpu", "fv") == {}
+    raw = sqlite3.connect(path)
+    assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 2
+    assert raw.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    raw.close()
+    with MeasurementStore(path, readonly=True) as s:  # a second open: nothing left to migrate
+        assert s.count(machine=UNKNOWN_MACHINE) == 2
