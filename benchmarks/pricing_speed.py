@@ -85,8 +85,11 @@ def clear_caches(features: Any, tiles: Any, model: Any) -> None:
     for name in ("_PROGRAM_TABLES", "_GRAPH_CACHE"):
         if hasattr(features, name):
             getattr(features, name).clear()
-    tiles._INFO_CACHE.clear()
-    tiles._DEFAULT_TILES.clear()
+    if hasattr(tiles, "clear_caches"):  # every tiling cache, the shared pieces included
+        tiles.clear_caches()
+    else:  # a baseline before clear_caches
+        tiles._INFO_CACHE.clear()
+        tiles._DEFAULT_TILES.clear()
     model._prep_cache.clear()
 
 
