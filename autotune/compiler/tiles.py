@@ -472,6 +472,7 @@ class TilingInfo:
 
 
 _INFO_FIELDS = tuple(f.name for f in fields(TilingInfo) if not f.name.startswith("_"))
+_SLOT_PERMS = np.tile(np.arange(R_MAX), (P_MAX, 1))  # identity layouts of the P_MAX layout slots
 
 
 # --------------------------------------------------------------------------------------------------
@@ -810,7 +811,7 @@ class _TilingBuilder:
         ins_role = np.zeros(I, np.int64)
         ins_maxrun = np.ones(I)
         # distinct layouts of the "same" inputs (P_MAX slots): runs and padding are computed per slot
-        sl_perm = np.tile(np.arange(R), (P_MAX, 1))
+        sl_perm = _SLOT_PERMS.copy()
         sl_punit = np.ones((P_MAX, R))
         sl_dbytes = np.ones(P_MAX)
         ins_slot = np.zeros(I, np.int64)
@@ -894,11 +895,17 @@ def default_tiles(kernels: Sequence[Any], target: Any = "tpu") -> list:
         if (k.hash, name) not in _DEFAULT_TILES:
             todo.setdefault(k.hash, k)
     if todo:
-        infos = [tiling_info(k, target) for k in todo.values()]
+        all_infos = [tiling_info(k, target) for k in todo.values()]
+        # kernels whose rows are the same (shared row arrays, equal scalars) have the same default tile
+        rep: dict = {}
+        which = [rep.setdefault(_row_key(inf), len(rep)) for inf in all_infos]
+        infos = [None] * len(rep)
+        for inf, j in zip(all_infos, which):
+            if infos[j] is None:
+                infos[j] = inf
         spec = infos[0].target
         cands = [_candidate_tiles(inf) for inf in infos]
-        extents = [c[0] for c in cands]
-        counts = np.array([len(e) for e in extents])
+        counts = np.array([len(c[0]) for c in cands])
         owner = np.repeat(np.arange(len(infos)), counts)
         # Trailing padding dims (extent 1, fully covered) change nothing: keep only the batch's max rank.
         r_eff = max([min(inf.rank, R_MAX) for inf in infos] + [1])
@@ -907,20 +914,46 @@ def default_tiles(kernels: Sequence[Any], target: Any = "tpu") -> list:
         sub, lanes = spec.vector_shape
         g = io_geometry(b, T, sub, lanes)
         fp = scratchpad_fit(g, b.kind, spec.scratchpad_bytes).footprint
-        ends = np.cumsum(counts)
-        starts = ends - counts
-        keep = np.concatenate([s0 + _fitting_index(fp[s0:e], spec.scratchpad_bytes) for s0, e in zip(starts, ends)])
-        bk = b.take(keep)
-        kpad = np.array([inf.K_pad for inf in infos], float)[owner[keep]]
-        gk = {key: v[keep] for key, v in g.items()}  # per-tile quantities: the fitting tiles' rows
-        t = tiled_time_terms(bk, gk["T"], np.ones(len(keep)), kpad, spec, gk)["t"]
-        pred = np.where(bk.trivial > 0, 0.0, t)  # roofline_seconds of the fitting tiles
+        starts = np.cumsum(counts) - counts
+        keep = _fitting_indices(fp, spec.scratchpad_bytes, owner, starts)
+        kpad = np.array([inf.K_pad for inf in infos], float)[owner]
+        # the roofline of every candidate (elementwise, so the fitting tiles' times are what pricing
+        # only them gives), then the argmin over the fitting ones
+        t = tiled_time_terms(b, g["T"], np.ones(len(owner)), kpad, spec, g)["t"]
+        pred = np.where(b.trivial > 0, 0.0, t)[keep]  # roofline_seconds of the fitting tiles
         best = keep[_argmin_tiles(pred, np.prod(T[keep], axis=1), owner[keep])]
         if len(_DEFAULT_TILES) > 500_000:
             _DEFAULT_TILES.clear()
-        for h, e, i, s0 in zip(todo, extents, best, starts):
-            _DEFAULT_TILES[(h, name)] = TileConfig(e[i - s0])
+        chosen = [TileConfig(c[0][i - s0]) for c, i, s0 in zip(cands, best, starts)]
+        for h, j in zip(todo, which):
+            _DEFAULT_TILES[(h, name)] = chosen[j]
     return [_DEFAULT_TILES[(k.hash, name)] for k in kernels]
+
+
+_ROW_SCALARS = tuple(f.name for f in fields(TileRows) if not f.metadata)
+
+
+def _row_key(info: TilingInfo) -> tuple:
+    """A key equal for kernels whose default-tile search is the same: the tiled shape, the row's
+    array objects (shared between kernels by `_make_row` when equal) and its scalars."""
+    r = info.row
+    return (info.dims, info.unit, id(r.D), id(r.mmask), id(r.nmask), id(r.win), id(r.stride), id(r.din),
+            id(r.in_bytes), tuple(getattr(r, n) for n in _ROW_SCALARS))
+
+
+def _fitting_indices(footprints: np.ndarray, scratchpad_bytes: float, owner: np.ndarray,
+                     starts: np.ndarray) -> np.ndarray:
+    """`_fitting_index` of every kernel of a batch (candidates of kernel i at starts[i]..., `owner`
+    ascending), as indices into the batch, ascending."""
+    fits = footprints <= scratchpad_bytes
+    none = np.bincount(owner, weights=fits, minlength=len(starts)) == 0
+    if none.any():  # the first smallest footprint of each kernel with no fitting tile
+        seg_min = np.minimum.reduceat(footprints, starts)
+        at_min = (footprints == seg_min[owner]) & none[owner]
+        first = np.flatnonzero(at_min)
+        first = first[np.r_[True, owner[first][1:] != owner[first][:-1]]]
+        fits[first] = True
+    return np.flatnonzero(fits)
 
 
 def _fitting_index(footprints: np.ndarray, scratchpad_bytes: float) -> np.ndarray:
