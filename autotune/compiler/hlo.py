@@ -589,8 +589,21 @@ class HloModule:
         self.filename = filename
 
     @property
+    def computations(self) -> list:
+        """The computations in order (assign a new list to change them: the name index follows)."""
+        return self._computations
+
+    @computations.setter
+    def computations(self, value: list) -> None:
+        self._computations = value
+        self._by_name: Optional[dict] = None
+
+    @property
     def computations_by_name(self) -> dict:
-        return {c.name: c for c in self.computations}
+        """{name: computation}, built once per list of computations (cost analysis asks it per instruction)."""
+        if self._by_name is None or len(self._by_name) != len(self._computations):
+            self._by_name = {c.name: c for c in self._computations}
+        return self._by_name
 
     @property
     def entry(self) -> HloComputation:
