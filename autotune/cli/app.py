@@ -25,6 +25,14 @@ from autotune.compiler.targets import UnknownTargetError, get_target, target_nam
 
 MEASUREMENT_FAILED_EXIT = 3   # hardware measurement failed / nothing verified (outputs are written)
 INTERRUPTED_EXIT = 130
+# `fusion` keeps this much time per second of parsing the program for writing its outputs at the end
+# (fused.hlo emission, best_config.json, report, plot): measured 0.55-0.86 s per second of parsing
+# on the 12/48/200-layer transformers of examples/scale (BENCHMARKS.md, "Scale (issue 21)"), plus a fixed part.
+OUTPUT_SECONDS_PER_LOAD_SECOND = 1.0
+OUTPUT_FIXED_SECONDS = 0.5
+# The least share of the search budget (--budget less --hw-budget) the search gets when start-up
+# used more (a tiny budget on a loaded machine): the run then ends late, with a warning saying so.
+MIN_SEARCH_SHARE = 0.1
 
 
 def _check_target(ctx: click.Context, param: click.Parameter, value: str) -> str:
@@ -241,7 +249,7 @@ def model_identity(model_name: str) -> str:
 
 @main.command()
 @click.argument("program", type=click.Path(exists=True, dir_okay=False))
-@click.option("--budget", default="5m", show_default=True, help="Total wall-clock budget (30s, 5m, 1h).")
+@click.option("--budget", default="5m", show_default=True, help="Wall-clock budget of the whole command: start-up, search, verification and writing the outputs (30s, 5m, 1h).")
 @click.option("--cost-model", "cost_model", default=None,
               help=COST_MODEL_HELP + "; hardware = measure every configuration on the evaluator "
                    "[default: the shipped GNN if present, else analytical]")
@@ -282,9 +290,10 @@ def fusion(program: str, budget: str, cost_model: Optional[str], strategy: str, 
     from hardware.base import Budget
     from search.base import get_strategy
     from autotune.compiler.fusion import FusionSpace
-    from autotune.tuning.report import write_fusion_outputs
+    from autotune.tuning.report import write_fusion_outputs, write_json
     from autotune.tuning.tuner import Tuner, program_fingerprint
 
+    started = time.monotonic()  # --budget is the command's wall clock from here (outputs written)
     total = _duration(budget, "--budget")
     if hw_budget is None:  # the paper's split: search with the model, verify with a tenth of the budget
         hw = total / 10 if total is not None else 60.0
@@ -293,7 +302,9 @@ def fusion(program: str, budget: str, cost_model: Optional[str], strategy: str, 
         hw = _duration(hw_budget, "--hw-budget", allow_zero=True)
         if hw is None:
             raise UserError(f"--hw-budget {hw_budget}: must be finite (e.g. 30s, 1m; 0 = no verification)")
+    t_load = time.monotonic()
     prog, _ = _load(program)
+    load_s = time.monotonic() - t_load
     space = FusionSpace(prog, target)
     # No fusible edge: one configuration (the default), still emitted, reported and verified.
     no_edges = (f"{program}: no fusible producer->consumer edges on target {target}: the program has one "
@@ -311,10 +322,31 @@ def fusion(program: str, budget: str, cost_model: Optional[str], strategy: str, 
     ev = make_evaluator(evaluator, target, store, seed, scheduler=scheduler, workers=workers)
     try:
         model, model_name = make_cost_model(cost_model, "fusion", target, ev)
-        # --budget is the total wall clock: search gets what hardware verification does not.
+        try:  # the plot's import is start-up, not output time (counted below with the rest of start-up)
+            import matplotlib
+            matplotlib.use("Agg")
+            import matplotlib.pyplot  # noqa: F401
+        except Exception:  # noqa: BLE001 - no plotting library: write_fusion_outputs records the error
+            pass
+        # --budget is the whole command's wall clock: the search gets what start-up (so far), hardware
+        # verification and writing the outputs (estimated from this program's parse time) do not.
         search_budget = total
-        if total is not None and hw > 0 and model_name != "hardware":
-            search_budget = total - hw
+        budget_note = budget_warning = None
+        if total is not None:
+            startup_s = time.monotonic() - started
+            reserve_s = OUTPUT_FIXED_SECONDS + OUTPUT_SECONDS_PER_LOAD_SECOND * load_s
+            search_budget = total - startup_s - reserve_s - (hw if hw > 0 and model_name != "hardware" else 0.0)
+            budget_note = {"startup_s": round(startup_s, 3), "output_reserve_s": round(reserve_s, 3),
+                           "search_budget_s": round(search_budget, 3)}
+            floor = MIN_SEARCH_SHARE * (total - (hw if hw > 0 and model_name != "hardware" else 0.0))
+            if search_budget < floor:  # start-up ate the budget: a minimal search, said in one line
+                budget_warning = (f"--budget {budget}: start-up took {startup_s:.1f}s (parsing {load_s:.1f}s) and "
+                                  f"writing the outputs needs about {reserve_s:.1f}s, leaving "
+                                  f"{max(search_budget, 0.0):.1f}s; the search got {floor:.1f}s "
+                                  f"({MIN_SEARCH_SHARE:.0%} of the search budget) and the run may end up to "
+                                  f"{floor - search_budget:.1f}s late")
+                search_budget = floor
+                budget_note["search_budget_s"] = round(search_budget, 3)
         strat = strategy_cls(space, seed=seed)
         strategy_name = getattr(strategy_cls, "name", strategy)
         fingerprint = {"program": program_fingerprint(space), "target": target, "cost_model": model_identity(model_name),
@@ -322,7 +354,8 @@ def fusion(program: str, budget: str, cost_model: Optional[str], strategy: str, 
         tuner = Tuner(space, model, strat, Budget(search_budget), evaluator=ev if hw > 0 else None,
                       hw_budget=hw, top_k_verify=top_k, out_dir=out, batch_size=batch_size,
                       progress=not no_progress, max_evaluations=max_evals, fingerprint=fingerprint,
-                      reference_text=Path(program).read_text())
+                      reference_text=Path(program).read_text(),
+                      overhead_s=(total - search_budget) if total is not None else 0.0)
         if resume_dir:
             tuner.resume(resume_dir)
             r = tuner.resumed_from
@@ -334,14 +367,18 @@ def fusion(program: str, budget: str, cost_model: Optional[str], strategy: str, 
         if model_name == "hardware":
             ev.budget = Budget(tuner.budget.seconds)
         result = tuner.run()
+        if budget_warning:
+            result.warnings.insert(0, budget_warning)
         if no_edges:
             result.warnings.insert(0, no_edges)
         if hw <= 0:
             result.verification = {"status": "skipped", "reason": "--hw-budget 0: no hardware verification asked for"}
         meta = {"program": str(program), "target": target, "cost_model": model_name, "strategy": strategy_name,
                 "evaluator": ev_name, "budget_s": total, "hw_budget_s": hw, "seed": seed, "out_dir": str(out),
-                "fingerprint": fingerprint, "resumed_from": tuner.resumed_from}
+                "fingerprint": fingerprint, "resumed_from": tuner.resumed_from, "budget_split": budget_note}
         report = write_fusion_outputs(out, space, result, meta)
+        report["wall_s"] = time.monotonic() - started  # the command so far, outputs written
+        write_json(out / "report.json", report)
     finally:
         ev.close()
     for w in report["warnings"]:  # the program's normalization notes, then every failed or skipped step

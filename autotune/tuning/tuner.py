@@ -277,7 +277,7 @@ class Tuner:
                  on_config: Optional[Callable[[FusionConfig, float], None]] = None,
                  include_default: bool = True, fingerprint: Optional[dict] = None,
                  reference_text: Optional[str] = None, verify_rounds: int = 5,
-                 callbacks: Sequence[Callback] = (), finalists: int = 2):
+                 callbacks: Sequence[Callback] = (), finalists: int = 2, overhead_s: float = 0.0):
         from hardware.base import Budget
 
         self.space = space
@@ -316,6 +316,14 @@ class Tuner:
         self._top: list = []   # max-heap (negated) of the best distinct predicted configurations
         self._stop: Optional[str] = None
         self._elapsed_before = 0.0
+        # Wall clock of this session outside the search that its budget covers (the CLI's start-up,
+        # hardware verification and writing the outputs): a resumed run continues with what the
+        # sessions before, overheads included, left of it.
+        self.overhead_s = max(float(overhead_s), 0.0)
+        self._overhead_before = 0.0
+        self._sec_per_config: Optional[float] = None  # measured pricing time of one configuration (batches)
+        self._scratch_s: Optional[float] = None       # measured pricing time of the default, from scratch
+        self._checkpoint_s = 0.0                      # measured time of the last checkpoint
 
     def _default_callbacks(self) -> list:
         """Progress bar, log.jsonl and checkpoints from the constructor's arguments."""
@@ -356,6 +364,11 @@ class Tuner:
         """Write best_config.json (fusion) and checkpoint.pkl into out_dir (atomically)."""
         if self.out_dir is None or self.best is None:
             return
+        t0 = self.budget.now()
+        self._write_checkpoint()
+        self._checkpoint_s = self.budget.now() - t0
+
+    def _write_checkpoint(self) -> None:
         if is_fusion_space(self.space):
             from autotune.tuning.config_io import save_config
             save_config(self.space, self.best, self.out_dir / "best_config.json",
@@ -366,7 +379,7 @@ class Tuner:
             "strategy_name": getattr(self.strategy, "name", type(self.strategy).__name__),
             "best": self.space.encode(self.best), "best_cost": self.best_cost, "default_cost": self.default_cost,
             "evaluations": self.evaluations, "history": self.history, "memo": self.cost.memo,
-            "elapsed": self._elapsed(), "top": self._top,
+            "elapsed": self._elapsed(), "top": self._top, "overhead": self._overhead_before + self.overhead_s,
         }
         tmp = self.out_dir / (CHECKPOINT + ".tmp")
         with open(tmp, "wb") as f:
@@ -419,12 +432,17 @@ class Tuner:
         state = self.read_checkpoint(directory)
         self._check_fingerprint(path, state)
         elapsed = float(state.get("elapsed", 0.0))
+        overhead_before = float(state.get("overhead", 0.0))
         total = self.budget.seconds
         if total is not None:
-            if total - elapsed <= 0:
-                raise TuningError(f"{path}: the run already used {elapsed:.1f}s of its {total:g}s search budget; "
-                                  f"pass a larger --budget to continue it")
-            self.budget = Budget(total - elapsed)
+            used = elapsed + overhead_before           # what the earlier sessions spent of the budget
+            left = total + self.overhead_s - used      # of this session's budget, its own overhead included
+            if left - self.overhead_s <= 0:
+                raise TuningError(f"{path}: the run already used {used:.1f}s of its {total + self.overhead_s:g}s "
+                                  f"budget" + (f" (this session needs {self.overhead_s:.1f}s outside the search)"
+                                               if self.overhead_s else "")
+                                  + "; pass a larger --budget to continue it")
+            self.budget = Budget(left - self.overhead_s)
         try:
             self.strategy.load_state_dict(state["strategy"])
         except Exception as e:  # another strategy's state or options (e.g. a different chain count)
@@ -437,6 +455,7 @@ class Tuner:
         self.history = list(state["history"])
         self.cost.memo.update(state["memo"])
         self._elapsed_before = elapsed
+        self._overhead_before = overhead_before
         self._top = list(state["top"])
         self.resumed_from = {"directory": str(directory), "evaluations": self.evaluations, "elapsed_s": elapsed,
                              "search_budget_s": total, "remaining_s": self.budget.seconds}
@@ -460,7 +479,10 @@ class Tuner:
             self.out_dir.mkdir(parents=True, exist_ok=True)
         default = self.space.default()
         if math.isnan(self.default_cost):
+            t0 = self.budget.now()
             self.default_cost = float(self.cost([default])[0])
+            # a configuration priced from scratch: what the first batch's size is planned with
+            self._scratch_s = self.budget.now() - t0
         if self.best is None and self.include_default:
             self._note([default], np.array([self.default_cost]))
             self.history.append((self._elapsed(), self.evaluations, self.best_cost))
@@ -493,8 +515,13 @@ class Tuner:
         return result
 
     def _budget_stop(self) -> Optional[str]:
-        """Why the search must stop before the next batch (None: go on)."""
+        """Why the search must stop before the next batch (None: go on). The search also stops when
+        what is left of the budget would not price one more configuration and write the final
+        checkpoint (both measured), so that the run ends within its budget."""
         if self.budget.exhausted:
+            return "budget"
+        if self.budget.seconds is not None and self._sec_per_config is not None \
+                and self.budget.remaining < self._sec_per_config + self._checkpoint_s:
             return "budget"
         if self.max_evaluations is not None and self.evaluations >= self.max_evaluations:
             return "max_evaluations"
@@ -504,9 +531,8 @@ class Tuner:
 
     def _step(self) -> None:
         """One batch: ask, price (memoized), tell, book-keep, call the callbacks."""
-        n = self.batch_size
-        if self.max_evaluations is not None:
-            n = max(1, min(n, self.max_evaluations - self.evaluations))
+        n = self._batch_len()
+        t0 = self.budget.now()
         cfgs = self.strategy.ask(n)
         if not cfgs:
             self._stop = "strategy_finished"
@@ -514,6 +540,8 @@ class Tuner:
         seen = self.cost.config_cost
         fresh_idx = [i for i, c in enumerate(cfgs) if self.space.encode(c) not in seen]
         costs = self.cost(cfgs)
+        per = (self.budget.now() - t0) / len(cfgs)
+        self._sec_per_config = per if self._sec_per_config is None else 0.5 * (self._sec_per_config + per)
         if self.on_config is not None:
             for i in fresh_idx:
                 self.on_config(cfgs[i], float(costs[i]))
@@ -529,6 +557,21 @@ class Tuner:
                 "kernels_priced": self.cost.kernels_priced}
         for cb in self.callbacks:
             cb.on_batch(self, info)
+
+    def _batch_len(self) -> int:
+        """Configurations to ask for: `batch_size`, fewer when a whole batch at the measured cost of
+        a configuration would overrun the budget (a cold learned model prices a from-scratch
+        configuration of a large program in seconds), or `max_evaluations` is near. Before any batch
+        is measured, the default's pricing from scratch stands for a configuration's cost."""
+        n = self.batch_size
+        if self.max_evaluations is not None:
+            n = max(1, min(n, self.max_evaluations - self.evaluations))
+        per = self._sec_per_config if self._sec_per_config is not None else self._scratch_s
+        if self.budget.seconds is not None and per is not None and per > 0:
+            room = self.budget.remaining - self._checkpoint_s
+            if per * n > room:
+                n = max(1, min(n, int(room / per)))
+        return n
 
     # ------------------------------------------------------------------ hardware verification
     def measure_config(self, cfg: FusionConfig, evaluator: Any) -> tuple[float, str]:
