@@ -123,12 +123,21 @@ class ProgramCost:
         self.kernel_cost = kernel_cost
         self.dedup = dedup
         self.memo: dict = {}
-        self.config_cost: dict[bytes, float] = {}
+        self.config_cost: dict[bytes, float] = {}  # configuration digest (`config_key`) -> seconds
         self.kernel_calls = 0
         self.kernels_priced = 0
 
     def _key(self, r: Any) -> Any:
         return r.hash if self.dedup else (r.comp, r.members)
+
+    @staticmethod
+    def config_key(c: FusionConfig) -> bytes:
+        """What `config_cost` is keyed by: a 128-bit digest of the configuration's bits (the bits of a
+        34k-edge program are 34 kB: a search of 100k configurations would keep gigabytes of keys)."""
+        return hashlib.blake2b(c.key(), digest_size=16).digest()
+
+    def is_priced(self, c: FusionConfig) -> bool:
+        return self.config_key(c) in self.config_cost
 
     def _price(self, refs: Sequence) -> None:
         from autotune.compiler.kernel import Kernel
@@ -168,11 +177,10 @@ class ProgramCost:
             parent = node.parent
             if node.delta is None or parent is None:
                 return None
-            pk = parent.key()
-            if pk not in space._state_cache:
+            if parent.key() not in space._state_cache:
                 return None
             chain.append(node)
-            if pk in self.config_cost:
+            if self.config_key(parent) in self.config_cost:
                 return chain
             node = parent
         return None
@@ -181,13 +189,14 @@ class ProgramCost:
         """Costs of configurations (one batched kernel-cost call for all new kernels)."""
         space = self.space
         states = [space.state(c) for c in cfgs]
+        ckeys = [self.config_key(c) for c in cfgs]
         chains: list = []
         new_refs = []
-        for c, st in zip(cfgs, states):
-            ch = None if c.key() in self.config_cost else self._chain(c)
+        for c, st, ck in zip(cfgs, states, ckeys):
+            ch = None if ck in self.config_cost else self._chain(c)
             chains.append(ch)
             if ch is None:
-                if c.key() not in self.config_cost:
+                if ck not in self.config_cost:
                     new_refs.extend(st.refs())
                 continue
             for node in ch:
@@ -203,13 +212,12 @@ class ProgramCost:
         memo = self.memo
         key = self._key
         cache = space._state_cache
-        for i, (c, st, ch) in enumerate(zip(cfgs, states, chains)):
-            ck = c.key()
+        for i, (c, st, ch, ck) in enumerate(zip(cfgs, states, chains, ckeys)):
             if ck in self.config_cost:
                 out[i] = self.config_cost[ck]
                 continue
             if ch is not None:
-                cost = self.config_cost[ch[-1].parent.key()]
+                cost = self.config_cost[self.config_key(ch[-1].parent)]
                 for node in reversed(ch):
                     pst = cache[node.parent.key()]
                     nst = st if node is c else cache[node.key()]
@@ -223,6 +231,9 @@ class ProgramCost:
                 cost = sum(memo[key(r)] * mult[r.comp] for r in st.refs())
             self.config_cost[ck] = cost
             out[i] = cost
+        for c in cfgs:  # priced, state cached: the derivation history is no longer needed (it would
+            if c.parent is not None:  # keep every configuration of a chain alive)
+                c.parent.parent = None
         if len(self.config_cost) > 2_000_000:
             self.config_cost.clear()
         if len(memo) > 2_000_000:
@@ -255,6 +266,9 @@ class TileCost:
             for k, c in zip(todo, costs):
                 self.config_cost[k] = float(c) if np.isfinite(c) else math.inf
         return np.array([self.config_cost[k] for k in keys], dtype=float)
+
+    def is_priced(self, tile: Any) -> bool:
+        return self.space.encode(tile) in self.config_cost
 
 
 def space_cost(space: Any, cost_model: Any) -> "ProgramCost | TileCost":
@@ -537,8 +551,7 @@ class Tuner:
         if not cfgs:
             self._stop = "strategy_finished"
             return
-        seen = self.cost.config_cost
-        fresh_idx = [i for i, c in enumerate(cfgs) if self.space.encode(c) not in seen]
+        fresh_idx = [i for i, c in enumerate(cfgs) if not self.cost.is_priced(c)]
         costs = self.cost(cfgs)
         per = (self.budget.now() - t0) / len(cfgs)
         self._sec_per_config = per if self._sec_per_config is None else 0.5 * (self._sec_per_config + per)
@@ -562,15 +575,20 @@ class Tuner:
         """Configurations to ask for: `batch_size`, fewer when a whole batch at the measured cost of
         a configuration would overrun the budget (a cold learned model prices a from-scratch
         configuration of a large program in seconds), or `max_evaluations` is near. Before any batch
-        is measured, the default's pricing from scratch stands for a configuration's cost."""
+        is measured, a batch whose configurations priced like the default from scratch could take a
+        quarter of what is left starts with one configuration."""
         n = self.batch_size
         if self.max_evaluations is not None:
             n = max(1, min(n, self.max_evaluations - self.evaluations))
-        per = self._sec_per_config if self._sec_per_config is not None else self._scratch_s
-        if self.budget.seconds is not None and per is not None and per > 0:
-            room = self.budget.remaining - self._checkpoint_s
-            if per * n > room:
-                n = max(1, min(n, int(room / per)))
+        if self.budget.seconds is None:
+            return n
+        room = self.budget.remaining - self._checkpoint_s
+        per = self._sec_per_config
+        if per is None:  # nothing measured yet: one configuration first, unless a batch is cheap for sure
+            scratch = self._scratch_s or 0.0
+            return n if scratch * n <= room / 4 else 1
+        if per > 0 and per * n > room:
+            n = max(1, min(n, int(room / per)))
         return n
 
     # ------------------------------------------------------------------ hardware verification
