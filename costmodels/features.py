@@ -672,14 +672,19 @@ def _graph_arrays_many(kernels: Sequence[Any]) -> list:
     for i, k in enumerate(kernels):
         t = _computation_table(k)
         groups.setdefault(id(t), (t, []))[1].append(i)
-    for t, idx in groups.values():
-        ks = [kernels[i] for i in idx]
-        res = _gather_graphs(t, ks) if len(ks) > 1 else None
-        if res is None:  # one kernel, or inputs that are not distinct: kernel by kernel
-            res = [_graph_arrays(k) for k in ks]
-        for i, r in zip(idx, res):
-            out[i] = r
+    for t, idx_all in groups.values():
+        for s0 in range(0, len(idx_all), _GATHER_CHUNK):  # chunks: the index arrays stay in cache
+            idx = idx_all[s0:s0 + _GATHER_CHUNK]
+            ks = [kernels[i] for i in idx]
+            res = _gather_graphs(t, ks) if len(ks) > 1 else None
+            if res is None:  # one kernel, or inputs that are not distinct: kernel by kernel
+                res = [_graph_arrays(k) for k in ks]
+            for i, r in zip(idx, res):
+                out[i] = r
     return out
+
+
+_GATHER_CHUNK = 512  # kernels gathered together by _graph_arrays_many
 
 
 def _segments(counts: np.ndarray) -> tuple:

@@ -887,7 +887,7 @@ def default_tile(kernel: Any, target: Any = "tpu") -> "TileConfig":
 def default_tiles(kernels: Sequence[Any], target: Any = "tpu") -> list:
     """`default_tile` of many kernels, the one home of the default-tile choice: the candidate tiles of
     the kernels not cached yet are sized (`scratchpad_fit`) and priced (`tiled_time_terms`, the
-    analytical roofline of `roofline_seconds`) as arrays in one batch; per kernel the fitting tile of
+    analytical roofline of `roofline_seconds`) as arrays, a chunk of kernels at a time; per kernel the fitting tile of
     least time wins, ties to the larger tile (fewer iterations), then the first listed."""
     name = canonical_target_name(target)
     todo: dict = {}
@@ -903,31 +903,41 @@ def default_tiles(kernels: Sequence[Any], target: Any = "tpu") -> list:
         for inf, j in zip(all_infos, which):
             if infos[j] is None:
                 infos[j] = inf
-        spec = infos[0].target
-        cands = [_candidate_tiles(inf) for inf in infos]
-        counts = np.array([len(c[0]) for c in cands])
-        owner = np.repeat(np.arange(len(infos)), counts)
-        # Trailing padding dims (extent 1, fully covered) change nothing: keep only the batch's max rank.
-        r_eff = max([min(inf.rank, R_MAX) for inf in infos] + [1])
-        b = TileRows.stack([inf.row for inf in infos]).first_dims(r_eff).take(owner)
-        T = np.concatenate([c[1] for c in cands])[:, :r_eff]
-        sub, lanes = spec.vector_shape
-        g = io_geometry(b, T, sub, lanes)
-        fp = scratchpad_fit(g, b.kind, spec.scratchpad_bytes).footprint
-        starts = np.cumsum(counts) - counts
-        keep = _fitting_indices(fp, spec.scratchpad_bytes, owner, starts)
-        kpad = np.array([inf.K_pad for inf in infos], float)[owner]
-        # the roofline of every candidate (elementwise, so the fitting tiles' times are what pricing
-        # only them gives), then the argmin over the fitting ones
-        t = tiled_time_terms(b, g["T"], np.ones(len(owner)), kpad, spec, g)["t"]
-        pred = np.where(b.trivial > 0, 0.0, t)[keep]  # roofline_seconds of the fitting tiles
-        best = keep[_argmin_tiles(pred, np.prod(T[keep], axis=1), owner[keep])]
+        chosen: list = []
+        for c0 in range(0, len(infos), _DEFAULT_TILE_CHUNK):  # chunks: the candidate arrays stay in cache
+            chosen += _search_default_tiles(infos[c0:c0 + _DEFAULT_TILE_CHUNK])
         if len(_DEFAULT_TILES) > 500_000:
             _DEFAULT_TILES.clear()
-        chosen = [TileConfig(c[0][i - s0]) for c, i, s0 in zip(cands, best, starts)]
         for h, j in zip(todo, which):
             _DEFAULT_TILES[(h, name)] = chosen[j]
     return [_DEFAULT_TILES[(k.hash, name)] for k in kernels]
+
+
+_DEFAULT_TILE_CHUNK = 1024  # kernels whose candidate tiles default_tiles prices together
+
+
+def _search_default_tiles(infos: Sequence[TilingInfo]) -> list:
+    """The default tile of each of `infos` (`default_tiles`' search, as arrays over their candidates)."""
+    spec = infos[0].target
+    cands = [_candidate_tiles(inf) for inf in infos]
+    counts = np.array([len(c[0]) for c in cands])
+    owner = np.repeat(np.arange(len(infos)), counts)
+    # Trailing padding dims (extent 1, fully covered) change nothing: keep only the batch's max rank.
+    r_eff = max([min(inf.rank, R_MAX) for inf in infos] + [1])
+    b = TileRows.stack([inf.row for inf in infos]).first_dims(r_eff).take(owner)
+    T = np.concatenate([c[1] for c in cands])[:, :r_eff]
+    sub, lanes = spec.vector_shape
+    g = io_geometry(b, T, sub, lanes)
+    fp = scratchpad_fit(g, b.kind, spec.scratchpad_bytes).footprint
+    starts = np.cumsum(counts) - counts
+    keep = _fitting_indices(fp, spec.scratchpad_bytes, owner, starts)
+    kpad = np.array([inf.K_pad for inf in infos], float)[owner]
+    # the roofline of every candidate (elementwise, so the fitting tiles' times are what pricing
+    # only them gives), then the argmin over the fitting ones
+    t = tiled_time_terms(b, g["T"], np.ones(len(owner)), kpad, spec, g)["t"]
+    pred = np.where(b.trivial > 0, 0.0, t)[keep]  # roofline_seconds of the fitting tiles
+    best = keep[_argmin_tiles(pred, np.prod(T[keep], axis=1), owner[keep])]
+    return [TileConfig(c[0][i - s0]) for c, i, s0 in zip(cands, best, starts)]
 
 
 _ROW_SCALARS = tuple(f.name for f in fields(TileRows) if not f.metadata)
