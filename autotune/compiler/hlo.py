@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from typing import Any, Callable, Iterable, Optional
 
 from autotune.compiler.gc_pause import gc_paused
@@ -141,8 +141,10 @@ class Shape:
     def rank(self) -> int:
         return len(self.dims)
 
-    @property
+    @cached_property
     def elements(self) -> int:
+        """Product of the dims (a `?` dim counts 0); computed once per shape (the tile geometry and the
+        featurizer ask it per use)."""
         n = 1
         for d in self.dims:
             n *= max(d, 0)

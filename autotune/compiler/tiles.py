@@ -503,7 +503,7 @@ class _TilingBuilder:
             unit[self.mtm[0]] = lanes
             unit[self.mtm[1]] = sub
         self.unit = tuple(unit)
-        E = float(np.prod(self.dims)) if self.rank else 1.0
+        E = float(math.prod(self.dims)) if self.rank else 1.0
         self.elements = E
         cost = kernel.cost
         work = device_work(kernel)
