@@ -335,6 +335,8 @@ class Tuner:
         # sessions before, overheads included, left of it.
         self.overhead_s = max(float(overhead_s), 0.0)
         self._overhead_before = 0.0
+        self._default_measurement: Optional[tuple] = None  # (seconds, status) of the default, measured early
+        self._hw_slack = 0.0  # hardware seconds the verification will not need, lent to the search
         self._sec_per_config: Optional[float] = None  # measured pricing time of one configuration (batches)
         self._scratch_s: Optional[float] = None       # measured pricing time of the default, from scratch
         self._checkpoint_s = 0.0                      # measured time of the last checkpoint
@@ -500,6 +502,7 @@ class Tuner:
         if self.best is None and self.include_default:
             self._note([default], np.array([self.default_cost]))
             self.history.append((self._elapsed(), self.evaluations, self.best_cost))
+        self._lend_verification_slack()
         old_handlers = self._install_signals()
         result: Optional[TuningResult] = None
         try:
@@ -522,11 +525,39 @@ class Tuner:
             result.verification = {"status": "skipped", "reason": "no hardware evaluator (no hardware budget)"}
         elif self._stop in ("budget", "strategy_finished", "max_evaluations", "early_stopping"):
             self.verify(result)
+            if self._hw_slack:
+                result.verification["hw_seconds_lent_to_search"] = round(self._hw_slack, 3)
         else:
             result.verification = {"status": "skipped", "reason": f"the search was interrupted ({self._stop})"}
             result.warnings.append(f"not verified: the search was interrupted ({self._stop}); "
                                    "fused.hlo holds the best predicted configuration")
         return result
+
+    def _lend_verification_slack(self) -> None:
+        """Kernel-sum verification on an exact evaluator (the simulator) takes about (1 + top_k) times
+        the default's measurement: measure the default now (verification reuses it) and lend the
+        hardware seconds it will not need (with a 2x margin) to the search, so that the run ends near
+        its budget rather than a verification's spare time early."""
+        from hardware.base import Budget
+        ev = self.evaluator
+        if (ev is None or not is_fusion_space(self.space) or hasattr(ev, "measure_program")
+                or self.budget.seconds is None or self._default_measurement is not None):
+            return
+        hw = self.hw_budget.seconds if isinstance(self.hw_budget, Budget) else Budget(self.hw_budget).seconds
+        if not hw:
+            return
+        old = ev.budget
+        ev.budget = Budget(None)
+        try:
+            t0 = self.budget.now()
+            self._default_measurement = self.measure_config(self.space.default(), ev)
+            took = self.budget.now() - t0
+        finally:
+            ev.budget = old
+        slack = hw - 2.0 * took * (1 + self.top_k_verify)
+        if slack > 0:
+            self._hw_slack = slack
+            self.budget.seconds += slack
 
     def _budget_stop(self) -> Optional[str]:
         """Why the search must stop before the next batch (None: go on). The search also stops when
@@ -611,6 +642,8 @@ class Tuner:
         ev = self.evaluator
         old_budget = ev.budget
         hw = self.hw_budget if isinstance(self.hw_budget, Budget) else Budget(self.hw_budget)
+        if self._hw_slack and hw.seconds is not None:
+            hw = Budget(max(hw.seconds - self._hw_slack, 0.0))
         ev.budget = Budget(None)  # the verification keeps to the hardware budget itself
         try:
             if not is_fusion_space(self.space):
@@ -632,7 +665,7 @@ class Tuner:
         while the hardware budget `hw` lasts (the default and the best prediction always)."""
         ev = self.evaluator
         exact = not hasattr(ev, "measure_program")  # the simulator times kernels; XLA runs programs
-        md, status = self.measure_config(self.space.default(), ev)
+        md, status = self._default_measurement or self.measure_config(self.space.default(), ev)
         result.measured_default = md if status == "ok" else None
         default_status = status
         best_m, best_cfg = math.inf, None
