@@ -123,18 +123,17 @@ class ProgramCost:
         self.kernel_cost = kernel_cost
         self.dedup = dedup
         self.memo: dict = {}
-        self.config_cost: dict[bytes, float] = {}  # configuration digest (`config_key`) -> seconds
+        self.config_cost: dict[int, float] = {}  # configuration digest (`config_key`) -> seconds
         self.kernel_calls = 0
         self.kernels_priced = 0
 
     def _key(self, r: Any) -> Any:
         return r.hash if self.dedup else (r.comp, r.members)
 
-    @staticmethod
-    def config_key(c: FusionConfig) -> bytes:
-        """What `config_cost` is keyed by: a 128-bit digest of the configuration's bits (the bits of a
-        34k-edge program are 34 kB: a search of 100k configurations would keep gigabytes of keys)."""
-        return hashlib.blake2b(c.key(), digest_size=16).digest()
+    def config_key(self, c: FusionConfig) -> int:
+        """What `config_cost` is keyed by: the configuration's 128-bit digest (`config_digest`; the bits
+        of a 34k-edge program are 34 kB: a search of 100k configurations would keep gigabytes of keys)."""
+        return self.space.config_digest(c)
 
     def is_priced(self, c: FusionConfig) -> bool:
         return self.config_key(c) in self.config_cost
@@ -233,7 +232,7 @@ class ProgramCost:
             out[i] = cost
         for c in cfgs:  # priced, state cached: the derivation history is no longer needed (it would
             if c.parent is not None:  # keep every configuration of a chain alive)
-                c.parent.parent = None
+                c.parent.detach()
         if len(self.config_cost) > 2_000_000:
             self.config_cost.clear()
         if len(memo) > 2_000_000:
