@@ -39,6 +39,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from benchmarks.tables import emit_results  # noqa: E402
 
 
 def load_baseline(rev: str) -> tuple:
@@ -199,12 +200,7 @@ def main(argv: Optional[list] = None) -> dict:
         res["search"] = runs
         if runs[0]["configs_per_s"] and runs[1]["configs_per_s"]:
             res["search_ratio"] = runs[0]["configs_per_s"] / runs[1]["configs_per_s"]
-    md = render_md(res)
-    print(md)
-    if a.md:
-        Path(a.md).write_text(md + "\n")
-    if a.json_out:
-        Path(a.json_out).write_text(json.dumps(res, indent=2))
+    emit_results(render_md(res), res, a.md, a.json_out)
     return res
 
 

@@ -35,6 +35,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from benchmarks.tables import emit_results  # noqa: E402
 
 
 def resolve_program(spec: str) -> str:
@@ -155,12 +156,7 @@ def main(argv: Optional[list] = None) -> dict:
                 print(json.dumps({k: v for k, v in row.items() if k not in ("outputs", "warnings")}), flush=True)
     res = {"budget_s": a.budget, "hw_budget_s": a.hw_budget, "seeds": a.seeds, "python": platform.python_version(),
            "runs": runs, "summary": summarize(runs)}
-    md = render_md(res)
-    print(md)
-    if a.md:
-        Path(a.md).write_text(md + "\n")
-    if a.json_out:
-        Path(a.json_out).write_text(json.dumps(res, indent=2))
+    emit_results(render_md(res), res, a.md, a.json_out)
     return res
 
 
