@@ -11,7 +11,7 @@ shared machine falls on both alike), each in a fresh process, and reports per ru
 * the peak resident memory of the process.
 
     python benchmarks/scale_search.py [--programs examples/scale/transformer_L48.hlo transformer:200]
-        [--models default analytical] [--seeds 0 1 2] [--budget 60] [--hw-budget 10]
+        [--models default analytical] [--seeds 0 1 2] [--budget 60] [--hw-budget 10] [--moves 2000]
         [--md benchmarks/results/scale_search.md] [--json out.json]
 
 A program is a path or FAMILY:SIZE (generated with examples/scale/generate.py into examples/scale/
@@ -81,6 +81,43 @@ def run_fusion(program: str, model: str, seed: int, budget: float, hw_budget: fl
         return row
 
 
+def move_agreement(program: str, n_moves: int, seed: int = 0) -> dict:
+    """How well each cost model guides a local search on a program: `n_moves` one-edge moves from the
+    default configuration, each priced by the models and by the noise-free simulator (the truth the
+    searches are measured on). Per model: the Spearman correlation of its predicted change of the
+    program time with the simulator's, and of the moves it predicts to be improvements the share
+    that the simulator confirms (what annealing's acceptance relies on)."""
+    from scipy.stats import spearmanr
+    from autotune.api import make_cost_model
+    from autotune.compiler.fusion import FusionSpace
+    from autotune.compiler.program import Program
+    from autotune.tuning.tuner import ProgramCost
+    from hardware.simulator import TpuSimulator
+    space = FusionSpace(Program.from_file(program), "tpu")
+    rng = np.random.default_rng(seed)
+    default = space.default()
+    moves = [space.neighbor(default, rng) for _ in range(n_moves)]
+    moves = [m for m in moves if m.flips]
+    pricers = {"simulator": ProgramCost(space, TpuSimulator(noise=0.0).simulate)}
+    for name in ("default", "analytical"):
+        model = make_cost_model(None if name == "default" else name, "fusion", "tpu", None)
+        pricers[name] = ProgramCost(space, model.predict, dedup=getattr(model, "dedup_by_hash", True))
+    deltas = {}
+    for name, pc in pricers.items():
+        base = pc([default])[0]
+        deltas[name] = (pc(moves) - base) / base
+    truth = deltas.pop("simulator")
+    out = {"program": Path(program).name, "moves": len(moves), "edges": space.n_edges,
+           "simulator_improving": int((truth < 0).sum())}
+    for name, d in deltas.items():
+        said = d < 0
+        out[name] = {"spearman": float(spearmanr(d, truth).statistic),
+                     "predicted_improving": int(said.sum()),
+                     "confirmed_share": float((truth[said] < 0).mean()) if said.any() else None,
+                     "found_share": float((d[truth < 0] < 0).mean()) if (truth < 0).any() else None}
+    return out
+
+
 def summarize(rows: list) -> list:
     """Median over seeds per (program, model), and the per-seed default/analytical ratio of measured speedups."""
     out = []
@@ -131,6 +168,18 @@ def render_md(res: dict) -> str:
             lines.append(f"| {s['program']} | {s['model']} | {s['wall_over_budget_median']:.3f}, "
                          f"{s['wall_over_budget_max']:.3f} | {s['evaluations_median']:,.0f} | "
                          f"x{s['predicted_speedup_median']:.3f} | x{s['measured_speedup_median']:.3f} |")
+    if res.get("move_agreement"):
+        lines += ["", "One-edge moves from the default, priced by each model and the noise-free simulator:", "",
+                  "| program | edges | moves | simulator: improving | model | Spearman (change) | "
+                  "predicted improving | confirmed by the simulator | improving moves found |",
+                  "|---|---:|---:|---:|---|---:|---:|---:|---:|"]
+        for ag in res["move_agreement"]:
+            for m in ("default", "analytical"):
+                d = ag[m]
+                pct = (lambda x: "-" if x is None else f"{x:.0%}")
+                lines.append(f"| {ag['program']} | {ag['edges']:,} | {ag['moves']:,} | {ag['simulator_improving']:,} | "
+                             f"{m} | {d['spearman']:.3f} | {d['predicted_improving']:,} | {pct(d['confirmed_share'])} | "
+                             f"{pct(d['found_share'])} |")
     return "\n".join(lines)
 
 
@@ -139,13 +188,19 @@ def main(argv: Optional[list] = None) -> dict:
     ap.add_argument("--programs", nargs="+", default=["examples/scale/transformer_L48.hlo", "transformer:200"])
     ap.add_argument("--models", nargs="+", default=["default", "analytical"],
                     help="default (the shipped GNN) and/or --cost-model values")
-    ap.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    ap.add_argument("--seeds", nargs="*", type=int, default=[0, 1, 2], help="searches per program and model (none: only --moves)")
     ap.add_argument("--budget", type=float, default=60.0, help="--budget in seconds (total wall clock)")
     ap.add_argument("--hw-budget", type=float, default=10.0, help="--hw-budget in seconds")
+    ap.add_argument("--moves", type=int, default=0,
+                    help="also price this many one-edge moves from the default with each model and the simulator")
     ap.add_argument("--md", default=None)
     ap.add_argument("--json", dest="json_out", default=None)
     a = ap.parse_args(argv)
     programs = [resolve_program(p) for p in a.programs]
+    agreement = []
+    for prog in programs if a.moves else []:
+        agreement.append(move_agreement(prog, a.moves))
+        print(json.dumps(agreement[-1]), flush=True)
     runs = []
     for prog in programs:
         for seed in a.seeds:
@@ -155,7 +210,7 @@ def main(argv: Optional[list] = None) -> dict:
                 runs.append(row)
                 print(json.dumps({k: v for k, v in row.items() if k not in ("outputs", "warnings")}), flush=True)
     res = {"budget_s": a.budget, "hw_budget_s": a.hw_budget, "seeds": a.seeds, "python": platform.python_version(),
-           "runs": runs, "summary": summarize(runs)}
+           "runs": runs, "summary": summarize(runs), "move_agreement": agreement}
     emit_results(render_md(res), res, a.md, a.json_out)
     return res
 

@@ -66,10 +66,13 @@ with another layout is refused.
 
 How it is computed (the same arrays as featurizing node by node, faster): each instruction's
 `node_features` row, as a member and as a kernel input, is computed once per program and shared by
-every kernel that contains it (`_ComputationTable`, per fusion space and computation); a kernel's
-graph is gathered from those rows with index arrays (its nodes, edges, user counts and root patched
-in); `kernel_graphs` computes the geometry of all uncached kernels in one batch, default tiles
-included (`autotune.compiler.tiles.default_tiles`); graphs are cached by canonical kernel hash.
+every kernel that contains it (`_ComputationTable`, per fusion space and computation), and once per
+signature: instructions with the same opcode, shape, attributes, operand count and static cost (the
+repeated layers of a deep model) share their row; `kernel_graphs` gathers the graphs of all
+uncached kernels of a computation together from those rows with index arrays (`_gather_graphs`:
+nodes, edges, user counts and roots of a chunk of kernels in one pass of numpy) and computes their
+geometry in one batch, default tiles included (`autotune.compiler.tiles.default_tiles`); graphs are
+cached by canonical kernel hash.
 
 Before training the raw rows are min-max scaled by a `FeatureScaler` fitted on the training set and
 saved with the model.
