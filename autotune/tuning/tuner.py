@@ -6,7 +6,13 @@ owns what strategies should not: the budgets (wall clock, `max_evaluations`), co
 batched and memoized (for fusion by kernel hash: a neighbor evaluation only prices the kernels it
 changes), de-duplication of configurations, checkpoints (best configuration and strategy state)
 and resuming (checked against a fingerprint of the program and the options that matter, continuing
-with the remaining budget). What happens around the loop is callbacks (autotune/tuning/callbacks.py):
+with the remaining budget). The wall-clock budget holds on programs of any size: batch sizes follow
+the measured pricing time of a configuration (a cold learned model prices a from-scratch
+configuration of a 50k-instruction program in seconds), the search stops when one more
+configuration and the final checkpoint would not fit, and on the simulator the hardware seconds
+that kernel-sum verification will not need are lent to the search (`overhead_s`: what the caller
+spends of the same budget outside the search, e.g. the CLI's start-up and outputs).
+What happens around the loop is callbacks (autotune/tuning/callbacks.py):
 the progress bar, the jsonl log and periodic checkpoints are added from the Tuner's arguments,
 early stopping and anything else is passed in `callbacks=`.
 
