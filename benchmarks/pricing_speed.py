@@ -3,7 +3,7 @@ featurizer against a baseline revision's, side by side in one process (issue 21)
 
     python benchmarks/pricing_speed.py [--program examples/scale/transformer_L48.hlo] [--random 20]
         [--walk 200] [--rounds 3] [--baseline ce12e2a] [--model costmodels/shipped/gnn_fusion_tpu.pt]
-        [--search 60] [--md out.md] [--json out.json]
+        [--search 60] [--phases] [--md out.md] [--json out.json]
 
 Kernels: the unique kernels of the program's default configuration, `--random` random configurations
 and a `--walk`-step neighbor walk from the default (the configurations a search visits).
@@ -96,6 +96,34 @@ def clear_caches(features: Any, tiles: Any, model: Any) -> None:
     model._prep_cache.clear()
 
 
+def phase_breakdown(kernels: list, model: Any, rounds: int = 2) -> dict:
+    """CPU microseconds per kernel of each phase of cold pricing with this tree's featurizer (caches
+    emptied, fresh kernels), each phase timed alone in order; the median over `rounds`."""
+    from autotune.compiler import tiles
+    from costmodels import features
+    out: dict = {}
+    for _ in range(rounds):
+        clear_caches(features, tiles, model)
+        ks = fresh(kernels)
+
+        def phase(name: str, fn: Any) -> Any:
+            c = time.process_time()
+            r = fn()
+            out.setdefault(name, []).append((time.process_time() - c) / len(ks) * 1e6)
+            return r
+        phase("kernel inputs, cost, shapes", lambda: [(k.inputs, k.cost, k.output_shape, k.input_shapes,
+                                                       k.fusion_kind, k.is_trivial) for k in ks])
+        phase("TilingInfo", lambda: [tiles.tiling_info(k, "tpu") for k in ks])
+        phase("default tiles", lambda: tiles.default_tiles(ks, "tpu"))
+        geo = phase("geometry rows", lambda: features.geometry_matrix(ks, "tpu"))
+        arrays = phase("graph gathering", lambda: features._graph_arrays_many(ks))
+        graphs = phase("kernel graphs (kernel rows)", lambda: [features.kernel_graph(k, "tpu", geom=g, arrays=a)
+                                                               for k, g, a in zip(ks, geo, arrays)])
+        preps = phase("scaling", lambda: model.prepare_graphs(graphs))
+        phase("network", lambda: model.forward_prepared(preps, np.zeros((len(graphs), features.TILE_DIM), np.float32)))
+    return {k: float(np.median(v)) for k, v in out.items()}
+
+
 def run_search(program: str, seconds: int, cost_model: Optional[str]) -> dict:
     """One `autotune fusion` run of this tree: configurations evaluated and wall time."""
     with tempfile.TemporaryDirectory() as out:
@@ -127,6 +155,7 @@ def main(argv: Optional[list] = None) -> dict:
     ap.add_argument("--baseline", default="ce12e2a", help="git revision of the old featurizer (none: skip)")
     ap.add_argument("--model", default=str(ROOT / "costmodels/shipped/gnn_fusion_tpu.pt"))
     ap.add_argument("--search", type=int, default=0, help="also time `autotune fusion --budget S` (seconds)")
+    ap.add_argument("--phases", action="store_true", help="also time each phase of cold pricing (CPU time)")
     ap.add_argument("--md", default=None, help="write a markdown table here")
     ap.add_argument("--json", dest="json_out", default=None)
     a = ap.parse_args(argv)
@@ -200,6 +229,8 @@ def main(argv: Optional[list] = None) -> dict:
         res["features_identical"] = bool(same)
         res["predictions_identical"] = bool(np.array_equal(preds["old"], preds["new"]))
         res["predictions_max_rel_diff"] = float(np.max(np.abs(preds["old"] - preds["new"]) / np.abs(preds["old"])))
+    if a.phases:
+        res["phases_us_per_kernel"] = phase_breakdown(kernels, model)
     if a.search:
         runs = [run_search(a.program, a.search, None), run_search(a.program, a.search, "analytical")]
         res["search"] = runs
@@ -223,6 +254,11 @@ def render_md(res: dict) -> str:
                      f"x{res['ratio']['warm']:.2f} |")
         lines += ["", f"feature arrays identical: {res['features_identical']}; predictions identical: "
                       f"{res['predictions_identical']} (max relative difference {res['predictions_max_rel_diff']:.2e})"]
+    if "phases_us_per_kernel" in res:
+        ph = res["phases_us_per_kernel"]
+        lines += ["", "Cold pricing by phase (this tree, CPU microseconds per kernel, each phase timed alone):", "",
+                  "| " + " | ".join(ph) + " | sum |", "|" + "---:|" * (len(ph) + 1),
+                  "| " + " | ".join(f"{v:.0f}" for v in ph.values()) + f" | {sum(ph.values()):.0f} |"]
     if "search" in res:
         lines += ["", "| `autotune fusion` | configurations | wall s | configurations/s |", "|---|---:|---:|---:|"]
         for s in res["search"]:
