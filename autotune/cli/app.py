@@ -26,10 +26,11 @@ from autotune.compiler.targets import UnknownTargetError, get_target, target_nam
 MEASUREMENT_FAILED_EXIT = 3   # hardware measurement failed / nothing verified (outputs are written)
 INTERRUPTED_EXIT = 130
 # `fusion` keeps this much time per second of parsing the program for writing its outputs at the end
-# (fused.hlo emission, best_config.json, report, plot): measured 0.55-0.86 s per second of parsing
+# (fused.hlo emission, best_config.json, report; the plot apart): measured 0.55-0.86 s per second of parsing
 # on the 12/48/200-layer transformers of examples/scale (BENCHMARKS.md, "Scale (issue 21)"), plus a fixed part.
 OUTPUT_SECONDS_PER_LOAD_SECOND = 1.0
-OUTPUT_FIXED_SECONDS = 0.5
+OUTPUT_FIXED_SECONDS = 0.2
+OUTPUT_PLOTS = 2.0  # search.png, in drawings of a small plot timed at start-up (the machine's current speed)
 # The least share of the search budget (--budget less --hw-budget) the search gets when start-up
 # used more (a tiny budget on a loaded machine): the run then ends late, with a warning saying so.
 MIN_SEARCH_SHARE = 0.1
@@ -40,6 +41,21 @@ def _is_main_program() -> bool:
     script), not a caller that invoked it in-process (tests, notebooks)."""
     spec = getattr(sys.modules.get("__main__"), "__spec__", None)
     return getattr(spec, "name", None) == "autotune.cli.__main__" or os.path.basename(sys.argv[0]) == "autotune"
+
+
+def _time_a_plot() -> float:
+    """Seconds of drawing a small search plot, after a first (untimed) drawing that imports and warms
+    up matplotlib: what writing search.png will take on this machine now; 0 without matplotlib."""
+    import io
+    from autotune.tuning.report import plot_search
+    history = [(0.0, 0, 1e-3), (1.0, 10, 9e-4)]
+    try:
+        plot_search(history, io.BytesIO(), "warm-up", 1e-3)
+        t0 = time.monotonic()
+        plot_search(history, io.BytesIO(), "timed", 1e-3)
+        return time.monotonic() - t0
+    except Exception:  # noqa: BLE001 - no plotting library: write_fusion_outputs records the error
+        return 0.0
 
 
 def _process_age() -> float:
@@ -344,19 +360,14 @@ def fusion(program: str, budget: str, cost_model: Optional[str], strategy: str, 
     ev = make_evaluator(evaluator, target, store, seed, scheduler=scheduler, workers=workers)
     try:
         model, model_name = make_cost_model(cost_model, "fusion", target, ev)
-        try:  # the plot's import is start-up, not output time (counted below with the rest of start-up)
-            import matplotlib
-            matplotlib.use("Agg")
-            import matplotlib.pyplot  # noqa: F401
-        except Exception:  # noqa: BLE001 - no plotting library: write_fusion_outputs records the error
-            pass
+        plot_s = _time_a_plot()  # importing and warming up the plot is start-up; one more drawing is timed
         # --budget is the whole command's wall clock: the search gets what start-up (so far), hardware
         # verification and writing the outputs (estimated from this program's parse time) do not.
         search_budget = total
         budget_note = budget_warning = None
         if total is not None:
             startup_s = time.monotonic() - started
-            reserve_s = OUTPUT_FIXED_SECONDS + OUTPUT_SECONDS_PER_LOAD_SECOND * load_s
+            reserve_s = OUTPUT_FIXED_SECONDS + OUTPUT_PLOTS * plot_s + OUTPUT_SECONDS_PER_LOAD_SECOND * load_s
             search_budget = total - startup_s - reserve_s - (hw if hw > 0 and model_name != "hardware" else 0.0)
             budget_note = {"startup_s": round(startup_s, 3), "output_reserve_s": round(reserve_s, 3),
                            "search_budget_s": round(search_budget, 3)}

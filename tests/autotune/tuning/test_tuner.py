@@ -96,8 +96,12 @@ def test_fusion_command_holds_its_budget(tmp_path):
     wall = time.monotonic() - t0
     assert r.returncode == 0, r.stderr
     rep = json.loads((out / "report.json").read_text())
-    assert rep["wall_s"] <= 6.0 * 1.05 and rep["stopped_by"] == "budget" and rep["evaluations"] > 0
-    assert wall < 6.0 + 2.0  # the interpreter's own start-up (before the command) is not in --budget
+    assert rep["stopped_by"] == "budget" and rep["evaluations"] > 0
+    split = rep["budget_split"]
+    if split["startup_s"] + split["output_reserve_s"] + 1.0 < 6.0 * 0.9:
+        assert rep["wall_s"] <= 6.0 * 1.05 and wall <= 6.0 * 1.05 + 0.5  # + the interpreter's exit
+    else:  # a machine so loaded that start-up ate the budget: the run says so in one warning line
+        assert any("start-up took" in w for w in rep["warnings"]), rep["warnings"]
     assert {"report.json", "best_config.json", "fused.hlo", "search.png", "log.jsonl"} <= {f.name for f in out.iterdir()}
 
 
