@@ -43,9 +43,15 @@ def _is_main_program() -> bool:
     return getattr(spec, "name", None) == "autotune.cli.__main__" or os.path.basename(sys.argv[0]) == "autotune"
 
 
+_PLOT_SECONDS: list = []  # the timed drawing, once per process
+
+
 def _time_a_plot() -> float:
     """Seconds of drawing a small search plot, after a first (untimed) drawing that imports and warms
-    up matplotlib: what writing search.png will take on this machine now; 0 without matplotlib."""
+    up matplotlib: what writing search.png will take on this machine; 0 without matplotlib. Timed
+    once per process (a caller running several commands in-process pays it once)."""
+    if _PLOT_SECONDS:
+        return _PLOT_SECONDS[0]
     import io
     from autotune.tuning.report import plot_search
     history = [(0.0, 0, 1e-3), (1.0, 10, 9e-4)]
@@ -53,9 +59,10 @@ def _time_a_plot() -> float:
         plot_search(history, io.BytesIO(), "warm-up", 1e-3)
         t0 = time.monotonic()
         plot_search(history, io.BytesIO(), "timed", 1e-3)
-        return time.monotonic() - t0
+        _PLOT_SECONDS.append(time.monotonic() - t0)
     except Exception:  # noqa: BLE001 - no plotting library: write_fusion_outputs records the error
-        return 0.0
+        _PLOT_SECONDS.append(0.0)
+    return _PLOT_SECONDS[0]
 
 
 def _process_age() -> float:

@@ -60,7 +60,7 @@ def test_tuner_improves_and_writes_checkpoint(space, tmp_path):
     t2 = Tuner(space, _kernel_cost, get_strategy("annealing")(space, seed=1), budget=r.elapsed_s + 0.5,
                out_dir=tmp_path, progress=False)
     t2.resume(tmp_path)
-    assert t2.budget.seconds == pytest.approx(0.5, abs=0.01)
+    assert t2.budget.seconds == pytest.approx(0.5, abs=0.05)  # the checkpoint is written just after the result
     r2 = t2.run()
     assert r2.evaluations > r.evaluations and r2.best_cost <= r.best_cost
     assert r2.elapsed_s == pytest.approx(r.elapsed_s + 0.5, abs=0.3)
@@ -297,14 +297,14 @@ def test_resume_continues_with_the_remaining_budget(tmp_path):
     r = CliRunner().invoke(main, base + ["--budget", "2s", "--resume", str(out)])
     assert r.exit_code == 2 and "already used" in r.stderr and len(r.stderr.splitlines()) == 1
     # a larger --budget continues for what is left of it, and says so
-    r = CliRunner().invoke(main, base + ["--budget", "3.5s", "--resume", str(out)])
+    r = CliRunner().invoke(main, base + ["--budget", "5s", "--resume", str(out)])
     assert r.exit_code == 0, r.output
     assert "resuming" in r.stderr and "left" in r.stderr
     rep = json.loads((out / "report.json").read_text())
     assert rep["resumed_from"]["evaluations"] == first["evaluations"]
-    assert 0 < rep["resumed_from"]["remaining_s"] < 1.5 + 0.05
+    assert 0 < rep["resumed_from"]["remaining_s"] < 3.0 + 0.05
     assert rep["evaluations"] > first["evaluations"]
-    assert first["wall_s"] + rep["wall_s"] < 3.5 + 0.5  # both sessions together hold the 3.5 s
+    assert first["wall_s"] + rep["wall_s"] < 5.0 + 0.5  # both sessions together hold the 5 s
 
 
 def test_fingerprint_names_what_differs(space, tmp_path):
