@@ -622,9 +622,9 @@ class Tuner:
             return n
         room = self.budget.remaining - self._checkpoint_s
         per = self._sec_per_config
-        if per is None:  # nothing measured yet: one configuration first, unless a batch is cheap for sure
-            scratch = self._scratch_s or 0.0
-            return n if scratch * n <= room / 4 else 1
+        if per is None:  # nothing measured yet (a resumed run: not even the default): one configuration
+            scratch = self._scratch_s  # first, unless a batch is cheap for sure
+            return n if scratch is not None and scratch * n <= room / 4 else 1
         if per > 0 and per * n > room:
             n = max(1, min(n, int(room / per)))
         return n
