@@ -80,8 +80,7 @@ def main(argv=None) -> dict:
     # featurization (cold: graphs, instruction tables, tiling infos and default tiles all recomputed)
     from autotune.compiler import tiles as T
     F.clear_cache()
-    T._INFO_CACHE.clear()
-    T._DEFAULT_TILES.clear()
+    T.clear_caches()
     t0 = time.perf_counter()
     graphs = F.kernel_graphs(ks)
     results["featurize_kernels_per_s"] = len(ks) / (time.perf_counter() - t0)

@@ -3,7 +3,7 @@ featurizer against a baseline revision's, side by side in one process (issue 21)
 
     python benchmarks/pricing_speed.py [--program examples/scale/transformer_L48.hlo] [--random 20]
         [--walk 200] [--rounds 3] [--baseline ce12e2a] [--model costmodels/shipped/gnn_fusion_tpu.pt]
-        [--search 60] [--md out.md] [--json out.json]
+        [--search 60] [--phases] [--md out.md] [--json out.json]
 
 Kernels: the unique kernels of the program's default configuration, `--random` random configurations
 and a `--walk`-step neighbor walk from the default (the configurations a search visits).
@@ -11,6 +11,8 @@ and a `--walk`-step neighbor walk from the default (the configurations a search 
   infos, default tiles, the model's scaled-feature cache) and fresh Kernel objects: the first time
   a program's kernels are seen; kernels/s of `model.predict(kernels)`.
 * warm: the same kernels again (graphs cached by canonical hash): the network's speed.
+Cold rates are given per second of wall clock and per second of the process's CPU time (less
+affected by other jobs on a shared machine).
 The baseline is costmodels/features.py and autotune/compiler/tiles.py of `--baseline` (a git
 revision), loaded as private modules; the same model prices its graphs. Rounds alternate which path
 goes first; the table reports medians and the new/old ratio of each round's rates, and checks that
@@ -39,6 +41,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from benchmarks.tables import emit_results  # noqa: E402
 
 
 def load_baseline(rev: str) -> tuple:
@@ -85,9 +88,40 @@ def clear_caches(features: Any, tiles: Any, model: Any) -> None:
     for name in ("_PROGRAM_TABLES", "_GRAPH_CACHE"):
         if hasattr(features, name):
             getattr(features, name).clear()
-    tiles._INFO_CACHE.clear()
-    tiles._DEFAULT_TILES.clear()
+    if hasattr(tiles, "clear_caches"):  # every tiling cache, the shared pieces included
+        tiles.clear_caches()
+    else:  # a baseline before clear_caches
+        tiles._INFO_CACHE.clear()
+        tiles._DEFAULT_TILES.clear()
     model._prep_cache.clear()
+
+
+def phase_breakdown(kernels: list, model: Any, rounds: int = 2) -> dict:
+    """CPU microseconds per kernel of each phase of cold pricing with this tree's featurizer (caches
+    emptied, fresh kernels), each phase timed alone in order; the median over `rounds`."""
+    from autotune.compiler import tiles
+    from costmodels import features
+    out: dict = {}
+    for _ in range(rounds):
+        clear_caches(features, tiles, model)
+        ks = fresh(kernels)
+
+        def phase(name: str, fn: Any) -> Any:
+            c = time.process_time()
+            r = fn()
+            out.setdefault(name, []).append((time.process_time() - c) / len(ks) * 1e6)
+            return r
+        phase("kernel inputs, cost, shapes", lambda: [(k.inputs, k.cost, k.output_shape, k.input_shapes,
+                                                       k.fusion_kind, k.is_trivial) for k in ks])
+        phase("TilingInfo", lambda: [tiles.tiling_info(k, "tpu") for k in ks])
+        phase("default tiles", lambda: tiles.default_tiles(ks, "tpu"))
+        geo = phase("geometry rows", lambda: features.geometry_matrix(ks, "tpu"))
+        arrays = phase("graph gathering", lambda: features._graph_arrays_many(ks))
+        graphs = phase("kernel graphs (kernel rows)", lambda: [features.kernel_graph(k, "tpu", geom=g, arrays=a)
+                                                               for k, g, a in zip(ks, geo, arrays)])
+        preps = phase("scaling", lambda: model.prepare_graphs(graphs))
+        phase("network", lambda: model.forward_prepared(preps, np.zeros((len(graphs), features.TILE_DIM), np.float32)))
+    return {k: float(np.median(v)) for k, v in out.items()}
 
 
 def run_search(program: str, seconds: int, cost_model: Optional[str]) -> dict:
@@ -121,6 +155,7 @@ def main(argv: Optional[list] = None) -> dict:
     ap.add_argument("--baseline", default="ce12e2a", help="git revision of the old featurizer (none: skip)")
     ap.add_argument("--model", default=str(ROOT / "costmodels/shipped/gnn_fusion_tpu.pt"))
     ap.add_argument("--search", type=int, default=0, help="also time `autotune fusion --budget S` (seconds)")
+    ap.add_argument("--phases", action="store_true", help="also time each phase of cold pricing (CPU time)")
     ap.add_argument("--md", default=None, help="write a markdown table here")
     ap.add_argument("--json", dest="json_out", default=None)
     a = ap.parse_args(argv)
@@ -159,7 +194,7 @@ def main(argv: Optional[list] = None) -> dict:
             print(f"pricing_speed: warning: baseline {a.baseline}'s featurizer does not run against this tree's "
                   f"compiler modules ({baseline_error}); timing this tree only", file=sys.stderr)
             del paths["old"]
-    rates: dict = {n: {"cold": [], "warm": []} for n in paths}
+    rates: dict = {n: {"cold": [], "cold_cpu": [], "warm": []} for n in paths}
     preds: dict = {}
     for r in range(a.rounds):
         order = list(paths) if r % 2 == 0 else list(reversed(paths))
@@ -167,14 +202,16 @@ def main(argv: Optional[list] = None) -> dict:
             for feats, tl in paths.values():  # the baseline's analytical model fills this tree's caches too
                 clear_caches(feats, tl, model)
             ks = fresh(kernels)
-            t = time.perf_counter()
+            t, c = time.perf_counter(), time.process_time()
             y = price(name, ks)
             rates[name]["cold"].append(len(ks) / (time.perf_counter() - t))
+            rates[name]["cold_cpu"].append(len(ks) / (time.process_time() - c))
             t = time.perf_counter()
             price(name, ks)
             rates[name]["warm"].append(len(ks) / (time.perf_counter() - t))
             preds[name] = y
-            print(f"round {r + 1} {name}: cold {rates[name]['cold'][-1]:8,.0f} kernels/s, "
+            print(f"round {r + 1} {name}: cold {rates[name]['cold'][-1]:8,.0f} kernels/s "
+                  f"({rates[name]['cold_cpu'][-1]:,.0f}/s of CPU time), "
                   f"warm {rates[name]['warm'][-1]:8,.0f} kernels/s", flush=True)
     res: dict = {"program": Path(a.program).name, "kernels": len(kernels), "rounds": a.rounds,
                  "baseline": a.baseline, "python": platform.python_version(), "torch": torch.__version__,
@@ -183,7 +220,8 @@ def main(argv: Optional[list] = None) -> dict:
     if baseline_error:
         res["baseline_error"] = baseline_error
     if "old" in paths:
-        res["ratio"] = {k: float(np.median(np.array(rates["new"][k]) / np.array(rates["old"][k]))) for k in ("cold", "warm")}
+        res["ratio"] = {k: float(np.median(np.array(rates["new"][k]) / np.array(rates["old"][k])))
+                        for k in ("cold", "cold_cpu", "warm")}
         go, gn = paths["old"][0].kernel_graphs(kernels, "tpu"), new_features.kernel_graphs(kernels, "tpu")
         same = all(np.array_equal(x.node_feat, y.node_feat) and np.array_equal(x.edge_index, y.edge_index)
                    and np.array_equal(x.opcode, y.opcode) and np.array_equal(x.kernel_feat, y.kernel_feat)
@@ -191,33 +229,36 @@ def main(argv: Optional[list] = None) -> dict:
         res["features_identical"] = bool(same)
         res["predictions_identical"] = bool(np.array_equal(preds["old"], preds["new"]))
         res["predictions_max_rel_diff"] = float(np.max(np.abs(preds["old"] - preds["new"]) / np.abs(preds["old"])))
+    if a.phases:
+        res["phases_us_per_kernel"] = phase_breakdown(kernels, model)
     if a.search:
         runs = [run_search(a.program, a.search, None), run_search(a.program, a.search, "analytical")]
         res["search"] = runs
         if runs[0]["configs_per_s"] and runs[1]["configs_per_s"]:
             res["search_ratio"] = runs[0]["configs_per_s"] / runs[1]["configs_per_s"]
-    md = render_md(res)
-    print(md)
-    if a.md:
-        Path(a.md).write_text(md + "\n")
-    if a.json_out:
-        Path(a.json_out).write_text(json.dumps(res, indent=2))
+    emit_results(render_md(res), res, a.md, a.json_out)
     return res
 
 
 def render_md(res: dict) -> str:
     lines = [f"{res['kernels']:,} unique kernels of {res['program']}, shipped fusion GNN, 1 torch thread, "
              f"median of {res['rounds']} interleaved rounds",
-             "", "| path | cold kernels/s | warm kernels/s |", "|---|---:|---:|"]
+             "", "| path | cold kernels/s | cold kernels per CPU second | warm kernels/s |", "|---|---:|---:|---:|"]
     for name, r in res["rates"].items():
         label = f"baseline {res['baseline']}" if name == "old" else "this tree"
-        lines.append(f"| {label} | {r['cold']:,.0f} | {r['warm']:,.0f} |")
+        lines.append(f"| {label} | {r['cold']:,.0f} | {r['cold_cpu']:,.0f} | {r['warm']:,.0f} |")
     if "baseline_error" in res:
         lines += ["", f"baseline {res['baseline']} skipped: {res['baseline_error']}"]
     if "ratio" in res:
-        lines.append(f"| ratio (per round, median) | x{res['ratio']['cold']:.2f} | x{res['ratio']['warm']:.2f} |")
+        lines.append(f"| ratio (per round, median) | x{res['ratio']['cold']:.2f} | x{res['ratio']['cold_cpu']:.2f} | "
+                     f"x{res['ratio']['warm']:.2f} |")
         lines += ["", f"feature arrays identical: {res['features_identical']}; predictions identical: "
                       f"{res['predictions_identical']} (max relative difference {res['predictions_max_rel_diff']:.2e})"]
+    if "phases_us_per_kernel" in res:
+        ph = res["phases_us_per_kernel"]
+        lines += ["", "Cold pricing by phase (this tree, CPU microseconds per kernel, each phase timed alone):", "",
+                  "| " + " | ".join(ph) + " | sum |", "|" + "---:|" * (len(ph) + 1),
+                  "| " + " | ".join(f"{v:.0f}" for v in ph.values()) + f" | {sum(ph.values()):.0f} |"]
     if "search" in res:
         lines += ["", "| `autotune fusion` | configurations | wall s | configurations/s |", "|---|---:|---:|---:|"]
         for s in res["search"]:

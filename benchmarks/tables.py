@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Optional, Sequence
 
-__all__ = ["md_table"]
+__all__ = ["md_table", "emit_results"]
 
 
 def md_table(header: Sequence[str], rows: Sequence[Sequence[object]], align: Optional[Sequence[str]] = None) -> str:
@@ -12,3 +12,14 @@ def md_table(header: Sequence[str], rows: Sequence[Sequence[object]], align: Opt
     lines = ["| " + " | ".join(str(h) for h in header) + " |", "|" + "|".join(align) + "|"]
     lines += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
     return "\n".join(lines)
+
+
+def emit_results(md: str, res: dict, md_path: Optional[str], json_path: Optional[str]) -> None:
+    """Print a benchmark's markdown, and write it and its raw results where asked."""
+    import json
+    from pathlib import Path
+    print(md)
+    if md_path:
+        Path(md_path).write_text(md + "\n")
+    if json_path:
+        Path(json_path).write_text(json.dumps(res, indent=2))

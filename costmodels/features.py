@@ -66,10 +66,13 @@ with another layout is refused.
 
 How it is computed (the same arrays as featurizing node by node, faster): each instruction's
 `node_features` row, as a member and as a kernel input, is computed once per program and shared by
-every kernel that contains it (`_ComputationTable`, per fusion space and computation); a kernel's
-graph is gathered from those rows with index arrays (its nodes, edges, user counts and root patched
-in); `kernel_graphs` computes the geometry of all uncached kernels in one batch, default tiles
-included (`autotune.compiler.tiles.default_tiles`); graphs are cached by canonical kernel hash.
+every kernel that contains it (`_ComputationTable`, per fusion space and computation), and once per
+signature: instructions with the same opcode, shape, attributes, operand count and static cost (the
+repeated layers of a deep model) share their row; `kernel_graphs` gathers the graphs of all
+uncached kernels of a computation together from those rows with index arrays (`_gather_graphs`:
+nodes, edges, user counts and roots of a chunk of kernels in one pass of numpy) and computes their
+geometry in one batch, default tiles included (`autotune.compiler.tiles.default_tiles`); graphs are
+cached by canonical kernel hash.
 
 Before training the raw rows are min-max scaled by a `FeatureScaler` fitted on the training set and
 saved with the model.
@@ -530,14 +533,20 @@ def clear_cache() -> None:
 class _ComputationTable:
     """Per-computation feature rows shared by every kernel of a program: each instruction's
     `node_features` row as a member and as a kernel input, computed once on first use, its opcode
-    id, and the operand lists as index arrays (CSR)."""
+    id, and the operand lists as index arrays (CSR). Instructions with the same signature (opcode,
+    shape, attributes: `autotune.compiler.signature`) and static cost have the same member row, and
+    the same shape the same input row: `shared` (one dict per fusion space) holds those rows, so
+    the repeated layers of a deep model are featurized once."""
 
     __slots__ = ("insts", "costs", "member_rows", "param_rows", "member_done", "param_done", "opcode",
-                 "op_ptr", "op_idx", "n_ops")
+                 "op_ptr", "op_idx", "n_ops", "sigs", "shape_sigs", "shared")
 
-    def __init__(self, comp: Any, costs: Optional[Sequence[Any]]):
+    def __init__(self, comp: Any, costs: Optional[Sequence[Any]], sigs: Optional[Sequence[int]] = None,
+                 shape_sigs: Optional[Sequence[int]] = None, shared: Optional[dict] = None):
         self.insts = comp.instructions
         self.costs = costs
+        self.sigs, self.shape_sigs = sigs, shape_sigs
+        self.shared = shared if shared is not None and sigs is not None and shape_sigs is not None else None
         n = len(self.insts)
         self.member_rows = np.zeros((n, NODE_DIM), np.float32)
         self.param_rows = np.zeros((n, NODE_DIM), np.float32)
@@ -550,19 +559,36 @@ class _ComputationTable:
         np.cumsum(self.n_ops, out=self.op_ptr[1:])
         self.op_idx = np.fromiter((o for olist in ops for o in olist), np.int64, int(self.op_ptr[-1]))
 
+    def _key(self, i: int, as_parameter: bool) -> tuple:
+        """What the row of instruction `i` depends on: its shape as an input; its signature, operand
+        count and static cost as a member."""
+        if as_parameter:
+            return (True, self.shape_sigs[i])
+        c = self.costs[i] if self.costs is not None else None
+        cost = None if c is None else (c.flops, c.transcendentals, c.bytes_read, c.bytes_written)
+        return (False, self.sigs[i], int(self.n_ops[i]), cost)
+
     def rows(self, idx: np.ndarray, as_parameter: bool) -> np.ndarray:
         """Feature rows of instructions `idx` as members (`as_parameter` False) or as inputs."""
         table, done = (self.param_rows, self.param_done) if as_parameter else (self.member_rows, self.member_done)
         missing = idx[~done[idx]]
+        shared = self.shared
         for i in missing.tolist():
             if not done[i]:
-                c = self.costs[i] if self.costs is not None else None
-                table[i] = node_features(self.insts[i], is_parameter=as_parameter, cost=c)
+                key = self._key(i, as_parameter) if shared is not None else None
+                row = shared.get(key) if shared is not None else None
+                if row is None:
+                    c = self.costs[i] if self.costs is not None else None
+                    row = node_features(self.insts[i], is_parameter=as_parameter, cost=c)
+                    if shared is not None:
+                        shared[key] = row
+                table[i] = row
                 done[i] = True
         return table[idx]
 
 
 _PROGRAM_TABLES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_SHARED_ROWS = "__shared_rows"  # the per-space dict of rows shared by instructions of the same signature
 
 
 def _computation_table(kernel: Any) -> _ComputationTable:
@@ -574,7 +600,7 @@ def _computation_table(kernel: Any) -> _ComputationTable:
         space = None
         per_space = None
     if per_space is None:
-        per_space = {}
+        per_space = {_SHARED_ROWS: {}}
         if space is not None:
             _PROGRAM_TABLES[space] = per_space
     comp = kernel.computation
@@ -585,7 +611,11 @@ def _computation_table(kernel: Any) -> _ComputationTable:
             costs = space.node_costs[key]
         except Exception:  # noqa: BLE001 - a space without static costs: those columns stay zero
             costs = None
-        t = per_space[key] = _ComputationTable(comp, costs)
+        try:
+            sigs, shape_sigs = space.signatures[key], space._shape_sigs[key]
+        except Exception:  # noqa: BLE001 - a space without instruction signatures: nothing shared
+            sigs = shape_sigs = None
+        t = per_space[key] = _ComputationTable(comp, costs, sigs, shape_sigs, per_space[_SHARED_ROWS])
     return t
 
 
@@ -637,6 +667,121 @@ def _graph_arrays(kernel: Any) -> tuple:
     return rows, ops, np.stack([src, dst]), n_in
 
 
+def _graph_arrays_many(kernels: Sequence[Any]) -> list:
+    """`_graph_arrays` of many kernels, the kernels of one computation gathered together with index
+    arrays (the same arrays, in one pass of numpy per computation instead of one per kernel)."""
+    out: list = [None] * len(kernels)
+    groups: dict = {}
+    for i, k in enumerate(kernels):
+        t = _computation_table(k)
+        groups.setdefault(id(t), (t, []))[1].append(i)
+    for t, idx_all in groups.values():
+        for s0 in range(0, len(idx_all), _GATHER_CHUNK):  # chunks: the index arrays stay in cache
+            idx = idx_all[s0:s0 + _GATHER_CHUNK]
+            ks = [kernels[i] for i in idx]
+            res = _gather_graphs(t, ks) if len(ks) > 1 else None
+            if res is None:  # one kernel, or inputs that are not distinct: kernel by kernel
+                res = [_graph_arrays(k) for k in ks]
+            for i, r in zip(idx, res):
+                out[i] = r
+    return out
+
+
+_GATHER_CHUNK = 512  # kernels gathered together by _graph_arrays_many
+
+
+def _segments(counts: np.ndarray) -> tuple:
+    """(owner of each item, position of each item inside its segment) for segments of `counts` items."""
+    owner = np.repeat(np.arange(len(counts)), counts)
+    return owner, np.arange(len(owner)) - np.repeat(np.cumsum(counts) - counts, counts)
+
+
+def _lookup(sorted_keys: np.ndarray, keys: np.ndarray) -> tuple:
+    """(found, index into sorted_keys) of each key."""
+    j = np.minimum(np.searchsorted(sorted_keys, keys), max(len(sorted_keys) - 1, 0))
+    found = sorted_keys[j] == keys if len(sorted_keys) else np.zeros(len(keys), bool)
+    return found, j
+
+
+def _gather_graphs(t: _ComputationTable, kernels: Sequence[Any]) -> Optional[list]:
+    """`_graph_arrays` of kernels of one computation table at once; None when some kernel's inputs
+    repeat an instruction or include a member (the kernel-by-kernel path decides those)."""
+    K, N = len(kernels), len(t.n_ops)
+    mem_l = [np.asarray(k.members, np.int64) for k in kernels]
+    inp_l = [np.asarray(k.inputs, np.int64) for k in kernels]
+    n_m = np.array([len(m) for m in mem_l], np.int64)
+    n_in = np.array([len(x) for x in inp_l], np.int64)
+    mem = np.concatenate(mem_l)
+    inp = np.concatenate(inp_l) if n_in.sum() else np.zeros(0, np.int64)
+    mk, mpos = _segments(n_m)
+    ik, ipos = _segments(n_in)
+    mkey = mk * N + mem
+    ikey = ik * N + inp
+    m_order = np.argsort(mkey, kind="stable")
+    i_order = np.argsort(ikey, kind="stable")
+    smkey, sikey = mkey[m_order], ikey[i_order]
+    if (len(sikey) > 1 and (sikey[1:] == sikey[:-1]).any()) or _lookup(smkey, ikey)[0].any():
+        return None
+    # operand slots of all members: (kernel, consumer member, producer instruction), member and operand order
+    cnt = t.n_ops[mem]
+    total = int(cnt.sum())
+    ends = np.cumsum(cnt)
+    opnd = t.op_idx[np.arange(total) - np.repeat(ends - cnt - t.op_ptr[mem], cnt)]
+    ok = np.repeat(mk, cnt)
+    consumer = np.repeat(mpos, cnt)
+    okey = ok * N + opnd
+    is_mem, jm = _lookup(smkey, okey)
+    is_inp, ji = _lookup(sikey, okey)
+    is_inp &= ~is_mem
+    # scalar constants (neither member nor input): numbered per kernel in order of first use
+    cslot = np.flatnonzero(~is_mem & ~is_inp)
+    ckey = okey[cslot]
+    uniq, first, inv = np.unique(ckey, return_index=True, return_inverse=True)
+    by_use = np.argsort(first, kind="stable")
+    cfirst = cslot[first[by_use]]              # the first slot of each constant, in slot order
+    ck = ok[cfirst]
+    n_c = np.bincount(ck, minlength=K).astype(np.int64)
+    crank_sorted = np.empty(len(uniq), np.int64)
+    crank_sorted[by_use] = np.arange(len(uniq)) - np.repeat(np.cumsum(n_c) - n_c, n_c)
+    src = np.empty(total, np.int64)
+    src[is_mem] = n_in[ok[is_mem]] + n_c[ok[is_mem]] + mpos[m_order[jm[is_mem]]]
+    src[is_inp] = ipos[i_order[ji[is_inp]]]
+    src[cslot] = n_in[ok[cslot]] + crank_sorted[inv.reshape(-1)]
+    dst = n_in[ok] + n_c[ok] + consumer
+    n_nodes = n_in + n_c + n_m
+    nmax = int(n_nodes.max()) if K else 1
+    ekey = (ok * nmax + src) * nmax + dst
+    keep = np.sort(np.unique(ekey, return_index=True)[1])
+    src, dst, ek = src[keep], dst[keep], ok[keep]
+    n_e = np.bincount(ek, minlength=K)
+    # node rows: per kernel its inputs (as parameters), constants, members
+    start = np.cumsum(n_nodes) - n_nodes
+    n_all = int(n_nodes.sum())
+    rows = np.empty((n_all, NODE_DIM), np.float32)
+    ops = np.empty(n_all, np.int64)
+    in_at = start[ik] + ipos
+    rows[in_at] = t.rows(inp, True)
+    ops[in_at] = OPCODE_INDEX["parameter"]
+    consts = opnd[cfirst]
+    c_at = start[ck] + n_in[ck] + (np.arange(len(cfirst)) - np.repeat(np.cumsum(n_c) - n_c, n_c))
+    m_at = start[mk] + n_in[mk] + n_c[mk] + mpos
+    body_at = np.concatenate([c_at, m_at])
+    body = np.concatenate([consts, mem])
+    rows[body_at] = t.rows(body, False)
+    ops[body_at] = t.opcode[body]
+    rows[:, _COL["n_users"]] = np.bincount(start[ek] + src, minlength=n_all)
+    roots = np.array([k.root for k in kernels], np.int64)
+    rows[m_at[mem == roots[mk]], _COL["is_root"]] = 1.0
+    out = []
+    e0 = 0
+    for i in range(K):
+        s0, e = int(start[i]), int(n_e[i])
+        n = int(n_nodes[i])
+        out.append((rows[s0:s0 + n], ops[s0:s0 + n], np.stack([src[e0:e0 + e], dst[e0:e0 + e]]), int(n_in[i])))
+        e0 += e
+    return out
+
+
 def _tiled_dims(kernel: Any, target: Any) -> tuple:
     try:
         from autotune.compiler.tiles import tiling_info
@@ -647,23 +792,26 @@ def _tiled_dims(kernel: Any, target: Any) -> tuple:
 
 
 def kernel_graphs(kernels: Sequence[Any], target: str = "tpu") -> list:
-    """`kernel_graph` of many kernels, the geometry of those not cached yet computed in one batch."""
+    """`kernel_graph` of many kernels; those not cached yet are gathered together (`_graph_arrays_many`)
+    and their geometry computed in one batch."""
     name = canonical_target_name(target)
     todo = {k.hash: k for k in kernels if (k.hash, name) not in _GRAPH_CACHE}
     if todo:
-        for k, row in zip(todo.values(), geometry_matrix(list(todo.values()), target)):
-            kernel_graph(k, target, geom=row)
+        new = list(todo.values())
+        for k, row, arrays in zip(new, geometry_matrix(new, target), _graph_arrays_many(new)):
+            kernel_graph(k, target, geom=row, arrays=arrays)
     return [_GRAPH_CACHE.get((k.hash, name)) or kernel_graph(k, target) for k in kernels]
 
 
-def kernel_graph(kernel: Any, target: str = "tpu", geom: Optional[np.ndarray] = None) -> KernelGraph:
-    """The `KernelGraph` of a Kernel (cached by kernel hash and target); `geom`: its geometry row
-    when already computed (`kernel_graphs`)."""
+def kernel_graph(kernel: Any, target: str = "tpu", geom: Optional[np.ndarray] = None,
+                 arrays: Optional[tuple] = None) -> KernelGraph:
+    """The `KernelGraph` of a Kernel (cached by kernel hash and target); `geom`, `arrays`: its geometry
+    row and `_graph_arrays` when already computed (`kernel_graphs`)."""
     key = (kernel.hash, canonical_target_name(target))
     g = _GRAPH_CACHE.get(key)
     if g is not None:
         return g
-    rows, ops, edges, n_in = _graph_arrays(kernel)
+    rows, ops, edges, n_in = _graph_arrays(kernel) if arrays is None else arrays
     tiled = _tiled_dims(kernel, target)
     cost = kernel.cost
     kind = getattr(kernel, "fusion_kind", "kLoop")

@@ -57,6 +57,10 @@ class Budget:
         self._start = self._clock()
         return self
 
+    def now(self) -> float:
+        """The budget's clock (to time steps against it)."""
+        return self._clock()
+
     @property
     def elapsed(self) -> float:
         return self._clock() - self._start

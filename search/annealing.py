@@ -39,7 +39,7 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
-from search.base import Strategy, key_hash, register_strategy
+from search.base import Strategy, config_hash, register_strategy
 
 
 class SimulatedAnnealing(Strategy):
@@ -80,7 +80,7 @@ class SimulatedAnnealing(Strategy):
         self.head_costs = np.full(self.n_chains, math.inf)
         self.stale = np.zeros(self.n_chains, dtype=np.int64)  # proposals since the last improvement
         self.visited: set[int] = set()
-        self._pending: dict[Any, int] = {}                  # encoded proposal -> chain index
+        self._pending: dict[Any, int] = {}                  # proposal's config_hash -> chain index
         self._cursor = 0                                    # next chain to propose for (round robin)
         self._round_evals = 0                               # told chain proposals in this round
         self.round = 0
@@ -124,7 +124,7 @@ class SimulatedAnnealing(Strategy):
         if self.start == "random":
             return self.space.random(self.rng)
         default = self.space.default()
-        if i == 0 and key_hash(self.space.encode(default)) not in self.visited:
+        if i == 0 and config_hash(self.space, default) not in self.visited:
             return default
         n_edges = getattr(self.space, "n_edges", 0)
         if self._large():
@@ -150,7 +150,7 @@ class SimulatedAnnealing(Strategy):
         """A proposal for chain i whose key is new, or None after `retries` visited draws."""
         for _ in range(self.retries):
             cfg = self._candidate(i)
-            h = key_hash(self.space.encode(cfg))
+            h = config_hash(self.space, cfg)
             if h not in self.visited:
                 self.visited.add(h)
                 return cfg
@@ -168,15 +168,15 @@ class SimulatedAnnealing(Strategy):
                 cfg = self._propose(i)
             if cfg is None:
                 continue
-            self._pending[self.space.encode(cfg)] = i
+            self._pending[config_hash(self.space, cfg)] = i
             out.append(cfg)
         if not out:  # every chain is boxed in: fall back to fresh random points
             for _ in range(self.retries * k):
                 cfg = self.space.random(self.rng)
-                h = key_hash(self.space.encode(cfg))
+                h = config_hash(self.space, cfg)
                 if h not in self.visited:
                     self.visited.add(h)
-                    self._pending[self.space.encode(cfg)] = self._cursor
+                    self._pending[config_hash(self.space, cfg)] = self._cursor
                     out.append(cfg)
                     break
             else:
@@ -217,9 +217,9 @@ class SimulatedAnnealing(Strategy):
         arr = self.observe(configs, costs)
         temp = self.temperature
         for cfg, c in zip(configs, arr):
-            key = self.space.encode(cfg)
-            self.visited.add(key_hash(key))
-            i = self._pending.pop(key, None)
+            h = config_hash(self.space, cfg)
+            self.visited.add(h)
+            i = self._pending.pop(h, None)
             if i is None:
                 continue  # not ours (warm start): only best and visited learn from it
             old = self.head_costs[i]

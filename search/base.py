@@ -64,6 +64,15 @@ def key_hash(key: Any) -> int:
     return int.from_bytes(hashlib.blake2b(bytes(data), digest_size=8).digest(), "little") >> 1
 
 
+def config_hash(space: Any, cfg: Any) -> int:
+    """`key_hash` of a configuration, from the space's incremental digest when it has one
+    (`FusionSpace.config_digest`: O(1) for a one-edge move, where hashing the key reads every bit)."""
+    digest = getattr(space, "config_digest", None)
+    if digest is not None:
+        return digest(cfg) & ((1 << 63) - 1)
+    return key_hash(space.encode(cfg))
+
+
 class Best:
     """The best (configuration, cost) told so far; `update` returns whether it improved."""
 
@@ -196,4 +205,4 @@ def get_strategy(spec: "str | type") -> type:
 
 
 __all__ = ["Strategy", "Best", "UnknownStrategyError", "register_strategy", "get_strategy",
-           "list_strategies", "STRATEGIES", "as_costs", "key_hash", "ENTRY_POINT_GROUP"]
+           "list_strategies", "STRATEGIES", "as_costs", "key_hash", "config_hash", "ENTRY_POINT_GROUP"]

@@ -16,7 +16,7 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
-from search.base import Strategy, key_hash, register_strategy
+from search.base import Strategy, config_hash, register_strategy
 
 
 class GeneticSearch(Strategy):
@@ -70,7 +70,7 @@ class GeneticSearch(Strategy):
         """First of `retries` configurations from make() whose key is new (marked visited), or None."""
         for _ in range(self.retries):
             cfg = make()
-            h = key_hash(self.space.encode(cfg))
+            h = config_hash(self.space, cfg)
             if h not in self.visited:
                 self.visited.add(h)
                 return cfg
@@ -121,7 +121,7 @@ class GeneticSearch(Strategy):
     def tell(self, configs: list, costs: Sequence[float]) -> None:
         arr = self.observe(configs, costs)
         for cfg, c in zip(configs, arr):
-            self.visited.add(key_hash(self.space.encode(cfg)))
+            self.visited.add(config_hash(self.space, cfg))
             self._offspring.append((cfg, float(c)))
 
     # ---- checkpoints

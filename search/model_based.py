@@ -48,7 +48,7 @@ from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
-from search.base import Strategy, key_hash, register_strategy
+from search.base import Strategy, config_hash, register_strategy
 
 # AutoTVM's XGBoostCostModel parameters (max_depth 3, eta 0.3, gamma 1e-4, min_child_weight 1), with a
 # fixed number of rounds: online training sets have tens to hundreds of rows.
@@ -280,7 +280,7 @@ class ModelBasedSearch(Strategy):
 
     # ---- helpers
     def _hash(self, cfg: Any) -> int:
-        return key_hash(self.space.encode(cfg))
+        return config_hash(self.space, cfg)
 
     def _enumerable(self) -> bool:
         if self._all is None and callable(getattr(self.space, "tiles", None)):

@@ -10,7 +10,7 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
-from search.base import Strategy, key_hash, register_strategy
+from search.base import Strategy, config_hash, register_strategy
 
 
 class RandomSearch(Strategy):
@@ -39,7 +39,7 @@ class RandomSearch(Strategy):
         while len(out) < n and tries < budget:
             tries += 1
             cfg = self.space.random(self.rng)
-            h = key_hash(self.space.encode(cfg))
+            h = config_hash(self.space, cfg)
             if h in self._seen:
                 continue
             self._seen.add(h)
@@ -52,7 +52,7 @@ class RandomSearch(Strategy):
     def tell(self, configs: list, costs: Sequence[float]) -> None:
         self.observe(configs, costs)
         for cfg in configs:  # told but never asked (warm start): do not propose it again
-            self._seen.add(key_hash(self.space.encode(cfg)))
+            self._seen.add(config_hash(self.space, cfg))
 
     def state_dict(self) -> dict:
         d = super().state_dict()

@@ -27,6 +27,57 @@ from autotune.compiler.targets import UnknownTargetError, get_target, target_nam
 
 MEASUREMENT_FAILED_EXIT = 3   # hardware measurement failed / nothing verified (outputs are written)
 INTERRUPTED_EXIT = 130
+# `fusion` keeps this much time per second of parsing the program for writing its outputs at the end
+# (fused.hlo emission, best_config.json, report; the plot apart): measured 0.55-0.86 s per second of parsing
+# on the 12/48/200-layer transformers of examples/scale (BENCHMARKS.md, "Scale (issue 21)"), plus a fixed part.
+OUTPUT_SECONDS_PER_LOAD_SECOND = 1.0
+OUTPUT_FIXED_SECONDS = 0.2
+OUTPUT_PLOTS = 2.0  # search.png, in drawings of a small plot timed at start-up (the machine's current speed)
+# The least share of the search budget (--budget less --hw-budget) the search gets when start-up
+# used more (a tiny budget on a loaded machine): the run then ends late, with a warning saying so.
+MIN_SEARCH_SHARE = 0.1
+
+
+def _is_main_program() -> bool:
+    """This process runs the `autotune` command line itself (`python -m autotune.cli`, the console
+    script), not a caller that invoked it in-process (tests, notebooks)."""
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    return getattr(spec, "name", None) == "autotune.cli.__main__" or os.path.basename(sys.argv[0]) == "autotune"
+
+
+_PLOT_SECONDS: list = []  # the timed drawing, once per process
+
+
+def _time_a_plot() -> float:
+    """Seconds of drawing a small search plot, after a first (untimed) drawing that imports and warms
+    up matplotlib: what writing search.png will take on this machine; 0 without matplotlib. Timed
+    once per process (a caller running several commands in-process pays it once)."""
+    if _PLOT_SECONDS:
+        return _PLOT_SECONDS[0]
+    import io
+    from autotune.tuning.report import plot_search
+    history = [(0.0, 0, 1e-3), (1.0, 10, 9e-4)]
+    try:
+        plot_search(history, io.BytesIO(), "warm-up", 1e-3)
+        t0 = time.monotonic()
+        plot_search(history, io.BytesIO(), "timed", 1e-3)
+        _PLOT_SECONDS.append(time.monotonic() - t0)
+    except Exception:  # noqa: BLE001 - no plotting library: write_fusion_outputs records the error
+        _PLOT_SECONDS.append(0.0)
+    return _PLOT_SECONDS[0]
+
+
+def _process_age() -> float:
+    """Seconds since this process started (Linux /proc; 0 elsewhere): the interpreter's start-up and
+    imports before a command began."""
+    try:
+        with open("/proc/self/stat") as f:
+            start_ticks = float(f.read().rsplit(")", 1)[1].split()[19])
+        with open("/proc/uptime") as f:
+            uptime = float(f.read().split()[0])
+        return max(uptime - start_ticks / os.sysconf("SC_CLK_TCK"), 0.0)
+    except (OSError, ValueError, IndexError):
+        return 0.0
 
 
 def _check_target(ctx: click.Context, param: click.Parameter, value: str) -> str:
@@ -263,7 +314,9 @@ def model_identity(model_name: str) -> str:
 def _search_options(cost_model_help: str, evaluator_help: str, hw_help: str, batch_size: int) -> Callable:
     """The options `fusion` and `layout` share (budgets, cost model, strategy, evaluator, target, run folder)."""
     options = [
-        click.option("--budget", default="5m", show_default=True, help="Total wall-clock budget (30s, 5m, 1h)."),
+        click.option("--budget", default="5m", show_default=True,
+                     help="Wall-clock budget of the whole command: start-up, search, verification and writing the "
+                          "outputs (30s, 5m, 1h)."),
         click.option("--cost-model", "cost_model", default=None, help=cost_model_help),
         click.option("--strategy", default="annealing", show_default=True,
                      help="annealing, genetic, random, or module:Class / path.py:Class"),
@@ -292,6 +345,44 @@ def _search_options(cost_model_help: str, evaluator_help: str, hw_help: str, bat
     return apply
 
 
+def _command_start() -> float:
+    """When --budget's wall clock started: the process's start when it runs the command line itself
+    (interpreter and imports count), else now."""
+    return time.monotonic() - (_process_age() if _is_main_program() else 0.0)
+
+
+def _search_budget(total: Optional[float], hw: float, model_name: str, started: float, load_s: float,
+                   budget_text: str) -> tuple:
+    """(search seconds, the report's budget_split, a warning or None): --budget is the whole command's
+    wall clock, so the search gets what start-up (so far), hardware verification and writing the
+    outputs (estimated from this program's parse time and a timed small plot) do not."""
+    if total is None:
+        return None, None, None
+    plot_s = _time_a_plot()  # importing and warming up the plot is start-up; one more drawing is timed
+    verify_s = hw if hw > 0 and model_name != "hardware" else 0.0
+    startup_s = time.monotonic() - started
+    reserve_s = OUTPUT_FIXED_SECONDS + OUTPUT_PLOTS * plot_s + OUTPUT_SECONDS_PER_LOAD_SECOND * load_s
+    search_budget = total - startup_s - reserve_s - verify_s
+    note = {"startup_s": round(startup_s, 3), "output_reserve_s": round(reserve_s, 3),
+            "search_budget_s": round(search_budget, 3)}
+    floor = MIN_SEARCH_SHARE * (total - verify_s)
+    if search_budget >= floor:
+        return search_budget, note, None
+    warning = (f"--budget {budget_text}: start-up took {startup_s:.1f}s (parsing {load_s:.1f}s) and writing the "
+               f"outputs needs about {reserve_s:.1f}s, leaving {max(search_budget, 0.0):.1f}s; the search got "
+               f"{floor:.1f}s ({MIN_SEARCH_SHARE:.0%} of the search budget) and the run may end up to "
+               f"{floor - search_budget:.1f}s late")
+    note["search_budget_s"] = round(floor, 3)
+    return floor, note, warning
+
+
+def _stamp_wall(out: Path, report: dict, started: float) -> None:
+    """Record the command's wall clock so far (outputs written) in report.json."""
+    from autotune.tuning.report import write_json
+    report["wall_s"] = time.monotonic() - started
+    write_json(out / "report.json", report)
+
+
 def _make_strategy(strategy_cls: Any, space: Any, seed: int, params: dict) -> Any:
     """The strategy object (`--strategy-param` values it rejects are a one-line error)."""
     try:
@@ -303,14 +394,14 @@ def _make_strategy(strategy_cls: Any, space: Any, seed: int, params: dict) -> An
 def _run_tuner(space: Any, model: Any, model_name: str, strat: Any, strategy: str, ev: Any, ev_name: str, *,
                program: str, target: str, seed: int, total: Optional[float], hw: float, top_k: int, out: Path,
                batch_size: int, no_progress: bool, max_evals: Optional[int], resume_dir: Optional[str],
-               note: Optional[str], task: Optional[str] = None) -> tuple:
+               note: Optional[str], started: float, load_s: float, budget_text: str,
+               task: Optional[str] = None) -> tuple:
     """The search of `fusion` and `layout`: the Tuner over `space` (resumed from `resume_dir`), the search
     budget being what verification leaves of --budget; returns (TuningResult, the report's meta)."""
     from hardware.base import Budget
     from autotune.tuning.tuner import Tuner, program_fingerprint
 
-    # --budget is the total wall clock: search gets what hardware verification does not.
-    search_budget = total - hw if total is not None and hw > 0 and model_name != "hardware" else total
+    search_budget, budget_note, budget_warning = _search_budget(total, hw, model_name, started, load_s, budget_text)
     strategy_name = getattr(type(strat), "name", strategy)
     fingerprint = {"program": program_fingerprint(space), "target": target, "cost_model": model_identity(model_name),
                    "strategy": strategy_name, "evaluator": ev_name, "seed": seed}
@@ -319,7 +410,8 @@ def _run_tuner(space: Any, model: Any, model_name: str, strat: Any, strategy: st
     tuner = Tuner(space, model, strat, Budget(search_budget), evaluator=ev if hw > 0 else None,
                   hw_budget=hw, top_k_verify=top_k, out_dir=out, batch_size=batch_size,
                   progress=not no_progress, max_evaluations=max_evals, fingerprint=fingerprint,
-                  reference_text=Path(program).read_text())
+                  reference_text=Path(program).read_text(),
+                  overhead_s=(total - search_budget) if total is not None else 0.0)
     if resume_dir:
         tuner.resume(resume_dir)
         r = tuner.resumed_from
@@ -331,6 +423,8 @@ def _run_tuner(space: Any, model: Any, model_name: str, strat: Any, strategy: st
     if model_name == "hardware":
         ev.budget = Budget(tuner.budget.seconds)
     result = tuner.run()
+    if budget_warning:
+        result.warnings.insert(0, budget_warning)
     if note:
         result.warnings.insert(0, note)
     if hw <= 0:
@@ -338,7 +432,7 @@ def _run_tuner(space: Any, model: Any, model_name: str, strat: Any, strategy: st
     meta = {"program": str(program), "target": target, "cost_model": model_name, "strategy": strategy_name,
             "evaluator": ev_name, "budget_s": total, "hw_budget_s": hw, "seed": seed, "out_dir": str(out),
             "fingerprint": fingerprint, "resumed_from": tuner.resumed_from,
-            "machine": getattr(ev, "machine", None)}
+            "machine": getattr(ev, "machine", None), "budget_split": budget_note}
     if task is not None:
         meta["task"] = task
     return result, meta
@@ -348,10 +442,16 @@ def _finish_search(msg: str, result: Any, out: Path, files: str) -> None:
     """The last lines of a search command and its exit status (130 interrupted, 3 nothing verified)."""
     click.echo(msg)
     click.echo(f"results in {out}/ ({files})")
-    if result.stopped_by in ("SIGINT", "SIGTERM"):
-        sys.exit(INTERRUPTED_EXIT)
-    if result.verification_failed:
-        sys.exit(MEASUREMENT_FAILED_EXIT)
+    code = (INTERRUPTED_EXIT if result.stopped_by in ("SIGINT", "SIGTERM")
+            else MEASUREMENT_FAILED_EXIT if result.verification_failed else 0)
+    if _is_main_program():
+        # Everything is written and the evaluator closed: skip freeing the search's heap object by
+        # object (seconds on a large program, after the budget's end) when the process ends anyway.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    if code:
+        sys.exit(code)
 def _strategy_params(pairs: tuple, strategy_cls: Any) -> dict:
     """`--strategy-param KEY=VALUE` pairs as constructor keywords (numbers and booleans parsed),
     checked against the strategy's parameters (one-line errors)."""
@@ -465,8 +565,11 @@ def fusion(program: str, budget: str, cost_model: Optional[str], strategy: str, 
     from autotune.tuning.report import write_fusion_outputs
     from autotune.tuning.tuner import Tuner, program_fingerprint
 
+    started = _command_start()
     total, hw, hw_budget = _budget_split(budget, hw_budget)
+    t_load = time.monotonic()
     prog, _ = _load(program)
+    load_s = time.monotonic() - t_load
     space = FusionSpace(prog, target)
     # No fusible edge: one configuration (the default), still emitted, reported and verified.
     no_edges = (f"{program}: no fusible producer->consumer edges on target {target}: the program has one "
@@ -485,7 +588,6 @@ def fusion(program: str, budget: str, cost_model: Optional[str], strategy: str, 
     ev = make_evaluator(evaluator, target, store, seed, scheduler=scheduler, workers=workers)
     try:
         model, model_name = make_cost_model(cost_model, "fusion", target, ev)
-        # --budget is the total wall clock: search gets what hardware verification does not.
         program_sha = program_fingerprint(space)
         measuring = model_name == "hardware"
         global_model, transfer_info, transfer_warnings = _setup_transfer(
@@ -500,13 +602,15 @@ def fusion(program: str, budget: str, cost_model: Optional[str], strategy: str, 
         result, meta = _run_tuner(space, model, model_name, strat, strategy, ev, ev_name, program=program,
                                   target=target, seed=seed, total=total, hw=hw, top_k=top_k, out=out,
                                   batch_size=batch_size, no_progress=no_progress, max_evals=max_evals,
-                                  resume_dir=resume_dir, note=no_edges)
+                                  resume_dir=resume_dir, note=no_edges, started=started, load_s=load_s,
+                                  budget_text=budget)
         result.warnings.extend(transfer_warnings)
         if getattr(strat, "prior_weight", None) is not None:
             transfer_info["prior_weight_last_fit"] = strat.prior_weight
         meta["strategy_params"] = {k: v for k, v in params.items() if k != "prior"}
         meta["transfer"] = transfer_info
         report = write_fusion_outputs(out, space, result, meta)
+        _stamp_wall(out, report, started)
     finally:
         ev.close()
     for w in report["warnings"]:  # the program's normalization notes, then every failed or skipped step
@@ -547,8 +651,11 @@ def layout(program: str, budget: str, cost_model: Optional[str], strategy: str, 
     from autotune.tuning.report import write_layout_outputs
     from autotune.tuning.tuner import Tuner
 
+    started = _command_start()
     total, hw, hw_budget = _budget_split(budget, hw_budget)
+    t_load = time.monotonic()
     prog, _ = _load(program)
+    load_s = time.monotonic() - t_load
     space = LayoutSpace(prog, target)
     single = (f"{program}: no convolution, dot or reshape with a choice of layout on target {target}: the program "
               "has one layout configuration, written as it is") if not space.free_slots else None
@@ -568,8 +675,10 @@ def layout(program: str, budget: str, cost_model: Optional[str], strategy: str, 
                                   ev, ev_name, program=program,
                                   target=target, seed=seed, total=total, hw=hw, top_k=top_k, out=out,
                                   batch_size=batch_size, no_progress=no_progress, max_evals=max_evals,
-                                  resume_dir=resume_dir, note=single, task="layout")
+                                  resume_dir=resume_dir, note=single, started=started, load_s=load_s,
+                                  budget_text=budget, task="layout")
         report = write_layout_outputs(out, space, result, meta)
+        _stamp_wall(out, report, started)
     finally:
         ev.close()
     for w in report["warnings"]:

@@ -64,7 +64,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Callable, Optional, Sequence
 
 from autotune.compiler.hlo import (DTYPE_BYTES, ConvDimLabels, HloComputation, HloInstruction, HloModule, HloParseError, Shape, async_sugar)
 
@@ -689,14 +689,21 @@ def computation_cost(comp: HloComputation, module: HloModule) -> Cost:
     return c
 
 
+def instruction_costs(comps: Sequence[HloComputation], module: HloModule) -> list:
+    """`instruction_cost` of every instruction of `comps` (computations of `module`), one analysis
+    pass for all: [[Cost per instruction] per computation]."""
+    a = _Analyzer(module)
+    return [[a.cost(ins, comp) for ins in comp.instructions] for comp in comps]
+
+
 def computation_costs(module: HloModule) -> dict:
     """Per-instruction costs for every computation: {computation name: [Cost per instruction]}.
 
     Instructions inside fused computations are priced as if standalone (their bytes do not enter
     the fusion's cost, which only counts its boundary).
     """
-    a = _Analyzer(module)
-    return {comp.name: [a.cost(ins, comp) for ins in comp.instructions] for comp in module.computations}
+    return {comp.name: costs for comp, costs in zip(module.computations,
+                                                   instruction_costs(module.computations, module))}
 
 
 def module_cost(module: HloModule) -> Cost:

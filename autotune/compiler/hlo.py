@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from typing import Any, Callable, Iterable, Optional
 
 from autotune.compiler.gc_pause import gc_paused
@@ -141,8 +141,10 @@ class Shape:
     def rank(self) -> int:
         return len(self.dims)
 
-    @property
+    @cached_property
     def elements(self) -> int:
+        """Product of the dims (a `?` dim counts 0); computed once per shape (the tile geometry and the
+        featurizer ask it per use)."""
         n = 1
         for d in self.dims:
             n *= max(d, 0)
@@ -589,8 +591,21 @@ class HloModule:
         self.filename = filename
 
     @property
+    def computations(self) -> list:
+        """The computations in order (assign a new list to change them: the name index follows)."""
+        return self._computations
+
+    @computations.setter
+    def computations(self, value: list) -> None:
+        self._computations = value
+        self._by_name: Optional[dict] = None
+
+    @property
     def computations_by_name(self) -> dict:
-        return {c.name: c for c in self.computations}
+        """{name: computation}, built once per list of computations (cost analysis asks it per instruction)."""
+        if self._by_name is None or len(self._by_name) != len(self._computations):
+            self._by_name = {c.name: c for c in self._computations}
+        return self._by_name
 
     @property
     def entry(self) -> HloComputation:

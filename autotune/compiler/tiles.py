@@ -390,7 +390,7 @@ class TilingInfo:
     def of(cls, kernel: Any, target: Any = "tpu") -> "TilingInfo":
         """Work out the tiling description of a kernel (uncached; `tiling_info` caches)."""
         bld = _TilingBuilder(kernel, target)
-        return cls(**{f.name: getattr(bld, f.name) for f in fields(cls) if not f.name.startswith("_")})
+        return cls(**{name: getattr(bld, name) for name in _INFO_FIELDS})
 
     # ---- conversions
     def tile_array(self, tile: Optional[TileConfig]) -> np.ndarray:
@@ -471,6 +471,10 @@ class TilingInfo:
         return TileConfig(out, kern)
 
 
+_INFO_FIELDS = tuple(f.name for f in fields(TilingInfo) if not f.name.startswith("_"))
+_SLOT_PERMS = np.tile(np.arange(R_MAX), (P_MAX, 1))  # identity layouts of the P_MAX layout slots
+
+
 # --------------------------------------------------------------------------------------------------
 class _TilingBuilder:
     """Works out a kernel's `TilingInfo` (the mutable scratch of `TilingInfo.of`)."""
@@ -499,7 +503,7 @@ class _TilingBuilder:
             unit[self.mtm[0]] = lanes
             unit[self.mtm[1]] = sub
         self.unit = tuple(unit)
-        E = float(np.prod(self.dims)) if self.rank else 1.0
+        E = float(math.prod(self.dims)) if self.rank else 1.0
         self.elements = E
         cost = kernel.cost
         work = device_work(kernel)
@@ -704,6 +708,18 @@ class _TilingBuilder:
         identity, ones = tuple(range(self.rank)), (1,) * self.rank
         if leaf is None:
             return InputRow(b, e, ROLE_OTHER, self._alpha(e), identity, ones, 4, max(b, 1.0))
+        key = (leaf, is_lhs, is_rhs, self.dims, sub, lanes)
+        row = _INPUT_ROWS.get(key)
+        if row is None:
+            if len(_INPUT_ROWS) > 100_000:
+                _INPUT_ROWS.clear()
+            row = _INPUT_ROWS[key] = self._leaf_row(leaf, is_lhs, is_rhs)
+        return row
+
+    def _leaf_row(self, leaf: Shape, is_lhs: bool, is_rhs: bool) -> "InputRow":
+        """`_input_row` of an input leaf, computed (`_INPUT_ROWS` caches it)."""
+        sub, lanes = self.target.vector_shape
+        identity, ones = tuple(range(self.rank)), (1,) * self.rank
         e = float(max(leaf.elements, 1))
         db = dtype_bytes(leaf.dtype)
         mtm = tuple(leaf.minor_to_major()) if leaf.rank else ()
@@ -724,12 +740,36 @@ class _TilingBuilder:
         return InputRow(e * db, e, role, self._alpha(e), perm, punit, db, maxrun)
 
     def _make_row(self) -> "TileRows":
-        """Fixed-size arrays (R_MAX dims, I_MAX inputs) for the vectorized geometry."""
-        R, I = R_MAX, I_MAX
-        dims = list(self.dims)
-        fold = 0
-        if len(dims) > R:  # fold the leading (most major) logical dims into one
-            fold = len(dims) - R + 1
+        """Fixed-size arrays (R_MAX dims, I_MAX inputs) for the vectorized geometry; the per-dim
+        arrays of a kernel without a hero and the per-input arrays are shared (read-only) by the
+        kernels with the same tiled shape or the same input rows (`_DIM_ROWS`, `_INPUT_ARRAYS`)."""
+        R = R_MAX
+        fold = len(self.dims) - R + 1 if len(self.dims) > R else 0  # fold the leading (most major) dims into one
+        if self.hero is None and fold == 0:
+            key = (self.dims, self.mtm, self.target.vector_shape)
+            dim_arrays = _DIM_ROWS.get(key)
+            if dim_arrays is None:
+                if len(_DIM_ROWS) > 10_000:
+                    _DIM_ROWS.clear()
+                dim_arrays = _DIM_ROWS[key] = self._dim_arrays(fold)
+        else:
+            dim_arrays = self._dim_arrays(fold)
+        key = (self.inputs, fold == 0)
+        in_arrays = _INPUT_ARRAYS.get(key)
+        if in_arrays is None:
+            if len(_INPUT_ARRAYS) > 100_000:
+                _INPUT_ARRAYS.clear()
+            in_arrays = _INPUT_ARRAYS[key] = self._input_arrays(fold)
+        return TileRows(
+            **dim_arrays, **in_arrays, dtype_bytes=float(self.dtype_bytes), out_bytes=self.out_bytes,
+            out_alpha=self.out_alpha, vec_flops=self.vec_flops, hero_flops=self.hero_flops, trans=self.trans_rest,
+            lhs_vec=self.lhs_vec, rhs_vec=self.rhs_vec, lhs_trans=self.lhs_trans, rhs_trans=self.rhs_trans,
+            trivial=float(self.trivial), K_pad=self.K_pad, n_const=self.n_const, m_scale=self.m_scale,
+            is_mxu=float(self.hero is not None), kind=float(self.kind), link_s=self.link_s)
+
+    def _dim_arrays(self, fold: int) -> dict:
+        """The per-dim arrays of the row (D, U, order, the hero's masks and window), read-only."""
+        R = R_MAX
         D = np.ones(R)
         U = np.ones(R)
         order = np.arange(R)
@@ -758,12 +798,20 @@ class _TilingBuilder:
             D[:] = [float(np.prod(self.dims[:fold]))] + list(self.dims[fold:])
             din[:] = D
             mm[:] = True
+        out = {"D": D, "U": U, "order": order, "mmask": mm, "nmask": nm, "win": win, "stride": stride, "din": din}
+        for a in out.values():
+            a.flags.writeable = False
+        return out
+
+    def _input_arrays(self, fold: int) -> dict:
+        """The per-input and per-layout-slot arrays of the row, read-only."""
+        R, I = R_MAX, I_MAX
         ins_bytes = np.zeros(I)
         ins_alpha = np.zeros(I)
         ins_role = np.zeros(I, np.int64)
         ins_maxrun = np.ones(I)
         # distinct layouts of the "same" inputs (P_MAX slots): runs and padding are computed per slot
-        sl_perm = np.tile(np.arange(R), (P_MAX, 1))
+        sl_perm = _SLOT_PERMS.copy()
         sl_punit = np.ones((P_MAX, R))
         sl_dbytes = np.ones(P_MAX)
         ins_slot = np.zeros(I, np.int64)
@@ -782,24 +830,29 @@ class _TilingBuilder:
                     sl_punit[j, :len(row.perm)] = row.punit
                     sl_dbytes[j] = row.dbytes
                 ins_slot[k] = slots.index(key) if key in slots else P_MAX - 1
-        for a in (D, U, order, mm, nm, win, stride, din, ins_bytes, ins_alpha, ins_role, ins_slot, ins_maxrun,
-                  sl_perm, sl_punit, sl_dbytes):
+        out = {"in_bytes": ins_bytes, "in_alpha": ins_alpha, "in_role": ins_role, "in_slot": ins_slot,
+               "in_maxrun": ins_maxrun, "sl_perm": sl_perm, "sl_punit": sl_punit, "sl_dbytes": sl_dbytes}
+        for a in out.values():
             a.flags.writeable = False
-        return TileRows(
-            D=D, U=U, order=order, mmask=mm, nmask=nm, win=win, stride=stride, din=din,
-            dtype_bytes=float(self.dtype_bytes), out_bytes=self.out_bytes, out_alpha=self.out_alpha,
-            in_bytes=ins_bytes, in_alpha=ins_alpha, in_role=ins_role, in_slot=ins_slot, in_maxrun=ins_maxrun,
-            sl_perm=sl_perm, sl_punit=sl_punit, sl_dbytes=sl_dbytes,
-            vec_flops=self.vec_flops, hero_flops=self.hero_flops, trans=self.trans_rest,
-            lhs_vec=self.lhs_vec, rhs_vec=self.rhs_vec, lhs_trans=self.lhs_trans, rhs_trans=self.rhs_trans,
-            trivial=float(self.trivial), K_pad=self.K_pad, n_const=self.n_const, m_scale=self.m_scale,
-            is_mxu=float(self.hero is not None), kind=float(self.kind), link_s=self.link_s)
+        return out
+
 
 def _ceil_to(x: float, m: int) -> int:
     return int(math.ceil(x / m) * m) if m > 1 else int(math.ceil(x))
 
 
 _INFO_CACHE: dict = {}
+# Pieces of TilingInfo shared by many kernels of a program (the same leaf shapes and tiled shapes recur):
+_INPUT_ROWS: dict = {}    # (leaf, is_lhs, is_rhs, tiled dims, sublanes, lanes) -> InputRow
+_INPUT_ARRAYS: dict = {}  # (input rows, unfolded) -> the row's per-input arrays
+_DIM_ROWS: dict = {}      # (tiled dims, minor-to-major, vector shape) -> per-dim arrays of a kernel without hero
+_CANDIDATES: dict = {}    # (tiled dims, unit, max tiles) -> candidate extents and their tile arrays
+
+
+def clear_caches() -> None:
+    """Forget every cached tiling description, default tile and shared piece (a cold start)."""
+    for cache in (_INFO_CACHE, _INPUT_ROWS, _INPUT_ARRAYS, _DIM_ROWS, _CANDIDATES, _DEFAULT_TILES):
+        cache.clear()
 
 
 def tiling_info(kernel: Any, target: Any = "tpu") -> TilingInfo:
@@ -834,7 +887,7 @@ def default_tile(kernel: Any, target: Any = "tpu") -> "TileConfig":
 def default_tiles(kernels: Sequence[Any], target: Any = "tpu") -> list:
     """`default_tile` of many kernels, the one home of the default-tile choice: the candidate tiles of
     the kernels not cached yet are sized (`scratchpad_fit`) and priced (`tiled_time_terms`, the
-    analytical roofline of `roofline_seconds`) as arrays in one batch; per kernel the fitting tile of
+    analytical roofline of `roofline_seconds`) as arrays, a chunk of kernels at a time; per kernel the fitting tile of
     least time wins, ties to the larger tile (fewer iterations), then the first listed."""
     name = canonical_target_name(target)
     todo: dict = {}
@@ -842,31 +895,75 @@ def default_tiles(kernels: Sequence[Any], target: Any = "tpu") -> list:
         if (k.hash, name) not in _DEFAULT_TILES:
             todo.setdefault(k.hash, k)
     if todo:
-        spaces = [TileSpace(k, target) for k in todo.values()]
-        infos = [sp.info for sp in spaces]
-        spec = infos[0].target
-        extents = [sp.candidate_extents() for sp in spaces]
-        counts = np.array([len(e) for e in extents])
-        owner = np.repeat(np.arange(len(infos)), counts)
-        b = TileRows.stack([inf.row for inf in infos]).take(owner)
-        T = np.concatenate([inf.tile_arrays(e) for inf, e in zip(infos, extents)])
-        sub, lanes = spec.vector_shape
-        g = io_geometry(b, T, sub, lanes)
-        fp = scratchpad_fit(g, b.kind, spec.scratchpad_bytes).footprint
-        ends = np.cumsum(counts)
-        starts = ends - counts
-        keep = np.concatenate([s0 + _fitting_index(fp[s0:e], spec.scratchpad_bytes) for s0, e in zip(starts, ends)])
-        bk = b.take(keep)
-        kpad = np.array([inf.K_pad for inf in infos], float)[owner[keep]]
-        gk = {key: v[keep] for key, v in g.items()}  # per-tile quantities: the fitting tiles' rows
-        t = tiled_time_terms(bk, gk["T"], np.ones(len(keep)), kpad, spec, gk)["t"]
-        pred = np.where(bk.trivial > 0, 0.0, t)  # roofline_seconds of the fitting tiles
-        best = keep[_argmin_tiles(pred, np.prod(T[keep], axis=1), owner[keep])]
+        all_infos = [tiling_info(k, target) for k in todo.values()]
+        # kernels whose rows are the same (shared row arrays, equal scalars) have the same default tile
+        rep: dict = {}
+        which = [rep.setdefault(_row_key(inf), len(rep)) for inf in all_infos]
+        infos = [None] * len(rep)
+        for inf, j in zip(all_infos, which):
+            if infos[j] is None:
+                infos[j] = inf
+        chosen: list = []
+        for c0 in range(0, len(infos), _DEFAULT_TILE_CHUNK):  # chunks: the candidate arrays stay in cache
+            chosen += _search_default_tiles(infos[c0:c0 + _DEFAULT_TILE_CHUNK])
         if len(_DEFAULT_TILES) > 500_000:
             _DEFAULT_TILES.clear()
-        for h, e, i, s0 in zip(todo, extents, best, starts):
-            _DEFAULT_TILES[(h, name)] = TileConfig(e[i - s0])
+        for h, j in zip(todo, which):
+            _DEFAULT_TILES[(h, name)] = chosen[j]
     return [_DEFAULT_TILES[(k.hash, name)] for k in kernels]
+
+
+_DEFAULT_TILE_CHUNK = 1024  # kernels whose candidate tiles default_tiles prices together
+
+
+def _search_default_tiles(infos: Sequence[TilingInfo]) -> list:
+    """The default tile of each of `infos` (`default_tiles`' search, as arrays over their candidates)."""
+    spec = infos[0].target
+    cands = [_candidate_tiles(inf) for inf in infos]
+    counts = np.array([len(c[0]) for c in cands])
+    owner = np.repeat(np.arange(len(infos)), counts)
+    # Trailing padding dims (extent 1, fully covered) change nothing: keep only the batch's max rank.
+    r_eff = max([min(inf.rank, R_MAX) for inf in infos] + [1])
+    b = TileRows.stack([inf.row for inf in infos]).first_dims(r_eff).take(owner)
+    T = np.concatenate([c[1] for c in cands])[:, :r_eff]
+    sub, lanes = spec.vector_shape
+    g = io_geometry(b, T, sub, lanes)
+    fp = scratchpad_fit(g, b.kind, spec.scratchpad_bytes).footprint
+    starts = np.cumsum(counts) - counts
+    keep = _fitting_indices(fp, spec.scratchpad_bytes, owner, starts)
+    kpad = np.array([inf.K_pad for inf in infos], float)[owner]
+    # the roofline of every candidate (elementwise, so the fitting tiles' times are what pricing
+    # only them gives), then the argmin over the fitting ones
+    t = tiled_time_terms(b, g["T"], np.ones(len(owner)), kpad, spec, g)["t"]
+    pred = np.where(b.trivial > 0, 0.0, t)[keep]  # roofline_seconds of the fitting tiles
+    best = keep[_argmin_tiles(pred, np.prod(T[keep], axis=1), owner[keep])]
+    return [TileConfig(c[0][i - s0]) for c, i, s0 in zip(cands, best, starts)]
+
+
+_ROW_SCALARS = tuple(f.name for f in fields(TileRows) if not f.metadata)
+
+
+def _row_key(info: TilingInfo) -> tuple:
+    """A key equal for kernels whose default-tile search is the same: the tiled shape, the row's
+    array objects (shared between kernels by `_make_row` when equal) and its scalars."""
+    r = info.row
+    return (info.dims, info.unit, id(r.D), id(r.mmask), id(r.nmask), id(r.win), id(r.stride), id(r.din),
+            id(r.in_bytes), tuple(getattr(r, n) for n in _ROW_SCALARS))
+
+
+def _fitting_indices(footprints: np.ndarray, scratchpad_bytes: float, owner: np.ndarray,
+                     starts: np.ndarray) -> np.ndarray:
+    """`_fitting_index` of every kernel of a batch (candidates of kernel i at starts[i]..., `owner`
+    ascending), as indices into the batch, ascending."""
+    fits = footprints <= scratchpad_bytes
+    none = np.bincount(owner, weights=fits, minlength=len(starts)) == 0
+    if none.any():  # the first smallest footprint of each kernel with no fitting tile
+        seg_min = np.minimum.reduceat(footprints, starts)
+        at_min = (footprints == seg_min[owner]) & none[owner]
+        first = np.flatnonzero(at_min)
+        first = first[np.r_[True, owner[first][1:] != owner[first][:-1]]]
+        fits[first] = True
+    return np.flatnonzero(fits)
 
 
 def _fitting_index(footprints: np.ndarray, scratchpad_bytes: float) -> np.ndarray:
@@ -989,6 +1086,40 @@ def _ladder(n_units: int, max_divisors: bool = True) -> list:
     return sorted(vals)
 
 
+def _choices(dims: Sequence[int], unit: Sequence[int], divisors: bool = True) -> list:
+    """Per logical dim, the allowed tile extents (elements), ascending (`TileSpace.choices`)."""
+    out = []
+    for d, u in zip(dims, unit):
+        units = max(1, math.ceil(d / u))
+        out.append(sorted({min(c * u, d) for c in _ladder(units, divisors)}))
+    return out
+
+
+def _candidate_tiles(info: "TilingInfo", max_tiles: int = 4096) -> tuple:
+    """(extents, tile arrays) of every tile of the ladders before the scratchpad check (at most
+    `max_tiles`; the ladder drops divisors when the product is larger), cached per tiled shape."""
+    key = (info.dims, info.unit, max_tiles)
+    hit = _CANDIDATES.get(key)
+    if hit is not None:
+        return hit
+    ch = _choices(info.dims, info.unit, True)
+    if math.prod(len(c) for c in ch) > max_tiles:
+        ch = _choices(info.dims, info.unit, False)
+    combos = [()]
+    for c in ch:
+        combos = [t + (v,) for t in combos for v in c]
+    if len(combos) > max_tiles:  # keep the largest tiles on the major dims
+        rng = np.random.default_rng(0)
+        keep = rng.choice(len(combos), max_tiles - 1, replace=False)
+        combos = [combos[i] for i in sorted(keep)] + [tuple(info.dims)]
+    arrays = info.tile_arrays(combos)
+    arrays.flags.writeable = False
+    if len(_CANDIDATES) > 10_000:
+        _CANDIDATES.clear()
+    hit = _CANDIDATES[key] = (tuple(combos), arrays)
+    return hit
+
+
 class TileSpace:
     """Valid tiles of one kernel on a target (the `Space` interface strategies see)."""
 
@@ -1006,11 +1137,7 @@ class TileSpace:
 
     def choices(self, divisors: bool = True) -> list:
         """Per logical dim, the allowed extents (elements), ascending."""
-        out = []
-        for d, u in zip(self.info.dims, self.info.unit):
-            units = max(1, math.ceil(d / u))
-            out.append(sorted({min(c * u, d) for c in _ladder(units, divisors)}))
-        return out
+        return _choices(self.info.dims, self.info.unit, divisors)
 
     def _fit(self, arr: np.ndarray) -> "ScratchpadFit":
         b = TileRows.stack([self.info.row] * len(arr))
@@ -1028,17 +1155,7 @@ class TileSpace:
 
     def candidate_extents(self) -> list:
         """`candidates` as tuples of extents."""
-        ch = self.choices(True)
-        if math.prod(len(c) for c in ch) > self.max_tiles:
-            ch = self.choices(False)
-        combos = [()]
-        for c in ch:
-            combos = [t + (v,) for t in combos for v in c]
-        if len(combos) > self.max_tiles:  # keep the largest tiles on the major dims
-            rng = np.random.default_rng(0)
-            keep = rng.choice(len(combos), self.max_tiles - 1, replace=False)
-            combos = [combos[i] for i in sorted(keep)] + [tuple(self.info.dims)]
-        return combos
+        return list(_candidate_tiles(self.info, self.max_tiles)[0])
 
     def tiles(self) -> list:
         """All valid tiles: the candidates whose double-buffered footprint fits the scratchpad."""

@@ -6,7 +6,13 @@ owns what strategies should not: the budgets (wall clock, `max_evaluations`), co
 batched and memoized (for fusion by kernel hash: a neighbor evaluation only prices the kernels it
 changes), de-duplication of configurations, checkpoints (best configuration and strategy state)
 and resuming (checked against a fingerprint of the program and the options that matter, continuing
-with the remaining budget). What happens around the loop is callbacks (autotune/tuning/callbacks.py):
+with the remaining budget). The wall-clock budget holds on programs of any size: batch sizes follow
+the measured pricing time of a configuration (a cold learned model prices a from-scratch
+configuration of a 50k-instruction program in seconds), the search stops when one more
+configuration and the final checkpoint would not fit, and on the simulator the hardware seconds
+that kernel-sum verification will not need are lent to the search (`overhead_s`: what the caller
+spends of the same budget outside the search, e.g. the CLI's start-up and outputs).
+What happens around the loop is callbacks (autotune/tuning/callbacks.py):
 the progress bar, the jsonl log and periodic checkpoints are added from the Tuner's arguments,
 early stopping and anything else is passed in `callbacks=`.
 
@@ -143,12 +149,20 @@ class ProgramCost:
         self.kernel_cost = kernel_cost
         self.dedup = dedup
         self.memo: dict = {}
-        self.config_cost: dict[bytes, float] = {}
+        self.config_cost: dict[int, float] = {}  # configuration digest (`config_key`) -> seconds
         self.kernel_calls = 0
         self.kernels_priced = 0
 
     def _key(self, r: Any) -> Any:
         return r.hash if self.dedup else (r.comp, r.members)
+
+    def config_key(self, c: FusionConfig) -> int:
+        """What `config_cost` is keyed by: the configuration's 128-bit digest (`config_digest`; the bits
+        of a 34k-edge program are 34 kB: a search of 100k configurations would keep gigabytes of keys)."""
+        return self.space.config_digest(c)
+
+    def is_priced(self, c: FusionConfig) -> bool:
+        return self.config_key(c) in self.config_cost
 
     def _price(self, refs: Sequence) -> None:
         from autotune.compiler.kernel import Kernel
@@ -182,11 +196,10 @@ class ProgramCost:
             parent = node.parent
             if node.delta is None or parent is None:
                 return None
-            pk = parent.key()
-            if pk not in space._state_cache:
+            if parent.key() not in space._state_cache:
                 return None
             chain.append(node)
-            if pk in self.config_cost:
+            if self.config_key(parent) in self.config_cost:
                 return chain
             node = parent
         return None
@@ -195,13 +208,14 @@ class ProgramCost:
         """Costs of configurations (one batched kernel-cost call for all new kernels)."""
         space = self.space
         states = [space.state(c) for c in cfgs]
+        ckeys = [self.config_key(c) for c in cfgs]
         chains: list = []
         new_refs = []
-        for c, st in zip(cfgs, states):
-            ch = None if c.key() in self.config_cost else self._chain(c)
+        for c, st, ck in zip(cfgs, states, ckeys):
+            ch = None if ck in self.config_cost else self._chain(c)
             chains.append(ch)
             if ch is None:
-                if c.key() not in self.config_cost:
+                if ck not in self.config_cost:
                     new_refs.extend(st.refs())
                 continue
             for node in ch:
@@ -217,13 +231,12 @@ class ProgramCost:
         memo = self.memo
         key = self._key
         cache = space._state_cache
-        for i, (c, st, ch) in enumerate(zip(cfgs, states, chains)):
-            ck = c.key()
+        for i, (c, st, ch, ck) in enumerate(zip(cfgs, states, chains, ckeys)):
             if ck in self.config_cost:
                 out[i] = self.config_cost[ck]
                 continue
             if ch is not None:
-                cost = self.config_cost[ch[-1].parent.key()]
+                cost = self.config_cost[self.config_key(ch[-1].parent)]
                 for node in reversed(ch):
                     pst = cache[node.parent.key()]
                     nst = st if node is c else cache[node.key()]
@@ -237,6 +250,9 @@ class ProgramCost:
                 cost = sum(memo[key(r)] * mult[r.comp] for r in st.refs())
             self.config_cost[ck] = cost
             out[i] = cost
+        for c in cfgs:  # priced, state cached: the derivation history is no longer needed (it would
+            if c.parent is not None:  # keep every configuration of a chain alive)
+                c.parent.detach()
         if len(self.config_cost) > 2_000_000:
             self.config_cost.clear()
         if len(memo) > 2_000_000:
@@ -264,6 +280,9 @@ class TileCost:
             _memoize_costs(self, self.config_cost, list(todo), self.kernel_cost([self.space.kernel] * len(new), new),
                            "tiles")
         return np.array([self.config_cost[k] for k in keys], dtype=float)
+
+    def is_priced(self, tile: Any) -> bool:
+        return self.space.encode(tile) in self.config_cost
 
 
 class LayoutCost:
@@ -295,6 +314,9 @@ class LayoutCost:
             self.config_cost[k] = float(sum(self.memo[kern.hash] * kern.multiplicity for kern in ks))
         return np.array([self.config_cost[k] for k in keys], dtype=float)
 
+    def is_priced(self, cfg: Any) -> bool:
+        return self.space.encode(cfg) in self.config_cost
+
 
 def space_cost(space: Any, cost_model: Any) -> "ProgramCost | TileCost | LayoutCost":
     """The memoized pricing of a space's configurations with a cost model (or a bare function)."""
@@ -318,7 +340,7 @@ class Tuner:
                  on_config: Optional[Callable[[FusionConfig, float], None]] = None,
                  include_default: bool = True, fingerprint: Optional[dict] = None,
                  reference_text: Optional[str] = None, verify_rounds: int = 5,
-                 callbacks: Sequence[Callback] = (), finalists: int = 2):
+                 callbacks: Sequence[Callback] = (), finalists: int = 2, overhead_s: float = 0.0):
         from hardware.base import Budget
 
         self.space = space
@@ -357,6 +379,16 @@ class Tuner:
         self._top: list = []   # max-heap (negated) of the best distinct predicted configurations
         self._stop: Optional[str] = None
         self._elapsed_before = 0.0
+        # Wall clock of this session outside the search that its budget covers (the CLI's start-up,
+        # hardware verification and writing the outputs): a resumed run continues with what the
+        # sessions before, overheads included, left of it.
+        self.overhead_s = max(float(overhead_s), 0.0)
+        self._overhead_before = 0.0
+        self._default_measurement: Optional[tuple] = None  # (seconds, status) of the default, measured early
+        self._hw_slack = 0.0  # hardware seconds the verification will not need, lent to the search
+        self._sec_per_config: Optional[float] = None  # measured pricing time of one configuration (batches)
+        self._scratch_s: Optional[float] = None       # measured pricing time of the default, from scratch
+        self._checkpoint_s = 0.0                      # measured time of the last checkpoint
 
     def _default_callbacks(self) -> list:
         """Progress bar, log.jsonl and checkpoints from the constructor's arguments."""
@@ -397,6 +429,11 @@ class Tuner:
         """Write best_config.json (fusion) and checkpoint.pkl into out_dir (atomically)."""
         if self.out_dir is None or self.best is None:
             return
+        t0 = self.budget.now()
+        self._write_checkpoint()
+        self._checkpoint_s = self.budget.now() - t0
+
+    def _write_checkpoint(self) -> None:
         if is_fusion_space(self.space) or is_layout_space(self.space):
             from autotune.tuning.config_io import save_config
             save_config(self.space, self.best, self.out_dir / "best_config.json",
@@ -407,7 +444,7 @@ class Tuner:
             "strategy_name": getattr(self.strategy, "name", type(self.strategy).__name__),
             "best": self.space.encode(self.best), "best_cost": self.best_cost, "default_cost": self.default_cost,
             "evaluations": self.evaluations, "history": self.history, "memo": self.cost.memo,
-            "elapsed": self._elapsed(), "top": self._top,
+            "elapsed": self._elapsed(), "top": self._top, "overhead": self._overhead_before + self.overhead_s,
         }
         tmp = self.out_dir / (CHECKPOINT + ".tmp")
         with open(tmp, "wb") as f:
@@ -460,12 +497,17 @@ class Tuner:
         state = self.read_checkpoint(directory)
         self._check_fingerprint(path, state)
         elapsed = float(state.get("elapsed", 0.0))
+        overhead_before = float(state.get("overhead", 0.0))
         total = self.budget.seconds
         if total is not None:
-            if total - elapsed <= 0:
-                raise TuningError(f"{path}: the run already used {elapsed:.1f}s of its {total:g}s search budget; "
-                                  f"pass a larger --budget to continue it")
-            self.budget = Budget(total - elapsed)
+            used = elapsed + overhead_before           # what the earlier sessions spent of the budget
+            left = total + self.overhead_s - used      # of this session's budget, its own overhead included
+            if left - self.overhead_s <= 0:
+                raise TuningError(f"{path}: the run already used {used:.1f}s of its {total + self.overhead_s:g}s "
+                                  f"budget" + (f" (this session needs {self.overhead_s:.1f}s outside the search)"
+                                               if self.overhead_s else "")
+                                  + "; pass a larger --budget to continue it")
+            self.budget = Budget(left - self.overhead_s)
         try:
             self.strategy.load_state_dict(state["strategy"])
         except Exception as e:  # another strategy's state or options (e.g. a different chain count)
@@ -478,6 +520,7 @@ class Tuner:
         self.history = list(state["history"])
         self.cost.memo.update(state["memo"])
         self._elapsed_before = elapsed
+        self._overhead_before = overhead_before
         self._top = list(state["top"])
         self.resumed_from = {"directory": str(directory), "evaluations": self.evaluations, "elapsed_s": elapsed,
                              "search_budget_s": total, "remaining_s": self.budget.seconds}
@@ -501,10 +544,14 @@ class Tuner:
             self.out_dir.mkdir(parents=True, exist_ok=True)
         default = self.space.default()
         if math.isnan(self.default_cost):
+            t0 = self.budget.now()
             self.default_cost = float(self.cost([default])[0])
+            # a configuration priced from scratch: what the first batch's size is planned with
+            self._scratch_s = self.budget.now() - t0
         if self.best is None and self.include_default:
             self._note([default], np.array([self.default_cost]))
             self.history.append((self._elapsed(), self.evaluations, self.best_cost))
+        self._lend_verification_slack()
         old_handlers = self._install_signals()
         result: Optional[TuningResult] = None
         try:
@@ -527,15 +574,50 @@ class Tuner:
             result.verification = {"status": "skipped", "reason": "no hardware evaluator (no hardware budget)"}
         elif self._stop in ("budget", "strategy_finished", "max_evaluations", "early_stopping"):
             self.verify(result)
+            if self._hw_slack:
+                result.verification["hw_seconds_lent_to_search"] = round(self._hw_slack, 3)
         else:
             result.verification = {"status": "skipped", "reason": f"the search was interrupted ({self._stop})"}
             result.warnings.append(f"not verified: the search was interrupted ({self._stop}); "
                                    "fused.hlo holds the best predicted configuration")
         return result
 
+    def _lend_verification_slack(self) -> None:
+        """Kernel-sum verification on an exact evaluator (the simulator) takes about top_k times a
+        warm measurement of the default: measure the default now (verification reuses it), time a
+        second, warm measurement, and lend the hardware seconds verification will not need (with a
+        2x margin) to the search, so that the run ends near its budget rather than early by the
+        verification's spare time."""
+        from hardware.base import Budget
+        ev = self.evaluator
+        if (ev is None or not is_fusion_space(self.space) or hasattr(ev, "measure_program")
+                or self.budget.seconds is None or self._default_measurement is not None):
+            return
+        hw = self.hw_budget.seconds if isinstance(self.hw_budget, Budget) else Budget(self.hw_budget).seconds
+        if not hw:
+            return
+        old = ev.budget
+        ev.budget = Budget(None)
+        try:
+            self._default_measurement = self.measure_config(self.space.default(), ev)
+            t0 = self.budget.now()  # again, warm (the first one sized and tiled every kernel)
+            self.measure_config(self.space.default(), ev)
+            took = self.budget.now() - t0
+        finally:
+            ev.budget = old
+        slack = hw - 2.0 * took * self.top_k_verify
+        if slack > 0:
+            self._hw_slack = slack
+            self.budget.seconds += slack
+
     def _budget_stop(self) -> Optional[str]:
-        """Why the search must stop before the next batch (None: go on)."""
+        """Why the search must stop before the next batch (None: go on). The search also stops when
+        what is left of the budget would not price one more configuration and write the final
+        checkpoint (both measured), so that the run ends within its budget."""
         if self.budget.exhausted:
+            return "budget"
+        if self.budget.seconds is not None and self._sec_per_config is not None \
+                and self.budget.remaining < self._sec_per_config + self._checkpoint_s:
             return "budget"
         if self.max_evaluations is not None and self.evaluations >= self.max_evaluations:
             return "max_evaluations"
@@ -545,16 +627,16 @@ class Tuner:
 
     def _step(self) -> None:
         """One batch: ask, price (memoized), tell, book-keep, call the callbacks."""
-        n = self.batch_size
-        if self.max_evaluations is not None:
-            n = max(1, min(n, self.max_evaluations - self.evaluations))
+        n = self._batch_len()
+        t0 = self.budget.now()
         cfgs = self.strategy.ask(n)
         if not cfgs:
             self._stop = "strategy_finished"
             return
-        seen = self.cost.config_cost
-        fresh_idx = [i for i, c in enumerate(cfgs) if self.space.encode(c) not in seen]
+        fresh_idx = [i for i, c in enumerate(cfgs) if not self.cost.is_priced(c)]
         costs = self.cost(cfgs)
+        per = (self.budget.now() - t0) / len(cfgs)
+        self._sec_per_config = per if self._sec_per_config is None else 0.5 * (self._sec_per_config + per)
         if self.on_config is not None:
             for i in fresh_idx:
                 self.on_config(cfgs[i], float(costs[i]))
@@ -570,6 +652,26 @@ class Tuner:
                 "kernels_priced": self.cost.kernels_priced}
         for cb in self.callbacks:
             cb.on_batch(self, info)
+
+    def _batch_len(self) -> int:
+        """Configurations to ask for: `batch_size`, fewer when a whole batch at the measured cost of
+        a configuration would overrun the budget (a cold learned model prices a from-scratch
+        configuration of a large program in seconds), or `max_evaluations` is near. Before any batch
+        is measured, a batch whose configurations priced like the default from scratch could take a
+        quarter of what is left starts with one configuration."""
+        n = self.batch_size
+        if self.max_evaluations is not None:
+            n = max(1, min(n, self.max_evaluations - self.evaluations))
+        if self.budget.seconds is None:
+            return n
+        room = self.budget.remaining - self._checkpoint_s
+        per = self._sec_per_config
+        if per is None:  # nothing measured yet (a resumed run: not even the default): one configuration
+            scratch = self._scratch_s  # first, unless a batch is cheap for sure
+            return n if scratch is not None and scratch * n <= room / 4 else 1
+        if per > 0 and per * n > room:
+            n = max(1, min(n, int(room / per)))
+        return n
 
     # ------------------------------------------------------------------ hardware verification
     def measure_config(self, cfg: FusionConfig, evaluator: Any) -> tuple[float, str]:
@@ -591,6 +693,8 @@ class Tuner:
         ev = self.evaluator
         old_budget = ev.budget
         hw = self.hw_budget if isinstance(self.hw_budget, Budget) else Budget(self.hw_budget)
+        if self._hw_slack and hw.seconds is not None:
+            hw = Budget(max(hw.seconds - self._hw_slack, 0.0))
         ev.budget = Budget(None)  # the verification keeps to the hardware budget itself
         try:
             if is_layout_space(self.space) and hasattr(ev, "measure_program"):
@@ -618,7 +722,7 @@ class Tuner:
         while the hardware budget `hw` lasts (the default and the best prediction always)."""
         ev = self.evaluator
         exact = not hasattr(ev, "measure_program")  # the simulator times kernels; XLA runs programs
-        md, status = self.measure_config(self.space.default(), ev)
+        md, status = self._default_measurement or self.measure_config(self.space.default(), ev)
         result.measured_default = md if status == "ok" else None
         default_status = status
         best_m, best_cfg = math.inf, None

@@ -111,3 +111,16 @@ def test_kernels_of_two_programs_do_not_share_tables():
     a, b = program_kernels("vae_small_train", 0), program_kernels("lstm_small_infer", 0)
     for k in a + b:
         assert np.array_equal(F.kernel_graph(k).node_feat, reference_graph(k)[0])
+
+
+def test_batched_scaling_equals_graph_by_graph(kernels):
+    """`GnnCostModel.prepare_graphs` (the uncached graphs scaled together) gives each graph's
+    `prepare_graph` arrays exactly, and so the same predictions."""
+    from costmodels.gnn import GnnCostModel
+    model = GnnCostModel.load(str(ROOT / "costmodels" / "shipped" / "gnn_fusion_tpu.pt"))
+    graphs = F.kernel_graphs(kernels[:200])
+    together = model.prepare_graphs(graphs)
+    model._prep_cache.clear()
+    alone = [model.prepare_graph(g) for g in graphs]
+    for a, b in zip(together, alone):
+        assert np.array_equal(a[0], b[0]) and np.array_equal(a[3], b[3]) and a[0].dtype == b[0].dtype == np.float32

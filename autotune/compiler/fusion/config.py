@@ -11,7 +11,7 @@ __all__ = ["FusionConfig"]
 class FusionConfig:
     """One bit per fusible edge (bytes 0/1), plus how it was derived (for incremental updates)."""
 
-    __slots__ = ("bits", "parent", "flips", "_key", "delta")
+    __slots__ = ("bits", "parent", "flips", "_key", "delta", "digest")
 
     def __init__(self, bits, parent: Optional["FusionConfig"] = None, flips: tuple = (),
                  delta: Optional[dict] = None):
@@ -20,6 +20,7 @@ class FusionConfig:
         self.flips = flips
         self._key: Optional[bytes] = None
         self.delta = delta  # {(comp, root): members or None}: kernels changed relative to parent
+        self.digest: Optional[int] = None  # FusionSpace.config_digest, once computed
 
     def key(self) -> bytes:
         if self._key is None:

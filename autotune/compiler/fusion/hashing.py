@@ -6,7 +6,7 @@ import hashlib
 from array import array
 from typing import TYPE_CHECKING, Optional, Sequence
 
-from autotune.compiler.analysis import instruction_cost
+from autotune.compiler.analysis import instruction_costs
 from autotune.compiler.opcodes import is_scalar_constant
 from autotune.compiler.signature import instruction_signature, shape_signature
 
@@ -79,8 +79,7 @@ class KernelHashing:
         """Per-instruction static Cost (flops, transcendentals, bytes) of every computation."""
         if self._node_costs is None:
             module = self.program.module
-            self._node_costs = [[instruction_cost(i, c.hlo, module) for i in c.instructions]
-                                for c in self.program.computations]
+            self._node_costs = instruction_costs([c.hlo for c in self.program.computations], module)
         return self._node_costs
 
     def kernel_hash(self, ci: int, root: int, members: Sequence[int]) -> str:

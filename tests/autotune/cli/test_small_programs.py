@@ -31,7 +31,7 @@ def test_fixtures_have_one_to_four_edges(name):
 @pytest.mark.parametrize("name", PROGRAMS)
 def test_fusion_on_small_programs(tmp_path, name, strategy):
     out = tmp_path / "run"
-    r = CliRunner().invoke(main, ["fusion", os.path.join(SMALL, f"{name}.hlo"), "--budget", "3s",
+    r = CliRunner().invoke(main, ["fusion", os.path.join(SMALL, f"{name}.hlo"), "--budget", "10s",
                                   "--hw-budget", "1s", "--strategy", strategy, "--cost-model", "analytical",
                                   "--store", "none", "--no-progress", "--seed", "1", "--out", str(out)])
     assert r.exit_code == 0, r.output
@@ -49,7 +49,7 @@ def test_fusion_on_small_programs(tmp_path, name, strategy):
 
 def test_no_hardware_budget_is_not_a_failure(tmp_path):
     out = tmp_path / "run"
-    r = CliRunner().invoke(main, ["fusion", os.path.join(SMALL, "two_outputs.hlo"), "--budget", "2s",
+    r = CliRunner().invoke(main, ["fusion", os.path.join(SMALL, "two_outputs.hlo"), "--budget", "10s",
                                   "--hw-budget", "0", "--cost-model", "analytical", "--store", "none",
                                   "--no-progress", "--out", str(out)])
     assert r.exit_code == 0 and r.stderr == "", r.output

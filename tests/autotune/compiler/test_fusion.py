@@ -127,6 +127,23 @@ def bert_space():
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                  HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 2**31 - 1), steps=st.integers(1, 40))
+def test_config_digest_of_a_walk_equals_its_digest_from_scratch(bert_space, seed, steps):
+    """A neighbor's digest is its parent's XOR one edge's value: the same as computing it from the
+    bits, whatever the walk; configurations that differ have different digests."""
+    sp = bert_space
+    rng = np.random.default_rng(seed)
+    cfg = sp.default()
+    seen = {sp.config_digest(cfg): cfg.key()}
+    for _ in range(steps):
+        cfg = sp.neighbor(cfg, rng)
+        d = cfg.digest
+        assert d is not None and d == sp.config_digest(FusionConfig(bytearray(cfg.bits)))
+        assert seen.setdefault(d, cfg.key()) == cfg.key()
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                 HealthCheck.function_scoped_fixture])
 @given(seed=st.integers(0, 2**31 - 1), steps=st.integers(1, 40), target=st.sampled_from(["tpu", "cpu"]))
 def test_incremental_kernel_sets_match_rebuild(bert_space, seed, steps, target):
     sp = bert_space if target == "tpu" else FusionSpace(bert_space.program, "cpu")

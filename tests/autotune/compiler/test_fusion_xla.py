@@ -31,7 +31,7 @@ FAST = X.TimingOptions(number=1, repeat=3, min_repeat_ms=1.0, warmup=1)
 
 def _fusion(tmp_path, program: str, *extra: str):
     out = tmp_path / "run"
-    r = CliRunner().invoke(main, ["fusion", program, "--target", "cpu", "--budget", "4s", "--hw-budget", "2s",
+    r = CliRunner().invoke(main, ["fusion", program, "--target", "cpu", "--budget", "10s", "--hw-budget", "2s",
                                   "--cost-model", "analytical", "--store", "none", "--no-progress",
                                   "--out", str(out), *extra])
     return r, out
