@@ -160,3 +160,43 @@ def test_the_xla_inprogram_evaluator_measures_kernels_through_their_configuratio
         ev.close()
     with pytest.raises(ValueError, match="--target cpu"):
         create_evaluator("xla-inprogram", "tpu")
+
+
+# ---------------------------------------------------------------------------------------------
+# datasets of in-program kernel times (autotune dataset build --evaluator xla-inprogram)
+
+@pytest.mark.xla
+def test_in_program_dataset_keeps_kernel_medians_and_end_to_end_times(evaluator, tmp_path) -> None:
+    import numpy as np
+
+    from autotune.tuning.dataset import NO_THUNK_SECONDS, Dataset, build_dataset
+    progs = tmp_path / "progs"
+    progs.mkdir()
+    (progs / "small_a.hlo").write_text(SMALL)
+    (progs / "power_iteration.hlo").write_text((REPO / "examples/idioms/power_iteration.hlo").read_text())
+    ds = build_dataset(progs, "fusion", evaluator, "cpu", configs_per_program=3, out_dir=tmp_path / "ds")
+    assert Dataset.open(tmp_path / "ds").manifest["evaluator"] == "xla-inprogram"
+    for name, s in ds.iter_programs():
+        rec = ds.programs[name]
+        c = s.config
+        n_cfgs = rec["n_configs"]
+        assert rec["n_end_to_end"] == n_cfgs and len(c["end_to_end"]) == n_cfgs
+        assert np.all(c["end_to_end"] > 0) and np.all(c["end_to_end_min"] <= c["end_to_end"])
+        assert len(c["runtime"]) == len(c["cfg"]) and np.all(np.isfinite(c["runtime"]))
+        assert rec["n_failed"] == 0 and np.all(s.runtime > 0)
+        # each kernel's runtime is the median of its in-program times over the configurations
+        for g in range(len(s.graphs)):
+            assert s.runtime[g] == pytest.approx(np.median(c["runtime"][c["graph"] == g]))
+        assert rec["n_no_thunk"] == int(np.sum(s.runtime == NO_THUNK_SECONDS))
+    assert ds.programs["small_a"]["n_no_thunk"] >= 1  # its reshapes are bitcasts
+
+
+def test_dataset_build_cli_offers_the_in_program_evaluator() -> None:
+    from click.testing import CliRunner
+
+    from autotune.cli import main
+    r = CliRunner().invoke(main, ["dataset", "build", "--help"])
+    assert r.exit_code == 0 and "xla-inprogram" in r.output
+    r = CliRunner().invoke(main, ["dataset", "build", "--programs", str(REPO / "examples/idioms/power_iteration.hlo"),
+                                  "--task", "tile", "--evaluator", "xla-inprogram", "--target", "cpu", "--out", "unused"])
+    assert r.exit_code == 2 and "tile" in r.output and "Traceback" not in r.output
