@@ -470,8 +470,8 @@ def measure(program: str, evaluator: Optional[str], target: str, config_path: Op
 @click.option("--cost-model", "cost_model", default=None,
               help=COST_MODEL_HELP + " [default: the shipped tile GNN if present, else analytical]")
 @click.option("--evaluator", type=click.Choice(["sim"]), default="sim", show_default=True)
-@click.option("--target", type=click.Choice(["tpu"]), default="tpu", show_default=True,
-              help="Tile sizes are a TPU-target decision here (XLA:CPU picks its own tiling).")
+@click.option("--target", default="tpu", show_default=True, callback=_check_target, metavar="TARGET",
+              help="A target with a tile knob: tpu, tpu-v2 (XLA:CPU picks its own tiling; --target cpu has none).")
 @click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False), default=None,
               help="Fusion configuration whose kernels are tiled (default: the compiler's heuristic).")
 @click.option("--budget", default=None, help="Wall-clock budget for hardware measurements (e.g. 5m).")
@@ -483,6 +483,11 @@ def tile(program: str, top_k: int, strategy: str, trials: int, repeats: int, cos
          evaluator: str, target: str, config_path: Optional[str], budget: Optional[str], out_dir: Optional[str],
          store: Optional[str], seed: int) -> None:
     """Choose a tile size per kernel: search each kernel's tiles, race the best on the evaluator."""
+    if get_target(target).xla_cpu_emission:
+        raise UserError(f"--target {target}: XLA:CPU has no tile knob (it picks each kernel's loop tiling "
+                        f"and parallel split itself; no tile size reaches the compiled program): nothing to tune")
+    if get_target(target).default_evaluator != "sim":
+        raise UserError(f"--target {target}: tile sizes are measured on the TPU simulator; use --target tpu")
     from search.base import get_strategy
     from autotune.compiler.fusion import FusionSpace
     from autotune.tuning.report import write_json
