@@ -64,7 +64,7 @@ __all__ = [
     "optimized_hlo_text", "cost_analysis", "random_inputs", "run_hlo", "time_compiled",
     "xla_fusion_report", "strip_metadata", "donated_parameters", "verification_inputs", "output_error",
     "ThunkTiming", "ProgramProfile", "profile_compiled", "thunk_self_times", "InProgramTiming",
-    "attribute_thunks", "configuration_of", "XlaInProgramEvaluator",
+    "profile_answer", "attribute_thunks", "configuration_of", "XlaInProgramEvaluator",
 ]
 
 FAULT_ENV = "AUTOTUNE_XLA_TEST_FAULT"
@@ -988,7 +988,7 @@ def _measure_in_process(req: dict) -> dict:
     if req.get("profile_runs"):
         try:
             return {"status": "ok", "compile_s": compiled.compile_seconds, **extra,
-                    **_profile_answer(compiled, inputs, int(req["profile_runs"]), timing)}
+                    **profile_answer(compiled, inputs, int(req["profile_runs"]), timing)}
         except Exception as exc:
             return {"status": f"runtime_error: {_first_line(exc)}", **extra}
     try:
@@ -1007,7 +1007,7 @@ def _result_elements(line: str) -> Optional[int]:
     return math.prod(int(d) for d in m.group(1).split(",") if d)
 
 
-def _profile_answer(compiled: CompiledHlo, inputs: Sequence[np.ndarray], runs: int,
+def profile_answer(compiled: CompiledHlo, inputs: Sequence[np.ndarray], runs: int,
                     timing: TimingOptions) -> dict:
     """A profiled program's answer (worker side): the end-to-end repeat median as ``seconds``, and
     per thunk its per-execution seconds, count and where it comes from in the input program
@@ -1337,7 +1337,7 @@ class InProgramTiming:
 
 
 def attribute_thunks(kernels: Sequence[Any], thunks: dict[str, dict]) -> tuple[list[Measurement], dict[str, float]]:
-    """Each kernel's in-program time from a profiled program's thunks (``_profile_answer``'s
+    """Each kernel's in-program time from a profiled program's thunks (``profile_answer``'s
     ``thunks``), and the thunks that belong to no kernel.
 
     A thunk belongs to the kernel whose root instruction it was made from (its ``origin``: the emitted
