@@ -28,6 +28,12 @@ Layers
    (spawn context, started on first use). A compile error, a crash of the worker (segfault in
    XLA, abort) or a hang past ``timeout_s`` becomes a failed :class:`~hardware.base.Measurement`
    and the worker is replaced; the run goes on.
+4. In-program kernel times (XLA:CPU, where a kernel's standalone time is not what it costs inside
+   its program): :func:`profile_compiled` runs a compiled program under a jaxlib profiler session,
+   interleaved with unprofiled end-to-end repeats, and reads each thunk's time;
+   :func:`attribute_thunks` maps thunks back to the kernels of a fusion configuration;
+   :meth:`XlaEvaluator.measure_in_program` does both for a configuration (:class:`InProgramTiming`),
+   and :class:`XlaInProgramEvaluator` (evaluator name ``xla-inprogram``) measures kernels that way.
 
 Test hook
 ---------
