@@ -23,6 +23,7 @@ from autotune.cli.errors import OneLineErrorsGroup, UserError
 from autotune.cli.errors import friendly as _friendly
 from autotune.compiler.targets import UnknownTargetError, get_target, target_names
 
+_XLA_EVALUATORS = ("xla", "xla-inprogram")  # evaluators that run programs on this machine's XLA
 MEASUREMENT_FAILED_EXIT = 3   # hardware measurement failed / nothing verified (outputs are written)
 INTERRUPTED_EXIT = 130
 
@@ -300,8 +301,8 @@ def fusion(program: str, budget: str, cost_model: Optional[str], strategy: str, 
                 "configuration, written as it is") if space.n_edges == 0 else None
     strategy_cls = get_strategy(strategy)
     ev_name = evaluator or _default_evaluator(target)
-    if (scheduler or workers > 1) and ev_name != "xla":
-        raise UserError("--scheduler/--workers apply to the xla evaluator (the simulator is vectorized in-process)")
+    if (scheduler or workers > 1) and ev_name not in _XLA_EVALUATORS:
+        raise UserError("--scheduler/--workers apply to the xla evaluators (the simulator is vectorized in-process)")
     if total is not None and 0 < total <= hw and (cost_model or "").strip().lower() != "hardware":
         raise UserError(f"--hw-budget {hw_budget} leaves nothing of --budget {budget} for the search")
     if resume_dir:
@@ -365,9 +366,9 @@ def fusion(program: str, budget: str, cost_model: Optional[str], strategy: str, 
 
 @main.command()
 @click.argument("program", type=click.Path(exists=True, dir_okay=False))
-@click.option("--evaluator", default=None, metavar="sim|xla|PLUGIN",
-              help="sim, xla, or a plug-in (autotune.evaluators entry point, module:Class) "
-                   "[default: sim for tpu, xla for cpu]")
+@click.option("--evaluator", default=None, metavar="sim|xla|xla-inprogram|PLUGIN",
+              help="sim, xla (each kernel standalone), xla-inprogram (each kernel inside the compiled program), "
+                   "or a plug-in (autotune.evaluators entry point, module:Class) [default: sim for tpu, xla for cpu]")
 @_target_option()
 @click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False), default=None,
               help="Fusion configuration (best_config.json); default: the compiler's heuristic.")
@@ -392,10 +393,10 @@ def measure(program: str, evaluator: Optional[str], target: str, config_path: Op
     space = FusionSpace(prog, target)
     cfg = _load_config(space, config_path)
     ev_name = evaluator or _default_evaluator(target)
-    if (scheduler or workers > 1) and ev_name != "xla":
-        raise UserError("--scheduler/--workers apply to the xla evaluator (the simulator is vectorized in-process)")
-    if end_to_end and ev_name != "xla":
-        raise UserError("--end-to-end needs the xla evaluator (--target cpu)")
+    if (scheduler or workers > 1) and ev_name not in _XLA_EVALUATORS:
+        raise UserError("--scheduler/--workers apply to the xla evaluators (the simulator is vectorized in-process)")
+    if end_to_end and ev_name not in _XLA_EVALUATORS:
+        raise UserError("--end-to-end needs the xla evaluator or xla-inprogram (--target cpu)")
     ev = make_evaluator(evaluator, target, store, seed, scheduler=scheduler, workers=workers)
     problems: list = []
     try:
