@@ -1350,8 +1350,8 @@ def attribute_thunks(kernels: Sequence[Any], thunks: dict[str, dict]) -> tuple[l
     program names each fusion after its kernel's root, or ``<root>.sunk.<n>`` where the emission moved a
     reshape past it: ``emitted_kernel_root``; XLA keeps that name as op_name). A thunk
     without op_name (XLA rewrote the instruction, e.g. a batched dot) belongs to the one kernel
-    without a thunk whose root has its opcode and result size, when exactly one does
-    (``extra["matched_by"]``); the rest are ``unattributed``. Kernels need ``root_instruction``
+    without a thunk whose root has its opcode and result size (and, among several, runs as often per
+    execution: ``multiplicity``), when exactly one does (``extra["matched_by"]``); the rest are ``unattributed``. Kernels need ``root_instruction``
     (name, opcode, shape) and ``opcodes``. See :class:`InProgramTiming` for the result."""
     from autotune.compiler.kernel import emitted_kernel_root
     by_root: dict[str, int] = {}
@@ -1374,6 +1374,8 @@ def attribute_thunks(kernels: Sequence[Any], thunks: dict[str, dict]) -> tuple[l
             continue
         cands = [i for i, k in enumerate(kernels) if i not in mine and i not in matched
                  and k.root_instruction.opcode == t["opcode"] and k.root_instruction.shape.elements == t["elements"]]
+        if len(cands) > 1:  # tell them apart by how often they run (a while body's kernel: trip count)
+            cands = [i for i in cands if getattr(kernels[i], "multiplicity", None) == t["count"]]
         if len(cands) == 1:
             mine[cands[0]] = [name]
             matched[cands[0]] = name

@@ -200,3 +200,13 @@ def test_dataset_build_cli_offers_the_in_program_evaluator() -> None:
     r = CliRunner().invoke(main, ["dataset", "build", "--programs", str(REPO / "examples/idioms/power_iteration.hlo"),
                                   "--task", "tile", "--evaluator", "xla-inprogram", "--target", "cpu", "--out", "unused"])
     assert r.exit_code == 2 and "tile" in r.output and "Traceback" not in r.output
+
+
+def test_op_name_less_thunks_of_equal_size_are_told_apart_by_how_often_they_run() -> None:
+    entry_dot, body_dot = _kernel("dot.6", ["dot"], "dot", 32), _kernel("dot.2.i5", ["dot"], "dot", 32)
+    entry_dot.multiplicity, body_dot.multiplicity = 1.0, 20.0
+    thunks = {"dot.3": {"seconds": [40e-6], "count": 20, "origin": None, "opcode": "dot", "elements": 32},
+              "dot.4": {"seconds": [1e-6], "count": 1, "origin": None, "opcode": "dot", "elements": 32}}
+    ms, unattributed = X.attribute_thunks([entry_dot, body_dot], thunks)
+    assert ms[0].extra["thunks"] == ["dot.4"] and ms[1].extra["thunks"] == ["dot.3"]
+    assert ms[1].seconds == pytest.approx(2e-6) and unattributed == {}
