@@ -210,3 +210,17 @@ def test_op_name_less_thunks_of_equal_size_are_told_apart_by_how_often_they_run(
     ms, unattributed = X.attribute_thunks([entry_dot, body_dot], thunks)
     assert ms[0].extra["thunks"] == ["dot.4"] and ms[1].extra["thunks"] == ["dot.3"]
     assert ms[1].seconds == pytest.approx(2e-6) and unattributed == {}
+
+
+@pytest.mark.xla
+def test_measure_command_with_the_in_program_evaluator() -> None:
+    _need_jax()
+    import json
+    import subprocess
+    import sys
+    r = subprocess.run([sys.executable, "-m", "autotune.cli", "measure", str(REPO / "examples/idioms/power_iteration.hlo"),
+                        "--target", "cpu", "--evaluator", "xla-inprogram", "--end-to-end", "--store", "none", "--json"],
+                       cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    doc = json.loads(r.stdout)
+    assert doc["evaluator"] == "xla-inprogram" and doc["end_to_end"]["config_s"] > 0
