@@ -11,7 +11,7 @@ ratios measured side by side, and the speedup the tuner claimed in its verificat
 re-measured in the rounds (how much of a claimed speedup holds up).
 
     python benchmarks/xla_cpu_tuning.py [--programs a.hlo b.hlo ...] [--search-seconds 20]
-        [--hw-seconds 10] [--verify 8] [--rounds 5] [--cost-model analytical] [--json OUT]
+        [--hw-seconds 10] [--verify 8] [--rounds 5] [--cost-model analytical|xgboost|gnn|FILE] [--json OUT]
 """
 from __future__ import annotations
 
@@ -46,13 +46,13 @@ def main() -> None:
     from autotune.compiler.kernel import EMITTED_CPU_COMPILE_OPTIONS, emit_fused_text
     from autotune.compiler.program import Program
     from autotune.tuning.tuner import Tuner
-    from costmodels.base import get_cost_model
+    from autotune import api
     from hardware.xla import XlaEvaluator, jaxlib_version
     from search.base import get_strategy
 
     paths = args.programs or [os.path.join(ROOT, "examples", "hlo", p + ".hlo") for p in DEFAULT_PROGRAMS]
     ev = XlaEvaluator(target="cpu", timeout_s=300)
-    model = get_cost_model(args.cost_model, target="cpu") if args.cost_model == "analytical" else get_cost_model(args.cost_model)
+    model = api.make_cost_model(args.cost_model, "fusion", "cpu")  # gnn / xgboost: the shipped cpu models
     rows = []
     t0 = time.time()
     try:

@@ -266,6 +266,7 @@ class UnknownEvaluatorError(UnknownPluginError):
 
 EVALUATORS = Registry("evaluator", "autotune.evaluators", builtins={
     "sim": "hardware.simulator:TpuSimulator", "xla": "hardware.xla:XlaEvaluator",
+    "xla-inprogram": "hardware.xla:XlaInProgramEvaluator",
 }, aliases={"simulator": "sim"}, check=_as_evaluator_factory, error=UnknownEvaluatorError)
 
 
@@ -279,13 +280,13 @@ def create_evaluator(name: str, target: str, **options: Any) -> "Evaluator":
     measurable_by = get_target(target).evaluators
     if key == "sim" and "sim" not in measurable_by:
         raise ValueError(f"the sim evaluator simulates a TPU; use --target tpu (got --target {target})")
-    if key == "xla":
-        if "xla" not in measurable_by:
-            raise ValueError("the xla evaluator runs kernels on this machine's XLA backend; use --target cpu")
+    if key in ("xla", "xla-inprogram"):
+        if key not in measurable_by:
+            raise ValueError(f"the {key} evaluator runs kernels on this machine's XLA backend; use --target cpu")
         try:
             import jaxlib  # noqa: F401
         except ImportError:
-            raise ValueError("the xla evaluator needs jax/jaxlib: pip install 'autotune[xla]'") from None
+            raise ValueError(f"the {key} evaluator needs jax/jaxlib: pip install 'autotune[xla]'") from None
     try:
         params = inspect.signature(factory).parameters
     except (TypeError, ValueError):

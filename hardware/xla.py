@@ -28,6 +28,12 @@ Layers
    (spawn context, started on first use). A compile error, a crash of the worker (segfault in
    XLA, abort) or a hang past ``timeout_s`` becomes a failed :class:`~hardware.base.Measurement`
    and the worker is replaced; the run goes on.
+4. In-program kernel times (XLA:CPU, where a kernel's standalone time is not what it costs inside
+   its program): :func:`profile_compiled` runs a compiled program under a jaxlib profiler session,
+   interleaved with unprofiled end-to-end repeats, and reads each thunk's time;
+   :func:`attribute_thunks` maps thunks back to the kernels of a fusion configuration;
+   :meth:`XlaEvaluator.measure_in_program` does both for a configuration (:class:`InProgramTiming`),
+   and :class:`XlaInProgramEvaluator` (evaluator name ``xla-inprogram``) measures kernels that way.
 
 Test hook
 ---------
@@ -51,7 +57,7 @@ import re
 import statistics
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Any, Optional, Sequence, Union
+from typing import Any, Callable, Optional, Sequence, Union
 
 import numpy as np
 
@@ -63,6 +69,8 @@ __all__ = [
     "jaxlib_version", "backend_platform", "parse_hlo_text", "parameter_shapes", "compile_hlo",
     "optimized_hlo_text", "cost_analysis", "random_inputs", "run_hlo", "time_compiled",
     "xla_fusion_report", "strip_metadata", "donated_parameters", "verification_inputs", "output_error",
+    "ThunkTiming", "ProgramProfile", "profile_compiled", "thunk_self_times", "InProgramTiming",
+    "profile_answer", "attribute_thunks", "configuration_of", "XlaInProgramEvaluator",
 ]
 
 FAULT_ENV = "AUTOTUNE_XLA_TEST_FAULT"
@@ -145,6 +153,18 @@ class _Api:
         self.version = ver
         self._get_backend = get_backend
         self._cpu_client: Any = None
+
+    @property
+    def profiler_session(self) -> Any:
+        """jaxlib's ``ProfilerSession`` class (started by construction; ``stop_and_get_profile_data()``
+        returns the trace in memory): resolved on first use, only in-program timing needs it."""
+        from jax._src.lib import _profiler
+        session = getattr(_profiler, "ProfilerSession", None)
+        if session is None or not hasattr(session, "stop_and_get_profile_data"):
+            raise XlaApiError(f"jaxlib {self.version}: private API _profiler.ProfilerSession."
+                              f"stop_and_get_profile_data not found; hardware/xla.py was written against "
+                              f"jaxlib 0.10.2 - update the shim in _Api for this version")
+        return session
 
     @property
     def cpu_client(self) -> Any:
@@ -496,17 +516,11 @@ class TimingResult:
         return statistics.stdev(self.repeats) / m if m > 0 else 0.0
 
 
-def time_compiled(compiled: CompiledHlo, inputs: Sequence[np.ndarray],
-                  options: TimingOptions = TimingOptions()) -> TimingResult:
-    """Time a compiled module on fixed device-resident inputs (each execution is waited for).
-
-    A module that donates parameters (``input_output_alias``/``buffer_donor``: jax's
-    ``donate_argnums``) consumes those buffers at each execution; it runs exactly as given, with
-    fresh device copies of the donated inputs made before each execution, outside the timed region
-    (each execution is then timed on its own and the times summed).
-    """
+def _argument_source(compiled: CompiledHlo, inputs: Sequence[np.ndarray]) -> tuple[Any, list[int]]:
+    """(fresh_args, donated): a function giving the device arguments of one execution (the same
+    device arrays each time, except fresh copies of the donated parameters, which an execution
+    consumes), and the donated parameter numbers."""
     args = compiled.put(inputs)
-    execute = compiled.execute
     donated = sorted(i for i in compiled.donated if i < len(args))
 
     def fresh_args() -> list[Any]:
@@ -517,6 +531,24 @@ def time_compiled(compiled: CompiledHlo, inputs: Sequence[np.ndarray],
             a.block_until_ready()
             new[i] = a
         return new
+
+    return fresh_args, donated
+
+
+def time_compiled(compiled: CompiledHlo, inputs: Sequence[np.ndarray],
+                  options: TimingOptions = TimingOptions(),
+                  after_repeat: Optional[Callable[[int], None]] = None) -> TimingResult:
+    """Time a compiled module on fixed device-resident inputs (each execution is waited for).
+
+    A module that donates parameters (``input_output_alias``/``buffer_donor``: jax's
+    ``donate_argnums``) consumes those buffers at each execution; it runs exactly as given, with
+    fresh device copies of the donated inputs made before each execution, outside the timed region
+    (each execution is then timed on its own and the times summed). ``after_repeat(i)`` runs,
+    untimed, after repeat i (work interleaved with the repeats sees the same machine states).
+    """
+    execute = compiled.execute
+    fresh_args, donated = _argument_source(compiled, inputs)
+    args = fresh_args() if not donated else []
 
     for _ in range(max(0, options.warmup)):
         execute(fresh_args())
@@ -545,8 +577,157 @@ def time_compiled(compiled: CompiledHlo, inputs: Sequence[np.ndarray],
         per_run = max(elapsed / number, 1e-9)
         number = min(options.max_number,
                      max(math.ceil(number * 1.6), math.ceil(min_s / per_run * 1.05)))
-    repeats = [one_repeat(number) / number for _ in range(max(1, options.repeat))]
+    repeats = []
+    for i in range(max(1, options.repeat)):
+        repeats.append(one_repeat(number) / number)
+        if after_repeat is not None:
+            after_repeat(i)
     return TimingResult(min(repeats), repeats, number)
+
+
+# ---- in-program kernel timing ---------------------------------------------------------------
+#
+# On XLA:CPU the sum of standalone kernel times is not a program's runtime (each standalone kernel
+# pays its own launch, cache misses on its inputs and output allocation), so kernels are also timed
+# *inside* the compiled program: while a jaxlib profiler session is active, XLA:CPU's thunk executor
+# records one trace event per thunk it runs, named after the instruction of the optimized module,
+# with ``hlo_op`` and ``run_id`` stats; the session hands them back in memory. (jaxlib 0.10.2 records
+# them without any compile option: ``xla_cpu_enable_xprof_traceme`` adds no thunk events, so the
+# profiled program is compiled exactly as the one timed end to end.)
+
+_CONTROL_OPCODES = frozenset({"while", "conditional", "call", "async-start", "async-done"})
+
+
+@dataclass
+class ThunkTiming:
+    """One thunk of a profiled program: its self time in each profiled execution (seconds, the sum
+    over its events in that execution: a thunk in a while body runs once per iteration) and how
+    many times it ran per execution."""
+
+    seconds: list[float]
+    count: int
+
+    @property
+    def median(self) -> float:
+        """Repeat median of its per-execution time."""
+        return float(statistics.median(self.seconds)) if self.seconds else 0.0
+
+
+@dataclass
+class ProgramProfile:
+    """A compiled program's end-to-end time (unprofiled, :func:`time_compiled`) and the time of
+    each thunk inside it over ``runs`` profiled executions (``thunks``: optimized-module instruction
+    name -> :class:`ThunkTiming`); ``run_seconds`` is each profiled execution's span from its first
+    thunk's start to its last thunk's end."""
+
+    end_to_end: TimingResult
+    thunks: dict[str, ThunkTiming]
+    runs: int
+    run_seconds: list[float]
+
+
+def thunk_self_times(events: Sequence[tuple[Any, str, int, float, float]],
+                     control: "frozenset[str] | set[str]" = frozenset()) -> dict[int, dict[str, tuple[float, int]]]:
+    """{run id: {thunk name: (self seconds, events)}} from thunk trace events
+    ``(thread, name, run_id, start_ns, duration_ns)``.
+
+    A control thunk (a name in `control`: while, conditional, call) encloses the thunks of its body,
+    which may run on other threads: its self time is its duration less the union of the intervals of
+    the run's other events inside it, so that no time is counted twice. Other thunks' self time is
+    their duration (independent thunks may overlap on two threads).
+    """
+    by_run: dict[int, list] = {}
+    for ev in events:
+        by_run.setdefault(int(ev[2]), []).append(ev)
+    out: dict[int, dict[str, tuple[float, int]]] = {}
+    for run, evs in by_run.items():
+        evs.sort(key=lambda e: (e[3], -e[4]))
+        acc: dict[str, list] = {}
+        for j, (_, name, _, start, dur) in enumerate(evs):
+            self_ns = dur
+            if name in control:
+                end, covered, reach = start + dur, 0.0, start
+                for k in range(j + 1, len(evs)):
+                    s2, d2 = evs[k][3], evs[k][4]
+                    if s2 >= end:
+                        break
+                    if s2 + d2 > end:
+                        continue  # not inside this thunk
+                    lo, hi = max(s2, reach), s2 + d2
+                    if hi > lo:
+                        covered += hi - lo
+                        reach = hi
+                self_ns = dur - covered
+            slot = acc.setdefault(name, [0.0, 0])
+            slot[0] += max(self_ns, 0.0) * 1e-9
+            slot[1] += 1
+        out[run] = {n: (v[0], v[1]) for n, v in acc.items()}
+    return out
+
+
+def _thunk_events(profile_data: Any) -> tuple[list[tuple[Any, str, int, float, float]], dict[int, float]]:
+    """Thunk events ``(thread, hlo_op, run_id, start_ns, duration_ns)`` of jaxlib ProfileData, and
+    each run's span in seconds (first thunk start to last thunk end)."""
+    events: list = []
+    first: dict[int, float] = {}
+    last: dict[int, float] = {}
+    for plane in profile_data.planes:
+        for li, line in enumerate(plane.lines):
+            for ev in line.events:
+                stats = dict(ev.stats)
+                op, run = stats.get("hlo_op"), stats.get("run_id")
+                if op is None or run is None:
+                    continue
+                run = int(run)
+                start, dur = float(ev.start_ns), float(ev.duration_ns)
+                events.append(((plane.name, li), str(op), run, start, dur))
+                first[run] = min(first.get(run, start), start)
+                last[run] = max(last.get(run, start + dur), start + dur)
+    return events, {r: (last[r] - first[r]) * 1e-9 for r in first}
+
+
+def profile_compiled(compiled: CompiledHlo, inputs: Sequence[np.ndarray], runs: int = 20,
+                     timing: TimingOptions = TimingOptions()) -> ProgramProfile:
+    """End-to-end time of a program (:func:`time_compiled`, unprofiled) and each thunk's time inside
+    it over `runs` profiled executions, spread over the end-to-end repeats (after each repeat, an
+    equal share of the profiled executions: both see the same machine states). RuntimeError when the
+    profile holds no thunk event (an XLA backend that does not trace its thunks)."""
+    fresh_args, _ = _argument_source(compiled, inputs)
+    execute = compiled.execute
+    session_type = _api().profiler_session
+    n_repeats = max(1, int(timing.repeat))
+    runs = max(1, int(runs))
+    events: list = []
+    spans: dict[int, float] = {}
+
+    def profiled_block(i: int) -> None:
+        n = runs // n_repeats + (i < runs % n_repeats)
+        if n == 0:
+            return
+        session = session_type()
+        try:
+            for _ in range(n):
+                execute(fresh_args())
+        finally:
+            data = session.stop_and_get_profile_data()
+        evs, sp = _thunk_events(data)
+        events.extend(evs)
+        spans.update(sp)
+
+    end_to_end = time_compiled(compiled, inputs, timing, after_repeat=profiled_block)
+    control = {r["name"] for r in xla_fusion_report("", include_unfused=True,
+                                                    optimized_module=compiled.optimized_module())
+               if r["kind"] is None and r["instructions"] and r["instructions"][0]["opcode"] in _CONTROL_OPCODES}
+    per_run = thunk_self_times(events, control)
+    if not per_run:
+        raise RuntimeError("no thunk events in the profile: this XLA backend does not trace its thunks")
+    run_ids = sorted(per_run)
+    names = sorted({n for d in per_run.values() for n in d})
+    thunks = {}
+    for n in names:
+        seen = [per_run[r].get(n, (0.0, 0)) for r in run_ids]
+        thunks[n] = ThunkTiming([s for s, _ in seen], int(statistics.median(c for _, c in seen)))
+    return ProgramProfile(end_to_end, thunks, len(run_ids), [spans[r] for r in run_ids])
 
 
 # ---- XLA's own fusion decisions -------------------------------------------------------------
@@ -809,12 +990,51 @@ def _measure_in_process(req: dict) -> dict:
         if not ok:  # a program computing something else is no candidate, whatever its speed
             return {"status": f"output_mismatch: outputs differ from the original program's (max error "
                               f"{err:.3g}, tolerance {OUTPUT_TOL:g})", **extra}
+    timing = TimingOptions(**req.get("timing", {}))
+    if req.get("profile_runs"):
+        try:
+            return {"status": "ok", "compile_s": compiled.compile_seconds, **extra,
+                    **profile_answer(compiled, inputs, int(req["profile_runs"]), timing)}
+        except Exception as exc:
+            return {"status": f"runtime_error: {_first_line(exc)}", **extra}
     try:
-        res = time_compiled(compiled, inputs, TimingOptions(**req.get("timing", {})))
+        res = time_compiled(compiled, inputs, timing)
     except Exception as exc:
         return {"status": f"runtime_error: {_first_line(exc)}", **extra}
     return {"status": "ok", "seconds": res.seconds, "repeats": res.repeats, "number": res.number,
             "compile_s": compiled.compile_seconds, **extra}
+
+
+def _result_elements(line: str) -> Optional[int]:
+    """Elements of an instruction's array result, from its printed text (None for tuples)."""
+    m = re.match(r"\s*(?:ROOT\s+)?%?[\w.\-]+ = \w+\[([\d,]*)\]", line)
+    if m is None:
+        return None
+    return math.prod(int(d) for d in m.group(1).split(",") if d)
+
+
+def profile_answer(compiled: CompiledHlo, inputs: Sequence[np.ndarray], runs: int,
+                    timing: TimingOptions) -> dict:
+    """A profiled program's answer (worker side): the end-to-end repeat median as ``seconds``, and
+    per thunk its per-execution seconds, count and where it comes from in the input program
+    (``origin``: the op_name of the optimized instruction, i.e. the input instruction it was made
+    from, and its ``opcode``)."""
+    prof = profile_compiled(compiled, inputs, runs, timing)
+    module = compiled.optimized_module()
+    made_from = {r["name"]: r for r in xla_fusion_report("", include_unfused=True, optimized_module=module)}
+    lines = {i.name: i.to_string() for c in module.computations() for i in c.instructions()}
+    thunks = {}
+    for name, t in prof.thunks.items():
+        r = made_from.get(name)
+        op_name = r["op_name"] if r else None
+        thunks[name] = {"seconds": t.seconds, "count": t.count,
+                        "origin": op_name.rsplit("/", 1)[-1] if op_name else None,
+                        "opcode": (r["instructions"][0]["opcode"] if r and r["kind"] is None and r["instructions"]
+                                   else "fusion" if r else None),
+                        "elements": _result_elements(lines.get(name, ""))}
+    return {"seconds": float(statistics.median(prof.end_to_end.repeats)), "repeats": prof.end_to_end.repeats,
+            "number": prof.end_to_end.number, "thunks": thunks, "profiled_runs": prof.runs,
+            "run_seconds": prof.run_seconds}
 
 
 def _measure_request(req: dict) -> Measurement:
@@ -830,8 +1050,10 @@ def _measure_request(req: dict) -> Measurement:
         return m
     repeats = list(resp["repeats"])
     cv = statistics.stdev(repeats) / statistics.fmean(repeats) if len(repeats) > 1 else 0.0
+    profiled = {k: resp[k] for k in ("thunks", "profiled_runs", "run_seconds") if k in resp}
     return Measurement(float(resp["seconds"]), extra={
-        "repeats": repeats, "number": resp["number"], "compile_s": resp["compile_s"], "cv": cv, **checked})
+        "repeats": repeats, "number": resp["number"], "compile_s": resp["compile_s"], "cv": cv, **checked,
+        **profiled})
 
 
 def _backend_probe(_: Any = None) -> Measurement:
@@ -1048,6 +1270,48 @@ class XlaEvaluator(Evaluator):
         req = self._request(hlo_text, hashlib.sha1(hlo_text.encode()).hexdigest(), _faults_from_env(), **options)
         return self._pool.map(_measure_request, [req])[0]
 
+    def measure_in_program(self, space: Any, cfg: Any, kernels: Optional[Sequence[Any]] = None, *,
+                           runs: Optional[int] = None, reference: Optional[str] = None) -> InProgramTiming:
+        """A fusion configuration's kernels timed inside the program: the configuration is emitted
+        (``emit_fused_text``), compiled once with ``EMITTED_CPU_COMPILE_OPTIONS`` (as `measure_program`
+        compiles it), timed end to end (unprofiled) and run ``runs`` times (default: the evaluator's, 20)
+        under jaxlib's profiler, interleaved (:func:`profile_compiled`); each thunk is mapped back to the
+        kernel it runs (:func:`attribute_thunks`).
+
+        ``kernels``: the configuration's kernels to report (default: all, ``space.kernels(cfg)``). A
+        failure (emission, compile, runtime, budget) fails the end-to-end measurement and every kernel
+        with its status. Not cached in the store; CPU backend only (hand-made fusions)."""
+        from autotune.compiler.kernel import EMITTED_CPU_COMPILE_OPTIONS, emit_fused_text
+        kernels = list(space.kernels(cfg) if kernels is None else kernels)
+
+        def failed(status: str, extra: Optional[dict] = None) -> InProgramTiming:
+            m = Measurement.failure(status)
+            m.extra.update(extra or {})
+            return InProgramTiming(m, [Measurement.failure(status) for _ in kernels])
+
+        if self.budget.exhausted:
+            self.budget_exhausted = True
+            return failed("budget_exhausted")
+        if not self.hand_fusions:
+            return failed(f"unsupported: in-program kernel timing needs hand-made fusions, which jaxlib's "
+                          f"{self.platform} plugin does not compile; use the cpu backend")
+        try:
+            text = strip_metadata(emit_fused_text(space, cfg))
+        except Exception as exc:
+            return failed(f"emit_error: {type(exc).__name__}: {_first_line(exc)}")
+        flags = dict(EMITTED_CPU_COMPILE_OPTIONS["xla_flags"])
+        flags.update(self.xla_flags)
+        self.measured += 1
+        req = self._request(text, hashlib.sha1(text.encode()).hexdigest(), _faults_from_env(),
+                            inputs="verification", reference=reference,
+                            disable_fusion=EMITTED_CPU_COMPILE_OPTIONS["disable_fusion"], xla_flags=flags,
+                            profile_runs=int(runs or getattr(self, "runs", 20)))
+        m = self._pool.map(_measure_request, [req])[0]
+        if not m.ok:
+            return failed(m.status, m.extra)
+        per_kernel, unattributed = attribute_thunks(kernels, m.extra["thunks"])
+        return InProgramTiming(m, per_kernel, unattributed)
+
     def close(self) -> None:
         """Stop the worker processes (a later measurement starts new ones)."""
         self._pool.close()
@@ -1057,3 +1321,165 @@ class XlaEvaluator(Evaluator):
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+# --------------------------------------------------------------------------------------------
+# 4. in-program kernel times: a configuration's kernels timed inside the compiled program
+# --------------------------------------------------------------------------------------------
+
+# Kernels made only of these become layout bitcasts in XLA:CPU (no thunk, no time) when layout
+# assignment can choose the layouts around them.
+_LAYOUT_OPCODES = frozenset({"reshape", "bitcast", "transpose", "copy"})
+
+
+@dataclass
+class InProgramTiming:
+    """A fusion configuration measured in place (:meth:`XlaEvaluator.measure_in_program`).
+
+    ``end_to_end``: the emitted program's time per execution (median of the repeats of
+    :func:`time_compiled`, unprofiled), its ``extra`` as an XLA measurement's plus ``thunks``.
+    ``kernels``: one Measurement per kernel asked for, its in-program seconds per execution (median
+    over the profiled executions of the time of its thunks in each, divided by how often they ran per
+    execution); ``extra["thunks"]`` names them, ``extra["count"]`` says how often. A kernel no thunk
+    ran for costs 0 s with ``extra["no_thunk"]`` saying why. ``unattributed``: thunks of no kernel
+    (copies XLA inserted, while/conditional thunks' own time), seconds per program execution.
+    """
+
+    end_to_end: Measurement
+    kernels: list[Measurement]
+    unattributed: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def kernel_sum(self) -> float:
+        """Sum of the in-program kernel times weighted by how often each runs (nan if one failed)."""
+        if not all(m.ok for m in self.kernels):
+            return math.nan
+        return float(sum(m.seconds * m.extra.get("count", 1) for m in self.kernels))
+
+
+def attribute_thunks(kernels: Sequence[Any], thunks: dict[str, dict]) -> tuple[list[Measurement], dict[str, float]]:
+    """Each kernel's in-program time from a profiled program's thunks (``profile_answer``'s
+    ``thunks``), and the thunks that belong to no kernel.
+
+    A thunk belongs to the kernel whose root instruction it was made from (its ``origin``: the emitted
+    program names each fusion after its kernel's root, or ``<root>.sunk.<n>`` where the emission moved a
+    reshape past it: ``emitted_kernel_root``; XLA keeps that name as op_name). A thunk
+    without op_name (XLA rewrote the instruction, e.g. a batched dot) belongs to the one kernel
+    without a thunk whose root has its opcode and result size (and, among several, runs as often per
+    execution: ``multiplicity``), when exactly one does (``extra["matched_by"]``); the rest are ``unattributed``. Kernels need ``root_instruction``
+    (name, opcode, shape) and ``opcodes``. See :class:`InProgramTiming` for the result."""
+    from autotune.compiler.kernel import emitted_kernel_root
+    by_root: dict[str, int] = {}
+    for i, k in enumerate(kernels):
+        by_root.setdefault(k.root_instruction.name, i)
+    mine: dict[int, list[str]] = {}
+    orphans: list[str] = []
+    for name, t in thunks.items():
+        i = by_root.get(emitted_kernel_root(t.get("origin") or ""))
+        if i is None:
+            orphans.append(name)
+        else:
+            mine.setdefault(i, []).append(name)
+    # A thunk XLA made without op_name (e.g. a dot it rewrote) belongs to the one kernel without a
+    # thunk whose root has its opcode and result size, if exactly one does.
+    matched: dict[int, str] = {}
+    for name in sorted(orphans):
+        t = thunks[name]
+        if t.get("origin") is not None or t.get("opcode") in (None, "fusion", "copy") or not t.get("elements"):
+            continue
+        cands = [i for i, k in enumerate(kernels) if i not in mine and i not in matched
+                 and k.root_instruction.opcode == t["opcode"] and k.root_instruction.shape.elements == t["elements"]]
+        if len(cands) > 1:  # tell them apart by how often they run (a while body's kernel: trip count)
+            cands = [i for i in cands if getattr(kernels[i], "multiplicity", None) == t["count"]]
+        if len(cands) == 1:
+            mine[cands[0]] = [name]
+            matched[cands[0]] = name
+    done = {n for names in mine.values() for n in names}
+    unattributed = {n: float(statistics.median(thunks[n]["seconds"])) if thunks[n]["seconds"] else 0.0
+                    for n in orphans if n not in done}
+    out: list[Measurement] = []
+    for i, k in enumerate(kernels):
+        names = sorted(mine.get(i, []))
+        if not names:
+            ops = set(k.opcodes)
+            why = ("a layout bitcast (no data moved)" if ops <= _LAYOUT_OPCODES else
+                   f"elided or folded by XLA ({', '.join(sorted(ops))})")
+            out.append(Measurement(0.0, extra={"no_thunk": f"no thunk ran for it: {why}", "count": 1,
+                                               "thunks": []}))
+            continue
+        per_run = np.sum([thunks[n]["seconds"] for n in names], axis=0)
+        count = max(1, max(int(thunks[n]["count"]) for n in names))
+        extra = {"thunks": names, "count": count, "repeats": [float(x) / count for x in per_run]}
+        if i in matched:
+            extra["matched_by"] = "opcode and result size (the thunk has no op_name)"
+        out.append(Measurement(float(np.median(per_run)) / count, extra=extra))
+    return out, unattributed
+
+
+def configuration_of(space: Any, kernels: Sequence[Any]) -> Any:
+    """The fusion configuration whose fused edges are those inside the given kernels (of one space):
+    the configuration they came from when they are all its kernels; other instructions unfused."""
+    from autotune.compiler.fusion import FusionConfig
+    bits = bytearray(space.n_edges)
+    for k in kernels:
+        members = set(k.members)
+        for m in k.members:
+            for e, p in space.in_edges[k.comp][m]:
+                if p in members:
+                    bits[e] = 1
+    return FusionConfig(bits)
+
+
+class XlaInProgramEvaluator(XlaEvaluator):
+    """Kernel runtimes measured *inside* their program on XLA:CPU (name ``xla-inprogram``).
+
+    The kernels of a batch that come from one fusion space are put back into one configuration
+    (:func:`configuration_of`: their fused edges, everything else unfused), emitted as one program,
+    compiled once and run under jaxlib's profiler (:meth:`XlaEvaluator.measure_in_program`); each
+    kernel's time is its thunks' time in that program (repeat median over ``runs`` profiled
+    executions). A kernel without a fusion space cannot be placed in a program and fails
+    (``unsupported: ...``); a kernel XLA runs no thunk for costs 0 s with ``extra["no_thunk"]``.
+    A kernel's in-program time depends a little on its neighbours (what is in cache): measure a
+    whole configuration's kernels together, as `autotune dataset build` does.
+    """
+
+    name = "xla-inprogram"
+    in_program = True  # kernel times are in-program times: datasets measure whole configurations
+
+    def __init__(self, *args: Any, runs: int = 20, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.runs = max(1, int(runs))
+
+    def _measure_batch(self, kernels: Sequence[KernelLike], tiles: Sequence[Any]) -> list[Measurement]:
+        out: list[Optional[Measurement]] = [None] * len(kernels)
+        groups: dict[int, list[int]] = {}
+        for i, k in enumerate(kernels):
+            if getattr(k, "space", None) is None or not hasattr(k, "members"):
+                out[i] = Measurement.failure("unsupported: in-program timing needs a kernel of a fusion space")
+                self._report(i, out[i])
+            else:
+                groups.setdefault(id(k.space), []).append(i)
+        for idx in groups.values():
+            if self.budget.exhausted:
+                self.budget_exhausted = True
+                for i in idx:
+                    out[i] = Measurement.failure("budget_exhausted")
+                continue
+            space = kernels[idx[0]].space
+            cfg = configuration_of(space, [kernels[i] for i in idx])
+            placed = {k.hash: k for k in space.kernels(cfg)}
+            missing = [i for i in idx if kernels[i].hash not in placed]
+            for i in missing:
+                out[i] = Measurement.failure("unsupported: the kernel is not a kernel of the configuration its "
+                                             "batch forms (measure a whole configuration's kernels together)")
+                self._report(i, out[i])
+            present = [i for i in idx if kernels[i].hash in placed]
+            if not present:
+                continue
+            timing = self.measure_in_program(space, cfg, [placed[kernels[i].hash] for i in present])
+            for i, m in zip(present, timing.kernels):
+                if tiles[i] is not None and m.ok:
+                    m.extra["tile_ignored"] = True
+                out[i] = m
+                self._report(i, m)
+        return out  # type: ignore[return-value]

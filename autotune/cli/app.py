@@ -25,6 +25,7 @@ from autotune.cli.errors import OneLineErrorsGroup, UserError
 from autotune.cli.errors import friendly as _friendly
 from autotune.compiler.targets import UnknownTargetError, get_target, target_names
 
+_XLA_EVALUATORS = ("xla", "xla-inprogram")  # evaluators that run programs on this machine's XLA
 MEASUREMENT_FAILED_EXIT = 3   # hardware measurement failed / nothing verified (outputs are written)
 INTERRUPTED_EXIT = 130
 # `fusion` keeps this much time per second of parsing the program for writing its outputs at the end
@@ -577,8 +578,8 @@ def fusion(program: str, budget: str, cost_model: Optional[str], strategy: str, 
     strategy_cls = get_strategy(strategy)
     params = _strategy_params(strategy_param, strategy_cls)
     ev_name = evaluator or _default_evaluator(target)
-    if (scheduler or workers > 1) and ev_name != "xla":
-        raise UserError("--scheduler/--workers apply to the xla evaluator (the simulator is vectorized in-process)")
+    if (scheduler or workers > 1) and ev_name not in _XLA_EVALUATORS:
+        raise UserError("--scheduler/--workers apply to the xla evaluators (the simulator is vectorized in-process)")
     if total is not None and 0 < total <= hw and (cost_model or "").strip().lower() != "hardware":
         raise UserError(f"--hw-budget {hw_budget} leaves nothing of --budget {budget} for the search")
     if resume_dir:
@@ -699,9 +700,9 @@ def layout(program: str, budget: str, cost_model: Optional[str], strategy: str, 
 
 @main.command()
 @click.argument("program", type=click.Path(exists=True, dir_okay=False))
-@click.option("--evaluator", default=None, metavar="sim|xla|PLUGIN",
-              help="sim, xla, or a plug-in (autotune.evaluators entry point, module:Class) "
-                   "[default: sim for tpu, xla for cpu]")
+@click.option("--evaluator", default=None, metavar="sim|xla|xla-inprogram|PLUGIN",
+              help="sim, xla (each kernel standalone), xla-inprogram (each kernel inside the compiled program), "
+                   "or a plug-in (autotune.evaluators entry point, module:Class) [default: sim for tpu, xla for cpu]")
 @_target_option()
 @click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False), default=None,
               help="Fusion configuration (best_config.json); default: the compiler's heuristic.")
@@ -726,10 +727,10 @@ def measure(program: str, evaluator: Optional[str], target: str, config_path: Op
     space = FusionSpace(prog, target)
     cfg = _load_config(space, config_path)
     ev_name = evaluator or _default_evaluator(target)
-    if (scheduler or workers > 1) and ev_name != "xla":
-        raise UserError("--scheduler/--workers apply to the xla evaluator (the simulator is vectorized in-process)")
-    if end_to_end and ev_name != "xla":
-        raise UserError("--end-to-end needs the xla evaluator (--target cpu)")
+    if (scheduler or workers > 1) and ev_name not in _XLA_EVALUATORS:
+        raise UserError("--scheduler/--workers apply to the xla evaluators (the simulator is vectorized in-process)")
+    if end_to_end and ev_name not in _XLA_EVALUATORS:
+        raise UserError("--end-to-end needs the xla evaluator or xla-inprogram (--target cpu)")
     ev = make_evaluator(evaluator, target, store, seed, scheduler=scheduler, workers=workers)
     problems: list = []
     try:
@@ -804,8 +805,8 @@ def measure(program: str, evaluator: Optional[str], target: str, config_path: Op
 @click.option("--cost-model", "cost_model", default=None,
               help=COST_MODEL_HELP + " [default: the shipped tile GNN if present, else analytical]")
 @click.option("--evaluator", type=click.Choice(["sim"]), default="sim", show_default=True)
-@click.option("--target", type=click.Choice(["tpu"]), default="tpu", show_default=True,
-              help="Tile sizes are a TPU-target decision here (XLA:CPU picks its own tiling).")
+@click.option("--target", default="tpu", show_default=True, callback=_check_target, metavar="TARGET",
+              help="A target with a tile knob: tpu, tpu-v2 (XLA:CPU picks its own tiling; --target cpu has none).")
 @click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False), default=None,
               help="Fusion configuration whose kernels are tiled (default: the compiler's heuristic).")
 @click.option("--budget", default=None, help="Wall-clock budget for hardware measurements (e.g. 5m).")
@@ -818,6 +819,11 @@ def tile(program: str, top_k: int, strategy: str, trials: int, repeats: int, cos
          evaluator: str, target: str, config_path: Optional[str], budget: Optional[str], out_dir: Optional[str],
          store: Optional[str], seed: int, strategy_param: tuple, transfer: str, history_any_machine: bool) -> None:
     """Choose a tile size per kernel: search each kernel's tiles, race the best on the evaluator."""
+    if get_target(target).xla_cpu_emission:
+        raise UserError(f"--target {target}: XLA:CPU has no tile knob (it picks each kernel's loop tiling "
+                        f"and parallel split itself; no tile size reaches the compiled program): nothing to tune")
+    if get_target(target).default_evaluator != "sim":
+        raise UserError(f"--target {target}: tile sizes are measured on the TPU simulator; use --target tpu")
     from search.base import get_strategy
     from autotune.compiler.fusion import FusionSpace
     from autotune.tuning.report import write_json

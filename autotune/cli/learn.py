@@ -3,7 +3,7 @@
 They are plain click commands (not attached to a group here); autotune/cli/app.py attaches them to the
 `autotune` group:
 
-    autotune dataset build --programs DIR --task fusion|tile --evaluator sim|xla [--target T]
+    autotune dataset build --programs DIR --task fusion|tile --evaluator sim|xla|xla-inprogram [--target T]
                            [--configs-per-program N] [--split-file F] --out DIR
     autotune train --model gnn|xgboost --task fusion|tile --data DIR --out MODEL [--seed S]
                    [--n-estimators N] [--max-depth D] [--min-runtime-us U] [--threads T]  (XGBoost)
@@ -53,7 +53,9 @@ def dataset() -> None:
 @click.option("--programs", "programs_dir", required=True, type=click.Path(exists=True),
               help="Directory of .hlo programs (or one .hlo file).")
 @click.option("--task", type=click.Choice(["fusion", "tile"]), required=True)
-@click.option("--evaluator", type=click.Choice(["sim", "xla"]), default="sim", show_default=True)
+@click.option("--evaluator", type=click.Choice(["sim", "xla", "xla-inprogram"]), default="sim", show_default=True,
+              help="sim (TPU simulator), xla (each kernel standalone on XLA:CPU) or xla-inprogram (each "
+                   "configuration as one XLA:CPU program: in-program kernel times and end-to-end times).")
 @click.option("--target", default="tpu", show_default=True)
 @click.option("--configs-per-program", type=click.IntRange(1, 100000), default=8, show_default=True,
               help="Fusion configurations sampled per program (tile task: at most 4 are used).")

@@ -372,6 +372,19 @@ def _fold_reshape_chains(comp: HloComputation) -> None:
     comp._by_name = None
 
 
+# A kernel that `sink_rearranges_through_fusions` moves keeps its root's name on the reshape/transpose
+# after it; the moved fusion itself is named `<root>.sunk.<n>`.
+SUNK_SUFFIX = ".sunk"
+_SUNK_NAME = re.compile(r"^(.+)" + re.escape(SUNK_SUFFIX) + r"\.\d+$")
+
+
+def emitted_kernel_root(name: str) -> str:
+    """The kernel root an instruction of an emitted program computes: its own name, or for a fusion
+    moved by `sink_rearranges_through_fusions` (`<root>.sunk.<n>`), that root's name."""
+    m = _SUNK_NAME.match(name)
+    return m.group(1) if m else name
+
+
 def sink_rearranges_through_fusions(comp: HloComputation, fused: dict, fresh) -> None:
     """Rewrite every elementwise-only fusion (and plain elementwise instruction) whose operands are
     equivalent reshapes/transposes (or trivially rearrangeable values) as XLA's ReshapeMover would,
@@ -449,7 +462,7 @@ def sink_rearranges_through_fusions(comp: HloComputation, fused: dict, fresh) ->
                     b.shape = Shape(b.shape.dtype, src.dims, None, (False,) * len(src.dims))
                     if b.name in literals:
                         b.literal = literals[b.name]
-            moved = ins.copy(name=fresh(f"{ins.name}.sunk"), operands=new_ops, is_root=False,
+            moved = ins.copy(name=fresh(f"{ins.name}{SUNK_SUFFIX}"), operands=new_ops, is_root=False,
                              shape=Shape(ins.shape.dtype, src.dims, None, (False,) * len(src.dims)))
             out.append(moved)
             if first.kind == "reshape":
@@ -542,4 +555,4 @@ def cpu_checkable_text(space: "FusionSpace", cfg: "FusionConfig") -> str:
     return cpu_checkable(space, cfg).text
 
 
-__all__ = ["Kernel", "EMITTED_CPU_COMPILE_OPTIONS", "emit_fused_module", "emit_fused_text", "cpu_checkable", "CpuCheckable", "cpu_checkable_text", "compile_flags_text", "instruction_signature", "shape_signature"]
+__all__ = ["Kernel", "EMITTED_CPU_COMPILE_OPTIONS", "emitted_kernel_root", "emit_fused_module", "emit_fused_text", "cpu_checkable", "CpuCheckable", "cpu_checkable_text", "compile_flags_text", "instruction_signature", "shape_signature"]

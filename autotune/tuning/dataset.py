@@ -7,7 +7,11 @@ Generation (`build_dataset`), as Kaufman et al. (MLSys 2021, section 4):
 * fusion task: per program, the default fusion configuration, random configurations and a short
   annealing-like walk of neighbors from the default; every configuration is decomposed into
   kernels and every *unique* (non-trivial) kernel is measured once through the evaluator (whose
-  store memoizes measurements), at its default tile.
+  store memoizes measurements), at its default tile. An in-program evaluator (`xla-inprogram`, XLA:CPU)
+  measures every configuration as a whole program instead: a kernel's runtime is the median of its
+  in-program times over the configurations holding it (a kernel XLA runs no thunk for is stored as
+  `NO_THUNK_SECONDS`), and each configuration's end-to-end time is kept (`Samples.config["end_to_end"]`,
+  with `"runtime"`: each member kernel's in-program time there), so whole-program ranking can be evaluated.
 * tile task: the unique kernels of the default and some random configurations; every valid tile of
   each kernel (a random subset with the default tile included when there are more than
   `max_tiles_per_kernel`) is measured.
@@ -44,7 +48,7 @@ __all__ = ["Samples", "Dataset", "build_dataset", "make_split", "program_family"
            "FEATURE_VERSION", "DATASET_VERSION", "read_tpugraphs_npz", "TpuGraphsRecord", "write_tpugraphs_tile",
            "write_tpugraphs_layout", "read_tpugraphs_layout", "layout_config_features", "layout_configs",
            "tpugraphs_layout_sample", "prune_layout_graph", "LAYOUT_TENSORS", "LAYOUT_DIMS",
-           "SPLITS", "resolve_evaluator", "split_name"]
+           "SPLITS", "resolve_evaluator", "split_name", "NO_THUNK_SECONDS"]
 
 DATASET_VERSION = 1
 SPLITS = ("train", "validation", "test")
@@ -275,6 +279,40 @@ def _unique_kernels(space: Any, cfgs: Sequence[Any]) -> tuple:
     return list(kernels.values()), membership
 
 
+# In-program kernel times (XLA:CPU): a kernel no thunk ran for (a reshape XLA made a bitcast) costs
+# nothing; it is stored as this floor, below any measured thunk (~0.2 us at least), so that models
+# fitted on log runtime learn it as free instead of dropping it.
+NO_THUNK_SECONDS = 1e-9
+
+
+def _measure_in_program(evaluator: Any, space: Any, cfgs: Sequence[Any], kernels: Sequence[Any]) -> tuple:
+    """Every configuration measured as a whole program by an in-program evaluator
+    (`XlaEvaluator.measure_in_program`): each unique kernel's runtime is the median of its in-program
+    times over the configurations that hold it, and per configuration the end-to-end time, the
+    unattributed thunk time and each member kernel's in-program time are kept (arrays `cfg_end_to_end`:
+    median of the end-to-end repeats, `cfg_end_to_end_min`: their minimum, `cfg_unattributed`,
+    `cfg_runtime`, the last aligned with `cfg_id`/`cfg_graph`)."""
+    times: dict = {k.hash: [] for k in kernels}
+    end_to_end = np.full(len(cfgs), np.nan)
+    end_to_end_min = np.full(len(cfgs), np.nan)
+    unattributed = np.full(len(cfgs), np.nan)
+    cfg_runtime: list = []
+    for ci, cfg in enumerate(cfgs):
+        members = [k for k in space.kernels(cfg) if not getattr(k, "is_trivial", False)]
+        timing = evaluator.measure_in_program(space, cfg, members)
+        if timing.end_to_end.ok:
+            end_to_end[ci] = timing.end_to_end.seconds
+            end_to_end_min[ci] = min(timing.end_to_end.extra.get("repeats") or [timing.end_to_end.seconds])
+            unattributed[ci] = sum(timing.unattributed.values())
+        for k, m in zip(members, timing.kernels):
+            v = (m.seconds if m.seconds > 0 else NO_THUNK_SECONDS) if m.ok else np.nan
+            times[k.hash].append(v)
+            cfg_runtime.append(v)
+    rt = np.array([np.nanmedian(times[k.hash]) if np.isfinite(times[k.hash]).any() else np.nan for k in kernels])
+    return rt, {"cfg_end_to_end": end_to_end, "cfg_end_to_end_min": end_to_end_min, "cfg_unattributed": unattributed,
+                "cfg_runtime": np.asarray(cfg_runtime, np.float64)}
+
+
 def _build_program(path: Path, task: str, evaluator: Any, target: str, n_cfgs: int, rng: np.random.Generator,
                    max_tiles: int) -> dict:
     from costmodels.analytical import AnalyticalCostModel
@@ -296,7 +334,11 @@ def _build_program(path: Path, task: str, evaluator: Any, target: str, n_cfgs: i
     if task == "fusion":
         s_graph = np.arange(len(kernels))
         s_tiles: list = [""] * len(kernels)
-        rt = _seconds(evaluator.measure(kernels)) if kernels else np.zeros(0)
+        if getattr(evaluator, "in_program", False):
+            rt, in_program = _measure_in_program(evaluator, space, cfgs, kernels)
+            arrays.update(in_program)
+        else:
+            rt = _seconds(evaluator.measure(kernels)) if kernels else np.zeros(0)
         ana = analytical.predict(kernels) if kernels else np.zeros(0)
         arrays["cfg_id"] = np.array([c for c, _ in membership], np.int64)
         arrays["cfg_graph"] = np.array([index[h] for _, h in membership], np.int64)
@@ -403,7 +445,7 @@ def build_dataset(programs_dir: "str | os.PathLike", task: str, evaluator: Any, 
                     "feature_version": FEATURE_VERSION, "node_dim": NODE_DIM, "tile_dim": TILE_DIM,
                     "evaluator": evaluator if isinstance(evaluator, str) else getattr(evaluator, "name", "custom"),
                     "seed": seed, "configs_per_program": configs_per_program, "programs": {}}
-    if task == "tile" and isinstance(evaluator, str) and evaluator.strip().lower() == "xla":
+    if task == "tile" and isinstance(evaluator, str) and evaluator.strip().lower() in ("xla", "xla-inprogram"):
         raise ValueError("tile datasets need a tile-aware evaluator (sim); XLA:CPU does not take tile sizes")
     ev = resolve_evaluator(evaluator, target, store)
     try:
@@ -447,6 +489,9 @@ def _build_all(files, task, ev, target, configs_per_program, out, mpath, manifes
                                       "n_kernels": int(len(arrays["hashes"])),
                                       "n_samples": int(len(arrays["s_graph"])),
                                       "n_failed": int(np.sum(~np.isfinite(arrays["s_runtime"]))),
+                                      **({"n_end_to_end": int(np.sum(np.isfinite(arrays["cfg_end_to_end"]))),
+                                          "n_no_thunk": int(np.sum(arrays["s_runtime"] == NO_THUNK_SECONDS))}
+                                         if "cfg_end_to_end" in arrays else {}),
                                       "n_configs": int(arrays["n_configs"])}
         _atomic_json(mpath, manifest)
         if log is not None:
@@ -528,7 +573,10 @@ class Dataset:
         s = Samples(graphs, a["s_graph"].astype(np.int64), [str(t) for t in a["s_tile"]],
                     a["s_runtime"].astype(np.float64), np.zeros(n, np.int64), [name], [rec["family"]],
                     a["s_analytical"].astype(np.float64), a["multiplicity"].astype(np.float64),
-                    {"cfg": a.get("cfg_id"), "graph": a.get("cfg_graph")} if "cfg_id" in a else {}, tg, None,
+                    {"cfg": a.get("cfg_id"), "graph": a.get("cfg_graph"), "end_to_end": a.get("cfg_end_to_end"),
+                     "end_to_end_min": a.get("cfg_end_to_end_min"),
+                     "runtime": a.get("cfg_runtime"), "unattributed": a.get("cfg_unattributed")}
+                    if "cfg_id" in a else {}, tg, None,
                     a["s_default"].astype(bool) if "s_default" in a else None)
         if len(self._cache) > 64:
             self._cache.clear()

@@ -152,3 +152,17 @@ def test_evaluate_shipped_models_is_one_command(fusion_ds):
     assert res4.exit_code == 2 and "evaluate needs a saved model file" in res4.output
     res5 = r.invoke(main, ["evaluate", "--help"])
     assert "--train" in res5.output and "shipped" in res5.output
+
+
+def test_shipped_cpu_models_load_and_refuse_another_target_or_task():
+    """`--target cpu --cost-model gnn|xgboost` works out of the box; the wrong target or task is one line."""
+    for kind in ("gnn", "xgboost"):
+        path = api.shipped_model(kind, "fusion", "cpu")
+        assert path is not None and path.stat().st_size <= 20 * 2**20
+        model = api.make_cost_model(kind, "fusion", "cpu")
+        assert (model.task, model.target) == ("fusion", "cpu")
+        with pytest.raises(ValueError, match="target cpu") as e:
+            api.load_model_file(path, task="fusion", target="tpu")
+        assert "\n" not in str(e.value)
+    with pytest.raises(ValueError, match="no shipped gnn model for task 'tile' and target 'cpu'"):
+        api.make_cost_model("gnn", "tile", "cpu")

@@ -260,4 +260,4 @@ register_spec("cpu", host_cpu_spec, aliases=("host",))
 
 CPU = register_target(Target(
     name="cpu", description="this machine's CPU through XLA:CPU (jaxlib)", spec_factory=host_cpu_spec,
-    fusion_rules=CpuRules(), evaluators=("xla",), xla_cpu_emission=True, aliases=("host",)))
+    fusion_rules=CpuRules(), evaluators=("xla", "xla-inprogram"), xla_cpu_emission=True, aliases=("host",)))

@@ -84,3 +84,10 @@ def test_fusion_scheduler_needs_the_xla_evaluator(tmp_path):
     assert r.exit_code == 2
     assert "--scheduler/--workers apply to the xla evaluator" in r.output
     assert not (tmp_path / "run").exists()  # refused before anything was written
+
+
+def test_tile_on_cpu_says_xla_cpu_has_no_tile_knob():
+    r = CliRunner().invoke(main, ["tile", PROG, "--target", "cpu"])
+    assert r.exit_code == 2 and "Traceback" not in r.output
+    lines = [line for line in r.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and "no tile knob" in lines[0]

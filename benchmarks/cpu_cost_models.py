@@ -1,0 +1,209 @@
+"""XLA:CPU cost models against in-program kernel times and end-to-end runtimes (issue 17, cpu goals).
+
+(a) Kernels: `autotune evaluate`'s metrics (MAPE and Kendall on kernels >= 5 us, per program, then mean,
+    median, pooled) of each model on the test split of an in-program dataset
+    (`autotune dataset build --evaluator xla-inprogram --target cpu`).
+(b) Whole programs: per program, our default configuration, `--random` random
+    configurations and `--searched` searched ones (the best distinct predictions of an annealing search
+    of `--search-seconds` with each learned model, split evenly between them). Each is emitted, compiled
+    once (EMITTED_CPU_COMPILE_OPTIONS) and timed end to end in `--rounds` interleaved rounds (the order
+    rotates each round; each round's time is the mean of enough runs to last `--min-repeat-ms`); the
+    median over rounds is its runtime. Each model's whole-program prediction is what the search minimizes
+    (`space_cost`: the sum of predicted kernel costs, times their multiplicity); reported: Kendall's tau
+    between it and the measured runtime, per program. Beside the models: the measured in-program kernel
+    sum (each configuration profiled once, `profile_answer` + `attribute_thunks`: how well *any* additive
+    kernel model could rank) and the analytical model.
+(c) `autotune fusion --target cpu --cost-model <shipped>` against XLA's default compile:
+    benchmarks/xla_cpu_tuning.py --cost-model xgboost|gnn.
+
+    python benchmarks/cpu_cost_models.py --data DS [--programs P ...] [--random 25] [--searched 25]
+        [--rounds 7] [--models xgboost gnn] [--json OUT]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+DEFAULT_PROGRAMS = ["bert_small_infer", "bert_small_train", "recommender_small_infer", "recommender_small_train",
+                    "vae_small_infer"]
+
+
+def _load_avg() -> str:
+    try:
+        return " ".join(f"{x:.2f}" for x in os.getloadavg())
+    except OSError:  # pragma: no cover
+        return "?"
+
+
+def kernel_accuracy(data: str, models: list[str]) -> dict:
+    """(a): evaluate_models on the dataset's test split, shipped models by name and analytical."""
+    from autotune.cli.learn import load_evaluated_models
+    from autotune.tuning.dataset import Dataset
+    from autotune.tuning.evaluation import evaluate_models
+    ds = Dataset.open(data)
+    specs = [f"shipped:{m}" for m in models] + ["analytical"]
+    loaded = load_evaluated_models(ds, specs, ["analytical"])
+    return evaluate_models(loaded, ds, "test")
+
+
+def searched_configurations(space, model, n: int, seconds: float, seed: int) -> list:
+    """The n best distinct predictions of an annealing search with `model` (default excluded)."""
+    from autotune.tuning.tuner import Tuner
+    from search.annealing import SimulatedAnnealing
+    tuner = Tuner(space, model, SimulatedAnnealing(space, seed=seed), budget=seconds, progress=False,
+                  top_k_verify=n + 1)
+    tuner.run()
+    default = space.encode(space.default())
+    return [c for _, c in tuner.top_predicted() if space.encode(c) != default][:n]
+
+
+def program_ranking(path: str, models: dict, n_random: int, n_searched: int, rounds: int, min_repeat_ms: float,
+                    search_seconds: float, seed: int) -> dict:
+    """(b) for one program: measured end-to-end runtimes and each model's Kendall tau against them."""
+    from autotune.compiler.fusion import FusionSpace
+    from autotune.compiler.kernel import EMITTED_CPU_COMPILE_OPTIONS, emit_fused_text
+    from autotune.compiler.program import Program
+    from autotune.tuning.tuner import space_cost
+    from costmodels.metrics import kendall
+    from hardware import xla as X
+
+    name = os.path.basename(path)[:-4]
+    space = FusionSpace(Program.from_file(path), "cpu")
+    rng = np.random.default_rng(seed)
+    cfgs, origin, seen = [], [], set()
+
+    def add(cfg, how: str) -> None:
+        key = space.encode(cfg)
+        if key not in seen:
+            seen.add(key)
+            cfgs.append(cfg)
+            origin.append(how)
+
+    add(space.default(), "default")
+    learned = [m for m in models if m != "analytical"]
+    for i, m in enumerate(learned):
+        share = n_searched // len(learned) + (i < n_searched % len(learned))
+        for c in searched_configurations(space, models[m], share, search_seconds, seed):
+            add(c, f"searched:{m}")
+    tries = 0
+    while sum(o == "random" for o in origin) < n_random and tries < 20 * n_random:
+        tries += 1
+        add(space.random(rng), "random")
+    t0 = time.time()
+    compiled, inputs, kernel_sum, failed = [], None, [], []
+    for c in cfgs:
+        text = X.strip_metadata(emit_fused_text(space, c))
+        try:
+            comp = X.compile_hlo(text, **EMITTED_CPU_COMPILE_OPTIONS)
+        except Exception as exc:  # noqa: BLE001 - reported, the configuration is left out
+            failed.append(f"{type(exc).__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''}")
+            compiled.append(None)
+            kernel_sum.append(np.nan)
+            continue
+        inputs = inputs if inputs is not None else X.verification_inputs(text)
+        members = [k for k in space.kernels(c) if not k.is_trivial]
+        ans = X.profile_answer(comp, inputs, 10, X.TimingOptions(repeat=2, min_repeat_ms=min_repeat_ms))
+        per_kernel, _ = X.attribute_thunks(members, ans["thunks"])
+        kernel_sum.append(X.InProgramTiming(X.Measurement(ans["seconds"]), per_kernel).kernel_sum)
+        compiled.append(comp)
+    compile_s = time.time() - t0
+    times = [[] for _ in cfgs]
+    order = [i for i, c in enumerate(compiled) if c is not None]
+    timing = X.TimingOptions(repeat=1, min_repeat_ms=min_repeat_ms, warmup=1)
+    for r in range(rounds):  # interleaved, rotating: every configuration sees the same machine states
+        shift = (r * len(order)) // max(rounds, 1)
+        for i in order[shift:] + order[:shift]:
+            times[i].append(X.time_compiled(compiled[i], inputs, timing).seconds)
+    measured = np.array([statistics.median(t) if t else np.nan for t in times])
+    ok = np.isfinite(measured)
+    row = {"program": name, "configurations": int(ok.sum()), "origins": {o: origin.count(o) for o in set(origin)},
+           "compile_failures": failed, "compile_and_profile_s": compile_s,
+           "measured_s": measured.tolist(), "origin": origin,
+           "spread": float(np.nanmax(measured) / np.nanmin(measured)), "kendall": {}, "predicted_s": {}}
+    row["kendall"]["in-program kernel sum (measured)"] = kendall(np.asarray(kernel_sum)[ok], measured[ok])
+    row["predicted_s"]["in-program kernel sum (measured)"] = list(map(float, kernel_sum))
+    for label, model in models.items():
+        pred = np.asarray(space_cost(space, model)(cfgs), np.float64)
+        row["predicted_s"][label] = pred.tolist()
+        row["kendall"][label] = kendall(pred[ok], measured[ok])
+    d = measured[0]
+    row["default_s"] = float(d)
+    return row
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data", required=True, help="in-program fusion dataset (dataset build --evaluator xla-inprogram)")
+    ap.add_argument("--programs", nargs="*", default=None)
+    ap.add_argument("--models", nargs="*", default=["xgboost", "gnn"])
+    ap.add_argument("--random", type=int, default=25)
+    ap.add_argument("--searched", type=int, default=25)
+    ap.add_argument("--search-seconds", type=float, default=10.0)
+    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--min-repeat-ms", type=float, default=5.0)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--skip-kernels", action="store_true", help="only (b)")
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args()
+
+    from autotune import api
+    from hardware.xla import jaxlib_version
+
+    t0 = time.time()
+    loads = [_load_avg()]
+    out: dict = {"args": vars(args), "jaxlib": jaxlib_version(), "cores": os.cpu_count()}
+    if not args.skip_kernels:
+        res = kernel_accuracy(args.data, args.models)
+        out["kernels"] = {"summary": res["summary"], "median": res["median"], "pooled": res.get("pooled")}
+        print("# (a) kernels >= 5 us, test split of", args.data)
+        print("| model | MAPE mean | MAPE median | MAPE pooled | Kendall mean | Kendall pooled |")
+        print("|---|---:|---:|---:|---:|---:|")
+        for m, s in res["summary"].items():
+            pooled = (res.get("pooled") or {}).get(m, {})
+            print(f"| {m} | {s.get('mape', float('nan')):.1f}% | {res['median'][m].get('mape', float('nan')):.1f}% | "
+                  f"{pooled.get('mape', float('nan')):.1f}% | {s.get('kendall', float('nan')):.3f} | "
+                  f"{pooled.get('kendall', float('nan')):.3f} |")
+        sys.stdout.flush()
+    models = {m: api.make_cost_model(m, "fusion", "cpu") for m in args.models}
+    models["analytical"] = api.make_cost_model("analytical", "fusion", "cpu")
+    paths = [p if p.endswith(".hlo") else os.path.join(ROOT, "examples", "hlo", p + ".hlo")
+             for p in (args.programs or DEFAULT_PROGRAMS)]
+    rows = []
+    for path in paths:
+        row = program_ranking(path, models, args.random, args.searched, args.rounds, args.min_repeat_ms,
+                              args.search_seconds, args.seed)
+        loads.append(_load_avg())
+        rows.append(row)
+        print(f"{row['program']}: {row['configurations']} configurations ({row['origins']}), runtime spread "
+              f"x{row['spread']:.2f}, Kendall " + ", ".join(f"{k} {v:.3f}" for k, v in row["kendall"].items()),
+              file=sys.stderr)
+    out["programs"] = rows
+    out["load_average"] = loads
+    labels = list(rows[0]["kendall"]) if rows else []
+    print(f"\n# (b) whole programs: Kendall tau of predicted program cost against the end-to-end runtime "
+          f"(median of {args.rounds} interleaved rounds); jaxlib {out['jaxlib']}, {os.cpu_count()} cores, "
+          f"load average {loads[0]} -> {loads[-1]}; {time.time() - t0:.0f} s\n")
+    print("| program | configurations | runtime spread | " + " | ".join(labels) + " |")
+    print("|---|---:|---:|" + "---:|" * len(labels))
+    for r in rows:
+        print(f"| {r['program']} | {r['configurations']} | x{r['spread']:.2f} | "
+              + " | ".join(f"{r['kendall'][k]:.3f}" for k in labels) + " |")
+    if rows:
+        print("| **mean** | | | " + " | ".join(f"**{np.nanmean([r['kendall'][k] for r in rows]):.3f}**"
+                                             for k in labels) + " |")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(out, f, indent=1, default=str)
+
+
+if __name__ == "__main__":
+    main()
