@@ -10,7 +10,7 @@ They are plain click commands (not attached to a group here); autotune/cli/app.p
                    [--epochs N] [--reduction node|column|lstm|transformer] [--encoder sage|gat|none]
                    [--loss rank|mse] [--no-static-features] [--edge-direction both|in|out]
                    [--no-kernel-features] [--[no-]geometry-features] [--[no-]residual] [--hidden H] [--layers K]
-                   [--head-layers L] [--batch-size B] [--lr LR] [--lr-schedule constant|cosine] [--weight-decay W]
+                   [--head-layers L] [--head-hidden W] [--batch-size B] [--lr LR] [--lr-schedule constant|cosine] [--weight-decay W]
                    [--large-kernel-weight W] [--select loss|mape]                                         (GNN)
     autotune evaluate --data DIR [--cost-model M ...] [--train K ...] [--split test|validation|train|all] [--json]
 
@@ -116,6 +116,8 @@ def build(programs_dir: str, task: str, evaluator: str, target: str, configs_per
 @click.option("--residual/--no-residual", default=None,
               help="GNN, loss mse: learn the log ratio of the runtime to the tiled analytical model's time.")
 @click.option("--head-layers", type=click.IntRange(1, 16), default=None, help="GNN: hidden layers of the head MLP.")
+@click.option("--head-hidden", type=click.IntRange(1, 4096), default=None,
+              help="GNN: width of the head MLP's hidden layers (default: --hidden).")
 @click.option("--large-kernel-weight", "large_weight", type=click.FloatRange(0.0, min_open=True), default=None,
               help="GNN, loss mse: loss weight of kernels >= 5 us against 1 for the others.")
 @click.option("--select", type=click.Choice(["loss", "mape"]), default=None,
@@ -133,7 +135,7 @@ def train(model: str, task: str, data_dir: str, out_path: str, seed: int, epochs
           batch_size: Optional[int], lr: Optional[float], hidden: Optional[int], layers: Optional[int],
           reduction: Optional[str], encoder: Optional[str], loss: Optional[str], no_static_features: bool,
           edge_direction: Optional[str], no_kernel_features: bool, geometry_features: Optional[bool],
-          residual: Optional[bool], head_layers: Optional[int], large_weight: Optional[float], select: Optional[str],
+          residual: Optional[bool], head_layers: Optional[int], head_hidden: Optional[int], large_weight: Optional[float], select: Optional[str],
           lr_schedule: Optional[str], weight_decay: Optional[float], n_estimators: Optional[int],
           max_depth: Optional[int], min_runtime_us: Optional[float], threads: Optional[int]) -> None:
     """Train a GNN or XGBoost cost model on a dataset's train split (validation for model selection)."""
@@ -145,7 +147,7 @@ def train(model: str, task: str, data_dir: str, out_path: str, seed: int, epochs
                 reduction=reduction, encoder=encoder, loss=loss, static_features=not no_static_features,
                 edge_direction=edge_direction, n_estimators=n_estimators, kernel_features=not no_kernel_features,
                 max_depth=max_depth, min_runtime_us=min_runtime_us, nthread=threads, geometry_features=geometry_features,
-                residual=residual, head_layers=head_layers, large_weight=large_weight, select=select,
+                residual=residual, head_layers=head_layers, head_hidden=head_hidden, large_weight=large_weight, select=select,
                 lr_schedule=lr_schedule, weight_decay=weight_decay)
     m = train_model(model, ds, progress=sys.stderr.isatty(), **opts)
     m.save(out_path)

@@ -11,7 +11,7 @@
       (++ scaled kernel-level features `KERNEL_FEATURE_NAMES`, config graph_features, and the kernel's
           default-tile geometry `GEOMETRY_FEATURE_NAMES`, config geometry_features; costmodels.features)
       (++ scaled tile features again, the late join; config late_join; tile task only)
-      -> MLP head (config head_layers hidden layers of width hidden) -> one value: log seconds (loss "mse",
+      -> MLP head (config head_layers hidden layers of width head_hidden, default hidden) -> one value: log seconds (loss "mse",
          fusion) or a rank score (loss "rank", tiles)
 With config residual (loss "mse"), the head's value is the log of the ratio of the runtime to the tiled
 analytical model's time at the kernel's default tile (`geo_t` of the geometry features,
@@ -55,10 +55,10 @@ DEFAULT_CONFIG: dict = {
     "hidden": 64, "embedding": 32, "edge_direction": "both", "aggr": "mean", "heads": 4,
     "transformer_layers": 1, "loss": None, "rank_loss": "hinge", "margin": 0.1, "static_features": True,
     "dropout": 0.0, "graph_features": True, "late_join": True, "geometry_features": False,
-    "residual": False, "head_layers": 1,
+    "residual": False, "head_layers": 1, "head_hidden": None,
 }
 # Values of config keys added after a model format was in use, for files saved without them.
-LEGACY_CONFIG: dict = {"residual": False, "head_layers": 1}
+LEGACY_CONFIG: dict = {"residual": False, "head_layers": 1, "head_hidden": None}
 
 
 def kernel_dim(cfg: dict) -> int:
@@ -89,6 +89,8 @@ def normalize_config(cfg: dict) -> dict:
         raise ValueError("layers must be >= 0 and hidden >= 1")
     if int(out["head_layers"]) < 1:
         raise ValueError(f"head layers must be >= 1, not {out['head_layers']}")
+    if out["head_hidden"] is not None and int(out["head_hidden"]) < 1:
+        raise ValueError(f"head width must be >= 1, not {out['head_hidden']}")
     out["residual"] = bool(out["residual"])
     if out["residual"] and out["loss"] != "mse":
         raise ValueError("a residual over the analytical model needs loss mse (rank scores have no scale)")
@@ -108,6 +110,7 @@ class GnnNet(nn.Module):
         super().__init__()
         self.cfg = cfg
         H, E = int(cfg["hidden"]), int(cfg["embedding"])
+        HH = int(cfg.get("head_hidden") or H)  # the head runs once per kernel: it can be wider than the encoder
         self.embed = nn.Embedding(num_opcodes, E)
         self.inp = nn.Linear(in_dim + E, H)
         self.convs = nn.ModuleList()
@@ -127,7 +130,7 @@ class GnnNet(nn.Module):
         self.register_buffer("gcols", torch.tensor(cols, dtype=torch.long), persistent=False)
         self.gdim = len(cols)
         if red == "node":
-            self.head = mlp_head(H, H, int(cfg["head_layers"]))
+            self.head = mlp_head(H, HH, int(cfg["head_layers"]))
             self.ghead = nn.Linear(self.gdim, 1) if self.gdim else None
         else:
             if red == "column":
@@ -141,7 +144,7 @@ class GnnNet(nn.Module):
                 self.transformer = nn.TransformerEncoder(layer, int(cfg["transformer_layers"]),
                                                          enable_nested_tensor=False)
                 rd = H
-            self.head = mlp_head(rd + self.gdim, H, int(cfg["head_layers"]))
+            self.head = mlp_head(rd + self.gdim, HH, int(cfg["head_layers"]))
 
     def _gfeat(self, b: GraphBatch) -> torch.Tensor:
         if b.gfeat is None:

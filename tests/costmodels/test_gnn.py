@@ -345,6 +345,10 @@ def test_head_layers_deepen_the_head():
         assert linear(GnnNet(normalize_config(dict(TINY, reduction=red, head_layers=3)))) == 4
     with pytest.raises(ValueError, match="head layers"):
         normalize_config(dict(head_layers=0))
+    # head_hidden widens the head only (it runs once per kernel), not the encoder
+    net = GnnNet(normalize_config(dict(TINY, head_layers=2, head_hidden=40)))
+    assert [x.out_features for x in net.head if isinstance(x, torch.nn.Linear)] == [40, 40, 1]
+    assert net.inp.out_features == TINY["hidden"]
 
 
 def test_mape_checkpoint_selection_scores_the_kept_weights(fusion_ds):
