@@ -168,7 +168,10 @@ def new_model(kind: str, task: str, target: str, **options: Any) -> Any:
                             edge_direction=options.get("edge_direction"), hidden=options.get("hidden"),
                             layers=options.get("layers"), seed=options.get("seed", 0),
                             graph_features=options.get("kernel_features", True),
-                            geometry_features=options.get("geometry_features", False))
+                            geometry_features=options.get("geometry_features"),
+                            residual=options.get("residual"), head_layers=options.get("head_layers"),
+                            head_hidden=options.get("head_hidden"),
+                            embedding=options.get("embedding"))
     if key == "xgboost":
         from costmodels.xgb import XgbCostModel
         kw = {k: options[k] for k in ("max_depth", "nthread") if options.get(k)}
@@ -179,6 +182,10 @@ def new_model(kind: str, task: str, target: str, **options: Any) -> Any:
                             n_estimators=options.get("n_estimators") or 300,
                             min_runtime_s=(options.get("min_runtime_us") or 0.0) * 1e-6, **kw)
     raise ValueError(f"unknown model kind {kind!r} to train (known: {', '.join(LEARNED_KINDS)})")
+
+
+# `costmodels.gnn.train.fit_gnn` options `train_model` passes on when given (None: fit_gnn's default)
+GNN_FIT_OPTIONS = ("weight_decay", "patience", "large_weight", "select", "lr_schedule", "min_runtime_s")
 
 
 def train_model(kind: str, dataset: Any, progress: bool = False, **options: Any) -> Any:
@@ -192,8 +199,9 @@ def train_model(kind: str, dataset: Any, progress: bool = False, **options: Any)
     model = new_model(kind, dataset.task, dataset.target, **options)
     from costmodels.gnn import GnnCostModel
     if isinstance(model, GnnCostModel):
+        fit_kw = {k: options[k] for k in GNN_FIT_OPTIONS if options.get(k) is not None}
         model.fit(dataset, epochs=options.get("epochs") or 20, batch_size=options.get("batch_size") or 64,
-                  lr=options.get("lr") or 1e-3, seed=options.get("seed", 0), progress=progress)
+                  lr=options.get("lr") or 1e-3, seed=options.get("seed", 0), progress=progress, **fit_kw)
     else:
         model.fit(dataset)
     return model

@@ -1,7 +1,7 @@
 """GNN cost model speed: inference (kernels/s at a batch size) and training (samples/s).
 
     python benchmarks/gnn_speed.py [--programs resnet_small_train bert_small_infer ...] [--batch 256]
-                                   [--threads 2] [--seconds 3] [--json out.json]
+                                   [--threads 2] [--seconds 3] [--model MODEL.pt] [--json out.json]
 
 Measures, on the unique kernels of the default and a few random fusion configurations of the
 programs:
@@ -10,6 +10,8 @@ programs:
 * inference: `GnnCostModel.predict_graphs` at the batch size, features cached (the tuner's steady
   state: kernels are memoized by hash), kernels/s, per encoder x reduction;
 * inference through `predict(kernels)` (graph cache warm), kernels/s;
+  with --model, both inference rates are of that saved model (e.g. costmodels/shipped/gnn_fusion_tpu.pt)
+  instead of untrained models of the default configuration;
 * training: optimizer steps on random log-runtime targets (fusion, MSE) and on groups of tiles
   (rank loss), samples/s.
 The target in the issue is >= 5,000 kernels/s inference at batch 256 on 2 cores.
@@ -51,6 +53,8 @@ def main(argv=None) -> dict:
     ap.add_argument("--hidden", type=int, default=64)
     ap.add_argument("--layers", type=int, default=3)
     ap.add_argument("--quick", action="store_true", help="Only the default configuration (column, sage).")
+    ap.add_argument("--model", default=None, help="Measure this saved GNN's inference (instead of every encoder x "
+                    "reduction of the default configuration).")
     ap.add_argument("--json", dest="json_out", default=None)
     a = ap.parse_args(argv)
 
@@ -93,15 +97,22 @@ def main(argv=None) -> dict:
     combos = [("sage", "column")] if a.quick else [("sage", "column"), ("sage", "node"), ("sage", "lstm"),
                                                       ("sage", "transformer"), ("gat", "column"), ("none", "column")]
     inf: dict = {}
-    for enc, red in combos:
-        m = GnnCostModel("fusion", encoder=enc, reduction=red, hidden=a.hidden, layers=a.layers,
-                          threads=a.model_threads or None)
+    if a.model:
+        m = GnnCostModel.load(a.model)
+        m.threads = a.model_threads or None
+        results["model"] = a.model
+        inf[f"{Path(a.model).name} ({m.config['encoder']}/{m.config['reduction']}, hidden {m.config['hidden']})"] = \
+            _rate(lambda: m.predict_graphs(batch), a.batch, a.seconds)
+    else:
+        for enc, red in combos:
+            m = GnnCostModel("fusion", encoder=enc, reduction=red, hidden=a.hidden, layers=a.layers,
+                             threads=a.model_threads or None)
+            m.fit_scalers(graphs, tf)
+            inf[f"{enc}/{red}"] = _rate(lambda: m.predict_graphs(batch), a.batch, a.seconds)
+        m = GnnCostModel("fusion", hidden=a.hidden, layers=a.layers, threads=a.model_threads or None)
         m.fit_scalers(graphs, tf)
-        inf[f"{enc}/{red}"] = _rate(lambda: m.predict_graphs(batch), a.batch, a.seconds)
     results["inference_kernels_per_s"] = inf
 
-    m = GnnCostModel("fusion", hidden=a.hidden, layers=a.layers, threads=a.model_threads or None)
-    m.fit_scalers(graphs, tf)
     kb = [ks[i % len(ks)] for i in range(a.batch)]
     results["predict_kernels_per_s"] = _rate(lambda: m.predict(kb), a.batch, a.seconds)
 

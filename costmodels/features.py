@@ -96,7 +96,7 @@ from autotune.compiler.tiles import canonical_target_name
 __all__ = ["tpugraphs_module_features", "OPCODE_VOCAB", "OPCODE_INDEX", "NUM_OPCODES", "OTHER_OPCODE_ID", "OTHER_BUCKET_OPCODES",
            "opcode_id", "DTYPES", "NODE_FEATURE_NAMES", "NODE_DIM", "STATIC_COLUMNS", "TILE_FEATURE_NAMES",
            "TILE_DIM", "KERNEL_FEATURE_NAMES", "GEOMETRY_FEATURE_NAMES", "GEOMETRY_GROUPS", "GEOMETRY_DIM",
-           "geometry_features", "geometry_matrix", "kernel_graphs", "FEATURE_VERSION",
+           "geometry_features", "geometry_matrix", "geometry_analytical_seconds", "kernel_graphs", "FEATURE_VERSION",
            "KernelGraph", "kernel_graph", "node_features", "tile_features", "tile_feature_matrix",
            "FeatureScaler", "TPUGRAPHS_NODE_DIM", "tpugraphs_node_features", "clear_cache"]
 
@@ -387,6 +387,14 @@ def _ns(seconds: Any) -> Any:
 
 def _l2v(x: Any) -> np.ndarray:
     return np.log2(1.0 + np.maximum(np.asarray(x, np.float64), 0.0))
+
+
+def geometry_analytical_seconds(geom: np.ndarray) -> np.ndarray:
+    """The tiled analytical model's time (seconds, `geo_t`) of geometry rows ([..., GEOMETRY_DIM]); 0 where
+    a row has no geometry (targets that do not tile)."""
+    g = np.asarray(geom, np.float64)
+    t = (np.exp2(g[..., _GCOL["geo_t"]]) - 1.0) * 1e-9
+    return np.where(g[..., _GCOL["geo_has_geometry"]] > 0, np.maximum(t, 0.0), 0.0)
 
 
 def geometry_features(kernel: Any, target: Any = "tpu") -> np.ndarray:

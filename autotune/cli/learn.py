@@ -9,7 +9,9 @@ They are plain click commands (not attached to a group here); autotune/cli/app.p
                    [--n-estimators N] [--max-depth D] [--min-runtime-us U] [--threads T]  (XGBoost)
                    [--epochs N] [--reduction node|column|lstm|transformer] [--encoder sage|gat|none]
                    [--loss rank|listmle|mse] [--no-static-features] [--edge-direction both|in|out]
-                   [--no-kernel-features] [--geometry-features] [--hidden H] [--layers K] [--batch-size B] [--lr LR]
+                   [--no-kernel-features] [--[no-]geometry-features] [--[no-]residual] [--hidden H] [--layers K]
+                   [--head-layers L] [--head-hidden W] [--batch-size B] [--lr LR] [--lr-schedule constant|cosine] [--weight-decay W]
+                   [--large-kernel-weight W] [--select loss|mape]                                         (GNN)
     autotune evaluate --data DIR [--cost-model M ...] [--train K ...] [--split test|validation|train|all] [--json]
 
 In `evaluate`, M is a cost model as everywhere (autotune/api.py): "gnn" or "xgboost" (the shipped model
@@ -112,8 +114,20 @@ def build(programs_dir: str, task: str, evaluator: str, target: str, configs_per
 @click.option("--edge-direction", type=click.Choice(["both", "in", "out"]), default=None)
 @click.option("--no-kernel-features", is_flag=True,
               help="GNN: no kernel-level features joined before the head (graph information only).")
-@click.option("--geometry-features", is_flag=True,
+@click.option("--geometry-features/--no-geometry-features", default=None,
               help="GNN: join the kernel's default-tile geometry features (costmodels.features) before the head.")
+@click.option("--residual/--no-residual", default=None,
+              help="GNN, loss mse: learn the log ratio of the runtime to the tiled analytical model's time.")
+@click.option("--head-layers", type=click.IntRange(1, 16), default=None, help="GNN: hidden layers of the head MLP.")
+@click.option("--head-hidden", type=click.IntRange(1, 4096), default=None,
+              help="GNN: width of the head MLP's hidden layers (default: --hidden).")
+@click.option("--large-kernel-weight", "large_weight", type=click.FloatRange(0.0, min_open=True), default=None,
+              help="GNN, loss mse: loss weight of kernels >= 5 us against 1 for the others.")
+@click.option("--select", type=click.Choice(["loss", "mape"]), default=None,
+              help="GNN checkpoint selection on the validation split: its loss, or the MAPE of kernels >= 5 us.")
+@click.option("--lr-schedule", type=click.Choice(["constant", "cosine"]), default=None,
+              help="GNN learning-rate schedule over the epochs.")
+@click.option("--weight-decay", type=click.FloatRange(0.0), default=None, help="GNN Adam weight decay.")
 @click.option("--n-estimators", type=click.IntRange(1, 100000), default=None, help="XGBoost rounds (default 300).")
 @click.option("--max-depth", type=click.IntRange(1, 64), default=None, help="XGBoost tree depth (default 6).")
 @click.option("--min-runtime-us", type=click.FloatRange(0.0), default=None,
@@ -123,7 +137,9 @@ def build(programs_dir: str, task: str, evaluator: str, target: str, configs_per
 def train(model: str, task: str, data_dir: str, out_path: str, seed: int, epochs: Optional[int],
           batch_size: Optional[int], lr: Optional[float], hidden: Optional[int], layers: Optional[int],
           reduction: Optional[str], encoder: Optional[str], loss: Optional[str], no_static_features: bool,
-          edge_direction: Optional[str], no_kernel_features: bool, geometry_features: bool, n_estimators: Optional[int],
+          edge_direction: Optional[str], no_kernel_features: bool, geometry_features: Optional[bool],
+          residual: Optional[bool], head_layers: Optional[int], head_hidden: Optional[int], large_weight: Optional[float], select: Optional[str],
+          lr_schedule: Optional[str], weight_decay: Optional[float], n_estimators: Optional[int],
           max_depth: Optional[int], min_runtime_us: Optional[float], threads: Optional[int]) -> None:
     """Train a GNN or XGBoost cost model on a dataset's train split (validation for model selection)."""
     from autotune.tuning.dataset import Dataset
@@ -135,7 +151,9 @@ def train(model: str, task: str, data_dir: str, out_path: str, seed: int, epochs
                 reduction=reduction, encoder=encoder, loss="rank" if rank_loss else loss, rank_loss=rank_loss,
                 static_features=not no_static_features,
                 edge_direction=edge_direction, n_estimators=n_estimators, kernel_features=not no_kernel_features,
-                max_depth=max_depth, min_runtime_us=min_runtime_us, nthread=threads, geometry_features=geometry_features)
+                max_depth=max_depth, min_runtime_us=min_runtime_us, nthread=threads, geometry_features=geometry_features,
+                residual=residual, head_layers=head_layers, head_hidden=head_hidden, large_weight=large_weight, select=select,
+                lr_schedule=lr_schedule, weight_decay=weight_decay)
     m = train_model(model, ds, progress=sys.stderr.isatty(), **opts)
     m.save(out_path)
     extra = ""

@@ -11,7 +11,12 @@
       (++ scaled kernel-level features `KERNEL_FEATURE_NAMES`, config graph_features, and the kernel's
           default-tile geometry `GEOMETRY_FEATURE_NAMES`, config geometry_features; costmodels.features)
       (++ scaled tile features again, the late join; config late_join; tile task only)
-      -> MLP head -> one value: log seconds (loss "mse", fusion) or a rank score (loss "rank", tiles)
+      -> MLP head (config head_layers hidden layers of width head_hidden, default hidden) -> one value: log seconds (loss "mse",
+         fusion) or a rank score (loss "rank", tiles)
+With config residual (loss "mse"), the head's value is the log of the ratio of the runtime to the tiled
+analytical model's time at the kernel's default tile (`geo_t` of the geometry features,
+`costmodels.features.geometry_analytical_seconds`): the network learns the analytical model's error, not
+the runtime itself. A kernel without geometry (targets that do not tile) has no baseline (log ratio to 1 s).
 """
 from __future__ import annotations
 
@@ -25,7 +30,8 @@ from torch import nn
 import torch.nn.functional as F
 
 from costmodels.features import (FEATURE_VERSION, GEOMETRY_DIM, KERNEL_FEATURE_NAMES, NODE_DIM, NUM_OPCODES,
-                               STATIC_COLUMNS, TILE_DIM, FeatureScaler, KernelGraph, kernel_graph, kernel_graphs, tile_features)
+                               STATIC_COLUMNS, TILE_DIM, FeatureScaler, KernelGraph, geometry_analytical_seconds,
+                               kernel_graph, kernel_graphs, tile_features)
 from autotune.compiler.tiles import default_tile
 
 KDIM = len(KERNEL_FEATURE_NAMES)
@@ -35,7 +41,8 @@ from costmodels.base import CostModel, check_model_scope, register_cost_model
 from costmodels.gnn.layers import (DirectedSAGEConv, GATConv, GraphBatch, collate_prepared, scatter_max, scatter_mean,
                                   scatter_sum, to_padded)
 
-__all__ = ["GnnNet", "GnnCostModel", "DEFAULT_CONFIG", "ENCODERS", "REDUCTIONS", "FORMAT_VERSION"]
+__all__ = ["GnnNet", "GnnCostModel", "DEFAULT_CONFIG", "LEGACY_CONFIG", "ENCODERS", "REDUCTIONS", "FORMAT_VERSION",
+           "mlp_head"]
 
 FORMAT_VERSION = 1
 ENCODERS = ("sage", "gat", "none")
@@ -48,7 +55,10 @@ DEFAULT_CONFIG: dict = {
     "hidden": 64, "embedding": 32, "edge_direction": "both", "aggr": "mean", "heads": 4,
     "transformer_layers": 1, "loss": None, "rank_loss": "hinge", "margin": 0.1, "static_features": True,
     "dropout": 0.0, "graph_features": True, "late_join": True, "geometry_features": False,
+    "residual": False, "head_layers": 1, "head_hidden": None,
 }
+# Values of config keys added after a model format was in use, for files saved without them.
+LEGACY_CONFIG: dict = {"residual": False, "head_layers": 1, "head_hidden": None}
 
 
 def kernel_dim(cfg: dict) -> int:
@@ -77,7 +87,22 @@ def normalize_config(cfg: dict) -> dict:
         raise ValueError(f"rank loss must be hinge, logistic or listmle, not {out['rank_loss']!r}")
     if int(out["layers"]) < 0 or int(out["hidden"]) < 1:
         raise ValueError("layers must be >= 0 and hidden >= 1")
+    if int(out["head_layers"]) < 1:
+        raise ValueError(f"head layers must be >= 1, not {out['head_layers']}")
+    if out["head_hidden"] is not None and int(out["head_hidden"]) < 1:
+        raise ValueError(f"head width must be >= 1, not {out['head_hidden']}")
+    out["residual"] = bool(out["residual"])
+    if out["residual"] and out["loss"] != "mse":
+        raise ValueError("a residual over the analytical model needs loss mse (rank scores have no scale)")
     return out
+
+
+def mlp_head(din: int, hidden: int, hidden_layers: int) -> nn.Sequential:
+    """`hidden_layers` linear + relu layers of width `hidden`, then a linear layer to one value."""
+    mods: list = []
+    for i in range(hidden_layers):
+        mods += [nn.Linear(din if i == 0 else hidden, hidden), nn.ReLU()]
+    return nn.Sequential(*mods, nn.Linear(hidden, 1))
 
 
 class GnnNet(nn.Module):
@@ -85,6 +110,7 @@ class GnnNet(nn.Module):
         super().__init__()
         self.cfg = cfg
         H, E = int(cfg["hidden"]), int(cfg["embedding"])
+        HH = int(cfg.get("head_hidden") or H)  # the head runs once per kernel: it can be wider than the encoder
         self.embed = nn.Embedding(num_opcodes, E)
         self.inp = nn.Linear(in_dim + E, H)
         self.convs = nn.ModuleList()
@@ -104,7 +130,7 @@ class GnnNet(nn.Module):
         self.register_buffer("gcols", torch.tensor(cols, dtype=torch.long), persistent=False)
         self.gdim = len(cols)
         if red == "node":
-            self.head = nn.Sequential(nn.Linear(H, H), nn.ReLU(), nn.Linear(H, 1))
+            self.head = mlp_head(H, HH, int(cfg["head_layers"]))
             self.ghead = nn.Linear(self.gdim, 1) if self.gdim else None
         else:
             if red == "column":
@@ -118,7 +144,7 @@ class GnnNet(nn.Module):
                 self.transformer = nn.TransformerEncoder(layer, int(cfg["transformer_layers"]),
                                                          enable_nested_tensor=False)
                 rd = H
-            self.head = nn.Sequential(nn.Linear(rd + self.gdim, H), nn.ReLU(), nn.Linear(H, 1))
+            self.head = mlp_head(rd + self.gdim, HH, int(cfg["head_layers"]))
 
     def _gfeat(self, b: GraphBatch) -> torch.Tensor:
         if b.gfeat is None:
@@ -239,6 +265,14 @@ class GnnCostModel(CostModel):
             return np.concatenate([g.kernel_feat, g.geom_feat]).astype(np.float32)
         return g.kernel_feat
 
+    def log_baseline(self, graphs: Sequence[KernelGraph]) -> np.ndarray:
+        """Per graph, the log seconds the network's output is relative to: the tiled analytical time with
+        config residual (0 for a graph without geometry), else 0."""
+        if not self.config["residual"] or not len(graphs):
+            return np.zeros(len(graphs))
+        t = geometry_analytical_seconds(np.stack([g.geom_feat for g in graphs]))
+        return np.where(t > 0, np.log(np.maximum(t, 1e-300)), 0.0)
+
     def scale_tiles(self, tile_feat: np.ndarray) -> np.ndarray:
         tf = np.asarray(tile_feat, np.float32).reshape(-1, TILE_DIM)
         if self.task == "fusion":
@@ -284,7 +318,11 @@ class GnnCostModel(CostModel):
         raw = self.forward_graphs(graphs, tile_feat)
         if not self.predicts_absolute:
             return raw
-        return np.exp(np.clip(self.y_mu + self.y_sigma * raw, -80, 20))
+        return self.seconds(raw, self.log_baseline(graphs))
+
+    def seconds(self, raw: np.ndarray, log_base: np.ndarray) -> np.ndarray:
+        """Seconds from raw network outputs (standardized log runtime, over `log_baseline`)."""
+        return np.exp(np.clip(self.y_mu + self.y_sigma * np.asarray(raw, np.float64) + log_base, -80, 20))
 
     def predict(self, kernels: Sequence[Any], tiles: Optional[Sequence[Any]] = None) -> np.ndarray:
         kernels = list(kernels)
@@ -361,7 +399,7 @@ class GnnCostModel(CostModel):
             raise ValueError(f"{path}: GNN model trained with feature layout {st.get('feature_version')}, this "
                              f"autotune computes layout {FEATURE_VERSION}; retrain it with `autotune train --model gnn`")
         check_model_scope(path, "GNN", st.get("task"), st.get("target"), task, target)
-        cfg = dict(st["config"])
+        cfg = {**LEGACY_CONFIG, **dict(st["config"])}
         m = cls(**cfg)
         try:
             m.net.load_state_dict(st["state_dict"])

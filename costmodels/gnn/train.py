@@ -2,14 +2,19 @@
 
 * Examples are drawn evenly across model families (each family equally likely per draw; within a
   family uniformly), as the paper does so that large families do not dominate.
-* Fusion (loss "mse"): batches of examples, MSE on log runtime.
+* Fusion (loss "mse"): batches of examples, MSE on standardized log runtime (with config residual: on the
+  log ratio of the runtime to the tiled analytical time, `GnnCostModel.log_baseline`); kernels at least
+  `min_runtime_s` slow (the paper's metric keeps kernels >= 5 us) weigh `large_weight` times more.
 * Tiles (loss "rank"): batches of kernels (groups), up to `tiles_per_kernel` tiles each; pairwise
   hinge or logistic loss over the pairs of tiles of the same kernel whose runtimes differ, or the
   listwise ListMLE loss over each kernel's tiles (`rank_loss` "listmle", TpuGraphs' baselines). Fusion
   with loss "rank" (an ablation): the same, with the kernels of one program as the group.
-* After every epoch the validation split is scored (fusion: mean squared log error; tiles: 1 -
-  ordered-pair accuracy); the best epoch's weights are kept (checkpoint selection) and training stops
-  after `patience` epochs without improvement.
+* Learning rate: constant, or (`lr_schedule` "cosine") annealed to lr / 100 over the run's steps.
+* After every epoch the validation split is scored (fusion: mean squared log error, or with `select`
+  "mape" the MAPE of the validation kernels >= `min_runtime_s`, pooled per family and averaged over the
+  families; tiles: 1 - ordered-pair accuracy);
+  the best epoch's weights are kept (checkpoint selection) and training stops after `patience` epochs
+  without improvement.
 
 `Samples` (autotune.tuning.dataset) provides: graphs (KernelGraph list), graph (sample -> graph index),
 tile_feat ([S, TILE_DIM] raw), runtime (seconds), family_of_sample (family id per sample).
@@ -30,7 +35,10 @@ from costmodels.metrics import ordered_pair_accuracy
 
 from costmodels.gnn.layers import collate_prepared
 
-__all__ = ["fit_gnn", "pairwise_rank_loss", "listmle_loss", "rank_loss", "family_weights"]
+__all__ = ["fit_gnn", "pairwise_rank_loss", "listmle_loss", "rank_loss", "family_weights", "SELECT_METRICS", "LR_SCHEDULES"]
+
+SELECT_METRICS = ("loss", "mape")
+LR_SCHEDULES = ("constant", "cosine")
 
 
 def pairwise_rank_loss(scores: torch.Tensor, y: torch.Tensor, group: torch.Tensor, kind: str = "hinge",
@@ -90,15 +98,19 @@ def family_weights(family: np.ndarray) -> np.ndarray:
 class _Prepared:
     """Scaled per-graph arrays and per-sample targets of one split."""
 
-    def __init__(self, model: Any, samples: Any):
+    def __init__(self, model: Any, samples: Any, min_runtime_s: float = 0.0, large_weight: float = 1.0):
         self.graphs = [model.prepare_graph(g) for g in samples.graphs]
         self.graph = np.asarray(samples.graph, np.int64)
         self.tile = model.scale_tiles(samples.tile_feat)
         rt = np.asarray(samples.runtime, np.float64)
         ok = np.isfinite(rt) & (rt > 0)
         self.keep = np.nonzero(ok)[0]
-        # standardized log runtime (the model's y_mu / y_sigma, fitted on the training split)
-        self.y = (np.log(np.where(ok, rt, 1.0)) - model.y_mu) / model.y_sigma
+        self.runtime = np.where(ok, rt, np.nan)
+        self.large = ok & (rt >= min_runtime_s)
+        self.weight = np.where(self.large, float(large_weight), 1.0).astype(np.float32)
+        # standardized log runtime over the baseline (the model's y_mu / y_sigma, fitted on the training split)
+        self.log_base = model.log_baseline(samples.graphs)[self.graph] if len(self.graph) else np.zeros(0)
+        self.y = (np.log(np.where(ok, rt, 1.0)) - self.log_base - model.y_mu) / model.y_sigma
         self.family = np.asarray(samples.family_of_sample())
         self.n = len(self.keep)
         # rank-loss pairs: tiles of one kernel (tile task); kernels of one program (fusion task, where
@@ -107,7 +119,8 @@ class _Prepared:
 
     def batch(self, idx: np.ndarray):
         b = collate_prepared([self.graphs[g] for g in self.graph[idx]], self.tile[idx])
-        return b, torch.from_numpy(self.y[idx].astype(np.float32)), torch.from_numpy(self.group[idx])
+        return (b, torch.from_numpy(self.y[idx].astype(np.float32)), torch.from_numpy(self.group[idx]),
+                torch.from_numpy(self.weight[idx]))
 
 
 def _score_outputs(model: Any, data: _Prepared, max_items: int = 20000, seed: int = 0) -> tuple:
@@ -120,12 +133,22 @@ def _score_outputs(model: Any, data: _Prepared, max_items: int = 20000, seed: in
     return idx, model.forward_prepared([data.graphs[g] for g in data.graph[idx]], data.tile[idx])
 
 
-def _validate(model: Any, data: _Prepared) -> float:
-    """Lower is better: mean squared log error (mse) or 1 - ordered-pair accuracy (rank)."""
+def _validate(model: Any, data: _Prepared, select: str = "loss") -> float:
+    """Lower is better: mean squared log error (mse; select "mape": MAPE of the large kernels, the mean over
+    families) or 1 - ordered-pair accuracy (rank)."""
     idx, out = _score_outputs(model, data)
     if not len(idx):
         return float("nan")
     if model.config["loss"] == "mse":
+        if select == "mape":
+            big = data.large[idx]
+            if not big.any():
+                return float("nan")
+            pred = model.seconds(out[big], data.log_base[idx][big])
+            true = data.runtime[idx][big]
+            ape = np.abs(pred - true) / true
+            fam = data.family[idx][big]
+            return float(np.mean([ape[fam == f].mean() for f in np.unique(fam)]))
         return float(np.mean((out - data.y[idx]) ** 2))
     acc = ordered_pair_accuracy(out, data.y[idx], groups=data.group[idx])
     return 1.0 - acc if math.isfinite(acc) else float("nan")
@@ -158,27 +181,40 @@ def _batches_tile(data: _Prepared, batch_size: int, tiles_per_kernel: int, rng: 
 def fit_gnn(model: Any, train: Any, validation: Any = None, *, epochs: int = 20, batch_size: int = 64,
             lr: float = 1e-3, weight_decay: float = 0.0, patience: int = 5, steps_per_epoch: Optional[int] = None,
             tiles_per_kernel: int = 16, seed: int = 0, progress: Optional[bool] = None,
-            time_limit_s: Optional[float] = None, log=None) -> list:
+            time_limit_s: Optional[float] = None, min_runtime_s: float = 5e-6, large_weight: float = 1.0,
+            select: str = "loss", lr_schedule: str = "constant", log=None) -> list:
     """Train `model` (a GnnCostModel) in place; returns the per-epoch history."""
     if len(train.graph) == 0:
         raise ValueError("the training split has no samples")
+    if select not in SELECT_METRICS:
+        raise ValueError(f"checkpoint selection must be one of {', '.join(SELECT_METRICS)}, not {select!r}")
+    if lr_schedule not in LR_SCHEDULES:
+        raise ValueError(f"learning-rate schedule must be one of {', '.join(LR_SCHEDULES)}, not {lr_schedule!r}")
+    if not large_weight > 0:
+        raise ValueError(f"the weight of large kernels must be > 0, not {large_weight}")
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
     model.fit_scalers(train.graphs, train.tile_feat)
     rt = np.asarray(train.runtime, np.float64)
-    ly = np.log(rt[np.isfinite(rt) & (rt > 0)])
+    ok = np.isfinite(rt) & (rt > 0)
+    ly = np.log(rt[ok]) - model.log_baseline(train.graphs)[np.asarray(train.graph, np.int64)[ok]]
     if len(ly):
         model.y_mu, model.y_sigma = float(ly.mean()), float(max(ly.std(), 1e-3))
-    tr = _Prepared(model, train)
+    tr = _Prepared(model, train, min_runtime_s, large_weight)
     if tr.n == 0:
         raise ValueError("the training split has no successful measurements")
-    va = _Prepared(model, validation) if validation is not None and len(validation.graph) else None
+    va = (_Prepared(model, validation, min_runtime_s) if validation is not None and len(validation.graph)
+          else None)
     if va is not None and va.n == 0:
         va = None
     rank = model.config["loss"] == "rank"
+    if rank:
+        select = "loss"
     if steps_per_epoch is None:
         steps_per_epoch = max(1, math.ceil(tr.n / batch_size))
     opt = torch.optim.Adam(model.net.parameters(), lr=lr, weight_decay=weight_decay)
+    sched = (torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=max(1, int(epochs) * steps_per_epoch),
+                                                        eta_min=lr / 100) if lr_schedule == "cosine" else None)
     show = progress if progress is not None else sys.stderr.isatty()
     best = (float("inf"), None, -1)
     history: list = []
@@ -196,19 +232,21 @@ def fit_gnn(model: Any, train: Any, validation: Any = None, *, epochs: int = 20,
             it = tqdm(it, total=steps_per_epoch, desc=f"epoch {ep + 1}/{epochs}", leave=False, file=sys.stderr)
         total = 0.0
         for idx in it:
-            b, y, g = tr.batch(idx)
+            b, y, g, w = tr.batch(idx)
             out = model.net(b)
             if rank:
                 loss = rank_loss(out, y, g, model.config["rank_loss"], float(model.config["margin"]))
             else:
-                loss = F.mse_loss(out, y)
+                loss = (w * (out - y) ** 2).sum() / w.sum()
             opt.zero_grad()
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.net.parameters(), 5.0)
             opt.step()
+            if sched is not None:
+                sched.step()
             total += float(loss.detach())
         train_loss = total / steps_per_epoch
-        val = _validate(model, va) if va is not None else train_loss
+        val = _validate(model, va, select) if va is not None else train_loss
         rec = {"epoch": ep + 1, "train_loss": train_loss, "val": val, "seconds": time.monotonic() - t0}
         history.append(rec)
         if log is not None:

@@ -47,8 +47,12 @@ def test_shipped_models_and_the_spec_vocabulary():
         assert api.resolve_cost_model(spec, "fusion", "tpu") == str(gnn)
     assert api.resolve_cost_model("analytical", "fusion", "tpu") == "analytical"
     assert api.resolve_cost_model(None, "fusion", "nowhere") == "analytical"
-    with pytest.raises(ValueError, match="no shipped xgboost model for task 'tile'"):
-        api.resolve_cost_model("xgboost", "tile", "tpu")
+    # the tile task ships both kinds as well: `autotune tile --cost-model xgboost` works out of the box
+    assert set(api.shipped_models("tile", "tpu")) == {"gnn", "xgboost"}
+    assert api.resolve_cost_model("xgboost", "tile", "tpu") == str(api.SHIPPED_DIR / "xgb_tile_tpu.json")
+    assert api.resolve_cost_model("xgboost", "fusion", "cpu") == str(api.SHIPPED_DIR / "xgb_fusion_cpu.json")
+    with pytest.raises(ValueError, match="no shipped xgboost model for task 'tile' and target 'cpu'"):
+        api.resolve_cost_model("xgboost", "tile", "cpu")  # XLA:CPU has no tile knob
     with pytest.raises(ValueError, match="train:KIND needs a dataset"):
         api.resolve_cost_model("train:gnn", "fusion", "tpu")
     with pytest.raises(ValueError, match="only learned models are shipped"):

@@ -243,3 +243,14 @@ def test_geometry_on_a_real_program_dot():
         assert geo(g, "geo_K") == pytest.approx(math.log2(1 + K))
         seen += 1
     assert seen > 0
+
+
+def test_geometry_analytical_seconds_is_the_tiled_roofline():
+    """geo_t read back in seconds is the analytical model's tiled time; zero rows (no geometry) give 0."""
+    from autotune.compiler.tiles import roofline_seconds
+    ks = kernels_of(DOT) + kernels_of(REDUCE, REDUCE_EXTRA)
+    rows = np.stack([F.geometry_features(k) for k in ks])
+    t = F.geometry_analytical_seconds(rows)
+    assert t.shape == (len(ks),) and (t > 0).all()
+    assert t == pytest.approx(roofline_seconds(ks, None, "tpu"), rel=1e-5)
+    assert F.geometry_analytical_seconds(np.zeros((2, F.GEOMETRY_DIM))).tolist() == [0.0, 0.0]

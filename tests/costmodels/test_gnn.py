@@ -345,3 +345,89 @@ def test_validation_scores_follow_sample_order(fusion_ds):
     assert sizes != sorted(sizes)  # the stored order is not already by size, so the reorder is exercised
     one_by_one = m.predict_graphs([val.graphs[g] for g in data.graph[idx]])
     assert np.allclose(np.exp(out * m.y_sigma + m.y_mu), one_by_one, rtol=1e-4)
+
+
+def test_residual_learns_over_the_analytical_time(fusion_ds, kernels, tmp_path):
+    """residual=True: the output is the standardized log ratio to the tiled analytical time (geo_t), the
+    standardization is fitted on that ratio, and the setting survives save/load."""
+    from costmodels.features import geometry_analytical_seconds
+    m = GnnCostModel("fusion", residual=True, geometry_features=True, **TINY)
+    m.fit(fusion_ds, epochs=2, batch_size=32, progress=False)
+    gs = [kernel_graph(k) for k in kernels]
+    t_an = geometry_analytical_seconds(np.stack([g.geom_feat for g in gs]))
+    assert (t_an > 0).all()
+    assert np.allclose(m.log_baseline(gs), np.log(t_an))
+    raw = m.forward_graphs(gs)
+    assert np.allclose(m.predict(kernels), np.exp(m.y_mu + m.y_sigma * raw) * t_an, rtol=1e-6)
+    train = fusion_ds.load("train")
+    ok = np.isfinite(train.runtime) & (train.runtime > 0)
+    ratio = np.log(train.runtime[ok]) - m.log_baseline(train.graphs)[train.graph[ok]]
+    assert m.y_mu == pytest.approx(ratio.mean()) and m.y_sigma == pytest.approx(ratio.std())
+    path = tmp_path / "r.pt"
+    m.save(str(path))
+    m2 = GnnCostModel.load(str(path))
+    assert m2.config["residual"] is True
+    assert np.allclose(m2.predict(kernels), m.predict(kernels))
+    # without residual the baseline is zero: the output is the log runtime itself
+    assert not GnnCostModel("fusion", residual=False, **TINY).log_baseline(gs).any()
+    with pytest.raises(ValueError, match="residual"):
+        GnnCostModel("tile", residual=True, **TINY)
+
+
+def test_files_saved_before_residual_and_head_layers_load_as_before(fusion_ds, kernels, tmp_path):
+    m = GnnCostModel("fusion", residual=False, head_layers=1, **TINY)
+    m.fit(fusion_ds, epochs=1, batch_size=32, progress=False)
+    st = m.state()
+    st["config"] = {k: v for k, v in st["config"].items() if k not in ("residual", "head_layers")}
+    torch.save(st, tmp_path / "old.pt")
+    old = GnnCostModel.load(str(tmp_path / "old.pt"))
+    assert old.config["residual"] is False and old.config["head_layers"] == 1
+    assert np.allclose(old.predict(kernels), m.predict(kernels))
+
+
+def test_head_layers_deepen_the_head():
+    linear = lambda net: sum(isinstance(x, torch.nn.Linear) for x in net.head)  # noqa: E731
+    for red in ("column", "node"):
+        assert linear(GnnNet(normalize_config(dict(TINY, reduction=red, head_layers=1)))) == 2
+        assert linear(GnnNet(normalize_config(dict(TINY, reduction=red, head_layers=3)))) == 4
+    with pytest.raises(ValueError, match="head layers"):
+        normalize_config(dict(head_layers=0))
+    # head_hidden widens the head only (it runs once per kernel), not the encoder
+    net = GnnNet(normalize_config(dict(TINY, head_layers=2, head_hidden=40)))
+    assert [x.out_features for x in net.head if isinstance(x, torch.nn.Linear)] == [40, 40, 1]
+    assert net.inp.out_features == TINY["hidden"]
+
+
+def test_mape_checkpoint_selection_scores_the_kept_weights(fusion_ds):
+    """select="mape": every epoch's validation value is the family-mean MAPE of the validation kernels
+    >= min_runtime_s, and the kept weights are the best epoch's (re-scoring them gives best_val)."""
+    from costmodels.gnn.train import _Prepared, _validate
+    m = GnnCostModel("fusion", residual=True, **TINY)
+    hist = m.fit(fusion_ds, epochs=3, batch_size=32, progress=False, select="mape", min_runtime_s=0.0,
+                 large_weight=4.0, lr_schedule="cosine").history
+    epochs = [h for h in hist if "epoch" in h]
+    assert hist[-1]["best_val"] == min(h["val"] for h in epochs)
+    val = fusion_ds.load("validation")
+    ok = np.isfinite(val.runtime) & (val.runtime > 0)
+    pred = m.predict_graphs([val.graphs[g] for g in val.graph[ok]])
+    ape = np.abs(pred - val.runtime[ok]) / val.runtime[ok]
+    fam = np.asarray(val.family_of_sample())[ok]
+    by_family = np.mean([ape[fam == f].mean() for f in np.unique(fam)])
+    assert hist[-1]["best_val"] == pytest.approx(by_family, rel=1e-4)
+    assert _validate(m, _Prepared(m, val, 0.0), "mape") == pytest.approx(by_family, rel=1e-4)
+    for bad in (dict(select="r2"), dict(lr_schedule="step"), dict(large_weight=0.0)):
+        with pytest.raises(ValueError):
+            GnnCostModel("fusion", **TINY).fit(fusion_ds, epochs=1, progress=False, **bad)
+
+
+def test_large_kernel_weight_weighs_the_loss(fusion_ds):
+    """Kernels >= min_runtime_s carry weight large_weight in the batch loss, the others 1."""
+    from costmodels.gnn.train import _Prepared
+    m = GnnCostModel("fusion", **TINY)
+    m.fit(fusion_ds, epochs=1, progress=False)
+    train = fusion_ds.load("train")
+    cut = float(np.nanmedian(train.runtime))
+    data = _Prepared(m, train, cut, 3.0)
+    _, _, _, w = data.batch(data.keep)
+    assert set(np.unique(w.numpy()).tolist()) == {1.0, 3.0}
+    assert np.array_equal(w.numpy() == 3.0, train.runtime[data.keep] >= cut)

@@ -112,6 +112,18 @@ def test_tile_ranking(tile_ds, kernels):
     assert np.isfinite(m.predict(kernels[:3])).all()
 
 
+def test_shipped_tile_model_ranks_tiles(tile_ds):
+    """costmodels/shipped/xgb_tile_tpu.json (what `autotune tile --cost-model xgboost` loads) orders the
+    simulator's tiles of kernels it was not trained on (these programs are in the train split, so this is a
+    loading and sanity check: the file matches the feature layout and ranks far better than chance)."""
+    from autotune import api
+    m = api.make_cost_model("xgboost", "tile", "tpu")
+    assert isinstance(m, XgbCostModel) and m.task == "tile" and not m.predicts_absolute
+    s = tile_ds.load("all")
+    acc = ordered_pair_accuracy(m.predict_graphs(s.sample_graphs(), s.tile_feat), s.runtime, s.graph)
+    assert acc > 0.8, acc
+
+
 def test_registry_names():
     assert isinstance(get_cost_model("xgboost"), XgbCostModel)
 
