@@ -173,6 +173,13 @@ def _load(path: str):
     return Program.from_module(module), cost
 
 
+def _timed_load(path: str) -> tuple:
+    """(Program, seconds its parsing took): the search commands size their output reserve by it."""
+    t0 = time.monotonic()
+    prog, _ = _load(path)
+    return prog, time.monotonic() - t0
+
+
 def _load_config(space, path: Optional[str]):
     from autotune.tuning.config_io import load_config
     if path is None:
@@ -568,9 +575,7 @@ def fusion(program: str, budget: str, cost_model: Optional[str], strategy: str, 
 
     started = _command_start()
     total, hw, hw_budget = _budget_split(budget, hw_budget)
-    t_load = time.monotonic()
-    prog, _ = _load(program)
-    load_s = time.monotonic() - t_load
+    prog, load_s = _timed_load(program)
     space = FusionSpace(prog, target)
     # No fusible edge: one configuration (the default), still emitted, reported and verified.
     no_edges = (f"{program}: no fusible producer->consumer edges on target {target}: the program has one "
@@ -654,9 +659,7 @@ def layout(program: str, budget: str, cost_model: Optional[str], strategy: str, 
 
     started = _command_start()
     total, hw, hw_budget = _budget_split(budget, hw_budget)
-    t_load = time.monotonic()
-    prog, _ = _load(program)
-    load_s = time.monotonic() - t_load
+    prog, load_s = _timed_load(program)
     space = LayoutSpace(prog, target)
     single = (f"{program}: no convolution, dot or reshape with a choice of layout on target {target}: the program "
               "has one layout configuration, written as it is") if not space.free_slots else None
