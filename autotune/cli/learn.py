@@ -52,11 +52,11 @@ def dataset() -> None:
 @dataset.command("build")
 @click.option("--programs", "programs_dir", required=True, type=click.Path(exists=True),
               help="Directory of .hlo programs (or one .hlo file).")
-@click.option("--task", type=click.Choice(["fusion", "tile"]), required=True)
+@click.option("--task", type=click.Choice(["fusion", "tile", "layout"]), required=True)
 @click.option("--evaluator", type=click.Choice(["sim", "xla"]), default="sim", show_default=True)
 @click.option("--target", default="tpu", show_default=True)
 @click.option("--configs-per-program", type=click.IntRange(1, 100000), default=8, show_default=True,
-              help="Fusion configurations sampled per program (tile task: at most 4 are used).")
+              help="Fusion (layout) configurations sampled per program (tile task: at most 4 are used).")
 @click.option("--max-tiles", type=click.IntRange(1, 100000), default=64, show_default=True,
               help="Tile task: at most this many tiles per kernel (random subset + the default).")
 @click.option("--split-file", type=click.Path(exists=True, dir_okay=False), default=None,
@@ -69,7 +69,10 @@ def dataset() -> None:
 @_friendly
 def build(programs_dir: str, task: str, evaluator: str, target: str, configs_per_program: int, max_tiles: int,
           split_file: Optional[str], only: Sequence[str], store: Optional[str], seed: int, out_dir: str) -> None:
-    """Measure random fusion configurations' kernels (or every tile of kernels) into a dataset."""
+    """Measure random fusion configurations' kernels (or every tile of kernels) into a dataset.
+
+    Layout task: per program, the default layout configuration, a neighbour walk from it and random
+    ones, each priced as the whole rewritten program, written as TpuGraphs layout npz files."""
     from autotune.tuning.dataset import build_dataset
     from autotune.tuning.store import open_store
 
@@ -78,12 +81,13 @@ def build(programs_dir: str, task: str, evaluator: str, target: str, configs_per
         st = open_store(store)
 
     def log(name: str, rec: dict) -> None:
-        click.echo(f"{name}: {rec['n_kernels']} kernels, {rec['n_samples']} samples "
-                   f"({rec['n_failed']} failed) -> {rec['split']}", err=True)
+        what = (f"{rec['n_kernels']} configurable nodes, {rec['n_samples']} configurations" if task == "layout"
+                else f"{rec['n_kernels']} kernels, {rec['n_samples']} samples")
+        click.echo(f"{name}: {what} ({rec['n_failed']} failed) -> {rec['split']}", err=True)
 
     ds = build_dataset(programs_dir, task, evaluator, target, configs_per_program, out_dir, split_file, seed,
                        max_tiles_per_kernel=max_tiles, programs=list(only) or None, store=st,
-                       progress=sys.stderr.isatty(), log=log)
+                       progress=sys.stderr.isatty(), log=log, warn=lambda line: click.echo(line, err=True))
     counts = {s: len(ds.programs_in(s)) for s in ("train", "validation", "test")}
     click.echo(f"wrote {out_dir}: {len(ds.programs)} programs ({counts['train']} train, {counts['validation']} "
                f"validation, {counts['test']} test), {len(ds)} samples")

@@ -43,7 +43,7 @@ from costmodels.features import (FEATURE_VERSION, GEOMETRY_DIM, KERNEL_FEATURE_N
 __all__ = ["Samples", "Dataset", "build_dataset", "make_split", "program_family", "read_split_file",
            "FEATURE_VERSION", "DATASET_VERSION", "read_tpugraphs_npz", "TpuGraphsRecord", "write_tpugraphs_tile",
            "write_tpugraphs_layout", "read_tpugraphs_layout", "layout_config_features", "layout_configs",
-           "tpugraphs_layout_sample", "prune_layout_graph", "LAYOUT_TENSORS", "LAYOUT_DIMS",
+           "tpugraphs_layout_sample", "prune_layout_graph", "tpugraphs_layout_arrays", "LAYOUT_TENSORS", "LAYOUT_DIMS",
            "SPLITS", "resolve_evaluator", "split_name"]
 
 DATASET_VERSION = 1
@@ -243,7 +243,8 @@ def _seconds(ms: Sequence[Any]) -> np.ndarray:
     return np.array([float(m.seconds) if m is not None and getattr(m, "ok", False) else np.nan for m in ms])
 
 
-def _fusion_configs(space: Any, n: int, rng: np.random.Generator) -> list:
+def _sampled_configs(space: Any, n: int, rng: np.random.Generator) -> list:
+    """The default, a walk of neighbours from it (a quarter of n) and random configurations, deduplicated."""
     cfgs = [space.default()]
     n_walk = max(0, min(n - 1, n // 4))
     cur = cfgs[0]
@@ -286,7 +287,7 @@ def _build_program(path: Path, task: str, evaluator: Any, target: str, n_cfgs: i
     space = FusionSpace(program, target)
     analytical = AnalyticalCostModel(target)
     if task == "fusion":
-        cfgs = _fusion_configs(space, max(1, n_cfgs), rng)
+        cfgs = _sampled_configs(space, max(1, n_cfgs), rng)
     else:
         cfgs = [space.default()] + [space.random(rng) for _ in range(max(0, min(n_cfgs, 4) - 1))]
     kernels, membership = _unique_kernels(space, cfgs)
@@ -350,6 +351,34 @@ def _build_program(path: Path, task: str, evaluator: Any, target: str, n_cfgs: i
     return arrays
 
 
+def _build_layout_program(path: Path, evaluator: Any, target: str, n_cfgs: int,
+                          rng: np.random.Generator) -> Optional[dict]:
+    """Layout task: the default layout configuration, a neighbour walk from it and random ones
+    (`_sampled_configs`), each priced as its whole rewritten program (`LayoutCost`: the sum of the
+    kernels' measured runtimes, copies included) and by the analytical model; the arrays of a TpuGraphs
+    layout npz file plus `config_analytical` (seconds) and `config_is_default`. None when the program has
+    no configurable node with a choice of layout on the target (nothing to rank)."""
+    from costmodels.analytical import AnalyticalCostModel
+    from autotune.compiler.layouts import LayoutSpace
+    from autotune.compiler.program import Program
+    from autotune.tuning.tuner import LayoutCost
+
+    program = Program.from_file(str(path))
+    space = LayoutSpace(program, target)
+    if not space.free_slots:
+        return None
+    cfgs = _sampled_configs(space, max(2, n_cfgs), rng)
+    runtime = LayoutCost(space, lambda ks: _seconds(evaluator.measure(ks)))(cfgs)
+    analytical = LayoutCost(space, AnalyticalCostModel(target).predict)(cfgs)
+    ok = np.isfinite(runtime) & (runtime > 0)
+    cfeat = np.stack([layout_config_features(space, c) for c in cfgs])
+    arrays = tpugraphs_layout_arrays(program.module, [(nd.computation, nd.instruction) for nd in space.nodes],
+                                     cfeat[ok], runtime[ok])
+    arrays.update(config_analytical=analytical[ok], config_is_default=(np.arange(len(cfgs)) == 0)[ok],
+                  n_failed=np.array(int((~ok).sum())))
+    return arrays
+
+
 def _atomic_json(path: Path, obj: Any) -> None:
     tmp = path.with_name(path.name + f".tmp{os.getpid()}")
     tmp.write_text(json.dumps(obj, indent=1, sort_keys=True))
@@ -360,10 +389,10 @@ def build_dataset(programs_dir: "str | os.PathLike", task: str, evaluator: Any, 
                   configs_per_program: int = 8, out_dir: "str | os.PathLike" = "dataset",
                   split_file: Optional[str] = None, seed: int = 0, max_tiles_per_kernel: int = 64,
                   programs: Optional[Sequence[str]] = None, store: Any = None, progress: bool = False,
-                  log=None) -> "Dataset":
+                  log=None, warn=None) -> "Dataset":
     """Generate (or resume) a dataset; returns it opened. `programs` restricts to these names."""
-    if task not in ("fusion", "tile"):
-        raise ValueError(f"task must be fusion or tile, not {task!r}")
+    if task not in ("fusion", "tile", "layout"):
+        raise ValueError(f"task must be fusion, tile or layout, not {task!r}")
     pdir = Path(programs_dir)
     if pdir.is_file():
         files = [pdir]
@@ -408,7 +437,7 @@ def build_dataset(programs_dir: "str | os.PathLike", task: str, evaluator: Any, 
     ev = resolve_evaluator(evaluator, target, store)
     try:
         return _build_all(files, task, ev, target, configs_per_program, out, mpath, manifest, split, families,
-                          seed, max_tiles_per_kernel, progress, log)
+                          seed, max_tiles_per_kernel, progress, log, warn)
     finally:
         if isinstance(evaluator, str):
             try:
@@ -418,7 +447,7 @@ def build_dataset(programs_dir: "str | os.PathLike", task: str, evaluator: Any, 
 
 
 def _build_all(files, task, ev, target, configs_per_program, out, mpath, manifest, split, families, seed,
-               max_tiles_per_kernel, progress, log) -> "Dataset":
+               max_tiles_per_kernel, progress, log, warn=None) -> "Dataset":
     namespace = getattr(ev, "store_namespace", None)
     if namespace and "evaluator_namespace" not in manifest:
         manifest["evaluator_namespace"] = namespace
@@ -436,18 +465,30 @@ def _build_all(files, task, ev, target, configs_per_program, out, mpath, manifes
         if rec is not None and shard.exists():
             rec["split"] = split[name]  # a new split file may move it
             continue
+        if name in manifest.setdefault("skipped", {}):
+            continue
         pseed = int.from_bytes(hashlib.sha1(f"{seed}|{name}".encode()).digest()[:4], "little")
-        arrays = _build_program(f, task, ev, target, configs_per_program, np.random.default_rng(pseed),
-                                max_tiles_per_kernel)
+        if task == "layout":
+            arrays = _build_layout_program(f, ev, target, configs_per_program, np.random.default_rng(pseed))
+            if arrays is None:
+                reason = f"no convolution, dot or reshape with a choice of layout on target {target}"
+                manifest["skipped"][name] = reason
+                _atomic_json(mpath, manifest)
+                if warn is not None:
+                    warn(f"warning: {name}: skipped ({reason})")
+                continue
+            rec = {"n_kernels": int(len(arrays["node_config_ids"])), "n_samples": int(len(arrays["config_runtime"])),
+                   "n_failed": int(arrays["n_failed"]), "n_configs": int(len(arrays["config_runtime"]))}
+        else:
+            arrays = _build_program(f, task, ev, target, configs_per_program, np.random.default_rng(pseed),
+                                    max_tiles_per_kernel)
+            rec = {"n_kernels": int(len(arrays["hashes"])), "n_samples": int(len(arrays["s_graph"])),
+                   "n_failed": int(np.sum(~np.isfinite(arrays["s_runtime"]))), "n_configs": int(arrays["n_configs"])}
         tmp = shard.with_name(shard.stem + f".tmp{os.getpid()}.npz")
         np.savez(tmp, **arrays)
         os.replace(tmp, shard)
         manifest["programs"][name] = {"family": families[name], "split": split[name],
-                                      "file": f"shards/{name}.npz", "source": str(f),
-                                      "n_kernels": int(len(arrays["hashes"])),
-                                      "n_samples": int(len(arrays["s_graph"])),
-                                      "n_failed": int(np.sum(~np.isfinite(arrays["s_runtime"]))),
-                                      "n_configs": int(arrays["n_configs"])}
+                                      "file": f"shards/{name}.npz", "source": str(f), **rec}
         _atomic_json(mpath, manifest)
         if log is not None:
             log(name, manifest["programs"][name])
@@ -497,7 +538,31 @@ class Dataset:
     def __len__(self) -> int:
         return sum(int(r["n_samples"]) for r in self.programs.values())
 
+    def load_layout(self, name: str) -> TpuGraphsRecord:
+        """One program of a layout dataset: its TpuGraphs layout npz file (checked), with autotune's
+        `config_analytical` and `config_is_default` arrays."""
+        if self.task != "layout":
+            raise ValueError(f"dataset {self.root} is a {self.task} dataset, not a layout one")
+        rec = self.programs.get(name)
+        if rec is None:
+            raise ValueError(f"no program {name!r} in dataset {self.root}")
+        r = self._cache.get(name)
+        if r is None:
+            r, _ = read_tpugraphs_layout(self.root / rec["file"])
+            if len(self._cache) > 64:
+                self._cache.clear()
+            self._cache[name] = r
+        return r
+
+    def iter_layouts(self, split: str = "all") -> Iterator[tuple]:
+        """(name, family, layout record) of a layout dataset's programs in a split."""
+        for p in self.programs_in(split):
+            yield p, self.programs[p]["family"], self.load_layout(p)
+
     def load_program(self, name: str) -> Samples:
+        if self.task == "layout":
+            raise ValueError(f"dataset {self.root} is a layout dataset: its programs are layout graphs "
+                             "(Dataset.load_layout), not kernel samples")
         s = self._cache.get(name)
         if s is not None:
             return s
@@ -685,10 +750,21 @@ def layout_configs(space: Any, node_config_feat: np.ndarray) -> list:
 
 
 def write_tpugraphs_layout(path: "str | os.PathLike", module: Any, node_names: Sequence[tuple],
-                           node_config_feat: np.ndarray, runtimes_s: Sequence[float]) -> Path:
+                           node_config_feat: np.ndarray, runtimes_s: Sequence[float],
+                           extra: Optional[dict] = None) -> Path:
     """Write one TpuGraphs layout npz file: the module's graph (`tpugraphs_module_features`), the
     configurable nodes (`node_names`: (computation, instruction) each, in config-feature order),
-    node_config_feat (c, nc, 18) and config_runtime (c,) in integer nanoseconds."""
+    node_config_feat (c, nc, 18) and config_runtime (c,) in integer nanoseconds; `extra` arrays
+    (autotune's own, e.g. `config_analytical`) are stored beside them."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    np.savez(path, **tpugraphs_layout_arrays(module, node_names, node_config_feat, runtimes_s), **(extra or {}))
+    return path
+
+
+def tpugraphs_layout_arrays(module: Any, node_names: Sequence[tuple], node_config_feat: np.ndarray,
+                            runtimes_s: Sequence[float]) -> dict:
+    """The arrays of a TpuGraphs layout npz file (`write_tpugraphs_layout`)."""
     feat, ops, edges, names = tpugraphs_module_features(module)
     index = {n: i for i, n in enumerate(names)}
     missing = [n for n in node_names if tuple(n) not in index]
@@ -699,12 +775,9 @@ def write_tpugraphs_layout(path: "str | os.PathLike", module: Any, node_names: S
     rt = np.asarray(runtimes_s, np.float64)
     if len(rt) != len(cfeat) or not np.all(np.isfinite(rt)):
         raise ValueError(f"{len(cfeat)} configurations need as many finite runtimes (got {len(rt)})")
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    np.savez(path, node_feat=feat, node_opcode=ops.astype(np.uint8) if ops.size and ops.max() < 256 else ops,
-             edge_index=edges, node_config_ids=ids, node_config_feat=cfeat,
-             config_runtime=np.round(rt * 1e9).astype(np.int64))
-    return path
+    return dict(node_feat=feat, node_opcode=ops.astype(np.uint8) if ops.size and ops.max() < 256 else ops,
+                edge_index=edges, node_config_ids=ids, node_config_feat=cfeat,
+                config_runtime=np.round(rt * 1e9).astype(np.int64))
 
 
 def read_tpugraphs_layout(path: "str | os.PathLike", space: Any = None) -> tuple:
