@@ -3,14 +3,15 @@
 They are plain click commands (not attached to a group here); autotune/cli/app.py attaches them to the
 `autotune` group:
 
-    autotune dataset build --programs DIR --task fusion|tile --evaluator sim|xla [--target T]
+    autotune dataset build --programs DIR --task fusion|tile|layout --evaluator sim|xla [--target T]
                            [--configs-per-program N] [--split-file F] --out DIR
-    autotune train --model gnn|xgboost --task fusion|tile --data DIR --out MODEL [--seed S]
+    autotune train --model gnn|xgboost --task fusion|tile|layout --data DIR --out MODEL [--seed S]
                    [--n-estimators N] [--max-depth D] [--min-runtime-us U] [--threads T]  (XGBoost)
                    [--epochs N] [--reduction node|column|lstm|transformer] [--encoder sage|gat|none]
                    [--loss rank|listmle|mse] [--no-static-features] [--edge-direction both|in|out]
                    [--no-kernel-features] [--geometry-features] [--hidden H] [--layers K] [--batch-size B] [--lr LR]
-    autotune evaluate --data DIR [--cost-model M ...] [--train K ...] [--split test|validation|train|all] [--json]
+                   [--segments K] [--prune-hops H] [--configs-per-step C]  (layout GNN)
+    autotune evaluate --data DIR [--task fusion|tile|layout] [--cost-model M ...] [--train K ...] [--split test|validation|train|all] [--json]
 
 In `evaluate`, M is a cost model as everywhere (autotune/api.py): "gnn" or "xgboost" (the shipped model
 for the dataset's task and target; also "shipped:gnn"), "analytical" (the analytical predictions stored
@@ -96,7 +97,7 @@ def build(programs_dir: str, task: str, evaluator: str, target: str, configs_per
 # --------------------------------------------------------------------------------------------------
 @click.command("train")
 @click.option("--model", type=click.Choice(["gnn", "xgboost"]), required=True)
-@click.option("--task", type=click.Choice(["fusion", "tile"]), required=True)
+@click.option("--task", type=click.Choice(["fusion", "tile", "layout"]), required=True)
 @click.option("--data", "data_dir", required=True, type=click.Path(exists=True, file_okay=False))
 @click.option("--out", "out_path", required=True, type=click.Path(dir_okay=False))
 @click.option("--seed", type=int, default=0, show_default=True)
@@ -121,23 +122,33 @@ def build(programs_dir: str, task: str, evaluator: str, target: str, configs_per
 @click.option("--min-runtime-us", type=click.FloatRange(0.0), default=None,
               help="XGBoost, fusion: train (and early-stop) on kernels at least this slow (the paper's metric: 5).")
 @click.option("--threads", type=click.IntRange(1, 4096), default=None, help="XGBoost threads (default: all cores).")
+@click.option("--segments", type=click.IntRange(1, 100000), default=None,
+              help="Layout GNN: graph segment training, K segments per graph (default 1: whole graphs).")
+@click.option("--prune-hops", type=click.IntRange(0, 64), default=None,
+              help="Layout GNN: prune graphs to the configurable nodes' H-hop neighbourhoods (default: whole graphs).")
+@click.option("--configs-per-step", type=click.IntRange(2, 100000), default=None,
+              help="Layout GNN: configurations of one program per training step (default 16).")
 @_friendly
 def train(model: str, task: str, data_dir: str, out_path: str, seed: int, epochs: Optional[int],
           batch_size: Optional[int], lr: Optional[float], hidden: Optional[int], layers: Optional[int],
           reduction: Optional[str], encoder: Optional[str], loss: Optional[str], no_static_features: bool,
           edge_direction: Optional[str], no_kernel_features: bool, geometry_features: bool, n_estimators: Optional[int],
-          max_depth: Optional[int], min_runtime_us: Optional[float], threads: Optional[int]) -> None:
+          max_depth: Optional[int], min_runtime_us: Optional[float], threads: Optional[int], segments: Optional[int],
+          prune_hops: Optional[int], configs_per_step: Optional[int]) -> None:
     """Train a GNN or XGBoost cost model on a dataset's train split (validation for model selection)."""
     from autotune.tuning.dataset import Dataset
     ds = Dataset.open(data_dir)
     if ds.task != task:
         raise LearnError(f"{data_dir} is a {ds.task} dataset, not {task}")
+    if task != "layout" and (segments or prune_hops is not None or configs_per_step):
+        raise LearnError("--segments, --prune-hops and --configs-per-step are options of --task layout")
     rank_loss = "listmle" if loss == "listmle" else None
     opts = dict(seed=seed, epochs=epochs, batch_size=batch_size, lr=lr, hidden=hidden, layers=layers,
                 reduction=reduction, encoder=encoder, loss="rank" if rank_loss else loss, rank_loss=rank_loss,
                 static_features=not no_static_features,
                 edge_direction=edge_direction, n_estimators=n_estimators, kernel_features=not no_kernel_features,
-                max_depth=max_depth, min_runtime_us=min_runtime_us, nthread=threads, geometry_features=geometry_features)
+                max_depth=max_depth, min_runtime_us=min_runtime_us, nthread=threads, geometry_features=geometry_features,
+                segments=segments, prune_hops=prune_hops, configs_per_step=configs_per_step)
     m = train_model(model, ds, progress=sys.stderr.isatty(), **opts)
     m.save(out_path)
     extra = ""
@@ -197,17 +208,23 @@ def _table(res: dict) -> str:
               help="Fit a fresh model on the dataset's train split and evaluate it: gnn, xgboost (default "
                    "settings), or analytical (per-kernel-kind scales, the paper's fusion baseline) (repeatable).")
 @click.option("--data", "data_dir", required=True, type=click.Path(exists=True, file_okay=False))
+@click.option("--task", type=click.Choice(["fusion", "tile", "layout"]), default=None,
+              help="Check that the dataset is of this task [default: the dataset's task].")
 @click.option("--split", type=click.Choice(["test", "validation", "train", "all"]), default="test", show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the models --train fits.")
 @_friendly
-def evaluate(model_specs: Sequence[str], train_kinds: Sequence[str], data_dir: str, split: str, as_json: bool,
-             seed: int) -> None:
+def evaluate(model_specs: Sequence[str], train_kinds: Sequence[str], data_dir: str, task: Optional[str], split: str,
+             as_json: bool, seed: int) -> None:
     """Per-program accuracy of cost models on a dataset split (the paper's Table 2 metrics).
 
-    `autotune evaluate --data DS` evaluates the shipped models (and the analytical model) on DS's test split."""
+    `autotune evaluate --data DS` evaluates the shipped models (and the analytical model) on DS's test split.
+    Layout datasets: Kendall's tau per program over its configurations (TpuGraphs' layout metric) and the
+    top-1 slowdown (runtime of the best-scored configuration over the fastest, minus 1)."""
     from autotune.tuning.dataset import Dataset
     ds = Dataset.open(data_dir)
+    if task is not None and ds.task != task:
+        raise LearnError(f"{data_dir} is a {ds.task} dataset, not {task}")
     models = load_evaluated_models(ds, model_specs, train_kinds, seed,
                                    log=lambda line: click.echo(line, err=True))
     res = evaluate_models(models, ds, split)
@@ -262,6 +279,9 @@ def load_evaluated_models(ds: Any, specs: Sequence[str], train_kinds: Sequence[s
             add(label, api.load_model_file(path, task=ds.task, target=ds.target))
     for kind in trains:
         kind = "xgboost" if kind == "xgb" else kind
+        if kind == "analytical" and ds.task == "layout":
+            raise LearnError("the layout task's analytical baseline is the dataset's stored analytical prices "
+                             "(--cost-model analytical)")
         if kind == "analytical" and ds.task != "fusion":
             raise LearnError("--train analytical fits per-kind scales of fusion kernels; the tile task has none "
                              "(use --cost-model analytical)")
