@@ -88,6 +88,44 @@ def family_weights(family: np.ndarray) -> np.ndarray:
     return w / w.sum()
 
 
+def _step(model: Any, opt: Any, loss: torch.Tensor) -> float:
+    """One optimizer step on `loss` (gradients clipped to norm 5); returns the loss value."""
+    opt.zero_grad()
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.net.parameters(), 5.0)
+    opt.step()
+    return float(loss.detach())
+
+
+class _Checkpoints:
+    """Checkpoint selection and early stopping: keeps the weights of the epoch with the lowest
+    validation value, stops after `patience` epochs without improvement, and restores the best."""
+
+    def __init__(self, model: Any, patience: int):
+        self.model, self.patience = model, patience
+        self.best = (float("inf"), None, -1)
+        self.history: list = []
+        self.bad = 0
+
+    def after_epoch(self, rec: dict) -> bool:
+        """Record an epoch ({"epoch", "val", ...}); True when training should stop."""
+        self.history.append(rec)
+        val = rec["val"]
+        if math.isfinite(val) and val < self.best[0] - 1e-9:
+            self.best = (val, copy.deepcopy(self.model.net.state_dict()), rec["epoch"])
+            self.bad = 0
+            return False
+        self.bad += 1
+        return self.bad >= self.patience
+
+    def finish(self) -> list:
+        """Load the best weights; the model's history (epochs, then best epoch and value)."""
+        if self.best[1] is not None:
+            self.model.net.load_state_dict(self.best[1])
+        self.model.history = self.history + [{"best_epoch": self.best[2], "best_val": self.best[0]}]
+        return self.model.history
+
+
 class _Prepared:
     """Scaled per-graph arrays and per-sample targets of one split."""
 
@@ -181,10 +219,8 @@ def fit_gnn(model: Any, train: Any, validation: Any = None, *, epochs: int = 20,
         steps_per_epoch = max(1, math.ceil(tr.n / batch_size))
     opt = torch.optim.Adam(model.net.parameters(), lr=lr, weight_decay=weight_decay)
     show = progress if progress is not None else sys.stderr.isatty()
-    best = (float("inf"), None, -1)
-    history: list = []
+    checkpoints = _Checkpoints(model, patience)
     t0 = time.monotonic()
-    bad = 0
     try:
         from tqdm import tqdm
     except ImportError:  # pragma: no cover
@@ -203,30 +239,15 @@ def fit_gnn(model: Any, train: Any, validation: Any = None, *, epochs: int = 20,
                 loss = rank_loss(out, y, g, model.config["rank_loss"], float(model.config["margin"]))
             else:
                 loss = F.mse_loss(out, y)
-            opt.zero_grad()
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.net.parameters(), 5.0)
-            opt.step()
-            total += float(loss.detach())
+            total += _step(model, opt, loss)
         train_loss = total / steps_per_epoch
         val = _validate(model, va) if va is not None else train_loss
         rec = {"epoch": ep + 1, "train_loss": train_loss, "val": val, "seconds": time.monotonic() - t0}
-        history.append(rec)
         if log is not None:
             log(rec)
-        if math.isfinite(val) and val < best[0] - 1e-9:
-            best = (val, copy.deepcopy(model.net.state_dict()), ep + 1)
-            bad = 0
-        else:
-            bad += 1
-            if bad >= patience:
-                break
-        if time_limit_s is not None and time.monotonic() - t0 > time_limit_s:
+        if checkpoints.after_epoch(rec) or (time_limit_s is not None and time.monotonic() - t0 > time_limit_s):
             break
-    if best[1] is not None:
-        model.net.load_state_dict(best[1])
-    model.history = history + [{"best_epoch": best[2], "best_val": best[0]}]
-    return model.history
+    return checkpoints.finish()
 
 
 # --------------------------------------------------------------------------------------------------
@@ -290,10 +311,8 @@ def fit_layout_gnn(model: Any, train: list, validation: Optional[list] = None, *
     steps = steps_per_epoch or len(usable)
     opt = torch.optim.Adam(model.net.parameters(), lr=lr, weight_decay=weight_decay)
     table = _SegmentTable()
-    best = (float("inf"), None, -1)
-    history: list = []
+    checkpoints = _Checkpoints(model, patience)
     t0 = time.monotonic()
-    bad = 0
     for ep in range(int(epochs)):
         total = 0.0
         for _ in range(steps):
@@ -318,26 +337,11 @@ def fit_layout_gnn(model: Any, train: list, validation: Optional[list] = None, *
                 sums[cfgs, k] = s.detach()
                 maxs[cfgs, k] = m.detach()
             loss = _layout_loss(model, scores, y)
-            opt.zero_grad()
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.net.parameters(), 5.0)
-            opt.step()
-            total += float(loss.detach())
+            total += _step(model, opt, loss)
         val = validate_layout(model, validation) if validation else total / steps
         rec = {"epoch": ep + 1, "train_loss": total / steps, "val": val, "seconds": time.monotonic() - t0}
-        history.append(rec)
         if log is not None:
             log(rec)
-        if math.isfinite(val) and val < best[0] - 1e-9:
-            best = (val, copy.deepcopy(model.net.state_dict()), ep + 1)
-            bad = 0
-        else:
-            bad += 1
-            if bad >= patience:
-                break
-        if time_limit_s is not None and time.monotonic() - t0 > time_limit_s:
+        if checkpoints.after_epoch(rec) or (time_limit_s is not None and time.monotonic() - t0 > time_limit_s):
             break
-    if best[1] is not None:
-        model.net.load_state_dict(best[1])
-    model.history = history + [{"best_epoch": best[2], "best_val": best[0]}]
-    return model.history
+    return checkpoints.finish()
