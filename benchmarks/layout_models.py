@@ -8,9 +8,9 @@
    analytical model (prices stored in the dataset): Kendall's tau per test program over its
    configurations (TpuGraphs' layout metric), mean and median, and the top-1 slowdown.
 2. gst: training memory and time on the dataset's largest program (whole graph, no pruning) without
-   and with `--segments` segments: each in a fresh process (peak RSS from getrusage, minus the RSS
-   before training), the same number of steps; the trained model's Kendall tau on the program's
-   configurations.
+   and with `--segments` segments: each in a fresh process, the same number of steps; the peak RSS
+   during training (VmHWM reset just before it) minus the RSS before it, and the seconds per step; the
+   trained model's Kendall tau on the program's configurations.
 
     python benchmarks/layout_models.py [--data DIR] [--configs 40] [--epochs 20] [--hops 1] [--segments 8]
                                        [--seeds 0,1] [--md benchmarks/results/layout_models.md]
@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import time
@@ -68,6 +67,19 @@ def ranking(ds: Dataset, epochs: int, hops: int, segments: int, seeds: list, hid
             "validation_programs": ds.programs_in("validation")}
 
 
+def _proc_status_kb(key: str) -> int:
+    """A /proc/self/status memory value (kB): VmRSS now, VmHWM the peak since the last reset."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(key + ":"):
+            return int(line.split()[1])
+    raise SystemExit(f"no {key} in /proc/self/status (the GST memory measurement needs Linux)")
+
+
+def _reset_peak_rss() -> None:
+    """Reset VmHWM to the current RSS (Linux clear_refs 5), so the peak is the training's own."""
+    Path("/proc/self/clear_refs").write_text("5")
+
+
 def gst_child(data: str, program: str, segments: int, steps: int, hidden: int) -> dict:
     """One training run on one program (whole graph) in this process: time, memory, tau."""
     from costmodels.gnn.train import fit_layout_gnn
@@ -80,12 +92,16 @@ def gst_child(data: str, program: str, segments: int, steps: int, hidden: int) -
     torch.set_num_threads(1)
     from costmodels.features import FeatureScaler
     m.scaler = FeatureScaler().fit([g.raw])
-    m.scores(g, configs=np.arange(1))  # warm-up: torch's first-use allocations are not training memory
-    rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    # warm-up (torch's first-use costs are not training's): one step of a throwaway model on 64 tiny segments
+    warm = LayoutGnnModel(segments=64, seed=0, hidden=hidden, layers=3, loss="rank", rank_loss="listmle")
+    fit_layout_gnn(warm, [warm.prepare(program, "warm-up", rec.arrays)], None, epochs=1, steps_per_epoch=1,
+                   configs_per_step=2)
+    rss0 = _proc_status_kb("VmRSS")
+    _reset_peak_rss()
     t0 = time.monotonic()
     fit_layout_gnn(m, [g], None, epochs=1, steps_per_epoch=steps, configs_per_step=16, lr=1e-3)
     dt = time.monotonic() - t0
-    rss1 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    rss1 = _proc_status_kb("VmHWM")
     return {"program": program, "nodes": g.num_nodes, "configs": g.num_configs, "segments": len(g.bounds),
             "steps": steps, "seconds": dt, "seconds_per_step": dt / steps, "peak_rss_mb": rss1 / 1024,
             "rss_before_mb": rss0 / 1024, "training_mb": (rss1 - rss0) / 1024,
