@@ -11,6 +11,9 @@ Generation (`build_dataset`), as Kaufman et al. (MLSys 2021, section 4):
 * tile task: the unique kernels of the default and some random configurations; every valid tile of
   each kernel (a random subset with the default tile included when there are more than
   `max_tiles_per_kernel`) is measured.
+* layout task: per program, the default layout configuration, a neighbour walk and random ones, each
+  priced as the whole rewritten program (`LayoutCost`); the shard is a TpuGraphs layout npz file
+  (`tpugraphs_layout_arrays`) plus `config_analytical` and `config_is_default` (`Dataset.load_layout`).
 * split by *program*, with model families kept apart (a family lies wholly in one split). The family
   comes from examples/hlo/manifest.json-style manifests next to the programs, else it is the file
   name before the first '_'. A JSON split file {"train": [...], "validation": [...], "test": [...]}
