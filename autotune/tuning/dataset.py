@@ -40,8 +40,8 @@ from typing import Any, Iterator, Optional, Sequence
 import numpy as np
 
 from costmodels.features import (FEATURE_VERSION, GEOMETRY_DIM, KERNEL_FEATURE_NAMES, NODE_DIM, TILE_DIM,
-                       TPUGRAPHS_NODE_DIM, KernelGraph, kernel_graph, kernel_graphs, tile_features, tpugraphs_module_features,
-                       tpugraphs_node_features)
+                       TPUGRAPHS_NODE_DIM, KernelGraph, kernel_graph, kernel_graphs, prune_layout_graph, tile_features,
+                       tpugraphs_module_features, tpugraphs_node_features)
 
 __all__ = ["Samples", "Dataset", "build_dataset", "make_split", "program_family", "read_split_file",
            "FEATURE_VERSION", "DATASET_VERSION", "read_tpugraphs_npz", "TpuGraphsRecord", "write_tpugraphs_tile",
@@ -811,35 +811,3 @@ def tpugraphs_layout_sample(summary_path: "str | os.PathLike", hlo_path: "str | 
             "runtimes_s": np.array([r["compute_time_ns"] for r in runs], np.float64) * 1e-9,
             "is_default": np.array([bool(r["is_default"]) for r in runs]),
             "config_index_to_node": np.array(summary["config_index_to_node"], np.int64)}
-
-
-def prune_layout_graph(arrays: dict, hops: int = 1) -> dict:
-    """A layout graph cut down to its configurable nodes and their `hops`-hop neighbourhoods (edges
-    taken both ways), as the TpuGraphs leaderboard's winners prune: node_feat, node_opcode and
-    edge_index restricted to the kept nodes (renumbered in their original order), node_config_ids
-    renumbered; the configuration arrays are unchanged (the configurable nodes keep their order).
-    `arrays` holds the layout npz keys (a `TpuGraphsRecord.arrays` or np.load result)."""
-    if hops < 0:
-        raise ValueError(f"hops must be >= 0, not {hops}")
-    n = int(np.asarray(arrays["node_feat"]).shape[0])
-    ei = np.asarray(arrays["edge_index"], np.int64).reshape(-1, 2)
-    keep = np.zeros(n, bool)
-    keep[np.asarray(arrays["node_config_ids"], np.int64)] = True
-    frontier = keep.copy()
-    for _ in range(hops):
-        reached = np.zeros(n, bool)
-        reached[ei[frontier[ei[:, 0]], 1]] = True
-        reached[ei[frontier[ei[:, 1]], 0]] = True
-        frontier = reached & ~keep
-        keep |= reached
-        if not frontier.any():
-            break
-    new_id = np.full(n, -1, np.int64)
-    new_id[keep] = np.arange(int(keep.sum()))
-    both = keep[ei[:, 0]] & keep[ei[:, 1]]
-    out = dict(arrays)
-    out["node_feat"] = np.asarray(arrays["node_feat"])[keep]
-    out["node_opcode"] = np.asarray(arrays["node_opcode"])[keep]
-    out["edge_index"] = new_id[ei[both]]
-    out["node_config_ids"] = new_id[np.asarray(arrays["node_config_ids"], np.int64)]
-    return out

@@ -29,9 +29,10 @@ from typing import Any, Optional
 import numpy as np
 import torch
 
-from costmodels.features import NUM_OPCODES, TPUGRAPHS_NODE_DIM, FeatureScaler
+from costmodels.features import NUM_OPCODES, TPUGRAPHS_NODE_DIM, FeatureScaler, prune_layout_graph
 from costmodels.gnn.layers import GraphBatch
 from costmodels.gnn.model import GnnNet, normalize_config, torch_threads
+from costmodels.gnn.train import fit_layout_gnn, join_partials, segment_partials
 
 __all__ = ["LAYOUT_INPUT_DIM", "LayoutGraph", "LayoutGnnModel", "config_node_features", "segment_bounds"]
 
@@ -100,7 +101,6 @@ class LayoutGraph:
     features per configuration, the runtimes, and its segments."""
 
     def __init__(self, name: str, family: str, arrays: dict, hops: Optional[int] = None, segments: int = 1):
-        from autotune.tuning.dataset import prune_layout_graph
         a = prune_layout_graph(arrays, hops) if hops is not None else arrays
         self.name, self.family = name, family
         self.raw = _signed_log(np.asarray(a["node_feat"], np.float32))
@@ -150,18 +150,6 @@ class LayoutGraph:
         return GraphBatch(torch.from_numpy(x.reshape(m * n, -1)), torch.from_numpy(np.tile(self.opcode[lo:hi], m)),
                           torch.from_numpy(ei), torch.from_numpy(np.repeat(np.arange(m), n)),
                           torch.from_numpy(np.tile(np.arange(n), m)), torch.full((m,), n, dtype=torch.long), m)
-
-
-def segment_partials(net: GnnNet, g: LayoutGraph, configs: np.ndarray, segment: int) -> tuple:
-    """(column sums [m, H], column maxima [m, H]) of one segment's node embeddings per configuration."""
-    b = g.batch(configs, segment)
-    h = net.node_embeddings(b).view(len(configs), -1, net.inp.out_features)
-    return h.sum(1), h.max(1).values
-
-
-def join_partials(net: GnnNet, sums: torch.Tensor, maxs: torch.Tensor, n: int) -> torch.Tensor:
-    """Scores from the segments' partials [m, K, H] of a graph of n nodes."""
-    return net.head_of_columns(sums.sum(1) / max(n, 1), maxs.max(1).values)
 
 
 class LayoutGnnModel:
@@ -218,7 +206,6 @@ class LayoutGnnModel:
 
     def fit(self, dataset: Any, **train_kw: Any) -> "LayoutGnnModel":
         """Train on a layout `Dataset`'s train split (validation split for checkpoint selection)."""
-        from costmodels.gnn.train import fit_layout_gnn
         if dataset.task != "layout":
             raise ValueError(f"dataset is for task {dataset.task!r}, the model for 'layout'")
         train = [self.prepare(n, f, r.arrays) for n, f, r in dataset.iter_layouts("train")]

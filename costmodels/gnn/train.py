@@ -30,7 +30,7 @@ from costmodels.metrics import ordered_pair_accuracy
 
 from costmodels.gnn.layers import collate_prepared
 
-__all__ = ["fit_gnn", "fit_layout_gnn", "validate_layout", "pairwise_rank_loss", "listmle_loss", "rank_loss",
+__all__ = ["fit_gnn", "fit_layout_gnn", "segment_partials", "join_partials", "validate_layout", "pairwise_rank_loss", "listmle_loss", "rank_loss",
            "family_weights"]
 
 
@@ -251,6 +251,19 @@ def fit_gnn(model: Any, train: Any, validation: Any = None, *, epochs: int = 20,
 
 
 # --------------------------------------------------------------------------------------------------
+def segment_partials(net: Any, g: Any, configs: np.ndarray, segment: int) -> tuple:
+    """(column sums [m, H], column maxima [m, H]) of one segment's node embeddings per configuration."""
+    b = g.batch(configs, segment)
+    h = net.node_embeddings(b).view(len(configs), -1, net.inp.out_features)
+    return h.sum(1), h.max(1).values
+
+
+def join_partials(net: Any, sums: torch.Tensor, maxs: torch.Tensor, n: int) -> torch.Tensor:
+    """Scores from the segments' partials [m, K, H] of a graph of n nodes."""
+    return net.head_of_columns(sums.sum(1) / max(n, 1), maxs.max(1).values)
+
+
+
 def _layout_loss(model: Any, scores: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     """The layout model's loss over the configurations of one program (y: standardized log runtime)."""
     if model.config["loss"] == "mse":
@@ -277,7 +290,6 @@ class _SegmentTable:
 
     def get(self, model: Any, gi: int, g: Any) -> tuple:
         if gi not in self.sums:
-            from costmodels.gnn.layout import segment_partials
             allc = np.arange(g.num_configs)
             with torch.no_grad():
                 parts = [segment_partials(model.net, g, allc, k) for k in range(len(g.bounds))]
@@ -295,7 +307,6 @@ def fit_layout_gnn(model: Any, train: list, validation: Optional[list] = None, *
     loss over them. With the model's `segments` > 1 (graph segment training) the step backpropagates
     through one sampled segment and joins the other segments' stored partials (costmodels.gnn.layout).
     Validation: 1 - mean Kendall tau per program; the best epoch's weights are kept."""
-    from costmodels.gnn.layout import join_partials, segment_partials
     from costmodels.features import FeatureScaler
     if not train:
         raise ValueError("the training split has no programs")
