@@ -96,6 +96,11 @@ def load_model_file(path: "str | os.PathLike[str]", task: Optional[str] = None, 
     if xgb:
         from costmodels.xgb import XgbCostModel
         return XgbCostModel.load(str(p), task=task, target=target)
+    from costmodels.gnn.layout import LayoutGnnModel, is_layout_model_file
+    if task == "layout" or is_layout_model_file(str(p)):
+        if task not in (None, "layout"):
+            raise ValueError(f"{path} is a layout GNN model, not a {task} model")
+        return LayoutGnnModel.load(str(p))
     from costmodels.gnn import GnnCostModel
     return GnnCostModel.load(str(p), task=task, target=target)
 
@@ -160,6 +165,15 @@ def new_model(kind: str, task: str, target: str, **options: Any) -> Any:
     encoder, loss, rank_loss, static_features, edge_direction, kernel_features, geometry_features; n_estimators,
     max_depth, lr, nthread, min_runtime_us)."""
     key = _learned_kind(kind)
+    if task == "layout":
+        if key != "gnn":
+            raise ValueError(f"the layout task has a GNN model (kind gnn), not {kind!r}; its analytical baseline "
+                             "is the dataset's stored analytical prices (--cost-model analytical)")
+        from costmodels.gnn.layout import LayoutGnnModel
+        return LayoutGnnModel(target, hops=options.get("prune_hops"), segments=options.get("segments") or 1,
+                              encoder=options.get("encoder"), loss=options.get("loss"),
+                              rank_loss=options.get("rank_loss"), edge_direction=options.get("edge_direction"),
+                              hidden=options.get("hidden"), layers=options.get("layers"), seed=options.get("seed", 0))
     if key == "gnn":
         from costmodels.gnn import GnnCostModel
         return GnnCostModel(task, target, reduction=options.get("reduction"), encoder=options.get("encoder"),
@@ -194,9 +208,15 @@ def train_model(kind: str, dataset: Any, progress: bool = False, **options: Any)
     kind gnn / xgboost: `new_model` options plus epochs, batch_size, lr (GNN); kind analytical: the
     dataset's analytical predictions with per-kernel-kind scales fitted on the train split."""
     if kind.strip().lower() == "analytical":
+        if dataset.task == "layout":
+            raise ValueError("the layout task's analytical baseline is not fitted: use --cost-model analytical "
+                             "(the analytical prices stored in the dataset)")
         from autotune.tuning.evaluation import FittedAnalytical
         return FittedAnalytical.fit(dataset, "train")
     model = new_model(kind, dataset.task, dataset.target, **options)
+    if dataset.task == "layout":
+        return model.fit(dataset, epochs=options.get("epochs") or 20, lr=options.get("lr") or 1e-3,
+                         configs_per_step=options.get("configs_per_step") or 16, seed=options.get("seed", 0))
     from costmodels.gnn import GnnCostModel
     if isinstance(model, GnnCostModel):
         fit_kw = {k: options[k] for k in GNN_FIT_OPTIONS if options.get(k) is not None}

@@ -93,7 +93,7 @@ import numpy as np
 from autotune.compiler.hlo import OPCODES
 from autotune.compiler.tiles import canonical_target_name
 
-__all__ = ["tpugraphs_module_features", "OPCODE_VOCAB", "OPCODE_INDEX", "NUM_OPCODES", "OTHER_OPCODE_ID", "OTHER_BUCKET_OPCODES",
+__all__ = ["tpugraphs_module_features", "prune_layout_graph", "OPCODE_VOCAB", "OPCODE_INDEX", "NUM_OPCODES", "OTHER_OPCODE_ID", "OTHER_BUCKET_OPCODES",
            "opcode_id", "DTYPES", "NODE_FEATURE_NAMES", "NODE_DIM", "STATIC_COLUMNS", "TILE_FEATURE_NAMES",
            "TILE_DIM", "KERNEL_FEATURE_NAMES", "GEOMETRY_FEATURE_NAMES", "GEOMETRY_GROUPS", "GEOMETRY_DIM",
            "geometry_features", "geometry_matrix", "geometry_analytical_seconds", "kernel_graphs", "FEATURE_VERSION",
@@ -1023,3 +1023,35 @@ def tpugraphs_node_features(kernel: Any) -> tuple:
     feat = np.array(rows, np.float32)
     assert feat.shape[1] == TPUGRAPHS_NODE_DIM, feat.shape
     return feat, np.array(ops, np.int64), np.array(edges, np.int64).reshape(-1, 2)
+
+
+def prune_layout_graph(arrays: dict, hops: int = 1) -> dict:
+    """A layout graph cut down to its configurable nodes and their `hops`-hop neighbourhoods (edges
+    taken both ways), as the TpuGraphs leaderboard's winners prune: node_feat, node_opcode and
+    edge_index restricted to the kept nodes (renumbered in their original order), node_config_ids
+    renumbered; the configuration arrays are unchanged (the configurable nodes keep their order).
+    `arrays` holds the layout npz keys (a `TpuGraphsRecord.arrays` or np.load result)."""
+    if hops < 0:
+        raise ValueError(f"hops must be >= 0, not {hops}")
+    n = int(np.asarray(arrays["node_feat"]).shape[0])
+    ei = np.asarray(arrays["edge_index"], np.int64).reshape(-1, 2)
+    keep = np.zeros(n, bool)
+    keep[np.asarray(arrays["node_config_ids"], np.int64)] = True
+    frontier = keep.copy()
+    for _ in range(hops):
+        reached = np.zeros(n, bool)
+        reached[ei[frontier[ei[:, 0]], 1]] = True
+        reached[ei[frontier[ei[:, 1]], 0]] = True
+        frontier = reached & ~keep
+        keep |= reached
+        if not frontier.any():
+            break
+    new_id = np.full(n, -1, np.int64)
+    new_id[keep] = np.arange(int(keep.sum()))
+    both = keep[ei[:, 0]] & keep[ei[:, 1]]
+    out = dict(arrays)
+    out["node_feat"] = np.asarray(arrays["node_feat"])[keep]
+    out["node_opcode"] = np.asarray(arrays["node_opcode"])[keep]
+    out["edge_index"] = new_id[ei[both]]
+    out["node_config_ids"] = new_id[np.asarray(arrays["node_config_ids"], np.int64)]
+    return out

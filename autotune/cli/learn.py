@@ -3,16 +3,17 @@
 They are plain click commands (not attached to a group here); autotune/cli/app.py attaches them to the
 `autotune` group:
 
-    autotune dataset build --programs DIR --task fusion|tile --evaluator sim|xla|xla-inprogram [--target T]
+    autotune dataset build --programs DIR --task fusion|tile|layout --evaluator sim|xla|xla-inprogram [--target T]
                            [--configs-per-program N] [--split-file F] --out DIR
-    autotune train --model gnn|xgboost --task fusion|tile --data DIR --out MODEL [--seed S]
+    autotune train --model gnn|xgboost --task fusion|tile|layout --data DIR --out MODEL [--seed S]
                    [--n-estimators N] [--max-depth D] [--min-runtime-us U] [--threads T]  (XGBoost)
                    [--epochs N] [--reduction node|column|lstm|transformer] [--encoder sage|gat|none]
                    [--loss rank|listmle|mse] [--no-static-features] [--edge-direction both|in|out]
                    [--no-kernel-features] [--[no-]geometry-features] [--[no-]residual] [--hidden H] [--layers K]
                    [--head-layers L] [--head-hidden W] [--batch-size B] [--lr LR] [--lr-schedule constant|cosine] [--weight-decay W]
                    [--large-kernel-weight W] [--select loss|mape]                                         (GNN)
-    autotune evaluate --data DIR [--cost-model M ...] [--train K ...] [--split test|validation|train|all] [--json]
+                   [--segments K] [--prune-hops H] [--configs-per-step C]  (layout GNN)
+    autotune evaluate --data DIR [--task fusion|tile|layout] [--cost-model M ...] [--train K ...] [--split test|validation|train|all] [--json]
 
 In `evaluate`, M is a cost model as everywhere (autotune/api.py): "gnn" or "xgboost" (the shipped model
 for the dataset's task and target; also "shipped:gnn"), "analytical" (the analytical predictions stored
@@ -54,13 +55,13 @@ def dataset() -> None:
 @dataset.command("build")
 @click.option("--programs", "programs_dir", required=True, type=click.Path(exists=True),
               help="Directory of .hlo programs (or one .hlo file).")
-@click.option("--task", type=click.Choice(["fusion", "tile"]), required=True)
+@click.option("--task", type=click.Choice(["fusion", "tile", "layout"]), required=True)
 @click.option("--evaluator", type=click.Choice(["sim", "xla", "xla-inprogram"]), default="sim", show_default=True,
               help="sim (TPU simulator), xla (each kernel standalone on XLA:CPU) or xla-inprogram (each "
                    "configuration as one XLA:CPU program: in-program kernel times and end-to-end times).")
 @click.option("--target", default="tpu", show_default=True)
 @click.option("--configs-per-program", type=click.IntRange(1, 100000), default=8, show_default=True,
-              help="Fusion configurations sampled per program (tile task: at most 4 are used).")
+              help="Fusion (layout) configurations sampled per program (tile task: at most 4 are used).")
 @click.option("--max-tiles", type=click.IntRange(1, 100000), default=64, show_default=True,
               help="Tile task: at most this many tiles per kernel (random subset + the default).")
 @click.option("--split-file", type=click.Path(exists=True, dir_okay=False), default=None,
@@ -73,7 +74,10 @@ def dataset() -> None:
 @_friendly
 def build(programs_dir: str, task: str, evaluator: str, target: str, configs_per_program: int, max_tiles: int,
           split_file: Optional[str], only: Sequence[str], store: Optional[str], seed: int, out_dir: str) -> None:
-    """Measure random fusion configurations' kernels (or every tile of kernels) into a dataset."""
+    """Measure random fusion configurations' kernels (or every tile of kernels) into a dataset.
+
+    Layout task: per program, the default layout configuration, a neighbour walk from it and random
+    ones, each priced as the whole rewritten program, written as TpuGraphs layout npz files."""
     from autotune.tuning.dataset import build_dataset
     from autotune.tuning.store import open_store
 
@@ -82,12 +86,13 @@ def build(programs_dir: str, task: str, evaluator: str, target: str, configs_per
         st = open_store(store)
 
     def log(name: str, rec: dict) -> None:
-        click.echo(f"{name}: {rec['n_kernels']} kernels, {rec['n_samples']} samples "
-                   f"({rec['n_failed']} failed) -> {rec['split']}", err=True)
+        what = (f"{rec['n_kernels']} configurable nodes, {rec['n_samples']} configurations" if task == "layout"
+                else f"{rec['n_kernels']} kernels, {rec['n_samples']} samples")
+        click.echo(f"{name}: {what} ({rec['n_failed']} failed) -> {rec['split']}", err=True)
 
     ds = build_dataset(programs_dir, task, evaluator, target, configs_per_program, out_dir, split_file, seed,
                        max_tiles_per_kernel=max_tiles, programs=list(only) or None, store=st,
-                       progress=sys.stderr.isatty(), log=log)
+                       progress=sys.stderr.isatty(), log=log, warn=lambda line: click.echo(line, err=True))
     counts = {s: len(ds.programs_in(s)) for s in ("train", "validation", "test")}
     click.echo(f"wrote {out_dir}: {len(ds.programs)} programs ({counts['train']} train, {counts['validation']} "
                f"validation, {counts['test']} test), {len(ds)} samples")
@@ -96,7 +101,7 @@ def build(programs_dir: str, task: str, evaluator: str, target: str, configs_per
 # --------------------------------------------------------------------------------------------------
 @click.command("train")
 @click.option("--model", type=click.Choice(["gnn", "xgboost"]), required=True)
-@click.option("--task", type=click.Choice(["fusion", "tile"]), required=True)
+@click.option("--task", type=click.Choice(["fusion", "tile", "layout"]), required=True)
 @click.option("--data", "data_dir", required=True, type=click.Path(exists=True, file_okay=False))
 @click.option("--out", "out_path", required=True, type=click.Path(dir_okay=False))
 @click.option("--seed", type=int, default=0, show_default=True)
@@ -133,6 +138,12 @@ def build(programs_dir: str, task: str, evaluator: str, target: str, configs_per
 @click.option("--min-runtime-us", type=click.FloatRange(0.0), default=None,
               help="XGBoost, fusion: train (and early-stop) on kernels at least this slow (the paper's metric: 5).")
 @click.option("--threads", type=click.IntRange(1, 4096), default=None, help="XGBoost threads (default: all cores).")
+@click.option("--segments", type=click.IntRange(1, 100000), default=None,
+              help="Layout GNN: graph segment training, K segments per graph (default 1: whole graphs).")
+@click.option("--prune-hops", type=click.IntRange(0, 64), default=None,
+              help="Layout GNN: prune graphs to the configurable nodes' H-hop neighbourhoods (default: whole graphs).")
+@click.option("--configs-per-step", type=click.IntRange(2, 100000), default=None,
+              help="Layout GNN: configurations of one program per training step (default 16).")
 @_friendly
 def train(model: str, task: str, data_dir: str, out_path: str, seed: int, epochs: Optional[int],
           batch_size: Optional[int], lr: Optional[float], hidden: Optional[int], layers: Optional[int],
@@ -140,12 +151,15 @@ def train(model: str, task: str, data_dir: str, out_path: str, seed: int, epochs
           edge_direction: Optional[str], no_kernel_features: bool, geometry_features: Optional[bool],
           residual: Optional[bool], head_layers: Optional[int], head_hidden: Optional[int], large_weight: Optional[float], select: Optional[str],
           lr_schedule: Optional[str], weight_decay: Optional[float], n_estimators: Optional[int],
-          max_depth: Optional[int], min_runtime_us: Optional[float], threads: Optional[int]) -> None:
+          max_depth: Optional[int], min_runtime_us: Optional[float], threads: Optional[int], segments: Optional[int],
+          prune_hops: Optional[int], configs_per_step: Optional[int]) -> None:
     """Train a GNN or XGBoost cost model on a dataset's train split (validation for model selection)."""
     from autotune.tuning.dataset import Dataset
     ds = Dataset.open(data_dir)
     if ds.task != task:
         raise LearnError(f"{data_dir} is a {ds.task} dataset, not {task}")
+    if task != "layout" and (segments or prune_hops is not None or configs_per_step):
+        raise LearnError("--segments, --prune-hops and --configs-per-step are options of --task layout")
     rank_loss = "listmle" if loss == "listmle" else None
     opts = dict(seed=seed, epochs=epochs, batch_size=batch_size, lr=lr, hidden=hidden, layers=layers,
                 reduction=reduction, encoder=encoder, loss="rank" if rank_loss else loss, rank_loss=rank_loss,
@@ -153,7 +167,8 @@ def train(model: str, task: str, data_dir: str, out_path: str, seed: int, epochs
                 edge_direction=edge_direction, n_estimators=n_estimators, kernel_features=not no_kernel_features,
                 max_depth=max_depth, min_runtime_us=min_runtime_us, nthread=threads, geometry_features=geometry_features,
                 residual=residual, head_layers=head_layers, head_hidden=head_hidden, large_weight=large_weight, select=select,
-                lr_schedule=lr_schedule, weight_decay=weight_decay)
+                lr_schedule=lr_schedule, weight_decay=weight_decay,
+                segments=segments, prune_hops=prune_hops, configs_per_step=configs_per_step)
     m = train_model(model, ds, progress=sys.stderr.isatty(), **opts)
     m.save(out_path)
     extra = ""
@@ -213,17 +228,23 @@ def _table(res: dict) -> str:
               help="Fit a fresh model on the dataset's train split and evaluate it: gnn, xgboost (default "
                    "settings), or analytical (per-kernel-kind scales, the paper's fusion baseline) (repeatable).")
 @click.option("--data", "data_dir", required=True, type=click.Path(exists=True, file_okay=False))
+@click.option("--task", type=click.Choice(["fusion", "tile", "layout"]), default=None,
+              help="Check that the dataset is of this task [default: the dataset's task].")
 @click.option("--split", type=click.Choice(["test", "validation", "train", "all"]), default="test", show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the models --train fits.")
 @_friendly
-def evaluate(model_specs: Sequence[str], train_kinds: Sequence[str], data_dir: str, split: str, as_json: bool,
-             seed: int) -> None:
+def evaluate(model_specs: Sequence[str], train_kinds: Sequence[str], data_dir: str, task: Optional[str], split: str,
+             as_json: bool, seed: int) -> None:
     """Per-program accuracy of cost models on a dataset split (the paper's Table 2 metrics).
 
-    `autotune evaluate --data DS` evaluates the shipped models (and the analytical model) on DS's test split."""
+    `autotune evaluate --data DS` evaluates the shipped models (and the analytical model) on DS's test split.
+    Layout datasets: Kendall's tau per program over its configurations (TpuGraphs' layout metric) and the
+    top-1 slowdown (runtime of the best-scored configuration over the fastest, minus 1)."""
     from autotune.tuning.dataset import Dataset
     ds = Dataset.open(data_dir)
+    if task is not None and ds.task != task:
+        raise LearnError(f"{data_dir} is a {ds.task} dataset, not {task}")
     models = load_evaluated_models(ds, model_specs, train_kinds, seed,
                                    log=lambda line: click.echo(line, err=True))
     res = evaluate_models(models, ds, split)
@@ -278,6 +299,9 @@ def load_evaluated_models(ds: Any, specs: Sequence[str], train_kinds: Sequence[s
             add(label, api.load_model_file(path, task=ds.task, target=ds.target))
     for kind in trains:
         kind = "xgboost" if kind == "xgb" else kind
+        if kind == "analytical" and ds.task == "layout":
+            raise LearnError("the layout task's analytical baseline is the dataset's stored analytical prices "
+                             "(--cost-model analytical)")
         if kind == "analytical" and ds.task != "fusion":
             raise LearnError("--train analytical fits per-kind scales of fusion kernels; the tile task has none "
                              "(use --cost-model analytical)")

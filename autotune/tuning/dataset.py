@@ -15,6 +15,9 @@ Generation (`build_dataset`), as Kaufman et al. (MLSys 2021, section 4):
 * tile task: the unique kernels of the default and some random configurations; every valid tile of
   each kernel (a random subset with the default tile included when there are more than
   `max_tiles_per_kernel`) is measured.
+* layout task: per program, the default layout configuration, a neighbour walk and random ones, each
+  priced as the whole rewritten program (`LayoutCost`); the shard is a TpuGraphs layout npz file
+  (`tpugraphs_layout_arrays`) plus `config_analytical` and `config_is_default` (`Dataset.load_layout`).
 * split by *program*, with model families kept apart (a family lies wholly in one split). The family
   comes from examples/hlo/manifest.json-style manifests next to the programs, else it is the file
   name before the first '_'. A JSON split file {"train": [...], "validation": [...], "test": [...]}
@@ -41,13 +44,13 @@ from typing import Any, Iterator, Optional, Sequence
 import numpy as np
 
 from costmodels.features import (FEATURE_VERSION, GEOMETRY_DIM, KERNEL_FEATURE_NAMES, NODE_DIM, TILE_DIM,
-                       TPUGRAPHS_NODE_DIM, KernelGraph, kernel_graph, kernel_graphs, tile_features, tpugraphs_module_features,
-                       tpugraphs_node_features)
+                       TPUGRAPHS_NODE_DIM, KernelGraph, kernel_graphs, prune_layout_graph, tile_features,
+                       tpugraphs_module_features, tpugraphs_node_features)
 
 __all__ = ["Samples", "Dataset", "build_dataset", "make_split", "program_family", "read_split_file",
            "FEATURE_VERSION", "DATASET_VERSION", "read_tpugraphs_npz", "TpuGraphsRecord", "write_tpugraphs_tile",
            "write_tpugraphs_layout", "read_tpugraphs_layout", "layout_config_features", "layout_configs",
-           "tpugraphs_layout_sample", "prune_layout_graph", "LAYOUT_TENSORS", "LAYOUT_DIMS",
+           "tpugraphs_layout_sample", "prune_layout_graph", "tpugraphs_layout_arrays", "LAYOUT_TENSORS", "LAYOUT_DIMS",
            "SPLITS", "resolve_evaluator", "split_name", "NO_THUNK_SECONDS"]
 
 DATASET_VERSION = 1
@@ -247,7 +250,8 @@ def _seconds(ms: Sequence[Any]) -> np.ndarray:
     return np.array([float(m.seconds) if m is not None and getattr(m, "ok", False) else np.nan for m in ms])
 
 
-def _fusion_configs(space: Any, n: int, rng: np.random.Generator) -> list:
+def _sampled_configs(space: Any, n: int, rng: np.random.Generator) -> list:
+    """The default, a walk of neighbours from it (a quarter of n) and random configurations, deduplicated."""
     cfgs = [space.default()]
     n_walk = max(0, min(n - 1, n // 4))
     cur = cfgs[0]
@@ -324,7 +328,7 @@ def _build_program(path: Path, task: str, evaluator: Any, target: str, n_cfgs: i
     space = FusionSpace(program, target)
     analytical = AnalyticalCostModel(target)
     if task == "fusion":
-        cfgs = _fusion_configs(space, max(1, n_cfgs), rng)
+        cfgs = _sampled_configs(space, max(1, n_cfgs), rng)
     else:
         cfgs = [space.default()] + [space.random(rng) for _ in range(max(0, min(n_cfgs, 4) - 1))]
     kernels, membership = _unique_kernels(space, cfgs)
@@ -392,6 +396,34 @@ def _build_program(path: Path, task: str, evaluator: Any, target: str, n_cfgs: i
     return arrays
 
 
+def _build_layout_program(path: Path, evaluator: Any, target: str, n_cfgs: int,
+                          rng: np.random.Generator) -> Optional[dict]:
+    """Layout task: the default layout configuration, a neighbour walk from it and random ones
+    (`_sampled_configs`), each priced as its whole rewritten program (`LayoutCost`: the sum of the
+    kernels' measured runtimes, copies included) and by the analytical model; the arrays of a TpuGraphs
+    layout npz file plus `config_analytical` (seconds) and `config_is_default`. None when the program has
+    no configurable node with a choice of layout on the target (nothing to rank)."""
+    from costmodels.analytical import AnalyticalCostModel
+    from autotune.compiler.layouts import LayoutSpace
+    from autotune.compiler.program import Program
+    from autotune.tuning.tuner import LayoutCost
+
+    program = Program.from_file(str(path))
+    space = LayoutSpace(program, target)
+    if not space.free_slots:
+        return None
+    cfgs = _sampled_configs(space, max(2, n_cfgs), rng)
+    runtime = LayoutCost(space, lambda ks: _seconds(evaluator.measure(ks)))(cfgs)
+    analytical = LayoutCost(space, AnalyticalCostModel(target).predict)(cfgs)
+    ok = np.isfinite(runtime) & (runtime > 0)
+    cfeat = np.stack([layout_config_features(space, c) for c in cfgs])
+    arrays = tpugraphs_layout_arrays(program.module, [(nd.computation, nd.instruction) for nd in space.nodes],
+                                     cfeat[ok], runtime[ok])
+    arrays.update(config_analytical=analytical[ok], config_is_default=(np.arange(len(cfgs)) == 0)[ok],
+                  n_failed=np.array(int((~ok).sum())))
+    return arrays
+
+
 def _atomic_json(path: Path, obj: Any) -> None:
     tmp = path.with_name(path.name + f".tmp{os.getpid()}")
     tmp.write_text(json.dumps(obj, indent=1, sort_keys=True))
@@ -402,10 +434,10 @@ def build_dataset(programs_dir: "str | os.PathLike", task: str, evaluator: Any, 
                   configs_per_program: int = 8, out_dir: "str | os.PathLike" = "dataset",
                   split_file: Optional[str] = None, seed: int = 0, max_tiles_per_kernel: int = 64,
                   programs: Optional[Sequence[str]] = None, store: Any = None, progress: bool = False,
-                  log=None) -> "Dataset":
+                  log=None, warn=None) -> "Dataset":
     """Generate (or resume) a dataset; returns it opened. `programs` restricts to these names."""
-    if task not in ("fusion", "tile"):
-        raise ValueError(f"task must be fusion or tile, not {task!r}")
+    if task not in ("fusion", "tile", "layout"):
+        raise ValueError(f"task must be fusion, tile or layout, not {task!r}")
     pdir = Path(programs_dir)
     if pdir.is_file():
         files = [pdir]
@@ -450,7 +482,7 @@ def build_dataset(programs_dir: "str | os.PathLike", task: str, evaluator: Any, 
     ev = resolve_evaluator(evaluator, target, store)
     try:
         return _build_all(files, task, ev, target, configs_per_program, out, mpath, manifest, split, families,
-                          seed, max_tiles_per_kernel, progress, log)
+                          seed, max_tiles_per_kernel, progress, log, warn)
     finally:
         if isinstance(evaluator, str):
             try:
@@ -460,7 +492,7 @@ def build_dataset(programs_dir: "str | os.PathLike", task: str, evaluator: Any, 
 
 
 def _build_all(files, task, ev, target, configs_per_program, out, mpath, manifest, split, families, seed,
-               max_tiles_per_kernel, progress, log) -> "Dataset":
+               max_tiles_per_kernel, progress, log, warn=None) -> "Dataset":
     namespace = getattr(ev, "store_namespace", None)
     if namespace and "evaluator_namespace" not in manifest:
         manifest["evaluator_namespace"] = namespace
@@ -478,21 +510,34 @@ def _build_all(files, task, ev, target, configs_per_program, out, mpath, manifes
         if rec is not None and shard.exists():
             rec["split"] = split[name]  # a new split file may move it
             continue
+        if name in manifest.setdefault("skipped", {}):
+            continue
         pseed = int.from_bytes(hashlib.sha1(f"{seed}|{name}".encode()).digest()[:4], "little")
-        arrays = _build_program(f, task, ev, target, configs_per_program, np.random.default_rng(pseed),
-                                max_tiles_per_kernel)
+        if task == "layout":
+            arrays = _build_layout_program(f, ev, target, configs_per_program, np.random.default_rng(pseed))
+            if arrays is None:
+                reason = f"no convolution, dot or reshape with a choice of layout on target {target}"
+                manifest["skipped"][name] = reason
+                _atomic_json(mpath, manifest)
+                if warn is not None:
+                    warn(f"warning: {name}: skipped ({reason})")
+                continue
+            rec = {"n_kernels": int(len(arrays["node_config_ids"])), "n_samples": int(len(arrays["config_runtime"])),
+                   "n_failed": int(arrays["n_failed"]), "n_configs": int(len(arrays["config_runtime"]))}
+        else:
+            arrays = _build_program(f, task, ev, target, configs_per_program, np.random.default_rng(pseed),
+                                    max_tiles_per_kernel)
+            rec = {"n_kernels": int(len(arrays["hashes"])), "n_samples": int(len(arrays["s_graph"])),
+                   "n_failed": int(np.sum(~np.isfinite(arrays["s_runtime"]))),
+                   **({"n_end_to_end": int(np.sum(np.isfinite(arrays["cfg_end_to_end"]))),
+                       "n_no_thunk": int(np.sum(arrays["s_runtime"] == NO_THUNK_SECONDS))}
+                      if "cfg_end_to_end" in arrays else {}),
+                   "n_configs": int(arrays["n_configs"])}
         tmp = shard.with_name(shard.stem + f".tmp{os.getpid()}.npz")
         np.savez(tmp, **arrays)
         os.replace(tmp, shard)
         manifest["programs"][name] = {"family": families[name], "split": split[name],
-                                      "file": f"shards/{name}.npz", "source": str(f),
-                                      "n_kernels": int(len(arrays["hashes"])),
-                                      "n_samples": int(len(arrays["s_graph"])),
-                                      "n_failed": int(np.sum(~np.isfinite(arrays["s_runtime"]))),
-                                      **({"n_end_to_end": int(np.sum(np.isfinite(arrays["cfg_end_to_end"]))),
-                                          "n_no_thunk": int(np.sum(arrays["s_runtime"] == NO_THUNK_SECONDS))}
-                                         if "cfg_end_to_end" in arrays else {}),
-                                      "n_configs": int(arrays["n_configs"])}
+                                      "file": f"shards/{name}.npz", "source": str(f), **rec}
         _atomic_json(mpath, manifest)
         if log is not None:
             log(name, manifest["programs"][name])
@@ -542,7 +587,31 @@ class Dataset:
     def __len__(self) -> int:
         return sum(int(r["n_samples"]) for r in self.programs.values())
 
+    def load_layout(self, name: str) -> TpuGraphsRecord:
+        """One program of a layout dataset: its TpuGraphs layout npz file (checked), with autotune's
+        `config_analytical` and `config_is_default` arrays."""
+        if self.task != "layout":
+            raise ValueError(f"dataset {self.root} is a {self.task} dataset, not a layout one")
+        rec = self.programs.get(name)
+        if rec is None:
+            raise ValueError(f"no program {name!r} in dataset {self.root}")
+        r = self._cache.get(name)
+        if r is None:
+            r, _ = read_tpugraphs_layout(self.root / rec["file"])
+            if len(self._cache) > 64:
+                self._cache.clear()
+            self._cache[name] = r
+        return r
+
+    def iter_layouts(self, split: str = "all") -> Iterator[tuple]:
+        """(name, family, layout record) of a layout dataset's programs in a split."""
+        for p in self.programs_in(split):
+            yield p, self.programs[p]["family"], self.load_layout(p)
+
     def load_program(self, name: str) -> Samples:
+        if self.task == "layout":
+            raise ValueError(f"dataset {self.root} is a layout dataset: its programs are layout graphs "
+                             "(Dataset.load_layout), not kernel samples")
         s = self._cache.get(name)
         if s is not None:
             return s
@@ -733,10 +802,21 @@ def layout_configs(space: Any, node_config_feat: np.ndarray) -> list:
 
 
 def write_tpugraphs_layout(path: "str | os.PathLike", module: Any, node_names: Sequence[tuple],
-                           node_config_feat: np.ndarray, runtimes_s: Sequence[float]) -> Path:
+                           node_config_feat: np.ndarray, runtimes_s: Sequence[float],
+                           extra: Optional[dict] = None) -> Path:
     """Write one TpuGraphs layout npz file: the module's graph (`tpugraphs_module_features`), the
     configurable nodes (`node_names`: (computation, instruction) each, in config-feature order),
-    node_config_feat (c, nc, 18) and config_runtime (c,) in integer nanoseconds."""
+    node_config_feat (c, nc, 18) and config_runtime (c,) in integer nanoseconds; `extra` arrays
+    (autotune's own, e.g. `config_analytical`) are stored beside them."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    np.savez(path, **tpugraphs_layout_arrays(module, node_names, node_config_feat, runtimes_s), **(extra or {}))
+    return path
+
+
+def tpugraphs_layout_arrays(module: Any, node_names: Sequence[tuple], node_config_feat: np.ndarray,
+                            runtimes_s: Sequence[float]) -> dict:
+    """The arrays of a TpuGraphs layout npz file (`write_tpugraphs_layout`)."""
     feat, ops, edges, names = tpugraphs_module_features(module)
     index = {n: i for i, n in enumerate(names)}
     missing = [n for n in node_names if tuple(n) not in index]
@@ -747,12 +827,9 @@ def write_tpugraphs_layout(path: "str | os.PathLike", module: Any, node_names: S
     rt = np.asarray(runtimes_s, np.float64)
     if len(rt) != len(cfeat) or not np.all(np.isfinite(rt)):
         raise ValueError(f"{len(cfeat)} configurations need as many finite runtimes (got {len(rt)})")
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    np.savez(path, node_feat=feat, node_opcode=ops.astype(np.uint8) if ops.size and ops.max() < 256 else ops,
-             edge_index=edges, node_config_ids=ids, node_config_feat=cfeat,
-             config_runtime=np.round(rt * 1e9).astype(np.int64))
-    return path
+    return dict(node_feat=feat, node_opcode=ops.astype(np.uint8) if ops.size and ops.max() < 256 else ops,
+                edge_index=edges, node_config_ids=ids, node_config_feat=cfeat,
+                config_runtime=np.round(rt * 1e9).astype(np.int64))
 
 
 def read_tpugraphs_layout(path: "str | os.PathLike", space: Any = None) -> tuple:
@@ -783,35 +860,3 @@ def tpugraphs_layout_sample(summary_path: "str | os.PathLike", hlo_path: "str | 
             "runtimes_s": np.array([r["compute_time_ns"] for r in runs], np.float64) * 1e-9,
             "is_default": np.array([bool(r["is_default"]) for r in runs]),
             "config_index_to_node": np.array(summary["config_index_to_node"], np.int64)}
-
-
-def prune_layout_graph(arrays: dict, hops: int = 1) -> dict:
-    """A layout graph cut down to its configurable nodes and their `hops`-hop neighbourhoods (edges
-    taken both ways), as the TpuGraphs leaderboard's winners prune: node_feat, node_opcode and
-    edge_index restricted to the kept nodes (renumbered in their original order), node_config_ids
-    renumbered; the configuration arrays are unchanged (the configurable nodes keep their order).
-    `arrays` holds the layout npz keys (a `TpuGraphsRecord.arrays` or np.load result)."""
-    if hops < 0:
-        raise ValueError(f"hops must be >= 0, not {hops}")
-    n = int(np.asarray(arrays["node_feat"]).shape[0])
-    ei = np.asarray(arrays["edge_index"], np.int64).reshape(-1, 2)
-    keep = np.zeros(n, bool)
-    keep[np.asarray(arrays["node_config_ids"], np.int64)] = True
-    frontier = keep.copy()
-    for _ in range(hops):
-        reached = np.zeros(n, bool)
-        reached[ei[frontier[ei[:, 0]], 1]] = True
-        reached[ei[frontier[ei[:, 1]], 0]] = True
-        frontier = reached & ~keep
-        keep |= reached
-        if not frontier.any():
-            break
-    new_id = np.full(n, -1, np.int64)
-    new_id[keep] = np.arange(int(keep.sum()))
-    both = keep[ei[:, 0]] & keep[ei[:, 1]]
-    out = dict(arrays)
-    out["node_feat"] = np.asarray(arrays["node_feat"])[keep]
-    out["node_opcode"] = np.asarray(arrays["node_opcode"])[keep]
-    out["edge_index"] = new_id[ei[both]]
-    out["node_config_ids"] = new_id[np.asarray(arrays["node_config_ids"], np.int64)]
-    return out

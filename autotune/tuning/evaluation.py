@@ -63,6 +63,8 @@ def evaluate_models(models: dict, ds: Any, split: str = "test") -> dict:
     names = ds.programs_in(split)
     if not names:
         raise ValueError(f"dataset {ds.root} has no programs in the {split} split")
+    if ds.task == "layout":
+        return _summarize(models, ds, split, evaluate_layout_programs(models, ds, split), {})
     per: dict = {}
     pooled_pred: dict = {label: [] for label in models}
     pooled_true: list = []
@@ -100,6 +102,30 @@ def evaluate_models(models: dict, ds: Any, split: str = "test") -> dict:
                 met = fusion_metrics(np.concatenate(preds), true)
                 pooled[label] = {"mape": met["mape"], "kendall": met["kendall"], "n_kernels": met["n_kernels"],
                                  "mape_all": met["mape_all"], "kendall_all": met["kendall_all"]}
+    return _summarize(models, ds, split, per, pooled)
+
+
+def evaluate_layout_programs(models: dict, ds: Any, split: str) -> dict:
+    """{program: {model: {"kendall": tau, "top1": slowdown}}} of a layout dataset's split: Kendall's tau of
+    the model's configuration scores against the runtimes (TpuGraphs' layout metric) and the top-1
+    slowdown; model "analytical" is the analytical prices stored in the dataset."""
+    from costmodels.metrics import kendall, topk_slowdown
+    per: dict = {}
+    for name, family, rec in ds.iter_layouts(split):
+        true = np.asarray(rec.arrays["config_runtime"], float)
+        row: dict = {}
+        for label, m in models.items():
+            if isinstance(m, str) and m == "analytical":
+                pred = np.asarray(rec.arrays["config_analytical"], float)
+            else:
+                pred = m.predict_layouts(name, family, rec.arrays)
+            row[label] = {"kendall": kendall(pred, true),
+                          "top1": topk_slowdown(pred, true, np.zeros(len(true), np.int64), 1)}
+        per[name] = row
+    return per
+
+
+def _summarize(models: dict, ds: Any, split: str, per: dict, pooled: dict) -> dict:
     summary: dict = {}
     median: dict = {}
     for label in models:

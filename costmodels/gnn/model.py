@@ -71,8 +71,8 @@ def normalize_config(cfg: dict) -> dict:
     out.update({k: v for k, v in cfg.items() if v is not None})
     red = str(out["reduction"]).lower()
     out["reduction"] = _REDUCTION_ALIASES.get(red, red)
-    if out["task"] not in ("fusion", "tile"):
-        raise ValueError(f"task must be fusion or tile, not {out['task']!r}")
+    if out["task"] not in ("fusion", "tile", "layout"):
+        raise ValueError(f"task must be fusion, tile or layout, not {out['task']!r}")
     if out["encoder"] not in ENCODERS:
         raise ValueError(f"encoder must be one of {', '.join(ENCODERS)}, not {out['encoder']!r}")
     if out["reduction"] not in REDUCTIONS:
@@ -80,7 +80,9 @@ def normalize_config(cfg: dict) -> dict:
     if out["edge_direction"] not in ("both", "in", "out"):
         raise ValueError(f"edge direction must be both, in or out, not {out['edge_direction']!r}")
     if out["loss"] is None:
-        out["loss"] = "rank" if out["task"] == "tile" else "mse"
+        out["loss"] = "rank" if out["task"] in ("tile", "layout") else "mse"
+    if out["task"] == "layout":  # a whole program's graph: no kernel-level or tile features to join
+        out["graph_features"], out["late_join"], out["geometry_features"] = False, False, False
     if out["loss"] not in ("rank", "mse"):
         raise ValueError(f"loss must be rank or mse, not {out['loss']!r}")
     if out["rank_loss"] not in ("hinge", "logistic", "listmle"):
@@ -151,12 +153,24 @@ class GnnNet(nn.Module):
             return torch.zeros((b.num_graphs, self.gdim), dtype=b.x.dtype)
         return b.gfeat.index_select(1, self.gcols)
 
-    def forward(self, b: GraphBatch) -> torch.Tensor:
+    def node_embeddings(self, b: GraphBatch) -> torch.Tensor:
+        """[N, H] node embeddings: the input layer and the encoder layers (before the reduction)."""
         h = F.relu(self.inp(torch.cat([self.embed(b.opcode), b.x], dim=1)))
         for conv in self.convs:
             h = conv(h, b.edge_index)
             if self.dropout and self.training:
                 h = F.dropout(h, self.dropout)
+        return h
+
+    def head_of_columns(self, mean: torch.Tensor, mx: torch.Tensor) -> torch.Tensor:
+        """The head's output from column-wise mean and max vectors [B, H] each (reduction "column",
+        no per-graph features): how graph segment training joins segments' partial reductions."""
+        if self.reduction != "column" or self.gdim:
+            raise ValueError("joining segment reductions needs the column reduction without per-graph features")
+        return self.head(torch.cat([mean, mx], dim=1)).squeeze(-1)
+
+    def forward(self, b: GraphBatch) -> torch.Tensor:
+        h = self.node_embeddings(b)
         B = b.num_graphs
         if self.reduction == "node":
             out = scatter_sum(self.head(h).squeeze(-1), b.graph, B)

@@ -35,7 +35,8 @@ from costmodels.metrics import ordered_pair_accuracy
 
 from costmodels.gnn.layers import collate_prepared
 
-__all__ = ["fit_gnn", "pairwise_rank_loss", "listmle_loss", "rank_loss", "family_weights", "SELECT_METRICS", "LR_SCHEDULES"]
+__all__ = ["fit_gnn", "fit_layout_gnn", "segment_partials", "join_partials", "validate_layout", "pairwise_rank_loss",
+           "listmle_loss", "rank_loss", "family_weights", "SELECT_METRICS", "LR_SCHEDULES"]
 
 SELECT_METRICS = ("loss", "mape")
 LR_SCHEDULES = ("constant", "cosine")
@@ -93,6 +94,44 @@ def family_weights(family: np.ndarray) -> np.ndarray:
     _, inv, counts = np.unique(fam, return_inverse=True, return_counts=True)
     w = 1.0 / counts[inv]
     return w / w.sum()
+
+
+def _step(model: Any, opt: Any, loss: torch.Tensor) -> float:
+    """One optimizer step on `loss` (gradients clipped to norm 5); returns the loss value."""
+    opt.zero_grad()
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.net.parameters(), 5.0)
+    opt.step()
+    return float(loss.detach())
+
+
+class _Checkpoints:
+    """Checkpoint selection and early stopping: keeps the weights of the epoch with the lowest
+    validation value, stops after `patience` epochs without improvement, and restores the best."""
+
+    def __init__(self, model: Any, patience: int):
+        self.model, self.patience = model, patience
+        self.best = (float("inf"), None, -1)
+        self.history: list = []
+        self.bad = 0
+
+    def after_epoch(self, rec: dict) -> bool:
+        """Record an epoch ({"epoch", "val", ...}); True when training should stop."""
+        self.history.append(rec)
+        val = rec["val"]
+        if math.isfinite(val) and val < self.best[0] - 1e-9:
+            self.best = (val, copy.deepcopy(self.model.net.state_dict()), rec["epoch"])
+            self.bad = 0
+            return False
+        self.bad += 1
+        return self.bad >= self.patience
+
+    def finish(self) -> list:
+        """Load the best weights; the model's history (epochs, then best epoch and value)."""
+        if self.best[1] is not None:
+            self.model.net.load_state_dict(self.best[1])
+        self.model.history = self.history + [{"best_epoch": self.best[2], "best_val": self.best[0]}]
+        return self.model.history
 
 
 class _Prepared:
@@ -216,10 +255,8 @@ def fit_gnn(model: Any, train: Any, validation: Any = None, *, epochs: int = 20,
     sched = (torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=max(1, int(epochs) * steps_per_epoch),
                                                         eta_min=lr / 100) if lr_schedule == "cosine" else None)
     show = progress if progress is not None else sys.stderr.isatty()
-    best = (float("inf"), None, -1)
-    history: list = []
+    checkpoints = _Checkpoints(model, patience)
     t0 = time.monotonic()
-    bad = 0
     try:
         from tqdm import tqdm
     except ImportError:  # pragma: no cover
@@ -238,29 +275,122 @@ def fit_gnn(model: Any, train: Any, validation: Any = None, *, epochs: int = 20,
                 loss = rank_loss(out, y, g, model.config["rank_loss"], float(model.config["margin"]))
             else:
                 loss = (w * (out - y) ** 2).sum() / w.sum()
-            opt.zero_grad()
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.net.parameters(), 5.0)
-            opt.step()
+            total += _step(model, opt, loss)
             if sched is not None:
                 sched.step()
-            total += float(loss.detach())
         train_loss = total / steps_per_epoch
         val = _validate(model, va, select) if va is not None else train_loss
         rec = {"epoch": ep + 1, "train_loss": train_loss, "val": val, "seconds": time.monotonic() - t0}
-        history.append(rec)
         if log is not None:
             log(rec)
-        if math.isfinite(val) and val < best[0] - 1e-9:
-            best = (val, copy.deepcopy(model.net.state_dict()), ep + 1)
-            bad = 0
-        else:
-            bad += 1
-            if bad >= patience:
-                break
-        if time_limit_s is not None and time.monotonic() - t0 > time_limit_s:
+        if checkpoints.after_epoch(rec) or (time_limit_s is not None and time.monotonic() - t0 > time_limit_s):
             break
-    if best[1] is not None:
-        model.net.load_state_dict(best[1])
-    model.history = history + [{"best_epoch": best[2], "best_val": best[0]}]
-    return model.history
+    return checkpoints.finish()
+
+
+# --------------------------------------------------------------------------------------------------
+def segment_partials(net: Any, g: Any, configs: np.ndarray, segment: int) -> tuple:
+    """(column sums [m, H], column maxima [m, H]) of one segment's node embeddings per configuration."""
+    b = g.batch(configs, segment)
+    h = net.node_embeddings(b).view(len(configs), -1, net.inp.out_features)
+    return h.sum(1), h.max(1).values
+
+
+def join_partials(net: Any, sums: torch.Tensor, maxs: torch.Tensor, n: int) -> torch.Tensor:
+    """Scores from the segments' partials [m, K, H] of a graph of n nodes."""
+    return net.head_of_columns(sums.sum(1) / max(n, 1), maxs.max(1).values)
+
+
+
+def _layout_loss(model: Any, scores: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """The layout model's loss over the configurations of one program (y: standardized log runtime)."""
+    if model.config["loss"] == "mse":
+        return F.mse_loss(scores, y)
+    group = torch.zeros(len(y), dtype=torch.long)
+    return rank_loss(scores, y, group, model.config["rank_loss"], float(model.config["margin"]))
+
+
+def validate_layout(model: Any, graphs: list) -> float:
+    """1 - mean Kendall tau over the programs' configurations (lower is better; NaN without programs)."""
+    from costmodels.metrics import kendall
+    taus = [kendall(model.scores(g), g.runtime) for g in graphs]
+    taus = [t for t in taus if math.isfinite(t)]
+    return 1.0 - float(np.mean(taus)) if taus else float("nan")
+
+
+class _SegmentTable:
+    """Stored, detached column partials (sum, max) of every (program, configuration, segment) for graph
+    segment training, filled by one no-gradient pass over a program when it is first drawn."""
+
+    def __init__(self) -> None:
+        self.sums: dict = {}
+        self.maxs: dict = {}
+
+    def get(self, model: Any, gi: int, g: Any) -> tuple:
+        if gi not in self.sums:
+            allc = np.arange(g.num_configs)
+            with torch.no_grad():
+                parts = [segment_partials(model.net, g, allc, k) for k in range(len(g.bounds))]
+            self.sums[gi] = torch.stack([p[0] for p in parts], 1)   # [c, K, H]
+            self.maxs[gi] = torch.stack([p[1] for p in parts], 1)
+        return self.sums[gi], self.maxs[gi]
+
+
+def fit_layout_gnn(model: Any, train: list, validation: Optional[list] = None, *, epochs: int = 20,
+                   configs_per_step: int = 16, steps_per_epoch: Optional[int] = None, lr: float = 1e-3,
+                   weight_decay: float = 0.0, patience: int = 5, seed: int = 0, time_limit_s: Optional[float] = None,
+                   log=None, **_ignored: Any) -> list:
+    """Train a `LayoutGnnModel` in place on prepared `LayoutGraph`s: each step draws a program (every
+    family equally likely) and up to `configs_per_step` of its configurations and applies the model's
+    loss over them. With the model's `segments` > 1 (graph segment training) the step backpropagates
+    through one sampled segment and joins the other segments' stored partials (costmodels.gnn.layout).
+    Validation: 1 - mean Kendall tau per program; the best epoch's weights are kept."""
+    from costmodels.features import FeatureScaler
+    if not train:
+        raise ValueError("the training split has no programs")
+    torch.manual_seed(seed)
+    rng = np.random.default_rng(seed)
+    model.scaler = FeatureScaler().fit([g.raw for g in train])
+    for g in list(train) + list(validation or []):
+        g.scale(model.scaler)
+    usable = [i for i, g in enumerate(train) if g.num_configs >= 2]
+    if not usable:
+        raise ValueError("no training program has two or more configurations to rank")
+    p = family_weights(np.array([train[i].family for i in usable]))
+    steps = steps_per_epoch or len(usable)
+    opt = torch.optim.Adam(model.net.parameters(), lr=lr, weight_decay=weight_decay)
+    table = _SegmentTable()
+    checkpoints = _Checkpoints(model, patience)
+    t0 = time.monotonic()
+    for ep in range(int(epochs)):
+        total = 0.0
+        for _ in range(steps):
+            model.net.train()
+            gi = usable[int(rng.choice(len(usable), p=p))]
+            g = train[gi]
+            cfgs = np.sort(rng.choice(g.num_configs, min(configs_per_step, g.num_configs), replace=False))
+            y = torch.from_numpy(g.y[cfgs])
+            K = len(g.bounds)
+            if K == 1:
+                s, m = segment_partials(model.net, g, cfgs, 0)
+                scores = join_partials(model.net, s[:, None], m[:, None], g.num_nodes)
+            else:
+                sums, maxs = table.get(model, gi, g)
+                k = int(rng.integers(K))
+                s, m = segment_partials(model.net, g, cfgs, k)
+                keep = torch.ones(K, dtype=torch.bool)
+                keep[k] = False
+                all_s = torch.cat([sums[cfgs][:, keep], s[:, None]], 1)
+                all_m = torch.cat([maxs[cfgs][:, keep], m[:, None]], 1)
+                scores = join_partials(model.net, all_s, all_m, g.num_nodes)
+                sums[cfgs, k] = s.detach()
+                maxs[cfgs, k] = m.detach()
+            loss = _layout_loss(model, scores, y)
+            total += _step(model, opt, loss)
+        val = validate_layout(model, validation) if validation else total / steps
+        rec = {"epoch": ep + 1, "train_loss": total / steps, "val": val, "seconds": time.monotonic() - t0}
+        if log is not None:
+            log(rec)
+        if checkpoints.after_epoch(rec) or (time_limit_s is not None and time.monotonic() - t0 > time_limit_s):
+            break
+    return checkpoints.finish()
