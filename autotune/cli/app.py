@@ -403,15 +403,16 @@ def _run_tuner(space: Any, model: Any, model_name: str, strat: Any, strategy: st
                program: str, target: str, seed: int, total: Optional[float], hw: float, top_k: int, out: Path,
                batch_size: int, no_progress: bool, max_evals: Optional[int], resume_dir: Optional[str],
                note: Optional[str], started: float, load_s: float, budget_text: str,
-               task: Optional[str] = None) -> tuple:
+               task: Optional[str] = None, program_sha: Optional[str] = None) -> tuple:
     """The search of `fusion` and `layout`: the Tuner over `space` (resumed from `resume_dir`), the search
-    budget being what verification leaves of --budget; returns (TuningResult, the report's meta)."""
+    budget being what start-up, verification and writing the outputs leave of --budget (`program_sha`: the
+    program's fingerprint when the caller has it already); returns (TuningResult, the report's meta)."""
     from hardware.base import Budget
     from autotune.tuning.tuner import Tuner, program_fingerprint
 
     search_budget, budget_note, budget_warning = _search_budget(total, hw, model_name, started, load_s, budget_text)
     strategy_name = getattr(type(strat), "name", strategy)
-    fingerprint = {"program": program_fingerprint(space), "target": target, "cost_model": model_identity(model_name),
+    fingerprint = {"program": program_sha or program_fingerprint(space), "target": target, "cost_model": model_identity(model_name),
                    "strategy": strategy_name, "evaluator": ev_name, "seed": seed}
     if task is not None:
         fingerprint["task"] = task
@@ -609,7 +610,7 @@ def fusion(program: str, budget: str, cost_model: Optional[str], strategy: str, 
                                   target=target, seed=seed, total=total, hw=hw, top_k=top_k, out=out,
                                   batch_size=batch_size, no_progress=no_progress, max_evals=max_evals,
                                   resume_dir=resume_dir, note=no_edges, started=started, load_s=load_s,
-                                  budget_text=budget)
+                                  budget_text=budget, program_sha=program_sha)
         result.warnings.extend(transfer_warnings)
         if getattr(strat, "prior_weight", None) is not None:
             transfer_info["prior_weight_last_fit"] = strat.prior_weight
