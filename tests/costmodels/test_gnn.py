@@ -1,12 +1,10 @@
 """GNN cost model: layers, batching, reductions, losses, training, save/load (tiny sizes)."""
-import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
-from autotune.tuning.dataset import build_dataset
 from costmodels.features import NODE_DIM, TILE_DIM, kernel_graph
 from autotune.compiler.fusion import FusionSpace
 from costmodels.metrics import ordered_pair_accuracy
@@ -18,27 +16,7 @@ from costmodels.gnn.model import normalize_config
 from costmodels.gnn.train import family_weights
 
 ROOT = Path(__file__).resolve().parents[2]
-PROGRAMS = ["vae_small_infer", "lstm_small_infer", "autoencoder_small_infer"]
 TINY = dict(hidden=16, embedding=8, layers=2)
-
-
-@pytest.fixture(scope="module")
-def progs(tmp_path_factory):
-    d = tmp_path_factory.mktemp("progs")
-    for p in PROGRAMS:
-        shutil.copy(ROOT / "examples" / "hlo" / f"{p}.hlo", d / f"{p}.hlo")
-    return d
-
-
-@pytest.fixture(scope="module")
-def fusion_ds(progs, tmp_path_factory):
-    return build_dataset(progs, "fusion", "sim", configs_per_program=3, out_dir=tmp_path_factory.mktemp("f"))
-
-
-@pytest.fixture(scope="module")
-def tile_ds(progs, tmp_path_factory):
-    return build_dataset(progs, "tile", "sim", configs_per_program=1, out_dir=tmp_path_factory.mktemp("t"),
-                         max_tiles_per_kernel=16)
 
 
 @pytest.fixture(scope="module")

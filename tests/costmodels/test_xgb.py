@@ -1,6 +1,5 @@
 """XGBoost baseline cost model, and the train/evaluate commands (tiny datasets)."""
 import json
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -8,7 +7,6 @@ import pytest
 from click.testing import CliRunner
 
 from autotune.cli.learn import dataset as dataset_cmd, evaluate as evaluate_cmd, train as train_cmd
-from autotune.tuning.dataset import build_dataset
 from costmodels.features import FEATURE_VERSION, GEOMETRY_DIM, NUM_OPCODES, kernel_graph
 from autotune.compiler.fusion import FusionSpace
 from costmodels.metrics import ordered_pair_accuracy
@@ -17,27 +15,7 @@ from costmodels.base import get_cost_model
 from costmodels.xgb import FEATURE_GROUPS, KERNEL_VECTOR_DIM, XgbCostModel, kernel_vector
 
 ROOT = Path(__file__).resolve().parents[2]
-PROGRAMS = ["vae_small_infer", "lstm_small_infer", "autoencoder_small_infer"]
 SMALL = dict(n_estimators=30, max_depth=4, nthread=1)
-
-
-@pytest.fixture(scope="module")
-def progs(tmp_path_factory):
-    d = tmp_path_factory.mktemp("progs")
-    for p in PROGRAMS:
-        shutil.copy(ROOT / "examples" / "hlo" / f"{p}.hlo", d / f"{p}.hlo")
-    return d
-
-
-@pytest.fixture(scope="module")
-def fusion_ds(progs, tmp_path_factory):
-    return build_dataset(progs, "fusion", "sim", configs_per_program=3, out_dir=tmp_path_factory.mktemp("f"))
-
-
-@pytest.fixture(scope="module")
-def tile_ds(progs, tmp_path_factory):
-    return build_dataset(progs, "tile", "sim", configs_per_program=1, out_dir=tmp_path_factory.mktemp("t"),
-                         max_tiles_per_kernel=16)
 
 
 @pytest.fixture(scope="module")
@@ -128,7 +106,7 @@ def test_registry_names():
     assert isinstance(get_cost_model("xgboost"), XgbCostModel)
 
 
-def test_cli_build_train_evaluate(progs, tmp_path):
+def test_cli_build_train_evaluate(progs, corpus_names, tmp_path):
     r = CliRunner()
     out = tmp_path / "ds"
     res = r.invoke(dataset_cmd, ["build", "--programs", str(progs), "--task", "fusion", "--evaluator", "sim",
@@ -143,7 +121,7 @@ def test_cli_build_train_evaluate(progs, tmp_path):
                                   "--split", "all", "--json"])
     assert res.exit_code == 0, res.output
     doc = json.loads(res.stdout)
-    assert set(doc["programs"]) == set(PROGRAMS)
+    assert set(doc["programs"]) == set(corpus_names)
     assert set(doc["summary"]) == {"analytical", "m.json"}
     assert set(doc["summary"]["m.json"]) == {"mape", "kendall", "n_kernels", "mape_all", "kendall_all"}
     res = r.invoke(evaluate_cmd, ["--model", "analytical", "--data", str(out), "--split", "all"])

@@ -1,6 +1,5 @@
 """Dataset generation, storage, splits, resumption and TpuGraphs npz interop (tiny programs)."""
 import json
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -12,7 +11,6 @@ from costmodels.features import NODE_DIM, TILE_DIM
 from hardware.simulator import TpuSimulator
 
 ROOT = Path(__file__).resolve().parents[3]
-PROGRAMS = ["vae_small_infer", "lstm_small_infer", "autoencoder_small_infer"]
 
 
 class CountingSim(TpuSimulator):
@@ -23,26 +21,6 @@ class CountingSim(TpuSimulator):
     def _measure_batch(self, kernels, tiles):
         self.items += len(kernels)
         return super()._measure_batch(kernels, tiles)
-
-
-@pytest.fixture(scope="module")
-def progs(tmp_path_factory):
-    d = tmp_path_factory.mktemp("progs")
-    for p in PROGRAMS:
-        shutil.copy(ROOT / "examples" / "hlo" / f"{p}.hlo", d / f"{p}.hlo")
-    return d
-
-
-@pytest.fixture(scope="module")
-def fusion_ds(progs, tmp_path_factory):
-    out = tmp_path_factory.mktemp("fus")
-    return build_dataset(progs, "fusion", "sim", configs_per_program=3, out_dir=out, seed=1)
-
-
-@pytest.fixture(scope="module")
-def tile_ds(progs, tmp_path_factory):
-    out = tmp_path_factory.mktemp("tile")
-    return build_dataset(progs, "tile", "sim", configs_per_program=1, out_dir=out, max_tiles_per_kernel=8)
 
 
 def test_families_and_split_keep_families_apart():
@@ -60,10 +38,10 @@ def test_families_and_split_keep_families_apart():
     assert sorted(two.values()) == ["test", "train"]
 
 
-def test_fusion_dataset_layout(fusion_ds):
+def test_fusion_dataset_layout(fusion_ds, corpus_names):
     ds = fusion_ds
     m = json.loads((ds.root / "manifest.json").read_text())
-    assert m["task"] == "fusion" and m["target"] == "tpu" and set(m["programs"]) == set(PROGRAMS)
+    assert m["task"] == "fusion" and m["target"] == "tpu" and set(m["programs"]) == set(corpus_names)
     assert {r["split"] for r in m["programs"].values()} == {"train", "validation", "test"}
     for name, rec in m["programs"].items():
         assert (ds.root / rec["file"]).is_file()
@@ -105,14 +83,14 @@ def test_graphs_roundtrip_through_storage(fusion_ds):
         assert np.array_equal(a.edge_index, b.edge_index) and a.tiled_dims == b.tiled_dims
 
 
-def test_resume_skips_finished_programs(progs, tmp_path):
+def test_resume_skips_finished_programs(progs, corpus_names, tmp_path):
     ev = CountingSim("tpu")
-    build_dataset(progs, "fusion", ev, configs_per_program=2, out_dir=tmp_path, programs=PROGRAMS[:1])
+    build_dataset(progs, "fusion", ev, configs_per_program=2, out_dir=tmp_path, programs=corpus_names[:1])
     first = ev.items
     assert first > 0
     ev2 = CountingSim("tpu")
     ds = build_dataset(progs, "fusion", ev2, configs_per_program=2, out_dir=tmp_path)
-    assert set(ds.programs) == set(PROGRAMS)
+    assert set(ds.programs) == set(corpus_names)
     again = CountingSim("tpu")
     build_dataset(progs, "fusion", again, configs_per_program=2, out_dir=tmp_path)
     assert again.items == 0  # everything on disk already
