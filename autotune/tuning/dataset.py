@@ -463,6 +463,17 @@ def build_dataset(programs_dir: "str | os.PathLike", task: str, evaluator: Any, 
         split = make_split(families, seed)
     out = Path(out_dir)
     (out / "shards").mkdir(parents=True, exist_ok=True)
+    lock = _BuildLock(out)
+    try:
+        return _build_locked(files, task, evaluator, target, configs_per_program, out, split, families, seed,
+                             max_tiles_per_kernel, store, progress, log, warn)
+    finally:
+        lock.release()
+
+
+def _build_locked(files, task, evaluator, target, configs_per_program, out, split, families, seed,
+                  max_tiles_per_kernel, store, progress, log, warn) -> "Dataset":
+    """build_dataset's work once it holds the directory's lock: read or start the manifest, build."""
     mpath = out / "manifest.json"
     if mpath.exists():
         try:
@@ -489,6 +500,41 @@ def build_dataset(programs_dir: "str | os.PathLike", task: str, evaluator: Any, 
                 ev.close()
             except Exception:  # noqa: BLE001
                 pass
+
+
+class _BuildLock:
+    """An exclusive advisory lock on a dataset directory, held while a build writes to it.
+
+    Two builds into one directory would each rewrite manifest.json from their own view and lose the
+    other's programs; the second one is refused instead, naming the holder's pid.
+    """
+
+    def __init__(self, out: Path):
+        self._fh = None
+        try:
+            import fcntl
+        except ImportError:  # pragma: no cover - not POSIX: no lock
+            return
+        path = out / ".build.lock"
+        fh = open(path, "a+")
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            fh.seek(0)
+            holder = fh.read().strip() or "unknown"
+            fh.close()
+            raise ValueError(f"{out} is being written by another dataset build (pid {holder}); "
+                             "wait for it to finish or use another --out") from None
+        fh.seek(0)
+        fh.truncate()
+        fh.write(str(os.getpid()))
+        fh.flush()
+        self._fh = fh
+
+    def release(self) -> None:
+        if self._fh is not None:
+            self._fh.close()  # closing the file drops the flock
+            self._fh = None
 
 
 def _build_all(files, task, ev, target, configs_per_program, out, mpath, manifest, split, families, seed,

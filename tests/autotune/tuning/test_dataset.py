@@ -178,3 +178,22 @@ def test_read_tpugraphs_layout_and_errors(tmp_path):
         read_tpugraphs_npz(r)
     with pytest.raises(ValueError, match="cannot read"):
         read_tpugraphs_npz(tmp_path / "missing.npz")
+
+
+def test_concurrent_build_into_one_directory_is_refused(progs, tmp_path):
+    """A second build into a directory another build is writing is refused with the holder's pid;
+    once the first releases it, the directory builds."""
+    import fcntl
+    import os
+
+    (tmp_path / "shards").mkdir(parents=True)
+    with open(tmp_path / ".build.lock", "a+") as held:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        held.write("4242")
+        held.flush()
+        with pytest.raises(ValueError, match=r"another dataset build \(pid 4242\)"):
+            build_dataset(progs, "fusion", "sim", configs_per_program=1, out_dir=tmp_path, programs=["vae_small_infer"])
+        assert not (tmp_path / "manifest.json").exists()
+    ds = build_dataset(progs, "fusion", "sim", configs_per_program=1, out_dir=tmp_path, programs=["vae_small_infer"])
+    assert list(ds.programs) == ["vae_small_infer"]
+    assert (tmp_path / ".build.lock").read_text() == str(os.getpid())
