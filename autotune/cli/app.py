@@ -447,6 +447,16 @@ def _run_tuner(space: Any, model: Any, model_name: str, strat: Any, strategy: st
     return result, meta
 
 
+def _written_note(report: dict, result: Any) -> str:
+    """Say which configuration was written when the hardware race chose another than the search's best."""
+    winner = result.verification.get("winner")
+    if winner is None or winner == 0:
+        return ""
+    what = "the default configuration" if winner == "default" else f"prediction {winner}"
+    pred = report.get("written_predicted_cost_s")
+    return f"; written: {what}" + (f" (predicted {pred * 1e3:.4g} ms)" if pred else "")
+
+
 def _finish_search(msg: str, result: Any, out: Path, files: str) -> None:
     """The last lines of a search command and its exit status (130 interrupted, 3 nothing verified)."""
     click.echo(msg)
@@ -629,6 +639,7 @@ def fusion(program: str, budget: str, cost_model: Optional[str], strategy: str, 
         how = "end to end" if result.verification.get("method") == "end-to-end" else "kernel sums"
         msg += (f"; measured ({how}) {report['measured_default_s'] * 1e3:.4g} ms -> "
                 f"{report['measured_best_s'] * 1e3:.4g} ms (x{report['measured_speedup']:.3f})")
+        msg += _written_note(report, result)
     elif result.verification.get("status") != "verified":
         msg += f"; not verified ({result.verification.get('reason', result.verification.get('status'))})"
     line = _transfer_line(transfer_info)

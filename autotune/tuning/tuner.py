@@ -102,6 +102,7 @@ class TuningResult:
     measured_default: Optional[float] = None
     measured_best: Optional[float] = None
     measured_best_config: Any = None
+    measured_best_predicted: Optional[float] = None     # the cost model's price of measured_best_config
     verified: list = field(default_factory=list)        # [{rank, predicted_s, measured_s, status, ...}]
     stopped_by: str = "budget"
     kernel_evaluations: int = 0
@@ -725,7 +726,7 @@ class Tuner:
         md, status = self._default_measurement or self.measure_config(self.space.default(), ev)
         result.measured_default = md if status == "ok" else None
         default_status = status
-        best_m, best_cfg = math.inf, None
+        best_m, best_cfg, best_pred, best_rank = math.inf, None, None, None
         for rank, (pred, cfg) in enumerate(self.top_predicted()):
             if rank > 0 and hw.exhausted:
                 break
@@ -733,14 +734,17 @@ class Tuner:
             result.verified.append({"rank": rank, "predicted_s": pred, "measured_s": m if status == "ok" else None,
                                     "status": status})
             if m < best_m:
-                best_m, best_cfg = m, cfg
+                best_m, best_cfg, best_pred, best_rank = m, cfg, pred, rank
         if best_cfg is not None and result.measured_default is not None and best_m > result.measured_default:
             # Nothing verified beat the default on hardware: keep the default, as the paper does.
-            best_m, best_cfg = result.measured_default, self.space.default()
+            best_m, best_cfg, best_pred, best_rank = (result.measured_default, self.space.default(),
+                                                      result.default_cost, "default")
         if best_cfg is None and result.measured_default is not None:
-            best_m, best_cfg = result.measured_default, self.space.default()
+            best_m, best_cfg, best_pred, best_rank = (result.measured_default, self.space.default(),
+                                                      result.default_cost, "default")
         result.measured_best = best_m if best_cfg is not None else None
         result.measured_best_config = best_cfg
+        result.measured_best_predicted = best_pred
         name = getattr(ev, "name", type(ev).__name__)
         result.verification = {
             "status": "verified" if best_cfg is not None else "failed",
@@ -751,6 +755,7 @@ class Tuner:
                     f"the {name} evaluator, times its multiplicity, summed; the default first, then the best "
                     "predictions in predicted order within the hardware budget; the lowest sum wins, the "
                     "default unless something measured faster"),
+            "winner": best_rank,
         }
         if best_cfg is None:  # one line for the whole failure
             first = result.verified[0]["status"] if result.verified else "none measured"
@@ -780,7 +785,7 @@ class Tuner:
         ev, space = self.evaluator, self.space
         reference = self.reference_text if self.reference_text is not None else space.program.module.to_text()
         budget = Budget(seconds)
-        chosen = None
+        chosen, chosen_pred = None, None
         ranked = [("default", result.default_cost, space.default())] + \
                  [(rank, pred, cfg) for rank, (pred, cfg) in enumerate(self.top_predicted())]
         for rank, pred, cfg in ranked:
@@ -794,11 +799,12 @@ class Tuner:
                                     "status": m.status if not m.ok else ("ok" if match else "output_mismatch"),
                                     "output_error": m.extra.get("output_error"), "outputs_match": match})
             if match and rank != "default":
-                chosen = cfg
+                chosen, chosen_pred = cfg, pred
         default_ok = bool(result.verified and result.verified[0]["outputs_match"])
         if chosen is None and default_ok:
-            chosen = space.default()
+            chosen, chosen_pred = space.default(), result.default_cost
         result.measured_best_config = chosen
+        result.measured_best_predicted = chosen_pred
         name = getattr(ev, "name", type(ev).__name__)
         result.verification = {
             "status": "verified" if chosen is not None else "failed", "method": "outputs", "exact": False,
@@ -836,6 +842,7 @@ class Tuner:
         if race.winner is not None:
             result.measured_best = race.entries[race.winner].best
             result.measured_best_config = space.decode(race.winner)
+            result.measured_best_predicted = ranked[race.winner][1]
         name = getattr(ev, "name", type(ev).__name__)
         result.verification = {
             "status": "verified" if race.winner is not None else "failed",
@@ -906,9 +913,10 @@ class Tuner:
         base = race.entry(default_text)
         result.measured_default = base.best if base is not None and base.ok else None
         if race.winner is not None:
-            rank, cfg, _ = emitted[race.winner]
+            rank, cfg, pred = emitted[race.winner]
             result.measured_best = race.entries[race.winner].best
             result.measured_best_config = cfg
+            result.measured_best_predicted = pred
             result.fused_text = race.winner
         result.verification = {
             "status": "verified" if race.winner is not None else "failed",

@@ -137,6 +137,30 @@ def test_hardware_verification_picks_best_measured(space):
     assert r.measured_default is not None and r.verified
     assert r.measured_best <= r.measured_default + 1e-15
     assert all(v["measured_s"] is None or v["measured_s"] >= r.measured_best - 1e-15 for v in r.verified)
+    # the configuration kept carries its own predicted price (not the search best's, not None)
+    winner = r.verification["winner"]
+    want = r.default_cost if winner == "default" else next(v["predicted_s"] for v in r.verified if v["rank"] == winner)
+    assert r.measured_best_predicted == want
+
+
+def test_written_configuration_carries_its_own_prediction(space, tmp_path):
+    """When the hardware keeps another configuration than the search's best, best_config.json and the
+    report price the configuration written, and the command line says which one it is."""
+    from autotune.cli.app import _written_note
+    from autotune.tuning.report import write_fusion_outputs
+    from autotune.tuning.tuner import TuningResult
+    default = space.default()
+    other = space.neighbor(default, np.random.default_rng(0))
+    r = TuningResult(best=other, best_cost=1e-3, default_cost=2e-3, evaluations=5, elapsed_s=0.1,
+                     measured_default=2e-3, measured_best=1.9e-3, measured_best_config=default,
+                     measured_best_predicted=2e-3)
+    r.verification = {"status": "verified", "method": "kernel-sum", "winner": "default"}
+    rep = write_fusion_outputs(tmp_path, space, r, {"program": "p"})
+    assert rep["written_predicted_cost_s"] == 2e-3 and rep["best_cost_s"] == 1e-3
+    assert json.loads((tmp_path / "best_config.json").read_text())["predicted_cost_s"] == 2e-3
+    assert _written_note(rep, r) == "; written: the default configuration (predicted 2 ms)"
+    r.verification["winner"] = 0
+    assert _written_note(rep, r) == ""
 
 
 def _cli(*args, **kw):
