@@ -122,8 +122,10 @@ README_HEAD = """\
 correct tuned program out, or a clear refusal"): keepdims reductions, the softmax family, layer and
 RMS norm, causal attention and KV caches, dropout with both PRNG implementations, gathers and
 scatters, scans, static and data-dependent while loops, conditionals, every kind of convolution,
-pooling and its gradient, FFTs, LAPACK custom-calls, bf16/f16/int8, tuples, donated buffers, tiny
-programs with 0 to 4 fusible edges, and small ViT, DLRM, GRU and WaveNet models. Inference
+pooling and its gradient, FFTs, LAPACK custom-calls, bf16/f16/int8 and simulated fp8, tuples, donated
+buffers, associative scans, image resizing, reflect padding and rolls, segment sums, integer division
+and bit manipulation, vmapped while loops, checkpoint policies, tiny programs with 0 to 4 fusible
+edges, and small ViT, DLRM, GRU and WaveNet models. Inference
 programs (`infer`) are forward passes; training programs (`train`) take one optimizer step
 (`jax.value_and_grad` + SGD or Adam) and return the new parameters (and optimizer state) and the
 loss. Unlike `examples/hlo/` (the corpus the benchmarks and shipped models were built on), this

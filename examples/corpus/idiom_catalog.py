@@ -68,6 +68,21 @@ IDIOMS: dict[str, tuple[str, str]] = {
                         r"input_output_alias="),
     "custom_call": ("an op that jax on CPU lowers to a custom-call", r"\bcustom-call\("),
     "tiny": ("programs of at most 10 instructions (0 to 4 fusible edges)", r"\bENTRY\b"),
+    "associative_scan": ("lax.associative_scan (a linear recurrence as strided slices, pads, concatenates)",
+                         r"slice=\{[^}\n]*\[\d+:\d+:[2-9]\d*\]"),
+    "image_resize": ("jax.image.resize (bilinear interpolation weights contracted with the image)",
+                     r"\bdot\("),
+    "reflect_pad_roll": ("jnp.pad(mode='reflect') and jnp.roll (reverses, slices, concatenates)",
+                         r"\breverse\("),
+    "bit_manipulation": ("population count, logical shifts and xor on unsigned integers",
+                         r"\bpopcnt\("),
+    "integer_division": ("floor division and modulo of signed integers (jnp // and %)", r"\bremainder\("),
+    "segment_sum": ("jax.ops.segment_sum (scatter-add by segment ids)", r"\bscatter\("),
+    "batched_while": ("jax.vmap of a lax.while_loop (batched predicate, selects in the body)",
+                      r"\bwhile\("),
+    "remat_policy": ("jax.checkpoint with a saveable-dots policy (optimization barriers)", r"\bopt-barrier\("),
+    "reduce_precision": ("lax.reduce_precision (rounding to a narrower float format in place)",
+                         r"\breduce-precision\("),
 }
 
 # program groups, in README order
@@ -85,6 +100,7 @@ GROUPS: dict[str, str] = {
     "precision": "bf16 / f16 mixed precision, int8 quantization",
     "outputs": "tuples, multiple outputs, donated buffers",
     "model": "small ViT, DLRM, GRU and WaveNet models",
+    "array_ops": "associative scans, resizing, reflect padding and rolls, segment sums, integer and bit ops",
 }
 
 MODES = ("infer", "train")

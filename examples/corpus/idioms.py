@@ -1221,4 +1221,118 @@ def remat_train(r):
     return remat_train, (params, r.normal((8, 8, 32)), r.normal((8, 8, 32)))
 
 
+# =========================================================================== array ops (user-reported idioms)
+@program("linear_recurrence_scan", "array_ops", "infer", ("associative_scan", "multiple_outputs"),
+         "h_t = a_t * h_(t-1) + b_t over 64 steps with lax.associative_scan (the parallel scan of "
+         "linear RNNs / state-space models), and the last state")
+def linear_recurrence_scan(r):
+    def linear_recurrence_scan(a, b):
+        def combine(left, right):
+            a_l, b_l = left
+            a_r, b_r = right
+            return a_l * a_r, a_r * b_l + b_r
+        _, h = lax.associative_scan(combine, (jax.nn.sigmoid(a), b), axis=1)
+        return h, h[:, -1]
+    return linear_recurrence_scan, (r.normal((4, 64, 16)), r.normal((4, 64, 16)))
+
+
+@program("image_augment", "array_ops", "infer", ("image_resize", "reflect_pad_roll", "keepdims_reduction"),
+         "image augmentation: reflect padding, a roll, bilinear resize to 24x24, per-channel "
+         "standardization with keepdims means")
+def image_augment(r):
+    def image_augment(images):
+        x = jnp.pad(images, ((0, 0), (2, 2), (2, 2), (0, 0)), mode="reflect")
+        x = jnp.roll(x, 3, axis=2)
+        x = jax.image.resize(x, (x.shape[0], 24, 24, x.shape[3]), "bilinear")
+        mean = x.mean(axis=(1, 2), keepdims=True)
+        return (x - mean) / (x.std(axis=(1, 2), keepdims=True) + 1e-5)
+    return image_augment, (r.uniform((2, 16, 16, 3)),)
+
+
+@program("feature_hashing", "array_ops", "infer", ("bit_manipulation", "integer_division", "scatter_embedding_grad"),
+         "the hashing trick: mix uint32 ids with shifts, xor and multiplies, bucket with // and %, "
+         "count set bits, histogram the buckets with .at[].add")
+def feature_hashing(r):
+    def feature_hashing(ids, weights):
+        h = ids.astype(jnp.uint32)
+        h = (h ^ lax.shift_right_logical(h, jnp.uint32(16))) * jnp.uint32(0x45D9F3B)
+        h = h ^ lax.shift_right_logical(h, jnp.uint32(16))
+        signed = lax.bitcast_convert_type(h, jnp.int32)
+        bucket = signed % 97
+        row = signed // 97 % 4
+        bits = lax.population_count(h).astype(jnp.float32)
+        hist = jnp.zeros((4, 97), jnp.float32).at[row, bucket].add(weights * bits)
+        return hist, bucket
+    return feature_hashing, (r.randint((256,), 0, 1 << 30), r.uniform((256,)))
+
+
+@program("graph_segment_pool_train", "array_ops", "train", ("segment_sum", "gather_embedding", "multiple_outputs"),
+         "a message-passing layer: gather node features along edges, jax.ops.segment_sum to "
+         "receivers, mean pooling per graph, one SGD step")
+def graph_segment_pool_train(r):
+    n_nodes, n_edges, n_graphs, d = 24, 64, 4, 16
+    params = {"w_msg": weight(r, d, d), "w_out": weight(r, d, 1)}
+
+    def graph_segment_pool_train(p, x, senders, receivers, graph_of_node, y):
+        def loss_fn(p):
+            msg = jax.nn.relu(x[senders] @ p["w_msg"])
+            h = x + jax.ops.segment_sum(msg, receivers, num_segments=n_nodes)
+            pooled = jax.ops.segment_sum(h, graph_of_node, num_segments=n_graphs)
+            counts = jax.ops.segment_sum(jnp.ones((n_nodes, 1)), graph_of_node, num_segments=n_graphs)
+            return mse(pooled / counts @ p["w_out"], y)
+        loss, g = jax.value_and_grad(loss_fn)(p)
+        return sgd(p, g), loss
+    return graph_segment_pool_train, (params, r.normal((n_nodes, d)), r.randint((n_edges,), 0, n_nodes),
+                                      r.randint((n_edges,), 0, n_nodes),
+                                      np.repeat(np.arange(n_graphs, dtype=np.int32), n_nodes // n_graphs),
+                                      r.normal((n_graphs, 1)))
+
+
+@program("batched_bisection", "control_flow", "infer", ("batched_while", "while_data_dependent"),
+         "jax.vmap of a bisection root finder (lax.while_loop until the bracket is narrower "
+         "than a tolerance) over 32 right-hand sides")
+def batched_bisection(r):
+    def solve(c):
+        def cond(s):
+            lo, hi, i = s
+            return (hi - lo > 1e-5) & (i < 60)
+
+        def body(s):
+            lo, hi, i = s
+            mid = 0.5 * (lo + hi)
+            up = mid ** 3 + mid - c > 0
+            return jnp.where(up, lo, mid), jnp.where(up, mid, hi), i + 1
+        lo, hi, _ = lax.while_loop(cond, body, (jnp.float32(-10.0), jnp.float32(10.0), 0))
+        return 0.5 * (lo + hi)
+    batched_bisection = jax.vmap(solve)
+    return batched_bisection, (r.normal((32,)) * 5,)
+
+
+@program("remat_policy_train", "control_flow", "train", ("remat_policy", "multiple_outputs"),
+         "jax.checkpoint with policy=dots_saveable around tanh MLP blocks (dots kept, the rest "
+         "recomputed), one SGD step")
+def remat_policy_train(r):
+    params = mlp_params(r, (32, 64, 64, 32))
+
+    def remat_policy_train(p, x, y):
+        block = jax.checkpoint(lambda p, x: mlp(p, x, jnp.tanh), policy=jax.checkpoint_policies.dots_saveable)
+        loss, g = jax.value_and_grad(lambda p: mse(block(p, x), y))(p)
+        return sgd(p, g), loss
+    return remat_policy_train, (params, r.normal((16, 32)), r.normal((16, 32)))
+
+
+@program("fp8_simulated_matmul", "precision", "infer", ("reduce_precision", "bf16"),
+         "simulated fp8 (e4m3, IEEE-style: largest finite 240) quantization with lax.reduce_precision of activations and weights, "
+         "a bf16 matmul with f32 accumulation, per-row scales")
+def fp8_simulated_matmul(r):
+    def fp8_simulated_matmul(x, w):
+        sx = jnp.max(jnp.abs(x), axis=-1, keepdims=True) / 240.0
+        sw = jnp.max(jnp.abs(w), axis=0, keepdims=True) / 240.0
+        xq = lax.reduce_precision(x / sx, exponent_bits=4, mantissa_bits=3)
+        wq = lax.reduce_precision(w / sw, exponent_bits=4, mantissa_bits=3)
+        y = jnp.dot(xq.astype(jnp.bfloat16), wq.astype(jnp.bfloat16), preferred_element_type=jnp.float32)
+        return y * sx * sw
+    return fp8_simulated_matmul, (r.normal((16, 64)), weight(r, 64, 32))
+
+
 from . import idiom_models  # noqa: E402,F401  (registers the model programs)
