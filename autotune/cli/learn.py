@@ -122,7 +122,8 @@ def build(programs_dir: str, task: str, evaluator: str, target: str, configs_per
 @click.option("--geometry-features/--no-geometry-features", default=None,
               help="GNN: join the kernel's default-tile geometry features (costmodels.features) before the head.")
 @click.option("--residual/--no-residual", default=None,
-              help="GNN, loss mse: learn the log ratio of the runtime to the tiled analytical model's time.")
+              help="GNN, loss mse: learn the log ratio of the runtime to the tiled analytical model's time. "
+                   "Layout GNN (any loss): score = the analytical price's log ratio to the default's + a learned correction.")
 @click.option("--head-layers", type=click.IntRange(1, 16), default=None, help="GNN: hidden layers of the head MLP.")
 @click.option("--head-hidden", type=click.IntRange(1, 4096), default=None,
               help="GNN: width of the head MLP's hidden layers (default: --hidden).")
