@@ -199,6 +199,8 @@ class LayoutGnnModel:
             last = [mod for mod in self.net.head.modules() if isinstance(mod, torch.nn.Linear)][-1]
             torch.nn.init.zeros_(last.weight)
             torch.nn.init.zeros_(last.bias)
+            # a learned weight (log) of the analytical term, so that sharpening it costs the network nothing
+            self.net.register_parameter("analytical_log_weight", torch.nn.Parameter(torch.zeros(())))
         self.scaler = FeatureScaler()
         self.history: list = []
 
@@ -211,7 +213,7 @@ class LayoutGnnModel:
     def score_scale(self) -> float:
         """Score units per unit of log runtime: a residual model's scores are its analytical log ratio
         times `analytical_scale` plus the network's correction (1 for a plain ranking model)."""
-        return self.analytical_scale if self.residual else 1.0
+        return self.analytical_scale * float(self.net.analytical_log_weight.detach().exp()) if self.residual else 1.0
 
     def prepare(self, name: str, family: str, arrays: dict, analytical_reference_s: Optional[float] = None) -> LayoutGraph:
         g = LayoutGraph(name, family, arrays, self.hops, self.segments, analytical_reference_s)
@@ -226,7 +228,8 @@ class LayoutGnnModel:
         """The analytical part of the scores of `configs` (zero unless residual)."""
         if not self.residual:
             return torch.zeros(len(configs))
-        return torch.from_numpy((self.analytical_scale * g.analytical_ratio[np.asarray(configs)]).astype(np.float32))
+        ratio = torch.from_numpy((self.analytical_scale * g.analytical_ratio[np.asarray(configs)]).astype(np.float32))
+        return ratio * self.net.analytical_log_weight.exp()
 
     def fit_analytical_scale(self, graphs: list) -> None:
         """Residual: scale the analytical log ratio to unit spread, 1 / the median over the training

@@ -154,7 +154,7 @@ def test_an_untrained_residual_model_ranks_as_the_analytical_model_and_round_tri
     m.fit(layout_ds, epochs=2, configs_per_step=8, lr=3e-3)
     m.save(str(tmp_path / "res.pt"))
     back = LayoutGnnModel.load(str(tmp_path / "res.pt"))
-    assert back.residual and back.analytical_scale == m.analytical_scale and back.score_scale == m.analytical_scale
+    assert back.residual and back.analytical_scale == m.analytical_scale and back.score_scale == m.score_scale
     rec = layout_ds.load_layout("lstm_small_infer")
     np.testing.assert_allclose(back.predict_layouts("l", "lstm", rec.arrays), m.predict_layouts("l", "lstm", rec.arrays))
     no_prices = {k: v for k, v in rec.arrays.items() if k != "config_analytical"}
