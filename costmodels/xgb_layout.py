@@ -6,10 +6,14 @@ dims, their log2 sizes, the (8, 128) tile padding factor, row-major or not):
   mean        their mean over the program's configurable nodes,
   per kind    for convolutions, dots and reshapes apart: the count of nodes, the summed log2 padding
               factor of each tensor (output, operand 0, operand 1) and the fraction of row-major tensors,
-  analytical  the log ratio of the analytical model's price of the whole rewritten program to the
-              default configuration's (`analytical_log_ratio`).
+  analytical  the analytical model's price of the whole rewritten program split by kernel class
+              (`analytical_term_ratios`: copies, convolutions, dots, reduces, elementwise, other), over
+              the default configuration's price, and the log ratio of the whole (`analytical_log_ratio`);
+              zeros for a record without them.
 Trained with rank:pairwise, one query group per program (relevance: dense rank of speed within the
-program), so only differences inside a program matter; scores are lower = faster.
+program), so only differences inside a program matter; scores are lower = faster. Defaults (depth 3,
+eta 0.1, 300 rounds, no early stopping) are the best validation-split tau of a small grid (depth 3/6, eta
+0.05/0.1/0.3, early stopping on validation NDCG or none) on the examples/hlo layout dataset.
 """
 from __future__ import annotations
 
@@ -17,6 +21,7 @@ from typing import Any, Optional
 
 import numpy as np
 
+from autotune.compiler.layouts import KERNEL_CLASSES
 from costmodels.base import check_model_scope
 from costmodels.features import opcode_id
 from costmodels.gnn.layout import LAYOUT_INPUT_DIM, LayoutGraph
@@ -30,7 +35,7 @@ _KIND_IDS = tuple(opcode_id(k) for k in _KINDS)
 _PER_TENSOR = (LAYOUT_INPUT_DIM - 1) // 3
 _PAD_COLS = [1 + t * _PER_TENSOR + _PER_TENSOR - 2 for t in range(3)]   # log2 padding factor per tensor
 _ROW_MAJOR_COLS = [1 + t * _PER_TENSOR + _PER_TENSOR - 1 for t in range(3)]
-LAYOUT_XGB_DIM = LAYOUT_INPUT_DIM + len(_KINDS) * (1 + 3 + 1) + 1
+LAYOUT_XGB_DIM = LAYOUT_INPUT_DIM + len(_KINDS) * (1 + 3 + 1) + len(KERNEL_CLASSES) + 1
 
 
 def layout_config_matrix(g: LayoutGraph) -> np.ndarray:
@@ -46,6 +51,8 @@ def layout_config_matrix(g: LayoutGraph) -> np.ndarray:
         parts.append(sel[..., _PAD_COLS].sum(axis=1) if n else np.zeros((c, 3), np.float32))
         parts.append(sel[..., _ROW_MAJOR_COLS].mean(axis=(1, 2))[:, None] if n else np.zeros((c, 1), np.float32))
     ratio = g.analytical_ratio if g.analytical_ratio is not None else np.zeros(c)
+    terms = g.analytical_terms if g.analytical_terms is not None else np.zeros((c, len(KERNEL_CLASSES)))
+    parts.append(np.asarray(terms, np.float32))
     parts.append(np.asarray(ratio, np.float32)[:, None])
     return np.concatenate(parts, axis=1).astype(np.float32)
 
@@ -59,9 +66,9 @@ class LayoutXgbModel:
     score_scale = 1.0
     residual = False
 
-    def __init__(self, target: str = "tpu", n_estimators: int = 300, max_depth: int = 6,
+    def __init__(self, target: str = "tpu", n_estimators: int = 300, max_depth: int = 3,
                  learning_rate: float = 0.1, seed: int = 0, nthread: Optional[int] = 1,
-                 early_stopping_rounds: int = 30):
+                 early_stopping_rounds: int = 0):
         self.target = target
         self.params = {"n_estimators": int(n_estimators), "max_depth": int(max_depth),
                        "learning_rate": float(learning_rate), "seed": int(seed),
@@ -85,7 +92,8 @@ class LayoutXgbModel:
                            nthread=self.nthread or -1)
 
     def fit(self, dataset: Any, **_ignored: Any) -> "LayoutXgbModel":
-        """Train on a layout `Dataset`'s train split; its validation split stops the boosting early."""
+        """Train on a layout `Dataset`'s train split; with `early_stopping_rounds` its validation split
+        (NDCG) stops the boosting early."""
         import xgboost as xgb
         if dataset.task != "layout":
             raise ValueError(f"dataset is for task {dataset.task!r}, the model for 'layout'")

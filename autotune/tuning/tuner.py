@@ -49,7 +49,7 @@ from typing import Any, Callable, Optional, Sequence
 import numpy as np
 
 from autotune.compiler.fusion import FusionConfig, FusionSpace
-from autotune.compiler.layouts import XLA_CPU_DROPS_LAYOUTS, LayoutSpace
+from autotune.compiler.layouts import KERNEL_CLASSES, XLA_CPU_DROPS_LAYOUTS, LayoutSpace, kernel_class
 from autotune.tuning.callbacks import Callback, Checkpointer, FunctionCallback, JsonlLogger, ProgressBar
 
 CHECKPOINT = "checkpoint.pkl"
@@ -296,6 +296,7 @@ class LayoutCost:
         self.kernel_cost = kernel_cost
         self.memo: dict = {}                          # kernel hash -> seconds
         self.config_cost: dict[bytes, float] = {}
+        self.config_terms: dict[bytes, np.ndarray] = {}  # the cost split by `KERNEL_CLASSES`
         self.kernel_calls = 0
         self.kernels_priced = 0
 
@@ -311,8 +312,18 @@ class LayoutCost:
         if todo:
             _memoize_costs(self, self.memo, list(todo), self.kernel_cost(list(todo.values())), "kernels")
         for k, ks in kernel_sets.items():
+            terms = np.zeros(len(KERNEL_CLASSES))
+            for kern in ks:
+                terms[kernel_class(kern)] += self.memo[kern.hash] * kern.multiplicity
+            self.config_terms[k] = terms
             self.config_cost[k] = float(sum(self.memo[kern.hash] * kern.multiplicity for kern in ks))
         return np.array([self.config_cost[k] for k in keys], dtype=float)
+
+    def terms(self, cfgs: Sequence[Any]) -> np.ndarray:
+        """[configs, len(KERNEL_CLASSES)]: each configuration's cost split by kernel class (summing to it)."""
+        self(cfgs)
+        return np.stack([self.config_terms[self.space.encode(c)] for c in cfgs]) if len(cfgs) else \
+            np.zeros((0, len(KERNEL_CLASSES)))
 
     def is_priced(self, cfg: Any) -> bool:
         return self.space.encode(cfg) in self.config_cost
@@ -339,6 +350,7 @@ class LearnedLayoutCost:
         arrays = tpugraphs_layout_arrays(space.program.module, names, layout_config_features(space, default)[None],
                                          [self.reference_s])
         arrays["config_analytical"] = np.array([self.reference_s])
+        arrays["config_analytical_terms"] = self.analytical.terms([default])
         self.graph = model.prepare("program", "search", arrays, self.reference_s)
         self.scale = float(getattr(model, "score_scale", 1.0)) or 1.0
         self.default_score = float(model.scores(self.graph)[0])
@@ -357,7 +369,8 @@ class LearnedLayoutCost:
             todo = [c for _, c in fresh]
             a = self.analytical(todo)
             self.graph.set_configs({"node_config_feat": np.stack([self._config_features(self.space, c) for c in todo]),
-                                    "config_runtime": np.ones(len(todo)), "config_analytical": a}, self.reference_s)
+                                    "config_runtime": np.ones(len(todo)), "config_analytical": a,
+                                    "config_analytical_terms": self.analytical.terms(todo)}, self.reference_s)
             s = np.asarray(self.model.scores(self.graph), float)
             cost = self.reference_s * np.exp(np.clip((s - self.default_score) / self.scale, -50, 50))
             _memoize_costs(self, self.memo, [k for k, _ in fresh], cost, "layout configurations")

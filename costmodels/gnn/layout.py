@@ -29,13 +29,14 @@ from typing import Any, Optional
 import numpy as np
 import torch
 
+from autotune.compiler.layouts import KERNEL_CLASSES
 from costmodels.features import NUM_OPCODES, TPUGRAPHS_NODE_DIM, FeatureScaler, prune_layout_graph
 from costmodels.gnn.layers import GraphBatch
 from costmodels.gnn.model import GnnNet, normalize_config, torch_threads
 from costmodels.gnn.train import fit_layout_gnn, join_partials, segment_partials
 
-__all__ = ["LAYOUT_INPUT_DIM", "LayoutGraph", "LayoutGnnModel", "analytical_log_ratio", "config_node_features",
-           "segment_bounds"]
+__all__ = ["LAYOUT_INPUT_DIM", "LayoutGraph", "LayoutGnnModel", "analytical_log_ratio", "analytical_term_ratios",
+           "config_node_features", "segment_bounds"]
 
 LAYOUT_FORMAT = "autotune-gnn-layout"
 LAYOUT_FORMAT_VERSION = 1
@@ -97,20 +98,34 @@ def _signed_log(x: np.ndarray) -> np.ndarray:
     return (np.sign(x) * np.log1p(np.abs(x))).astype(np.float32)
 
 
+def _analytical_reference(arrays: dict, reference_s: Optional[float]) -> float:
+    """log seconds of the reference price: `reference_s`, else the default configuration's analytical
+    price (`config_is_default`), else the median over the record's configurations."""
+    a = np.log(np.maximum(np.asarray(arrays["config_analytical"], np.float64), 1e-30))
+    if reference_s is not None:
+        return float(np.log(max(reference_s, 1e-30)))
+    if "config_is_default" in arrays and np.asarray(arrays["config_is_default"]).any():
+        return float(a[np.flatnonzero(np.asarray(arrays["config_is_default"]))[0]])
+    return float(np.median(a))
+
+
 def analytical_log_ratio(arrays: dict, reference_s: Optional[float] = None) -> Optional[np.ndarray]:
-    """log(analytical price / the reference's) per configuration of a layout record: the reference is
-    `reference_s`, else the default configuration's price (`config_is_default`), else the median;
-    None when the record has no analytical prices."""
+    """log(analytical price / the reference's) per configuration of a layout record (the reference:
+    `_analytical_reference`); None when the record has no analytical prices."""
     if "config_analytical" not in arrays:
         return None
     a = np.log(np.maximum(np.asarray(arrays["config_analytical"], np.float64), 1e-30))
-    if reference_s is not None:
-        ref = float(np.log(max(reference_s, 1e-30)))
-    elif "config_is_default" in arrays and np.asarray(arrays["config_is_default"]).any():
-        ref = float(a[np.flatnonzero(np.asarray(arrays["config_is_default"]))[0]])
-    else:
-        ref = float(np.median(a))
-    return a - ref
+    return a - _analytical_reference(arrays, reference_s)
+
+
+def analytical_term_ratios(arrays: dict, reference_s: Optional[float] = None) -> Optional[np.ndarray]:
+    """[configs, len(KERNEL_CLASSES)]: the analytical price split by kernel class
+    (`config_analytical_terms`), over the reference price: each row sums to exp(analytical_log_ratio).
+    None when the record has no terms."""
+    if "config_analytical_terms" not in arrays or "config_analytical" not in arrays:
+        return None
+    ref = np.exp(_analytical_reference(arrays, reference_s))
+    return np.asarray(arrays["config_analytical_terms"], np.float64) / ref
 
 
 class LayoutGraph:
@@ -138,6 +153,7 @@ class LayoutGraph:
         self.runtime = np.asarray(arrays["config_runtime"], np.float64)
         self.analytical = np.asarray(arrays["config_analytical"], np.float64) if "config_analytical" in arrays else None
         self.analytical_ratio = analytical_log_ratio(arrays, analytical_reference_s)
+        self.analytical_terms = analytical_term_ratios(arrays, analytical_reference_s)
         ly = np.log(np.maximum(self.runtime, 1e-30))
         self.y = ((ly - ly.mean()) / max(float(ly.std()), 1e-6)).astype(np.float32)  # per-program standardized
 
@@ -199,8 +215,11 @@ class LayoutGnnModel:
             last = [mod for mod in self.net.head.modules() if isinstance(mod, torch.nn.Linear)][-1]
             torch.nn.init.zeros_(last.weight)
             torch.nn.init.zeros_(last.bias)
-            # a learned weight (log) of the analytical term, so that sharpening it costs the network nothing
+            # learned weights (logs, 0 = the analytical model): of the analytical term as a whole, so that
+            # sharpening it costs the network nothing, and of each kernel class's part of the price
             self.net.register_parameter("analytical_log_weight", torch.nn.Parameter(torch.zeros(())))
+            self.net.register_parameter("analytical_term_log_weights",
+                                        torch.nn.Parameter(torch.zeros(len(KERNEL_CLASSES))))
         self.scaler = FeatureScaler()
         self.history: list = []
 
@@ -217,9 +236,10 @@ class LayoutGnnModel:
 
     def prepare(self, name: str, family: str, arrays: dict, analytical_reference_s: Optional[float] = None) -> LayoutGraph:
         g = LayoutGraph(name, family, arrays, self.hops, self.segments, analytical_reference_s)
-        if self.residual and g.analytical_ratio is None:
+        if self.residual and g.analytical_terms is None:
             raise ValueError(f"{name}: the residual layout GNN needs the configurations' analytical prices "
-                             "(config_analytical)")
+                             "by kernel class (config_analytical_terms: `add_layout_analytical_terms` adds them "
+                             "to a dataset built without them)")
         if self.scaler.fitted:
             g.scale(self.scaler)
         return g
@@ -228,8 +248,9 @@ class LayoutGnnModel:
         """The analytical part of the scores of `configs` (zero unless residual)."""
         if not self.residual:
             return torch.zeros(len(configs))
-        ratio = torch.from_numpy((self.analytical_scale * g.analytical_ratio[np.asarray(configs)]).astype(np.float32))
-        return ratio * self.net.analytical_log_weight.exp()
+        terms = torch.from_numpy(g.analytical_terms[np.asarray(configs)].astype(np.float32))
+        reweighted = (terms * self.net.analytical_term_log_weights.exp()).sum(-1).clamp_min(1e-12)
+        return self.analytical_scale * self.net.analytical_log_weight.exp() * reweighted.log()
 
     def fit_analytical_scale(self, graphs: list) -> None:
         """Residual: scale the analytical log ratio to unit spread, 1 / the median over the training

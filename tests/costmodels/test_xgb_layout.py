@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from autotune import api
+from autotune.compiler.layouts import KERNEL_CLASSES
 from autotune.tuning.dataset import Dataset, build_dataset
 from costmodels.gnn.layout import LAYOUT_INPUT_DIM, LayoutGraph, analytical_log_ratio
 from costmodels.metrics import kendall
@@ -31,6 +32,8 @@ def test_feature_rows_aggregate_the_node_configurations_and_the_analytical_ratio
     assert X.shape == (rec.num_configs, LAYOUT_XGB_DIM)
     np.testing.assert_allclose(X[:, :LAYOUT_INPUT_DIM], g.cfg.mean(axis=1), rtol=1e-6)
     np.testing.assert_allclose(X[:, -1], analytical_log_ratio(rec.arrays), rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(X[:, -1 - len(KERNEL_CLASSES):-1].sum(axis=1), np.exp(X[:, -1]), rtol=1e-5)
+    assert X[0, -1] == 0.0 and X[:, -1 - len(KERNEL_CLASSES)].max() > 0   # the default; layout copies priced
     counts = X[0, LAYOUT_INPUT_DIM::5][:3]        # convolutions, dots, reshapes
     assert counts.sum() == len(g.ids) and counts[1] > 0
 

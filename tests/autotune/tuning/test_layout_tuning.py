@@ -171,7 +171,9 @@ def test_learned_layout_cost_is_the_analytical_price_times_the_learned_correctio
     m = _residual_model(vae)
     rng = np.random.default_rng(1)
     cfgs = [vae.default()] + [vae.random(rng) for _ in range(5)]
-    analytical = LayoutCost(vae, AnalyticalCostModel("tpu").predict)(cfgs)
+    priced = LayoutCost(vae, AnalyticalCostModel("tpu").predict)
+    analytical, terms = priced(cfgs), priced.terms(cfgs)
+    np.testing.assert_allclose(terms.sum(axis=1), analytical, rtol=1e-12)
     cost = LearnedLayoutCost(vae, m)
     np.testing.assert_allclose(cost(cfgs), analytical, rtol=1e-5)       # zero correction: the analytical prices
     with torch.no_grad():                                                # a correction: the order of the scores
@@ -181,7 +183,8 @@ def test_learned_layout_cost_is_the_analytical_price_times_the_learned_correctio
     got = cost(cfgs)
     assert got[0] == pytest.approx(analytical[0], rel=1e-9) and not np.allclose(got, analytical, rtol=1e-3)
     cost.graph.set_configs({"node_config_feat": np.stack([layout_config_features(vae, c) for c in cfgs]),
-                            "config_runtime": np.ones(len(cfgs)), "config_analytical": analytical}, analytical[0])
+                            "config_runtime": np.ones(len(cfgs)), "config_analytical": analytical,
+                            "config_analytical_terms": terms}, analytical[0])
     assert np.array_equal(np.argsort(got), np.argsort(m.scores(cost.graph)))
     before = cost.kernels_priced
     assert np.array_equal(cost(cfgs), got) and cost.kernels_priced == before   # memoized
