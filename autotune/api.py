@@ -239,7 +239,8 @@ def train_model(kind: str, dataset: Any, progress: bool = False, **options: Any)
     model = new_model(kind, dataset.task, dataset.target, **options)
     if dataset.task == "layout":
         return model.fit(dataset, epochs=options.get("epochs") or 20, lr=options.get("lr") or 1e-3,
-                         configs_per_step=options.get("configs_per_step") or 16, seed=options.get("seed", 0))
+                         configs_per_step=options.get("configs_per_step") or 16, seed=options.get("seed", 0),
+                         **({"patience": options["patience"]} if options.get("patience") else {}))
     from costmodels.gnn import GnnCostModel
     if isinstance(model, GnnCostModel):
         fit_kw = {k: options[k] for k in GNN_FIT_OPTIONS if options.get(k) is not None}

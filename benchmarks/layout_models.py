@@ -28,13 +28,14 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Optional
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from autotune.tuning.dataset import Dataset, build_dataset  # noqa: E402
+from autotune.tuning.dataset import Dataset, add_layout_analytical_terms, build_dataset  # noqa: E402
 from autotune.tuning.evaluation import evaluate_models  # noqa: E402
 from costmodels.gnn.layout import LayoutGnnModel  # noqa: E402
 from costmodels.xgb_layout import LayoutXgbModel  # noqa: E402
@@ -46,7 +47,11 @@ LOSSES = {"listmle": dict(loss="rank", rank_loss="listmle"), "rank": dict(loss="
 def dataset(path: Path, configs: int) -> Dataset:
     """The layout dataset at `path`, built from examples/hlo when it has none."""
     if (path / "manifest.json").is_file():
-        return Dataset.open(path)
+        ds = Dataset.open(path)
+        added = add_layout_analytical_terms(ds)   # a dataset built before the analytical terms were stored
+        if added:
+            print(f"dataset {path}: analytical terms added to {added} programs", file=sys.stderr)
+        return ds
     t0 = time.monotonic()
     ds = build_dataset(ROOT / "examples" / "hlo", "layout", "sim", configs_per_program=configs, out_dir=path)
     print(f"dataset {path}: {len(ds.programs)} programs ({time.monotonic() - t0:.0f} s)", file=sys.stderr)
@@ -59,8 +64,13 @@ MODELS = {"gnn-residual-listmle": ("listmle", True, False), "gnn-listmle": ("lis
           "gnn-listmle-gst": ("listmle", False, True), "xgboost": None}
 
 
-def ranking(ds: Dataset, epochs: int, hops: int, segments: int, seeds: list, hidden: int, names: list) -> dict:
+def ranking(ds: Dataset, epochs: int, hops: int, segments: int, seeds: list, hidden: int, names: list,
+            saved: Optional[dict] = None) -> dict:
+    """Train `names` x `seeds` (and take the `saved` {label: model file} as they are); Kendall tau on the test split."""
+    from autotune.api import load_model_file
     models, train_s = {"analytical": "analytical"}, {}
+    for label, path in (saved or {}).items():
+        models[label] = load_model_file(path, "layout", ds.target)
     for name in names:
         for seed in seeds:
             label = name.replace("-gst", f"-gst{segments}") + f"-s{seed}"
@@ -161,7 +171,7 @@ def by_model(rank: dict) -> dict:
 
 
 def markdown(rank: dict, gst_rows: list, args: argparse.Namespace) -> str:
-    lines = [f"# Layout models (benchmarks/layout_models.py)", "",
+    lines = ["# Layout models (benchmarks/layout_models.py)", "",
              f"`python benchmarks/layout_models.py --configs {args.configs} --epochs {args.epochs} --hops {args.hops} "
              f"--segments {args.segments} --seeds {args.seeds}`", "",
              f"test programs (held-out families): {', '.join(rank['test_programs'])}", "",
@@ -193,11 +203,13 @@ def main() -> None:
     ap.add_argument("--epochs", type=int, default=20)
     ap.add_argument("--hops", type=int, default=1)
     ap.add_argument("--segments", type=int, default=8)
-    ap.add_argument("--seeds", default="0")
+    ap.add_argument("--seeds", default="0", help="comma-separated seeds (e.g. 0,1,2; empty: none)")
     ap.add_argument("--hidden", type=int, default=64)
     ap.add_argument("--steps", type=int, default=20, help="GST: training steps on the largest program")
     ap.add_argument("--models", default=",".join(MODELS),
                     help=f"comma-separated models to train and rank ({', '.join(MODELS)})")
+    ap.add_argument("--saved", action="append", default=[], metavar="LABEL=FILE",
+                    help="also rank a saved layout model file (e.g. the shipped one) as LABEL (repeatable)")
     ap.add_argument("--from-json", default=None,
                     help="comma-separated --json files of earlier runs: merge their results into one table, train nothing")
     ap.add_argument("--skip-ranking", action="store_true")
@@ -218,12 +230,13 @@ def main() -> None:
         import torch
         torch.set_num_threads(1)
         ds = dataset(Path(args.data), args.configs)
-        seeds = [int(s) for s in str(args.seeds).split(",")]
+        seeds = [int(s) for s in str(args.seeds).split(",") if s.strip()]
         names = [n.strip() for n in args.models.split(",") if n.strip()]
         unknown = [n for n in names if n not in MODELS]
         if unknown:
             raise SystemExit(f"--models: unknown model {unknown[0]!r} (known: {', '.join(MODELS)})")
-        rank = ranking(ds, args.epochs, args.hops, args.segments, seeds, args.hidden, names) \
+        saved = dict(item.split("=", 1) for item in args.saved)
+        rank = ranking(ds, args.epochs, args.hops, args.segments, seeds, args.hidden, names, saved) \
             if not args.skip_ranking else None
         gst_rows = gst(ds, args.segments, args.steps, args.hidden) if not args.skip_gst else []
     if rank is None:

@@ -103,7 +103,7 @@ def search(programs: list, evals: int, seed: int, budget_s: Optional[float] = No
 
 def search_markdown(res: dict) -> str:
     """The search part as a markdown table (one row per program, then the median)."""
-    lines = [f"# Layout search on the simulator (benchmarks/layout_tpugraphs.py --skip-ranking)", "",
+    lines = ["# Layout search on the simulator (benchmarks/layout_tpugraphs.py --skip-ranking)", "",
              f"cost model {res['cost_model']}, annealing, at most {res['evals']} configurations and "
              f"{res['budget_s']} s per program; speedup = noise-free simulator's default / best", "",
              "| program | configurable nodes | free tensors | speedup | copies default -> best | evaluations | seconds |",

@@ -17,7 +17,8 @@ Generation (`build_dataset`), as Kaufman et al. (MLSys 2021, section 4):
   `max_tiles_per_kernel`) is measured.
 * layout task: per program, the default layout configuration, a neighbour walk and random ones, each
   priced as the whole rewritten program (`LayoutCost`); the shard is a TpuGraphs layout npz file
-  (`tpugraphs_layout_arrays`) plus `config_analytical` and `config_is_default` (`Dataset.load_layout`).
+  (`tpugraphs_layout_arrays`) plus `config_analytical`, `config_analytical_terms` (by kernel class) and
+  `config_is_default` (`Dataset.load_layout`).
 * split by *program*, with model families kept apart (a family lies wholly in one split). The family
   comes from examples/hlo/manifest.json-style manifests next to the programs, else it is the file
   name before the first '_'. A JSON split file {"train": [...], "validation": [...], "test": [...]}
@@ -623,7 +624,7 @@ class Dataset:
 
     def load_layout(self, name: str) -> TpuGraphsRecord:
         """One program of a layout dataset: its TpuGraphs layout npz file (checked), with autotune's
-        `config_analytical` and `config_is_default` arrays."""
+        `config_analytical`, `config_analytical_terms` and `config_is_default` arrays."""
         if self.task != "layout":
             raise ValueError(f"dataset {self.root} is a {self.task} dataset, not a layout one")
         rec = self.programs.get(name)

@@ -16,16 +16,8 @@ from costmodels.gnn.layout import (LAYOUT_INPUT_DIM, LayoutGnnModel, LayoutGraph
 from costmodels.metrics import kendall
 
 ROOT = Path(__file__).resolve().parents[2]
-PROGRAMS = ["vae_small_infer", "lstm_small_infer", "bert_small_infer", "mlp_mixer_small_infer"]
+PROGRAMS = ["vae_small_infer", "lstm_small_infer", "bert_small_infer", "mlp_mixer_small_infer"]  # conftest's layout_ds
 TINY = dict(hidden=16, embedding=8, layers=2)
-
-
-@pytest.fixture(scope="module")
-def layout_ds(tmp_path_factory) -> Dataset:
-    d = tmp_path_factory.mktemp("progs")
-    for p in PROGRAMS:
-        shutil.copy(ROOT / "examples" / "hlo" / f"{p}.hlo", d / f"{p}.hlo")
-    return build_dataset(d, "layout", "sim", configs_per_program=12, out_dir=tmp_path_factory.mktemp("lay"))
 
 
 def test_config_features_name_the_minor_dims_their_sizes_and_the_tile_padding():

@@ -1,28 +1,13 @@
 """The XGBoost layout baseline (costmodels/xgb_layout.py): its feature rows, training with rank:pairwise
 per program, save/load, and model files of the wrong task refused in one line."""
-import shutil
-from pathlib import Path
-
 import numpy as np
 import pytest
 
 from autotune import api
 from autotune.compiler.layouts import KERNEL_CLASSES
-from autotune.tuning.dataset import Dataset, build_dataset
 from costmodels.gnn.layout import LAYOUT_INPUT_DIM, LayoutGraph, analytical_log_ratio
 from costmodels.metrics import kendall
 from costmodels.xgb_layout import LAYOUT_XGB_DIM, LayoutXgbModel, layout_config_matrix
-
-ROOT = Path(__file__).resolve().parents[2]
-PROGRAMS = ["vae_small_infer", "lstm_small_infer", "bert_small_infer", "autoencoder_small_infer"]
-
-
-@pytest.fixture(scope="module")
-def layout_ds(tmp_path_factory) -> Dataset:
-    d = tmp_path_factory.mktemp("progs")
-    for p in PROGRAMS:
-        shutil.copy(ROOT / "examples" / "hlo" / f"{p}.hlo", d / f"{p}.hlo")
-    return build_dataset(d, "layout", "sim", configs_per_program=12, out_dir=tmp_path_factory.mktemp("lay"))
 
 
 def test_feature_rows_aggregate_the_node_configurations_and_the_analytical_ratio(layout_ds):
