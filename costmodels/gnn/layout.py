@@ -13,6 +13,14 @@ mean/max reduction, MLP head): one score per configuration, lower = faster, trai
 configurations of one program with ListMLE, a pairwise hinge loss or MSE on the program's
 standardized log runtime (costmodels.gnn.train.fit_layout_gnn).
 
+Residual (`residual=True`): the score of a configuration is the analytical model's price reweighted
+per kernel class, relative to the default configuration's (`analytical_term_ratios`: the classes of
+autotune.compiler.layouts.KERNEL_CLASSES, learned weights exp(v_k) starting at 1), as a log, times
+`analytical_scale` (1 / the median spread of the analytical log ratio over the training programs) and a
+learned exp(w), plus the network's output, whose last layer starts at zero: untrained, the model ranks
+as the analytical model; training learns where the analytical model is wrong. `score_scale` converts
+score differences back to log runtime ratios (autotune.tuning.tuner.LearnedLayoutCost).
+
 Graph segment training (GST, Cao et al. 2023, TpuGraphs' baselines): with `segments` K > 1 the node
 list (module order) is cut into K contiguous segments, each encoded on its own (edges inside it);
 a graph's column reduction is joined from the segments' partial sums and maxima. A training step
