@@ -172,8 +172,9 @@ def by_model(rank: dict) -> dict:
 
 def markdown(rank: dict, gst_rows: list, args: argparse.Namespace) -> str:
     lines = ["# Layout models (benchmarks/layout_models.py)", "",
-             f"`python benchmarks/layout_models.py --configs {args.configs} --epochs {args.epochs} --hops {args.hops} "
-             f"--segments {args.segments} --seeds {args.seeds}`", "",
+             (f"merged runs: `python benchmarks/layout_models.py --from-json {args.from_json}`" if args.from_json else
+              f"`python benchmarks/layout_models.py --configs {args.configs} --epochs {args.epochs} --hops {args.hops} "
+              f"--segments {args.segments} --seeds {args.seeds} --models {args.models}`"), "",
              f"test programs (held-out families): {', '.join(rank['test_programs'])}", "",
              "| model | seeds | Kendall tau mean per seed | mean over seeds | spread (max - min) | median tau (mean) | "
              "top-1 slowdown (mean) | train s (mean) |", "|---|---:|---|---:|---:|---:|---:|---:|"]
@@ -183,7 +184,7 @@ def markdown(rank: dict, gst_rows: list, args: argparse.Namespace) -> str:
         top1 = np.mean([s["top1"] for s in runs.values()])
         secs = np.mean([rank["train_s"].get(label, 0.0) for label in runs])
         lines.append(f"| {base} | {len(runs)} | {' / '.join(f'{t:.3f}' for t in taus)} | {taus.mean():.3f} | "
-                     f"{taus.max() - taus.min():.3f} | {med:.3f} | {100 * top1:.1f}% | {secs:.0f} |")
+                     f"{taus.max() - taus.min():.3f} | {med:.3f} | {100 * top1:.1f}% | {f'{secs:.0f}' if secs else '-'} |")
     lines += ["", "| program | " + " | ".join(rank["summary"]) + " |", "|---|" + "---:|" * len(rank["summary"])]
     for p, row in sorted(rank["programs"].items()):
         lines.append(f"| {p} | " + " | ".join(f"{row[m]['kendall']:.3f}" for m in rank["summary"]) + " |")
