@@ -68,6 +68,25 @@ def test_layout_dataset_shards_are_tpugraphs_layout_files_split_by_family(layout
     assert np.all(rec.config_analytical > 0)
 
 
+def test_analytical_terms_are_added_to_a_dataset_built_without_them(layout_ds, tmp_path):
+    from autotune.tuning.dataset import add_layout_analytical_terms
+    shutil.copytree(layout_ds.root, tmp_path / "ds")
+    ds = Dataset.open(tmp_path / "ds")
+    shard = ds.root / ds.programs["lstm_small_infer"]["file"]
+    full = dict(np.load(shard))
+    np.testing.assert_allclose(full["config_analytical_terms"].sum(axis=1), full["config_analytical"], rtol=1e-9)
+    np.savez(shard, **{k: v for k, v in full.items() if k != "config_analytical_terms"})
+    assert add_layout_analytical_terms(Dataset.open(tmp_path / "ds")) == 1
+    again = Dataset.open(tmp_path / "ds").load_layout("lstm_small_infer").arrays["config_analytical_terms"]
+    np.testing.assert_allclose(again, full["config_analytical_terms"], rtol=1e-12)
+    assert add_layout_analytical_terms(Dataset.open(tmp_path / "ds")) == 0
+    tampered = dict(full, config_analytical=full["config_analytical"] * 2)
+    del tampered["config_analytical_terms"]
+    np.savez(shard, **tampered)
+    with pytest.raises(ValueError, match="rebuild it"):
+        add_layout_analytical_terms(Dataset.open(tmp_path / "ds"))
+
+
 def test_a_program_without_layout_choices_is_skipped_with_a_warning(tmp_path):
     (tmp_path / "add_only.hlo").write_text(
         "HloModule add_only\n\nENTRY main {\n  a = f32[8,128]{1,0} parameter(0)\n"
