@@ -1,17 +1,11 @@
 """benchmarks/layout_models.py: runs of several seeds and models merged into one table, mean and spread per model."""
 import argparse
-import importlib.util
-import os
+import sys
+from pathlib import Path
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(os.path.dirname(HERE))
-
-
-def _bench():
-    spec = importlib.util.spec_from_file_location("layout_models", os.path.join(REPO, "benchmarks", "layout_models.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import layout_models as lm  # noqa: E402
 
 
 def _run(labels_taus: dict) -> dict:
@@ -23,7 +17,6 @@ def _run(labels_taus: dict) -> dict:
 
 
 def test_runs_merge_into_one_row_per_model_with_mean_and_spread():
-    lm = _bench()
     merged = lm.merge([_run({"analytical": 0.68, "gnn-listmle-s0": 0.6, "gnn-listmle-s1": 0.5}),
                        _run({"analytical": 0.68, "gnn-listmle-s2": 0.7, "xgboost-s0": 0.55})])
     groups = lm.by_model(merged)
