@@ -33,7 +33,7 @@ from autotune.plugins import Registry, UnknownPluginError, load_object
 __all__ = [
     "LEARNED_KINDS", "SHIPPED_DIR", "TRAINABLE_KINDS",
     "load_program", "get_target", "list_targets",
-    "shipped_model", "shipped_models", "load_model_file", "resolve_cost_model", "make_cost_model",
+    "shipped_model", "shipped_models", "load_model_file", "resolve_cost_model", "make_cost_model", "is_learned_spec",
     "new_model", "train_model", "make_evaluator", "default_evaluator", "list_evaluators",
     "make_strategy", "list_strategies", "list_cost_models", "make_transfer", "takes_prior", "TRANSFER_CHOICES",
     "Registry", "UnknownPluginError", "load_object",
@@ -94,13 +94,20 @@ def load_model_file(path: "str | os.PathLike[str]", task: Optional[str] = None, 
         with open(p, "rb") as f:
             xgb = f.read(64).lstrip().startswith(b"{")
     if xgb:
-        from costmodels.xgb import XgbCostModel
+        from costmodels.xgb import XgbCostModel, read_model_doc
+        if task == "layout" or (task is None and read_model_doc(str(p)).get("task") == "layout"):
+            from costmodels.xgb_layout import LayoutXgbModel
+            return LayoutXgbModel.load(str(p), target=target)
         return XgbCostModel.load(str(p), task=task, target=target)
     from costmodels.gnn.layout import LayoutGnnModel, is_layout_model_file
-    if task == "layout" or is_layout_model_file(str(p)):
+    if is_layout_model_file(str(p)):
         if task not in (None, "layout"):
             raise ValueError(f"{path} is a layout GNN model, not a {task} model")
-        return LayoutGnnModel.load(str(p))
+        m = LayoutGnnModel.load(str(p))
+        if target is not None and m.target != target:
+            raise ValueError(f"{path}: GNN model for task layout, target {m.target}; this needs task layout, "
+                             f"target {target}")
+        return m
     from costmodels.gnn import GnnCostModel
     return GnnCostModel.load(str(p), task=task, target=target)
 
@@ -126,6 +133,15 @@ def resolve_cost_model(spec: Optional[str], task: str, target: str) -> str:
                              f"`autotune train --model {kind}` and pass its path")
         return str(path)
     return text
+
+
+def is_learned_spec(spec: Optional[str]) -> bool:
+    """Whether a cost-model spec names a learned model: gnn, xgboost, shipped:KIND or a model file."""
+    if spec is None:
+        return False
+    text = spec.strip()
+    name = text.split(":", 1)[1] if text.lower().startswith("shipped:") else text
+    return _learned_kind(name) is not None or (os.path.isfile(text) and text.lower().endswith(_MODEL_FILE_SUFFIXES))
 
 
 def _supported(factory: Any, **kw: Any) -> dict:
@@ -166,11 +182,18 @@ def new_model(kind: str, task: str, target: str, **options: Any) -> Any:
     max_depth, lr, nthread, min_runtime_us)."""
     key = _learned_kind(kind)
     if task == "layout":
+        if key == "xgboost":
+            from costmodels.xgb_layout import LayoutXgbModel
+            kw = {k: options[k] for k in ("max_depth", "n_estimators") if options.get(k)}
+            if options.get("lr"):
+                kw["learning_rate"] = options["lr"]
+            return LayoutXgbModel(target, seed=options.get("seed", 0), nthread=options.get("nthread") or 1, **kw)
         if key != "gnn":
-            raise ValueError(f"the layout task has a GNN model (kind gnn), not {kind!r}; its analytical baseline "
-                             "is the dataset's stored analytical prices (--cost-model analytical)")
+            raise ValueError(f"unknown model kind {kind!r} for the layout task (known: {', '.join(LEARNED_KINDS)}); "
+                             "its analytical baseline is the dataset's stored analytical prices (--cost-model analytical)")
         from costmodels.gnn.layout import LayoutGnnModel
         return LayoutGnnModel(target, hops=options.get("prune_hops"), segments=options.get("segments") or 1,
+                              residual=bool(options.get("residual")),
                               encoder=options.get("encoder"), loss=options.get("loss"),
                               rank_loss=options.get("rank_loss"), edge_direction=options.get("edge_direction"),
                               hidden=options.get("hidden"), layers=options.get("layers"), seed=options.get("seed", 0))
@@ -216,7 +239,8 @@ def train_model(kind: str, dataset: Any, progress: bool = False, **options: Any)
     model = new_model(kind, dataset.task, dataset.target, **options)
     if dataset.task == "layout":
         return model.fit(dataset, epochs=options.get("epochs") or 20, lr=options.get("lr") or 1e-3,
-                         configs_per_step=options.get("configs_per_step") or 16, seed=options.get("seed", 0))
+                         configs_per_step=options.get("configs_per_step") or 16, seed=options.get("seed", 0),
+                         **({"patience": options["patience"]} if options.get("patience") else {}))
     from costmodels.gnn import GnnCostModel
     if isinstance(model, GnnCostModel):
         fit_kw = {k: options[k] for k in GNN_FIT_OPTIONS if options.get(k) is not None}

@@ -4,16 +4,20 @@
    per program the default layout, a neighbour walk and random configurations, each priced as the
    whole rewritten program on the simulator; programs split by model family), the layout GNN trained
    on the train split with ListMLE, the pairwise hinge loss and MSE (graphs pruned to the configurable
-   nodes' `--hops`-hop neighbourhoods), a GST run with `--segments` segments on the same data, and the
-   analytical model (prices stored in the dataset): Kendall's tau per test program over its
-   configurations (TpuGraphs' layout metric), mean and median, and the top-1 slowdown.
+   nodes' `--hops`-hop neighbourhoods), the residual GNN (ListMLE on the analytical model's log ratio
+   plus a learned correction), a GST run with `--segments` segments on the same data, the XGBoost
+   baseline (costmodels.xgb_layout, rank:pairwise per program) and the analytical model (prices stored
+   in the dataset): Kendall's tau per test program over its configurations (TpuGraphs' layout metric),
+   mean and median, and the top-1 slowdown; per model the mean over `--seeds` and its spread.
+   `--models` picks the models; `--from-json` merges the --json files of several runs into one table.
 2. gst: training memory and time on the dataset's largest program (whole graph, no pruning) without
    and with `--segments` segments: each in a fresh process, the same number of steps; the peak RSS
    during training (VmHWM reset just before it) minus the RSS before it, and the seconds per step; the
    trained model's Kendall tau on the program's configurations.
 
     python benchmarks/layout_models.py [--data DIR] [--configs 40] [--epochs 20] [--hops 1] [--segments 8]
-                                       [--seeds 0,1] [--md benchmarks/results/layout_models.md]
+                                       [--seeds 0,1,2] [--models gnn-residual-listmle,xgboost,...]
+                                       [--md benchmarks/results/layout_models.md] [--json FILE] [--from-json A,B]
 """
 from __future__ import annotations
 
@@ -24,15 +28,17 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Optional
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from autotune.tuning.dataset import Dataset, build_dataset  # noqa: E402
+from autotune.tuning.dataset import Dataset, add_layout_analytical_terms, build_dataset  # noqa: E402
 from autotune.tuning.evaluation import evaluate_models  # noqa: E402
 from costmodels.gnn.layout import LayoutGnnModel  # noqa: E402
+from costmodels.xgb_layout import LayoutXgbModel  # noqa: E402
 
 LOSSES = {"listmle": dict(loss="rank", rank_loss="listmle"), "rank": dict(loss="rank", rank_loss="hinge"),
           "mse": dict(loss="mse")}
@@ -41,25 +47,45 @@ LOSSES = {"listmle": dict(loss="rank", rank_loss="listmle"), "rank": dict(loss="
 def dataset(path: Path, configs: int) -> Dataset:
     """The layout dataset at `path`, built from examples/hlo when it has none."""
     if (path / "manifest.json").is_file():
-        return Dataset.open(path)
+        ds = Dataset.open(path)
+        added = add_layout_analytical_terms(ds)   # a dataset built before the analytical terms were stored
+        if added:
+            print(f"dataset {path}: analytical terms added to {added} programs", file=sys.stderr)
+        return ds
     t0 = time.monotonic()
     ds = build_dataset(ROOT / "examples" / "hlo", "layout", "sim", configs_per_program=configs, out_dir=path)
     print(f"dataset {path}: {len(ds.programs)} programs ({time.monotonic() - t0:.0f} s)", file=sys.stderr)
     return ds
 
 
-def ranking(ds: Dataset, epochs: int, hops: int, segments: int, seeds: list, hidden: int) -> dict:
+# model name -> (loss, residual over the analytical model, GST); "xgboost" is the XGBoost baseline
+MODELS = {"gnn-residual-listmle": ("listmle", True, False), "gnn-listmle": ("listmle", False, False),
+          "gnn-rank": ("rank", False, False), "gnn-mse": ("mse", False, False),
+          "gnn-listmle-gst": ("listmle", False, True), "xgboost": None}
+
+
+def ranking(ds: Dataset, epochs: int, hops: int, segments: int, seeds: list, hidden: int, names: list,
+            saved: Optional[dict] = None) -> dict:
+    """Train `names` x `seeds` (and take the `saved` {label: model file} as they are); Kendall tau on the test split."""
+    from autotune.api import load_model_file
     models, train_s = {"analytical": "analytical"}, {}
-    runs = [(loss, 1) for loss in LOSSES] + [("listmle", segments)]
-    for loss, k in runs:
+    for label, path in (saved or {}).items():
+        models[label] = load_model_file(path, "layout", ds.target)
+    for name in names:
         for seed in seeds:
-            label = f"gnn-{loss}" + (f"-gst{k}" if k > 1 else "") + f"-s{seed}"
-            m = LayoutGnnModel(hops=hops, segments=k, seed=seed, hidden=hidden, layers=3, **LOSSES[loss])
+            label = name.replace("-gst", f"-gst{segments}") + f"-s{seed}"
             t0 = time.monotonic()
-            m.fit(ds, epochs=epochs, configs_per_step=16, lr=1e-3, seed=seed, patience=6)
+            if MODELS[name] is None:
+                m = LayoutXgbModel(seed=seed, nthread=1).fit(ds)
+                note = f"{m.best_iteration} rounds"
+            else:
+                loss, residual, gst_on = MODELS[name]
+                m = LayoutGnnModel(hops=hops, segments=segments if gst_on else 1, residual=residual, seed=seed,
+                                   hidden=hidden, layers=3, **LOSSES[loss])
+                m.fit(ds, epochs=epochs, configs_per_step=16, lr=1e-3, seed=seed, patience=6)
+                note = f"best epoch {m.history[-1]['best_epoch']}"
             train_s[label] = time.monotonic() - t0
-            print(f"{label}: trained in {train_s[label]:.0f} s (best epoch {m.history[-1]['best_epoch']})",
-                  file=sys.stderr)
+            print(f"{label}: trained in {train_s[label]:.0f} s ({note})", file=sys.stderr)
             models[label] = m
     res = evaluate_models(models, ds, "test")
     return {"summary": res["summary"], "median": res["median"], "programs": res["programs"], "train_s": train_s,
@@ -123,15 +149,42 @@ def gst(ds: Dataset, segments: int, steps: int, hidden: int) -> list:
     return out
 
 
-def markdown(rank: dict, gst_rows: list, args: argparse.Namespace) -> str:
-    lines = [f"# Layout models (benchmarks/layout_models.py)", "",
-             f"`python benchmarks/layout_models.py --configs {args.configs} --epochs {args.epochs} --hops {args.hops} "
-             f"--segments {args.segments} --seeds {args.seeds}`", "",
-             f"test programs (held-out families): {', '.join(rank['test_programs'])}", "",
-             "| model | Kendall tau mean | median | top-1 slowdown mean | train s |", "|---|---:|---:|---:|---:|"]
+def merge(results: list) -> dict:
+    """One ranking result from several runs' (--json) ranking parts (the same dataset and split)."""
+    out = {"summary": {}, "median": {}, "programs": {}, "train_s": {}, "test_programs": []}
+    for r in results:
+        for key in ("summary", "median", "train_s"):
+            out[key].update(r[key])
+        for p, row in r["programs"].items():
+            out["programs"].setdefault(p, {}).update(row)
+        out["test_programs"] = r["test_programs"] or out["test_programs"]
+    return out
+
+
+def by_model(rank: dict) -> dict:
+    """{model: {seed label: summary}} of a ranking result, seeds grouped (labels end in -sN)."""
+    groups: dict = {}
     for label, s in rank["summary"].items():
-        lines.append(f"| {label} | {s['kendall']:.3f} | {rank['median'][label]['kendall']:.3f} | "
-                     f"{100 * s['top1']:.1f}% | {rank['train_s'].get(label, 0):.0f} |")
+        base = label.rsplit("-s", 1)[0] if "-s" in label and label.rsplit("-s", 1)[1].isdigit() else label
+        groups.setdefault(base, {})[label] = s
+    return groups
+
+
+def markdown(rank: dict, gst_rows: list, args: argparse.Namespace) -> str:
+    lines = ["# Layout models (benchmarks/layout_models.py)", "",
+             (f"merged runs: `python benchmarks/layout_models.py --from-json {args.from_json}`" if args.from_json else
+              f"`python benchmarks/layout_models.py --configs {args.configs} --epochs {args.epochs} --hops {args.hops} "
+              f"--segments {args.segments} --seeds {args.seeds} --models {args.models}`"), "",
+             f"test programs (held-out families): {', '.join(rank['test_programs'])}", "",
+             "| model | seeds | Kendall tau mean per seed | mean over seeds | spread (max - min) | median tau (mean) | "
+             "top-1 slowdown (mean) | train s (mean) |", "|---|---:|---|---:|---:|---:|---:|---:|"]
+    for base, runs in by_model(rank).items():
+        taus = np.array([s["kendall"] for s in runs.values()])
+        med = np.mean([rank["median"][label]["kendall"] for label in runs])
+        top1 = np.mean([s["top1"] for s in runs.values()])
+        secs = np.mean([rank["train_s"].get(label, 0.0) for label in runs])
+        lines.append(f"| {base} | {len(runs)} | {' / '.join(f'{t:.3f}' for t in taus)} | {taus.mean():.3f} | "
+                     f"{taus.max() - taus.min():.3f} | {med:.3f} | {100 * top1:.1f}% | {f'{secs:.0f}' if secs else '-'} |")
     lines += ["", "| program | " + " | ".join(rank["summary"]) + " |", "|---|" + "---:|" * len(rank["summary"])]
     for p, row in sorted(rank["programs"].items()):
         lines.append(f"| {p} | " + " | ".join(f"{row[m]['kendall']:.3f}" for m in rank["summary"]) + " |")
@@ -151,9 +204,15 @@ def main() -> None:
     ap.add_argument("--epochs", type=int, default=20)
     ap.add_argument("--hops", type=int, default=1)
     ap.add_argument("--segments", type=int, default=8)
-    ap.add_argument("--seeds", default="0")
+    ap.add_argument("--seeds", default="0", help="comma-separated seeds (e.g. 0,1,2; empty: none)")
     ap.add_argument("--hidden", type=int, default=64)
     ap.add_argument("--steps", type=int, default=20, help="GST: training steps on the largest program")
+    ap.add_argument("--models", default=",".join(MODELS),
+                    help=f"comma-separated models to train and rank ({', '.join(MODELS)})")
+    ap.add_argument("--saved", action="append", default=[], metavar="LABEL=FILE",
+                    help="also rank a saved layout model file (e.g. the shipped one) as LABEL (repeatable)")
+    ap.add_argument("--from-json", default=None,
+                    help="comma-separated --json files of earlier runs: merge their results into one table, train nothing")
     ap.add_argument("--skip-ranking", action="store_true")
     ap.add_argument("--skip-gst", action="store_true")
     ap.add_argument("--md", default=None)
@@ -164,12 +223,23 @@ def main() -> None:
     if args.gst_child:
         print(json.dumps(gst_child(args.data, args.program, args.segments, args.steps, args.hidden)))
         return
-    import torch
-    torch.set_num_threads(1)
-    ds = dataset(Path(args.data), args.configs)
-    seeds = [int(s) for s in str(args.seeds).split(",")]
-    rank = ranking(ds, args.epochs, args.hops, args.segments, seeds, args.hidden) if not args.skip_ranking else None
-    gst_rows = gst(ds, args.segments, args.steps, args.hidden) if not args.skip_gst else []
+    if args.from_json:
+        docs = [json.loads(Path(p).read_text()) for p in args.from_json.split(",")]
+        rank = merge([d["ranking"] for d in docs if d.get("ranking")])
+        gst_rows = [row for d in docs for row in d.get("gst", [])]
+    else:
+        import torch
+        torch.set_num_threads(1)
+        ds = dataset(Path(args.data), args.configs)
+        seeds = [int(s) for s in str(args.seeds).split(",") if s.strip()]
+        names = [n.strip() for n in args.models.split(",") if n.strip()]
+        unknown = [n for n in names if n not in MODELS]
+        if unknown:
+            raise SystemExit(f"--models: unknown model {unknown[0]!r} (known: {', '.join(MODELS)})")
+        saved = dict(item.split("=", 1) for item in args.saved)
+        rank = ranking(ds, args.epochs, args.hops, args.segments, seeds, args.hidden, names, saved) \
+            if not args.skip_ranking else None
+        gst_rows = gst(ds, args.segments, args.steps, args.hidden) if not args.skip_gst else []
     if rank is None:
         rank = {"summary": {}, "median": {}, "programs": {}, "train_s": {}, "test_programs": []}
     md = markdown(rank, gst_rows, args)

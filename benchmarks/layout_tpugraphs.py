@@ -5,11 +5,13 @@
    priced as the program rewritten with its layouts (autotune.compiler.layouts) by the noise-free
    simulator and by the analytical model; Kendall's tau-b of predicted vs measured runtime over the
    runs (TpuGraphs' layout metric). Also how our default rule compares with the recorded default.
-2. search: `autotune layout`'s search (annealing, simulator as cost model, a fixed number of
-   configurations) on a few example programs; speedup of the best over the default layout
-   (predicted by the noise-free simulator), median over the programs.
+2. search: `autotune layout`'s search (annealing, the noise-free simulator or a shipped layout model as
+   cost model, at most `--evals` configurations and `--budget-s` seconds per program) on example
+   programs (`--programs all`: the whole examples/hlo corpus); speedup of the best over the default
+   layout as the noise-free simulator prices them, median over the programs.
 
-    python benchmarks/layout_tpugraphs.py [--evals 200] [--programs vae_small_infer,...]
+    python benchmarks/layout_tpugraphs.py [--evals 200] [--programs vae_small_infer,...|all] [--budget-s S]
+                                          [--cost-model sim|gnn|xgboost] [--skip-ranking] [--md F] [--json F]
 """
 from __future__ import annotations
 
@@ -18,12 +20,14 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import Optional
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from autotune.api import make_cost_model  # noqa: E402
 from autotune.compiler.layouts import LayoutSpace, complete_layout  # noqa: E402
 from autotune.compiler.program import load_program  # noqa: E402
 from autotune.tuning.tuner import LayoutCost, Tuner  # noqa: E402
@@ -68,34 +72,79 @@ def ranking() -> dict:
     return out
 
 
-def search(programs: list, evals: int, seed: int) -> dict:
+def search(programs: list, evals: int, seed: int, budget_s: Optional[float] = None, cost_model: str = "sim") -> dict:
+    """Annealing over each program's layout space priced by `cost_model` (sim: the noise-free simulator;
+    gnn / xgboost: the shipped layout model), at most `evals` configurations and `budget_s` seconds per
+    program; the speedup is always the noise-free simulator's price of the default over the best's."""
     sim = TpuSimulator("tpu", noise=0.0)
+    model = sim.simulate if cost_model == "sim" else make_cost_model(cost_model, "layout", "tpu")
     rows = []
     for name in programs:
         space = LayoutSpace(load_program(ROOT / "examples" / "hlo" / f"{name}.hlo"), "tpu")
         t0 = time.time()
-        r = Tuner(space, sim.simulate, get_strategy("annealing")(space, seed=seed), budget=None,
+        if not space.free_slots:
+            rows.append({"program": name, "nodes": len(space.nodes), "free_tensors": 0, "speedup": 1.0,
+                         "evaluations": 0, "seconds": time.time() - t0})
+            continue
+        r = Tuner(space, model, get_strategy("annealing")(space, seed=seed), budget=budget_s,
                   max_evaluations=evals, progress=False, batch_size=16).run()
+        default_s, best_s = LayoutCost(space, sim.simulate)([space.default(), r.best])
         rows.append({"program": name, "nodes": len(space.nodes), "free_tensors": len(space.free_slots),
-                     "default_ms": r.default_cost * 1e3, "best_ms": r.best_cost * 1e3, "speedup": r.speedup,
+                     "default_ms": default_s * 1e3, "best_ms": best_s * 1e3, "speedup": float(default_s / best_s),
+                     "predicted_speedup": r.speedup,
                      "copies_default": space.copies(space.default()), "copies_best": space.copies(r.best),
                      "evaluations": r.evaluations, "seconds": time.time() - t0})
         print(json.dumps(rows[-1]), flush=True)
-    return {"programs": rows, "median_speedup": float(np.median([r["speedup"] for r in rows]))}
+    sp = np.array([r["speedup"] for r in rows])
+    return {"cost_model": cost_model, "evals": evals, "budget_s": budget_s, "programs": rows,
+            "median_speedup": float(np.median(sp)), "mean_speedup": float(sp.mean()),
+            "programs_faster": int((sp > 1.0 + 1e-9).sum()), "programs_slower": int((sp < 1.0 - 1e-9).sum())}
+
+
+def search_markdown(res: dict) -> str:
+    """The search part as a markdown table (one row per program, then the median)."""
+    lines = ["# Layout search on the simulator (benchmarks/layout_tpugraphs.py --skip-ranking)", "",
+             f"cost model {res['cost_model']}, annealing, at most {res['evals']} configurations and "
+             f"{res['budget_s']} s per program; speedup = noise-free simulator's default / best", "",
+             "| program | configurable nodes | free tensors | speedup | copies default -> best | evaluations | seconds |",
+             "|---|---:|---:|---:|---|---:|---:|"]
+    for r in res["programs"]:
+        copies = f"{r['copies_default']} -> {r['copies_best']}" if "copies_best" in r else "-"
+        lines.append(f"| {r['program']} | {r['nodes']} | {r['free_tensors']} | {r['speedup']:.3f} | {copies} | "
+                     f"{r['evaluations']} | {r['seconds']:.0f} |")
+    lines += ["", f"median speedup {res['median_speedup']:.3f} over {len(res['programs'])} programs (mean "
+              f"{res['mean_speedup']:.3f}; {res['programs_faster']} faster than the default, {res['programs_slower']} "
+              "slower)"]
+    return "\n".join(lines) + "\n"
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--evals", type=int, default=200, help="configurations per program in the search part")
-    ap.add_argument("--programs", default=",".join(PROGRAMS))
+    ap.add_argument("--programs", default=",".join(PROGRAMS),
+                    help="comma-separated example programs, or 'all' (every examples/hlo program)")
+    ap.add_argument("--budget-s", type=float, default=None, help="search seconds per program (default: no limit)")
+    ap.add_argument("--cost-model", default="sim", choices=("sim", "gnn", "xgboost"),
+                    help="search pricing: the noise-free simulator or the shipped layout model")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--skip-ranking", action="store_true")
     ap.add_argument("--skip-search", action="store_true")
+    ap.add_argument("--md", default=None, help="write the search table (markdown) here")
+    ap.add_argument("--json", default=None, help="write the results (JSON) here")
     args = ap.parse_args()
-    rank = ranking()
-    print(json.dumps({"ranking": rank}, indent=1), flush=True)
+    out: dict = {}
+    if not args.skip_ranking:
+        out["ranking"] = ranking()
+        print(json.dumps({"ranking": out["ranking"]}, indent=1), flush=True)
     if not args.skip_search:
-        res = search([p for p in args.programs.split(",") if p], args.evals, args.seed)
-        print(json.dumps({"search_median_speedup": res["median_speedup"]}))
+        names = sorted(p.stem for p in (ROOT / "examples" / "hlo").glob("*.hlo")) if args.programs == "all" \
+            else [p for p in args.programs.split(",") if p]
+        out["search"] = search(names, args.evals, args.seed, args.budget_s, args.cost_model)
+        print(json.dumps({"search_median_speedup": out["search"]["median_speedup"]}))
+        if args.md:
+            Path(args.md).write_text(search_markdown(out["search"]))
+    if args.json:
+        Path(args.json).write_text(json.dumps(out, indent=1))
 
 
 if __name__ == "__main__":

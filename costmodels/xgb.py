@@ -247,29 +247,16 @@ class XgbCostModel(CostModel):
     def save(self, path: str) -> None:
         if self.booster is None:
             raise ValueError("cannot save an untrained XGBoost cost model")
-        raw = lzma.compress(bytes(self.booster.save_raw("ubj")))  # 2000 deep trees: ~8 MB instead of ~50
-        doc = {"format": "autotune-xgb", "version": FORMAT_VERSION, "task": self.task, "target": self.target,
-               "params": self.params, "y_mu": self.y_mu, "y_sigma": self.y_sigma,
-               "best_iteration": self.best_iteration, "feature_dim": KERNEL_VECTOR_DIM,
-               "feature_version": FEATURE_VERSION,
-               "booster_encoding": "ubj.xz", "booster": base64.b64encode(raw).decode("ascii")}
-        tmp = f"{path}.tmp{os.getpid()}"
-        with open(tmp, "w") as f:
-            json.dump(doc, f)
-        os.replace(tmp, path)
+        write_model_doc(path, {"format": "autotune-xgb", "version": FORMAT_VERSION, "task": self.task,
+                               "target": self.target, "params": self.params, "y_mu": self.y_mu, "y_sigma": self.y_sigma,
+                               "best_iteration": self.best_iteration, "feature_dim": KERNEL_VECTOR_DIM,
+                               "feature_version": FEATURE_VERSION}, self.booster)
 
     @classmethod
     def load(cls, path: str, task: Optional[str] = None, target: Optional[str] = None) -> "XgbCostModel":
-        import xgboost as xgb
-        try:
-            with open(path) as f:
-                doc = json.load(f)
-        except OSError as e:
-            raise ValueError(f"cannot read XGBoost model {path}: {e.strerror or e}") from None
-        except (ValueError, UnicodeDecodeError):
-            raise ValueError(f"{path} is not an XGBoost cost model file (corrupt or wrong format)") from None
-        if not isinstance(doc, dict) or doc.get("format") != "autotune-xgb":
-            raise ValueError(f"{path} is not an XGBoost cost model file")
+        doc = read_model_doc(path)
+        if doc.get("task") == "layout":
+            check_model_scope(path, "XGBoost", "layout", doc.get("target"), task or "fusion", target)
         if doc.get("version") != FORMAT_VERSION or doc.get("feature_version") != FEATURE_VERSION \
                 or doc.get("feature_dim") != KERNEL_VECTOR_DIM:
             have = doc.get("feature_version") or f"format {doc.get('version')}"
@@ -277,18 +264,49 @@ class XgbCostModel(CostModel):
                              f"layout {FEATURE_VERSION}; retrain it with `autotune train --model xgboost`")
         check_model_scope(path, "XGBoost", doc.get("task"), doc.get("target"), task, target)
         m = cls(doc["task"], doc["target"], **doc["params"])
-        try:
-            b = xgb.Booster()
-            raw = base64.b64decode(doc["booster"])
-            if doc.get("booster_encoding") == "ubj.xz":
-                raw = lzma.decompress(raw)
-            b.load_model(bytearray(raw))
-        except Exception as e:  # noqa: BLE001
-            raise ValueError(f"{path}: corrupt booster ({type(e).__name__})") from None
-        m.booster = b
+        m.booster = doc_booster(path, doc)
         m.y_mu, m.y_sigma = float(doc["y_mu"]), float(doc["y_sigma"])
         m.best_iteration = doc.get("best_iteration")
         return m
+
+
+def write_model_doc(path: str, doc: dict, booster: Any) -> None:
+    """Write an XGBoost model file: `doc` (format, task, target, parameters) plus the booster, as
+    base64 of xz-compressed UBJSON (2000 deep trees: ~8 MB instead of ~50), atomically."""
+    raw = lzma.compress(bytes(booster.save_raw("ubj")))
+    doc = dict(doc, booster_encoding="ubj.xz", booster=base64.b64encode(raw).decode("ascii"))
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "w") as f:
+        json.dump(doc, f)
+    os.replace(tmp, path)
+
+
+def read_model_doc(path: str) -> dict:
+    """The JSON document of an XGBoost model file (`write_model_doc`); one-line ValueError otherwise."""
+    try:
+        with open(path) as f:
+            doc = json.load(f)
+    except OSError as e:
+        raise ValueError(f"cannot read XGBoost model {path}: {e.strerror or e}") from None
+    except (ValueError, UnicodeDecodeError):
+        raise ValueError(f"{path} is not an XGBoost cost model file (corrupt or wrong format)") from None
+    if not isinstance(doc, dict) or doc.get("format") != "autotune-xgb":
+        raise ValueError(f"{path} is not an XGBoost cost model file")
+    return doc
+
+
+def doc_booster(path: str, doc: dict) -> Any:
+    """The booster stored in a model document (`write_model_doc`)."""
+    import xgboost as xgb
+    try:
+        b = xgb.Booster()
+        raw = base64.b64decode(doc["booster"])
+        if doc.get("booster_encoding") == "ubj.xz":
+            raw = lzma.decompress(raw)
+        b.load_model(bytearray(raw))
+    except Exception as e:  # noqa: BLE001
+        raise ValueError(f"{path}: corrupt booster ({type(e).__name__})") from None
+    return b
 
 
 register_cost_model("xgboost", XgbCostModel)

@@ -649,8 +649,10 @@ def fusion(program: str, budget: str, cost_model: Optional[str], strategy: str, 
 
 @main.command()
 @click.argument("program", type=click.Path(exists=True, dir_okay=False))
-@_search_options(cost_model_help=COST_MODEL_HELP + "; prices the kernels of the program rewritten with each layout "
-                 "configuration [default: sim (the simulator, noise-free) for tpu targets, else analytical]",
+@_search_options(cost_model_help="gnn or xgboost (the shipped layout model for the target: ranks whole "
+                 "configurations on the program's layout graph; also shipped:gnn, or a layout model file), or a kernel "
+                 "cost model (analytical, sim, hardware, plug-ins) pricing the kernels of the program rewritten with "
+                 "each configuration [default: sim (the simulator, noise-free) for tpu targets, else analytical]",
                  evaluator_help="Hardware for verification: sim (kernel sums), xla (outputs of the rewritten programs; "
                  "XLA:CPU drops the layouts) [default: sim for tpu, xla for cpu]",
                  hw_help="Wall-clock budget for verification (0 = none) [default: a tenth of --budget].", batch_size=16)
@@ -677,7 +679,7 @@ def layout(program: str, budget: str, cost_model: Optional[str], strategy: str, 
               "has one layout configuration, written as it is") if not space.free_slots else None
     strategy_cls = get_strategy(strategy)
     ev_name = evaluator or _default_evaluator(target)
-    spec = cost_model or ("sim" if get_target(target).spec.kind == "tpu" else None)
+    spec = cost_model or ("sim" if get_target(target).spec.kind == "tpu" else "analytical")
     if total is not None and 0 < total <= hw and (spec or "").strip().lower() != "hardware":
         raise UserError(f"--hw-budget {hw_budget} leaves nothing of --budget {budget} for the search")
     if resume_dir:
@@ -686,7 +688,7 @@ def layout(program: str, budget: str, cost_model: Optional[str], strategy: str, 
     _output_dir(out, "--out")
     ev = make_evaluator(evaluator, target, store, seed)
     try:
-        model, model_name = make_cost_model(spec, "fusion", target, ev)
+        model, model_name = make_cost_model(spec, "layout" if api.is_learned_spec(spec) else "fusion", target, ev)
         result, meta = _run_tuner(space, model, model_name, _make_strategy(strategy_cls, space, seed, {}), strategy,
                                   ev, ev_name, program=program,
                                   target=target, seed=seed, total=total, hw=hw, top_k=top_k, out=out,

@@ -122,7 +122,8 @@ def build(programs_dir: str, task: str, evaluator: str, target: str, configs_per
 @click.option("--geometry-features/--no-geometry-features", default=None,
               help="GNN: join the kernel's default-tile geometry features (costmodels.features) before the head.")
 @click.option("--residual/--no-residual", default=None,
-              help="GNN, loss mse: learn the log ratio of the runtime to the tiled analytical model's time.")
+              help="GNN, loss mse: learn the log ratio of the runtime to the tiled analytical model's time. "
+                   "Layout GNN (any loss): score = the analytical price's log ratio to the default's + a learned correction.")
 @click.option("--head-layers", type=click.IntRange(1, 16), default=None, help="GNN: hidden layers of the head MLP.")
 @click.option("--head-hidden", type=click.IntRange(1, 4096), default=None,
               help="GNN: width of the head MLP's hidden layers (default: --hidden).")
@@ -133,6 +134,8 @@ def build(programs_dir: str, task: str, evaluator: str, target: str, configs_per
 @click.option("--lr-schedule", type=click.Choice(["constant", "cosine"]), default=None,
               help="GNN learning-rate schedule over the epochs.")
 @click.option("--weight-decay", type=click.FloatRange(0.0), default=None, help="GNN Adam weight decay.")
+@click.option("--patience", type=click.IntRange(1, 100000), default=None,
+              help="GNN: stop after this many epochs without a better validation value (default 5).")
 @click.option("--n-estimators", type=click.IntRange(1, 100000), default=None, help="XGBoost rounds (default 300).")
 @click.option("--max-depth", type=click.IntRange(1, 64), default=None, help="XGBoost tree depth (default 6).")
 @click.option("--min-runtime-us", type=click.FloatRange(0.0), default=None,
@@ -150,7 +153,7 @@ def train(model: str, task: str, data_dir: str, out_path: str, seed: int, epochs
           reduction: Optional[str], encoder: Optional[str], loss: Optional[str], no_static_features: bool,
           edge_direction: Optional[str], no_kernel_features: bool, geometry_features: Optional[bool],
           residual: Optional[bool], head_layers: Optional[int], head_hidden: Optional[int], large_weight: Optional[float], select: Optional[str],
-          lr_schedule: Optional[str], weight_decay: Optional[float], n_estimators: Optional[int],
+          lr_schedule: Optional[str], weight_decay: Optional[float], patience: Optional[int], n_estimators: Optional[int],
           max_depth: Optional[int], min_runtime_us: Optional[float], threads: Optional[int], segments: Optional[int],
           prune_hops: Optional[int], configs_per_step: Optional[int]) -> None:
     """Train a GNN or XGBoost cost model on a dataset's train split (validation for model selection)."""
@@ -167,7 +170,7 @@ def train(model: str, task: str, data_dir: str, out_path: str, seed: int, epochs
                 edge_direction=edge_direction, n_estimators=n_estimators, kernel_features=not no_kernel_features,
                 max_depth=max_depth, min_runtime_us=min_runtime_us, nthread=threads, geometry_features=geometry_features,
                 residual=residual, head_layers=head_layers, head_hidden=head_hidden, large_weight=large_weight, select=select,
-                lr_schedule=lr_schedule, weight_decay=weight_decay,
+                lr_schedule=lr_schedule, weight_decay=weight_decay, patience=patience,
                 segments=segments, prune_hops=prune_hops, configs_per_step=configs_per_step)
     m = train_model(model, ds, progress=sys.stderr.isatty(), **opts)
     m.save(out_path)

@@ -52,11 +52,11 @@ from typing import Optional, Sequence
 import numpy as np
 
 from autotune.compiler.hlo import HloComputation, HloInstruction, HloModule, Shape
-from autotune.compiler.opcodes import is_elementwise
+from autotune.compiler.opcodes import ELEMENTWISE, is_elementwise
 from autotune.compiler.program import Computation, Program
 from autotune.compiler.targets import Target, get_target
 
-__all__ = ["CONFIGURABLE_OPCODES", "LayoutConfig", "LayoutNode", "LayoutSpace", "complete_layout", "physical_order",
+__all__ = ["CONFIGURABLE_OPCODES", "KERNEL_CLASSES", "kernel_class", "LayoutConfig", "LayoutNode", "LayoutSpace", "complete_layout", "physical_order",
            "tensor_choices", "MAX_PERMUTATION_RANK", "XLA_CPU_DROPS_LAYOUTS"]
 
 CONFIGURABLE_OPCODES = ("convolution", "dot", "reshape")
@@ -435,6 +435,22 @@ class LayoutSpace:
             if bits[e] and producer.opcode == "copy" and _is_relayout(producer.name):
                 bits[e] = 0
         return fs.kernels(fs.repair(FusionConfig(bits)))
+
+
+# Kernel classes of a rewritten program, the analytical model's cost terms per configuration
+# (`kernel_class`; autotune.tuning.tuner.LayoutCost.terms): the learned layout models reweight them.
+KERNEL_CLASSES = ("relayout", "convolution", "dot", "reduce", "elementwise", "other")
+
+
+def kernel_class(kernel) -> int:
+    """Index in `KERNEL_CLASSES` of a kernel by its root: a layout copy `rewrite` inserted, a
+    convolution, a dot, a reduce, an elementwise op, anything else."""
+    root = kernel.root_instruction
+    if root.opcode == "copy" and _is_relayout(root.name):
+        return 0
+    if root.opcode in ("convolution", "dot", "reduce"):
+        return KERNEL_CLASSES.index(root.opcode)
+    return 4 if root.opcode in ELEMENTWISE else 5
 
 
 def _is_relayout(name: str) -> bool:

@@ -17,7 +17,8 @@ Generation (`build_dataset`), as Kaufman et al. (MLSys 2021, section 4):
   `max_tiles_per_kernel`) is measured.
 * layout task: per program, the default layout configuration, a neighbour walk and random ones, each
   priced as the whole rewritten program (`LayoutCost`); the shard is a TpuGraphs layout npz file
-  (`tpugraphs_layout_arrays`) plus `config_analytical` and `config_is_default` (`Dataset.load_layout`).
+  (`tpugraphs_layout_arrays`) plus `config_analytical`, `config_analytical_terms` (by kernel class) and
+  `config_is_default` (`Dataset.load_layout`).
 * split by *program*, with model families kept apart (a family lies wholly in one split). The family
   comes from examples/hlo/manifest.json-style manifests next to the programs, else it is the file
   name before the first '_'. A JSON split file {"train": [...], "validation": [...], "test": [...]}
@@ -51,7 +52,7 @@ __all__ = ["Samples", "Dataset", "build_dataset", "make_split", "program_family"
            "FEATURE_VERSION", "DATASET_VERSION", "read_tpugraphs_npz", "TpuGraphsRecord", "write_tpugraphs_tile",
            "write_tpugraphs_layout", "read_tpugraphs_layout", "layout_config_features", "layout_configs",
            "tpugraphs_layout_sample", "prune_layout_graph", "tpugraphs_layout_arrays", "LAYOUT_TENSORS", "LAYOUT_DIMS",
-           "SPLITS", "resolve_evaluator", "split_name", "NO_THUNK_SECONDS"]
+           "SPLITS", "resolve_evaluator", "split_name", "NO_THUNK_SECONDS", "add_layout_analytical_terms"]
 
 DATASET_VERSION = 1
 SPLITS = ("train", "validation", "test")
@@ -401,7 +402,8 @@ def _build_layout_program(path: Path, evaluator: Any, target: str, n_cfgs: int,
     """Layout task: the default layout configuration, a neighbour walk from it and random ones
     (`_sampled_configs`), each priced as its whole rewritten program (`LayoutCost`: the sum of the
     kernels' measured runtimes, copies included) and by the analytical model; the arrays of a TpuGraphs
-    layout npz file plus `config_analytical` (seconds) and `config_is_default`. None when the program has
+    layout npz file plus `config_analytical` (seconds), `config_analytical_terms` (its split by kernel class,
+    autotune.compiler.layouts.KERNEL_CLASSES) and `config_is_default`. None when the program has
     no configurable node with a choice of layout on the target (nothing to rank)."""
     from costmodels.analytical import AnalyticalCostModel
     from autotune.compiler.layouts import LayoutSpace
@@ -414,14 +416,47 @@ def _build_layout_program(path: Path, evaluator: Any, target: str, n_cfgs: int,
         return None
     cfgs = _sampled_configs(space, max(2, n_cfgs), rng)
     runtime = LayoutCost(space, lambda ks: _seconds(evaluator.measure(ks)))(cfgs)
-    analytical = LayoutCost(space, AnalyticalCostModel(target).predict)(cfgs)
+    analytical_cost = LayoutCost(space, AnalyticalCostModel(target).predict)
+    analytical, terms = analytical_cost(cfgs), analytical_cost.terms(cfgs)
     ok = np.isfinite(runtime) & (runtime > 0)
     cfeat = np.stack([layout_config_features(space, c) for c in cfgs])
     arrays = tpugraphs_layout_arrays(program.module, [(nd.computation, nd.instruction) for nd in space.nodes],
                                      cfeat[ok], runtime[ok])
-    arrays.update(config_analytical=analytical[ok], config_is_default=(np.arange(len(cfgs)) == 0)[ok],
+    arrays.update(config_analytical=analytical[ok], config_analytical_terms=terms[ok],
+                  config_is_default=(np.arange(len(cfgs)) == 0)[ok],
                   n_failed=np.array(int((~ok).sum())))
     return arrays
+
+
+def add_layout_analytical_terms(ds: "Dataset", log=None) -> int:
+    """Give every program of a layout dataset built before `config_analytical_terms` existed its terms:
+    the stored configurations decoded on the program's `source` file and priced by the analytical
+    model split by kernel class (their sum must equal the stored `config_analytical`); shards rewritten
+    in place. Returns the number of programs updated."""
+    from costmodels.analytical import AnalyticalCostModel
+    from autotune.compiler.layouts import LayoutSpace
+    from autotune.compiler.program import Program
+    from autotune.tuning.tuner import LayoutCost
+    done = 0
+    for name, rec in ds.programs.items():
+        shard = ds.root / rec["file"]
+        r = ds.load_layout(name)
+        if "config_analytical_terms" in r.arrays:
+            continue
+        space = LayoutSpace(Program.from_file(rec["source"]), ds.target)
+        cost = LayoutCost(space, AnalyticalCostModel(ds.target).predict)
+        terms = cost.terms(layout_configs(space, r.arrays["node_config_feat"]))
+        if not np.allclose(terms.sum(axis=1), r.arrays["config_analytical"], rtol=1e-6):
+            raise ValueError(f"{shard}: the analytical prices of {name} changed since the dataset was built; rebuild it")
+        arrays = dict(r.arrays, config_analytical_terms=terms)
+        tmp = shard.with_name(shard.stem + f".tmp{os.getpid()}.npz")
+        np.savez(tmp, **arrays)
+        os.replace(tmp, shard)
+        ds._cache.pop(name, None)
+        done += 1
+        if log is not None:
+            log(f"{name}: analytical terms added")
+    return done
 
 
 def _atomic_json(path: Path, obj: Any) -> None:
@@ -635,7 +670,7 @@ class Dataset:
 
     def load_layout(self, name: str) -> TpuGraphsRecord:
         """One program of a layout dataset: its TpuGraphs layout npz file (checked), with autotune's
-        `config_analytical` and `config_is_default` arrays."""
+        `config_analytical`, `config_analytical_terms` and `config_is_default` arrays."""
         if self.task != "layout":
             raise ValueError(f"dataset {self.root} is a {self.task} dataset, not a layout one")
         rec = self.programs.get(name)

@@ -49,7 +49,7 @@ from typing import Any, Callable, Optional, Sequence
 import numpy as np
 
 from autotune.compiler.fusion import FusionConfig, FusionSpace
-from autotune.compiler.layouts import XLA_CPU_DROPS_LAYOUTS, LayoutSpace
+from autotune.compiler.layouts import KERNEL_CLASSES, XLA_CPU_DROPS_LAYOUTS, LayoutSpace, kernel_class
 from autotune.tuning.callbacks import Callback, Checkpointer, FunctionCallback, JsonlLogger, ProgressBar
 
 CHECKPOINT = "checkpoint.pkl"
@@ -297,6 +297,7 @@ class LayoutCost:
         self.kernel_cost = kernel_cost
         self.memo: dict = {}                          # kernel hash -> seconds
         self.config_cost: dict[bytes, float] = {}
+        self.config_terms: dict[bytes, np.ndarray] = {}  # the cost split by `KERNEL_CLASSES`
         self.kernel_calls = 0
         self.kernels_priced = 0
 
@@ -312,15 +313,78 @@ class LayoutCost:
         if todo:
             _memoize_costs(self, self.memo, list(todo), self.kernel_cost(list(todo.values())), "kernels")
         for k, ks in kernel_sets.items():
+            terms = np.zeros(len(KERNEL_CLASSES))
+            for kern in ks:
+                terms[kernel_class(kern)] += self.memo[kern.hash] * kern.multiplicity
+            self.config_terms[k] = terms
             self.config_cost[k] = float(sum(self.memo[kern.hash] * kern.multiplicity for kern in ks))
         return np.array([self.config_cost[k] for k in keys], dtype=float)
+
+    def terms(self, cfgs: Sequence[Any]) -> np.ndarray:
+        """[configs, len(KERNEL_CLASSES)]: each configuration's cost split by kernel class (summing to it)."""
+        self(cfgs)
+        return np.stack([self.config_terms[self.space.encode(c)] for c in cfgs]) if len(cfgs) else \
+            np.zeros((0, len(KERNEL_CLASSES)))
 
     def is_priced(self, cfg: Any) -> bool:
         return self.space.encode(cfg) in self.config_cost
 
 
-def space_cost(space: Any, cost_model: Any) -> "ProgramCost | TileCost | LayoutCost":
+class LearnedLayoutCost:
+    """Program cost of layout configurations by a learned layout model (`predict_layouts`:
+    costmodels.gnn.layout, costmodels.xgb_layout) over the program's TpuGraphs layout graph. The model
+    ranks; its score differences from the default configuration's, over the model's `score_scale`
+    (score units per unit of log runtime), are taken as log runtime ratios to the analytical price of
+    the default: cost = analytical(default) * exp((score - score(default)) / score_scale). For the
+    residual GNN that is the analytical price of the configuration times the network's learned
+    correction relative to the default's. Memoized per configuration."""
+
+    def __init__(self, space: LayoutSpace, model: Any):
+        from costmodels.analytical import AnalyticalCostModel
+        from autotune.tuning.dataset import tpugraphs_layout_arrays, layout_config_features
+        self.space, self.model = space, model
+        self._config_features = layout_config_features
+        self.analytical = LayoutCost(space, AnalyticalCostModel(space.target).predict)
+        default = space.default()
+        self.reference_s = float(self.analytical([default])[0])
+        names = [(nd.computation, nd.instruction) for nd in space.nodes]
+        arrays = tpugraphs_layout_arrays(space.program.module, names, layout_config_features(space, default)[None],
+                                         [self.reference_s])
+        arrays["config_analytical"] = np.array([self.reference_s])
+        arrays["config_analytical_terms"] = self.analytical.terms([default])
+        self.graph = model.prepare("program", "search", arrays, self.reference_s)
+        self.scale = float(getattr(model, "score_scale", 1.0)) or 1.0
+        self.default_score = float(model.scores(self.graph)[0])
+        self.memo: dict = {}                          # encoded configuration -> seconds
+        self.kernel_calls = 0
+        self.kernels_priced = 0
+
+    @property
+    def config_cost(self) -> dict:
+        return self.memo
+
+    def __call__(self, cfgs: Sequence[Any]) -> np.ndarray:
+        keys = [self.space.encode(c) for c in cfgs]
+        fresh = list({k: c for k, c in zip(keys, cfgs) if k not in self.memo}.items())
+        if fresh:
+            todo = [c for _, c in fresh]
+            a = self.analytical(todo)
+            self.graph.set_configs({"node_config_feat": np.stack([self._config_features(self.space, c) for c in todo]),
+                                    "config_runtime": np.ones(len(todo)), "config_analytical": a,
+                                    "config_analytical_terms": self.analytical.terms(todo)}, self.reference_s)
+            s = np.asarray(self.model.scores(self.graph), float)
+            cost = self.reference_s * np.exp(np.clip((s - self.default_score) / self.scale, -50, 50))
+            _memoize_costs(self, self.memo, [k for k, _ in fresh], cost, "layout configurations")
+        return np.array([self.memo[k] for k in keys], dtype=float)
+
+    def is_priced(self, cfg: Any) -> bool:
+        return self.space.encode(cfg) in self.memo
+
+
+def space_cost(space: Any, cost_model: Any) -> "ProgramCost | TileCost | LayoutCost | LearnedLayoutCost":
     """The memoized pricing of a space's configurations with a cost model (or a bare function)."""
+    if is_layout_space(space) and hasattr(cost_model, "predict_layouts"):
+        return LearnedLayoutCost(space, cost_model)
     fn = cost_model.predict if hasattr(cost_model, "predict") else cost_model
     if is_fusion_space(space):
         return ProgramCost(space, fn, dedup=getattr(cost_model, "dedup_by_hash", True))

@@ -13,6 +13,14 @@ mean/max reduction, MLP head): one score per configuration, lower = faster, trai
 configurations of one program with ListMLE, a pairwise hinge loss or MSE on the program's
 standardized log runtime (costmodels.gnn.train.fit_layout_gnn).
 
+Residual (`residual=True`): the score of a configuration is the analytical model's price reweighted
+per kernel class, relative to the default configuration's (`analytical_term_ratios`: the classes of
+autotune.compiler.layouts.KERNEL_CLASSES, learned weights exp(v_k) starting at 1), as a log, times
+`analytical_scale` (1 / the median spread of the analytical log ratio over the training programs) and a
+learned exp(w), plus the network's output, whose last layer starts at zero: untrained, the model ranks
+as the analytical model; training learns where the analytical model is wrong. `score_scale` converts
+score differences back to log runtime ratios (autotune.tuning.tuner.LearnedLayoutCost).
+
 Graph segment training (GST, Cao et al. 2023, TpuGraphs' baselines): with `segments` K > 1 the node
 list (module order) is cut into K contiguous segments, each encoded on its own (edges inside it);
 a graph's column reduction is joined from the segments' partial sums and maxima. A training step
@@ -29,12 +37,14 @@ from typing import Any, Optional
 import numpy as np
 import torch
 
+from autotune.compiler.layouts import KERNEL_CLASSES
 from costmodels.features import NUM_OPCODES, TPUGRAPHS_NODE_DIM, FeatureScaler, prune_layout_graph
 from costmodels.gnn.layers import GraphBatch
 from costmodels.gnn.model import GnnNet, normalize_config, torch_threads
 from costmodels.gnn.train import fit_layout_gnn, join_partials, segment_partials
 
-__all__ = ["LAYOUT_INPUT_DIM", "LayoutGraph", "LayoutGnnModel", "config_node_features", "segment_bounds"]
+__all__ = ["LAYOUT_INPUT_DIM", "LayoutGraph", "LayoutGnnModel", "analytical_log_ratio", "analytical_term_ratios",
+           "config_node_features", "segment_bounds"]
 
 LAYOUT_FORMAT = "autotune-gnn-layout"
 LAYOUT_FORMAT_VERSION = 1
@@ -96,25 +106,64 @@ def _signed_log(x: np.ndarray) -> np.ndarray:
     return (np.sign(x) * np.log1p(np.abs(x))).astype(np.float32)
 
 
+def _analytical_reference(arrays: dict, reference_s: Optional[float]) -> float:
+    """log seconds of the reference price: `reference_s`, else the default configuration's analytical
+    price (`config_is_default`), else the median over the record's configurations."""
+    a = np.log(np.maximum(np.asarray(arrays["config_analytical"], np.float64), 1e-30))
+    if reference_s is not None:
+        return float(np.log(max(reference_s, 1e-30)))
+    if "config_is_default" in arrays and np.asarray(arrays["config_is_default"]).any():
+        return float(a[np.flatnonzero(np.asarray(arrays["config_is_default"]))[0]])
+    return float(np.median(a))
+
+
+def analytical_log_ratio(arrays: dict, reference_s: Optional[float] = None) -> Optional[np.ndarray]:
+    """log(analytical price / the reference's) per configuration of a layout record (the reference:
+    `_analytical_reference`); None when the record has no analytical prices."""
+    if "config_analytical" not in arrays:
+        return None
+    a = np.log(np.maximum(np.asarray(arrays["config_analytical"], np.float64), 1e-30))
+    return a - _analytical_reference(arrays, reference_s)
+
+
+def analytical_term_ratios(arrays: dict, reference_s: Optional[float] = None) -> Optional[np.ndarray]:
+    """[configs, len(KERNEL_CLASSES)]: the analytical price split by kernel class
+    (`config_analytical_terms`), over the reference price: each row sums to exp(analytical_log_ratio).
+    None when the record has no terms."""
+    if "config_analytical_terms" not in arrays or "config_analytical" not in arrays:
+        return None
+    ref = np.exp(_analytical_reference(arrays, reference_s))
+    return np.asarray(arrays["config_analytical_terms"], np.float64) / ref
+
+
 class LayoutGraph:
     """One program of a layout dataset, prepared for the network: its (pruned) graph, the layout
-    features per configuration, the runtimes, and its segments."""
+    features per configuration, the runtimes, the analytical log ratios, and its segments."""
 
-    def __init__(self, name: str, family: str, arrays: dict, hops: Optional[int] = None, segments: int = 1):
+    def __init__(self, name: str, family: str, arrays: dict, hops: Optional[int] = None, segments: int = 1,
+                 analytical_reference_s: Optional[float] = None):
         a = prune_layout_graph(arrays, hops) if hops is not None else arrays
         self.name, self.family = name, family
         self.raw = _signed_log(np.asarray(a["node_feat"], np.float32))
         self.opcode = np.asarray(a["node_opcode"], np.int64)
-        ei = np.asarray(a["edge_index"], np.int64).reshape(-1, 2)
-        self.edges = np.ascontiguousarray(ei[:, ::-1].T)  # [2, E] producer -> consumer
+        self.node_feat = np.asarray(a["node_feat"])
+        self.edge_index = np.asarray(a["edge_index"], np.int64).reshape(-1, 2)
+        self.edges = np.ascontiguousarray(self.edge_index[:, ::-1].T)  # [2, E] producer -> consumer
         self.ids = np.asarray(a["node_config_ids"], np.int64)
-        self.cfg = config_node_features(a["node_feat"], ei, self.ids, a["node_config_feat"])
-        self.runtime = np.asarray(a["config_runtime"], np.float64)
-        self.analytical = np.asarray(a["config_analytical"], np.float64) if "config_analytical" in a else None
-        ly = np.log(np.maximum(self.runtime, 1e-30))
-        self.y = ((ly - ly.mean()) / max(float(ly.std()), 1e-6)).astype(np.float32)  # per-program standardized
+        self.set_configs(a, analytical_reference_s)
         self.x: Optional[np.ndarray] = None
         self.set_segments(segments)
+
+    def set_configs(self, arrays: dict, analytical_reference_s: Optional[float] = None) -> None:
+        """Take the configurations (node_config_feat, config_runtime, config_analytical) of `arrays`, a
+        record of this graph's program (the search prices new configurations this way)."""
+        self.cfg = config_node_features(self.node_feat, self.edge_index, self.ids, arrays["node_config_feat"])
+        self.runtime = np.asarray(arrays["config_runtime"], np.float64)
+        self.analytical = np.asarray(arrays["config_analytical"], np.float64) if "config_analytical" in arrays else None
+        self.analytical_ratio = analytical_log_ratio(arrays, analytical_reference_s)
+        self.analytical_terms = analytical_term_ratios(arrays, analytical_reference_s)
+        ly = np.log(np.maximum(self.runtime, 1e-30))
+        self.y = ((ly - ly.mean()) / max(float(ly.std()), 1e-6)).astype(np.float32)  # per-program standardized
 
     @property
     def num_nodes(self) -> int:
@@ -160,14 +209,25 @@ class LayoutGnnModel:
     predicts_absolute = False
 
     def __init__(self, target: str = "tpu", threads: Optional[int] = 1, hops: Optional[int] = None,
-                 segments: int = 1, **config: Any):
+                 segments: int = 1, residual: bool = False, **config: Any):
         self.config = normalize_config(dict(config, task="layout", target=target, reduction="column"))
         self.target = target
         self.threads = threads
         self.hops = hops
         self.segments = max(1, int(segments))
+        self.residual = bool(residual)
+        self.analytical_scale = 1.0  # residual: score units per unit of log analytical ratio (fit)
         torch.manual_seed(int(config.get("seed", 0) or 0))
         self.net = GnnNet(self.config, in_dim=TPUGRAPHS_NODE_DIM + LAYOUT_INPUT_DIM, num_opcodes=NUM_OPCODES)
+        if self.residual:  # the correction starts at zero: an untrained residual model ranks as the analytical one
+            last = [mod for mod in self.net.head.modules() if isinstance(mod, torch.nn.Linear)][-1]
+            torch.nn.init.zeros_(last.weight)
+            torch.nn.init.zeros_(last.bias)
+            # learned weights (logs, 0 = the analytical model): of the analytical term as a whole, so that
+            # sharpening it costs the network nothing, and of each kernel class's part of the price
+            self.net.register_parameter("analytical_log_weight", torch.nn.Parameter(torch.zeros(())))
+            self.net.register_parameter("analytical_term_log_weights",
+                                        torch.nn.Parameter(torch.zeros(len(KERNEL_CLASSES))))
         self.scaler = FeatureScaler()
         self.history: list = []
 
@@ -176,11 +236,36 @@ class LayoutGnnModel:
         return "listmle" if self.config["loss"] == "rank" and self.config["rank_loss"] == "listmle" else (
             "rank" if self.config["loss"] == "rank" else "mse")
 
-    def prepare(self, name: str, family: str, arrays: dict) -> LayoutGraph:
-        g = LayoutGraph(name, family, arrays, self.hops, self.segments)
+    @property
+    def score_scale(self) -> float:
+        """Score units per unit of log runtime: a residual model's scores are its analytical log ratio
+        times `analytical_scale` plus the network's correction (1 for a plain ranking model)."""
+        return self.analytical_scale * float(self.net.analytical_log_weight.detach().exp()) if self.residual else 1.0
+
+    def prepare(self, name: str, family: str, arrays: dict, analytical_reference_s: Optional[float] = None) -> LayoutGraph:
+        g = LayoutGraph(name, family, arrays, self.hops, self.segments, analytical_reference_s)
+        if self.residual and g.analytical_terms is None:
+            raise ValueError(f"{name}: the residual layout GNN needs the configurations' analytical prices "
+                             "by kernel class (config_analytical_terms: `add_layout_analytical_terms` adds them "
+                             "to a dataset built without them)")
         if self.scaler.fitted:
             g.scale(self.scaler)
         return g
+
+    def offsets(self, g: LayoutGraph, configs: np.ndarray) -> torch.Tensor:
+        """The analytical part of the scores of `configs` (zero unless residual)."""
+        if not self.residual:
+            return torch.zeros(len(configs))
+        terms = torch.from_numpy(g.analytical_terms[np.asarray(configs)].astype(np.float32))
+        reweighted = (terms * self.net.analytical_term_log_weights.exp()).sum(-1).clamp_min(1e-12)
+        return self.analytical_scale * self.net.analytical_log_weight.exp() * reweighted.log()
+
+    def fit_analytical_scale(self, graphs: list) -> None:
+        """Residual: scale the analytical log ratio to unit spread, 1 / the median over the training
+        programs of its standard deviation over their configurations."""
+        spread = [float(np.std(g.analytical_ratio)) for g in graphs if g.analytical_ratio is not None]
+        spread = [v for v in spread if v > 0]
+        self.analytical_scale = 1.0 / float(np.median(spread)) if spread else 1.0
 
     def scores(self, g: LayoutGraph, configs: Optional[np.ndarray] = None, chunk: int = 32) -> np.ndarray:
         """Scores (lower = faster) of a prepared program's configurations, without gradients."""
@@ -197,7 +282,7 @@ class LayoutGnnModel:
                 parts = [segment_partials(self.net, g, c, k) for k in range(len(g.bounds))]
                 sums = torch.stack([p[0] for p in parts], 1)
                 maxs = torch.stack([p[1] for p in parts], 1)
-                out[s:s + len(c)] = join_partials(self.net, sums, maxs, g.num_nodes).double().numpy()
+                out[s:s + len(c)] = (join_partials(self.net, sums, maxs, g.num_nodes) + self.offsets(g, c)).double().numpy()
         return out
 
     def predict_layouts(self, name: str, family: str, arrays: dict) -> np.ndarray:
@@ -212,6 +297,8 @@ class LayoutGnnModel:
         if not train:
             raise ValueError(f"dataset {dataset.root} has no programs in the train split")
         val = [self.prepare(n, f, r.arrays) for n, f, r in dataset.iter_layouts("validation")]
+        if self.residual:
+            self.fit_analytical_scale(train)
         with torch_threads(self.threads):
             fit_layout_gnn(self, train, val, **train_kw)
         return self
@@ -219,7 +306,8 @@ class LayoutGnnModel:
     # ---- persistence
     def save(self, path: str) -> None:
         st = {"format": LAYOUT_FORMAT, "version": LAYOUT_FORMAT_VERSION, "config": self.config, "target": self.target,
-              "hops": self.hops, "segments": self.segments, "state_dict": self.net.state_dict(),
+              "hops": self.hops, "segments": self.segments, "residual": self.residual,
+              "analytical_scale": self.analytical_scale, "state_dict": self.net.state_dict(),
               "scaler": self.scaler.state_dict(), "history": self.history,
               "input_dim": TPUGRAPHS_NODE_DIM + LAYOUT_INPUT_DIM, "num_opcodes": NUM_OPCODES}
         tmp = f"{path}.tmp{os.getpid()}"
@@ -240,8 +328,10 @@ class LayoutGnnModel:
         if st.get("version") != LAYOUT_FORMAT_VERSION or st.get("input_dim") != TPUGRAPHS_NODE_DIM + LAYOUT_INPUT_DIM \
                 or st.get("num_opcodes") != NUM_OPCODES:
             raise ValueError(f"{path}: layout GNN model of another format or feature layout; retrain it")
-        cfg = {k: v for k, v in st["config"].items() if k not in ("task", "target")}
-        m = cls(st["target"], hops=st.get("hops"), segments=int(st.get("segments", 1)), **cfg)
+        cfg = {k: v for k, v in st["config"].items() if k not in ("task", "target", "residual")}
+        m = cls(st["target"], hops=st.get("hops"), segments=int(st.get("segments", 1)),
+                residual=bool(st.get("residual", False)), **cfg)
+        m.analytical_scale = float(st.get("analytical_scale", 1.0))
         m.net.load_state_dict(st["state_dict"])
         m.scaler = FeatureScaler.from_state(st["scaler"])
         m.history = list(st.get("history", []))

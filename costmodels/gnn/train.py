@@ -373,7 +373,7 @@ def fit_layout_gnn(model: Any, train: list, validation: Optional[list] = None, *
             K = len(g.bounds)
             if K == 1:
                 s, m = segment_partials(model.net, g, cfgs, 0)
-                scores = join_partials(model.net, s[:, None], m[:, None], g.num_nodes)
+                scores = join_partials(model.net, s[:, None], m[:, None], g.num_nodes) + model.offsets(g, cfgs)
             else:
                 sums, maxs = table.get(model, gi, g)
                 k = int(rng.integers(K))
@@ -382,7 +382,7 @@ def fit_layout_gnn(model: Any, train: list, validation: Optional[list] = None, *
                 keep[k] = False
                 all_s = torch.cat([sums[cfgs][:, keep], s[:, None]], 1)
                 all_m = torch.cat([maxs[cfgs][:, keep], m[:, None]], 1)
-                scores = join_partials(model.net, all_s, all_m, g.num_nodes)
+                scores = join_partials(model.net, all_s, all_m, g.num_nodes) + model.offsets(g, cfgs)
                 sums[cfgs, k] = s.detach()
                 maxs[cfgs, k] = m.detach()
             loss = _layout_loss(model, scores, y)

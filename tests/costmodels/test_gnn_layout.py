@@ -11,21 +11,13 @@ from click.testing import CliRunner
 from autotune.cli.app import main
 from autotune.tuning.dataset import Dataset, build_dataset
 from autotune.tuning.evaluation import evaluate_models
-from costmodels.gnn.layout import (LAYOUT_INPUT_DIM, LayoutGnnModel, LayoutGraph, config_node_features,
-                                   join_partials, segment_bounds, segment_partials)
+from costmodels.gnn.layout import (LAYOUT_INPUT_DIM, LayoutGnnModel, LayoutGraph, analytical_log_ratio,
+                                   config_node_features, join_partials, segment_bounds, segment_partials)
 from costmodels.metrics import kendall
 
 ROOT = Path(__file__).resolve().parents[2]
-PROGRAMS = ["vae_small_infer", "lstm_small_infer", "bert_small_infer", "mlp_mixer_small_infer"]
+PROGRAMS = ["vae_small_infer", "lstm_small_infer", "bert_small_infer", "mlp_mixer_small_infer"]  # conftest's layout_ds
 TINY = dict(hidden=16, embedding=8, layers=2)
-
-
-@pytest.fixture(scope="module")
-def layout_ds(tmp_path_factory) -> Dataset:
-    d = tmp_path_factory.mktemp("progs")
-    for p in PROGRAMS:
-        shutil.copy(ROOT / "examples" / "hlo" / f"{p}.hlo", d / f"{p}.hlo")
-    return build_dataset(d, "layout", "sim", configs_per_program=12, out_dir=tmp_path_factory.mktemp("lay"))
 
 
 def test_config_features_name_the_minor_dims_their_sizes_and_the_tile_padding():
@@ -74,6 +66,25 @@ def test_layout_dataset_shards_are_tpugraphs_layout_files_split_by_family(layout
     again = LayoutCost(space, lambda ks: np.array([m.seconds for m in ev.measure(ks)]))(cfgs)
     np.testing.assert_allclose(rec.config_runtime, np.round(again * 1e9), rtol=1e-6)
     assert np.all(rec.config_analytical > 0)
+
+
+def test_analytical_terms_are_added_to_a_dataset_built_without_them(layout_ds, tmp_path):
+    from autotune.tuning.dataset import add_layout_analytical_terms
+    shutil.copytree(layout_ds.root, tmp_path / "ds")
+    ds = Dataset.open(tmp_path / "ds")
+    shard = ds.root / ds.programs["lstm_small_infer"]["file"]
+    full = dict(np.load(shard))
+    np.testing.assert_allclose(full["config_analytical_terms"].sum(axis=1), full["config_analytical"], rtol=1e-9)
+    np.savez(shard, **{k: v for k, v in full.items() if k != "config_analytical_terms"})
+    assert add_layout_analytical_terms(Dataset.open(tmp_path / "ds")) == 1
+    again = Dataset.open(tmp_path / "ds").load_layout("lstm_small_infer").arrays["config_analytical_terms"]
+    np.testing.assert_allclose(again, full["config_analytical_terms"], rtol=1e-12)
+    assert add_layout_analytical_terms(Dataset.open(tmp_path / "ds")) == 0
+    tampered = dict(full, config_analytical=full["config_analytical"] * 2)
+    del tampered["config_analytical_terms"]
+    np.savez(shard, **tampered)
+    with pytest.raises(ValueError, match="rebuild it"):
+        add_layout_analytical_terms(Dataset.open(tmp_path / "ds"))
 
 
 def test_a_program_without_layout_choices_is_skipped_with_a_warning(tmp_path):
@@ -141,6 +152,27 @@ def test_graph_segment_training_trains_and_round_trips(layout_ds, tmp_path):
     assert -1 <= res["summary"]["analytical"]["kendall"] <= 1 and "top1" in res["summary"]["gst"]
 
 
+def test_an_untrained_residual_model_ranks_as_the_analytical_model_and_round_trips(layout_ds, tmp_path):
+    m = LayoutGnnModel(residual=True, hops=1, seed=0, **TINY)
+    m.fit(layout_ds, epochs=1, configs_per_step=8, lr=0.0)          # scaler and analytical scale only
+    spreads = [np.std(analytical_log_ratio(r.arrays)) for _, _, r in layout_ds.iter_layouts("train")]
+    assert m.analytical_scale == pytest.approx(1 / np.median([v for v in spreads if v > 0]))
+    for name, fam, rec in layout_ds.iter_layouts("all"):
+        s = m.predict_layouts(name, fam, rec.arrays)
+        ratio = analytical_log_ratio(rec.arrays)
+        assert ratio[np.flatnonzero(rec.arrays["config_is_default"])[0]] == 0.0
+        np.testing.assert_allclose(s, m.analytical_scale * ratio, rtol=1e-5, atol=1e-5)  # zero correction
+    m.fit(layout_ds, epochs=2, configs_per_step=8, lr=3e-3)
+    m.save(str(tmp_path / "res.pt"))
+    back = LayoutGnnModel.load(str(tmp_path / "res.pt"))
+    assert back.residual and back.analytical_scale == m.analytical_scale and back.score_scale == m.score_scale
+    rec = layout_ds.load_layout("lstm_small_infer")
+    np.testing.assert_allclose(back.predict_layouts("l", "lstm", rec.arrays), m.predict_layouts("l", "lstm", rec.arrays))
+    no_prices = {k: v for k, v in rec.arrays.items() if k != "config_analytical"}
+    with pytest.raises(ValueError, match="analytical prices"):
+        back.predict_layouts("l", "lstm", no_prices)
+
+
 def test_cli_train_and_evaluate_layout(layout_ds, tmp_path):
     out = tmp_path / "m.pt"
     r = CliRunner().invoke(main, ["train", "--model", "gnn", "--task", "layout", "--data", str(layout_ds.root),
@@ -154,8 +186,14 @@ def test_cli_train_and_evaluate_layout(layout_ds, tmp_path):
     r = CliRunner().invoke(main, ["evaluate", "--task", "tile", "--data", str(layout_ds.root)])
     assert r.exit_code == 2 and "is a layout dataset, not tile" in r.output
     r = CliRunner().invoke(main, ["train", "--model", "xgboost", "--task", "layout", "--data", str(layout_ds.root),
-                                  "--out", str(tmp_path / "x.json")])
-    assert r.exit_code == 2 and "layout task has a GNN model" in r.output
+                                  "--out", str(tmp_path / "x.json"), "--n-estimators", "20"])
+    assert r.exit_code == 0, r.output
+    r = CliRunner().invoke(main, ["evaluate", "--task", "layout", "--data", str(layout_ds.root), "--split", "all",
+                                  "--cost-model", str(tmp_path / "x.json"), "--json"])
+    assert r.exit_code == 0 and '"kendall"' in r.output, r.output
+    r = CliRunner().invoke(main, ["evaluate", "--task", "fusion", "--data", str(layout_ds.root),
+                                  "--cost-model", str(tmp_path / "x.json")])
+    assert r.exit_code == 2
 
 
 def test_cli_dataset_build_layout_and_layout_only_options(tmp_path):

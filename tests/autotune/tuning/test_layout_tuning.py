@@ -148,3 +148,72 @@ def test_layout_command_without_configurable_nodes(tmp_path):
     rep = json.loads((out / "report.json").read_text())
     assert rep["configurable_nodes"] == 0 and rep["speedup"] == 1.0
     assert (out / "layouts.hlo").read_text().count("relayout") == 0
+
+
+def _residual_model(space):
+    """An untrained residual layout GNN (zero correction) with its feature scaler fitted on the program."""
+    from autotune.tuning.dataset import layout_config_features, tpugraphs_layout_arrays
+    from costmodels.features import FeatureScaler
+    from costmodels.gnn.layout import LayoutGnnModel, LayoutGraph
+    m = LayoutGnnModel(residual=True, hops=1, hidden=16, embedding=8, layers=2)
+    arrays = tpugraphs_layout_arrays(space.program.module, [(nd.computation, nd.instruction) for nd in space.nodes],
+                                     layout_config_features(space, space.default())[None], [1.0])
+    m.scaler = FeatureScaler().fit([LayoutGraph("p", "p", arrays).raw])
+    m.analytical_scale = 5.0
+    return m
+
+
+def test_learned_layout_cost_is_the_analytical_price_times_the_learned_correction(vae):
+    import torch
+    from autotune.tuning.dataset import layout_config_features
+    from autotune.tuning.tuner import LearnedLayoutCost
+    from costmodels.analytical import AnalyticalCostModel
+    m = _residual_model(vae)
+    rng = np.random.default_rng(1)
+    cfgs = [vae.default()] + [vae.random(rng) for _ in range(5)]
+    priced = LayoutCost(vae, AnalyticalCostModel("tpu").predict)
+    analytical, terms = priced(cfgs), priced.terms(cfgs)
+    np.testing.assert_allclose(terms.sum(axis=1), analytical, rtol=1e-12)
+    cost = LearnedLayoutCost(vae, m)
+    np.testing.assert_allclose(cost(cfgs), analytical, rtol=1e-5)       # zero correction: the analytical prices
+    with torch.no_grad():                                                # a correction: the order of the scores
+        for p in m.net.head.parameters():
+            p.normal_(0, 0.3)
+    cost = LearnedLayoutCost(vae, m)
+    got = cost(cfgs)
+    assert got[0] == pytest.approx(analytical[0], rel=1e-9) and not np.allclose(got, analytical, rtol=1e-3)
+    cost.graph.set_configs({"node_config_feat": np.stack([layout_config_features(vae, c) for c in cfgs]),
+                            "config_runtime": np.ones(len(cfgs)), "config_analytical": analytical,
+                            "config_analytical_terms": terms}, analytical[0])
+    assert np.array_equal(np.argsort(got), np.argsort(m.scores(cost.graph)))
+    before = cost.kernels_priced
+    assert np.array_equal(cost(cfgs), got) and cost.kernels_priced == before   # memoized
+
+
+@pytest.mark.parametrize("kind", ["gnn", "xgboost"])
+def test_layout_command_prices_with_the_shipped_layout_model(kind, tmp_path):
+    from autotune import api
+    shipped = api.shipped_model(kind, "layout", "tpu")
+    assert shipped is not None and shipped.stat().st_size <= 20 * 2 ** 20
+    out = tmp_path / kind
+    r = _cli("layout", str(VAE), "--cost-model", kind, "--budget", "60s", "--max-evals", "32", "--out", str(out),
+             "--no-progress")
+    assert r.returncode == 0, r.stderr
+    rep = json.loads((out / "report.json").read_text())
+    assert rep["cost_model"] == str(shipped) and rep["evaluations"] >= 16
+    assert rep["verification"]["status"] == "verified" and rep["measured_default_s"] > 0
+    assert rep["best_cost_s"] <= rep["default_cost_s"]
+
+
+def test_layout_command_refuses_models_of_another_task_or_target(tmp_path):
+    from autotune import api
+    fusion_gnn = api.shipped_model("gnn", "fusion", "tpu")
+    r = _cli("layout", str(VAE), "--cost-model", str(fusion_gnn), "--budget", "10s", "--out", str(tmp_path / "a"))
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
+    assert "task fusion" in r.stderr and "this needs task layout" in r.stderr
+    r = _cli("fusion", str(VAE), "--cost-model", str(api.shipped_model("gnn", "layout", "tpu")), "--budget", "10s",
+             "--out", str(tmp_path / "b"))
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "layout GNN model, not a fusion" in r.stderr
+    r = _cli("layout", str(VAE), "--target", "cpu", "--cost-model", "xgboost", "--budget", "10s",
+             "--out", str(tmp_path / "c"))
+    assert r.returncode == 2 and "no shipped xgboost model for task 'layout' and target 'cpu'" in r.stderr
