@@ -1487,6 +1487,7 @@ def attribute_thunks(kernels: Sequence[Any], thunks: dict[str, dict], *,
         else:
             mine.setdefault(i, []).append(name)
     matched: dict[int, str] = {}
+    folded: dict[int, str] = {}  # kernel -> why its thunk went to another kernel
     for i in sorted(mine):
         for name in sorted(mine[i]):
             j = _folded_into(kernels, i, thunks[name], mine.keys() | matched.keys())
@@ -1494,6 +1495,8 @@ def attribute_thunks(kernels: Sequence[Any], thunks: dict[str, dict], *,
                 mine[i].remove(name)
                 mine[j] = [name]
                 matched[j] = "XLA folded it into the thunk named after the kernel it feeds (transpose(dot) -> dot)"
+                folded[i] = (f"XLA folded it into the {'/'.join(sorted(set(kernels[j].opcodes) & _MOVABLE_WORK_OPCODES))}"
+                             f" of kernel {kernels[j].root_instruction.name}, whose thunk is named after it")
         if not mine[i]:
             del mine[i]
     # A thunk XLA made without op_name (e.g. a dot it rewrote) belongs to the one kernel without a
@@ -1517,8 +1520,8 @@ def attribute_thunks(kernels: Sequence[Any], thunks: dict[str, dict], *,
         names = sorted(mine.get(i, []))
         if not names:
             ops = set(k.opcodes)
-            why = ("a layout bitcast (no data moved)" if ops <= _LAYOUT_OPCODES else
-                   f"elided or folded by XLA ({', '.join(sorted(ops))})")
+            why = folded.get(i) or ("a layout bitcast (no data moved)" if ops <= _LAYOUT_OPCODES else
+                                    f"elided or folded by XLA ({', '.join(sorted(ops))})")
             out.append(Measurement(0.0, extra={"no_thunk": f"no thunk ran for it: {why}", "count": 1,
                                                "thunks": []}))
             continue
