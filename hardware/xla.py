@@ -594,7 +594,10 @@ def time_compiled(compiled: CompiledHlo, inputs: Sequence[np.ndarray],
 # records one trace event per thunk it runs, named after the instruction of the optimized module,
 # with ``hlo_op`` and ``run_id`` stats; the session hands them back in memory. (jaxlib 0.10.2 records
 # them without any compile option: ``xla_cpu_enable_xprof_traceme`` adds no thunk events, so the
-# profiled program is compiled exactly as the one timed end to end.)
+# profiled program is compiled exactly as the one timed end to end.) The executor's idle time
+# between thunks (dispatching the next one) is no thunk's: :func:`thunk_gaps` measures the gap
+# before each thunk, and :func:`attribute_thunks` charges it to the kernel of that thunk, so that
+# the kernels' times add up to the executor's run.
 
 _CONTROL_OPCODES = frozenset({"while", "conditional", "call", "async-start", "async-done"})
 
@@ -1551,6 +1554,9 @@ def configuration_of(space: Any, kernels: Sequence[Any]) -> Any:
     return FusionConfig(bits)
 
 
+IN_PROGRAM_TIMEOUT_S = 600.0  # default time limit of one in-program request (compile + profiled runs)
+
+
 class XlaInProgramEvaluator(XlaEvaluator):
     """Kernel runtimes measured *inside* their program on XLA:CPU (name ``xla-inprogram``).
 
@@ -1568,6 +1574,9 @@ class XlaInProgramEvaluator(XlaEvaluator):
     in_program = True  # kernel times are in-program times: datasets measure whole configurations
 
     def __init__(self, *args: Any, runs: int = 20, **kwargs: Any):
+        # One request compiles a whole program (efficientnet_small_train: 110 s at load average 10 on
+        # 2 cores) and runs it `runs` times under the profiler: the kernel evaluator's 60 s is too short.
+        kwargs.setdefault("timeout_s", IN_PROGRAM_TIMEOUT_S)
         super().__init__(*args, **kwargs)
         self.runs = max(1, int(runs))
 
