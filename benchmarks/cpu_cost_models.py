@@ -62,6 +62,43 @@ def kernel_accuracy(data: str, models: list[str]) -> dict:
     return evaluate_models(loaded, ds, "test")
 
 
+def label_consistency(data: str) -> dict:
+    """What the in-program dataset's labels can support, per program: the mean absolute deviation of a
+    kernel's in-program time in each configuration holding it from its median over them (kernels >= 5
+    us held by >= 2 configurations; gaps charged and thunks only), Kendall's tau of each configuration's
+    kernel sum (times multiplicity; gaps charged and thunks only) against its end-to-end time (median
+    and fastest repeat), and the end-to-end time over the charged kernel sum."""
+    from autotune.tuning.dataset import Dataset
+    from costmodels.metrics import kendall
+    ds = Dataset.open(data)
+    rows = {}
+    for name in sorted(ds.programs):
+        s = ds.load_program(name)
+        c = s.config
+        if not c or c.get("thunk_runtime") is None:
+            continue
+        g, cid = np.asarray(c["graph"]), np.asarray(c["cfg"])
+        row: dict = {"split": ds.programs[name]["split"]}
+        for label, key in (("charged", "runtime"), ("thunks", "thunk_runtime")):
+            v = np.asarray(c[key], np.float64)
+            dev = []
+            for k in np.unique(g):
+                x = v[g == k]
+                med = np.nanmedian(x) if np.isfinite(x).any() else np.nan
+                if np.sum(np.isfinite(x)) >= 2 and med >= 5e-6:
+                    dev.append(np.nanmean(np.abs(x - med)) / med)
+            row[f"deviation_{label}"] = float(np.mean(dev)) if dev else float("nan")
+            total = np.array([np.nansum((v * s.multiplicity[g])[cid == i]) for i in range(len(c["end_to_end"]))])
+            ok = np.isfinite(c["end_to_end"]) & (total > 0)
+            row[f"kendall_{label}"] = kendall(total[ok], c["end_to_end"][ok]) if ok.sum() >= 3 else float("nan")
+            row[f"kendall_{label}_min"] = (kendall(total[ok], c["end_to_end_min"][ok]) if ok.sum() >= 3
+                                           else float("nan"))
+            if label == "charged":
+                row["end_to_end_over_sum"] = float(np.median(c["end_to_end"][ok] / total[ok])) if ok.any() else float("nan")
+        rows[name] = row
+    return rows
+
+
 def searched_configurations(space, model, n: int, seconds: float, seed: int) -> list:
     """The n best distinct predictions of an annealing search with `model` (default excluded)."""
     from autotune.tuning.tuner import Tuner
@@ -169,6 +206,8 @@ def main() -> None:
     ap.add_argument("--min-repeat-ms", type=float, default=5.0)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--skip-kernels", action="store_true", help="only (b)")
+    ap.add_argument("--labels-only", action="store_true",
+                    help="only what the dataset's labels support (label_consistency), then stop")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
 
@@ -178,6 +217,18 @@ def main() -> None:
     t0 = time.time()
     loads = [_load_avg()]
     out: dict = {"args": vars(args), "jaxlib": jaxlib_version(), "cores": os.cpu_count()}
+    if args.labels_only:
+        rows = label_consistency(args.data)
+        keys = ["deviation_charged", "deviation_thunks", "kendall_charged", "kendall_thunks", "kendall_charged_min",
+                "kendall_thunks_min", "end_to_end_over_sum"]
+        print("| program | split | " + " | ".join(keys) + " |\n|---|---|" + "---:|" * len(keys))
+        for name, r in rows.items():
+            print(f"| {name} | {r['split']} | " + " | ".join(f"{r[k]:.3f}" for k in keys) + " |")
+        print("| **mean** | | " + " | ".join(f"**{np.nanmean([r[k] for r in rows.values()]):.3f}**" for k in keys)
+              + " |")
+        print(f"\nmedian end_to_end_over_sum {np.nanmedian([r['end_to_end_over_sum'] for r in rows.values()]):.2f}; "
+              f"load average {_load_avg()}")
+        return
     if not args.skip_kernels:
         res = kernel_accuracy(args.data, args.models)
         out["kernels"] = {"summary": res["summary"], "median": res["median"], "pooled": res.get("pooled")}
