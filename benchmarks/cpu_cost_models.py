@@ -8,11 +8,12 @@
     of `--search-seconds` with each learned model, split evenly between them). Each is emitted, compiled
     once (EMITTED_CPU_COMPILE_OPTIONS) and timed end to end in `--rounds` interleaved rounds (the order
     rotates each round; each round's time is the mean of enough runs to last `--min-repeat-ms`); the
-    median over rounds is its runtime. Each model's whole-program prediction is what the search minimizes
+    median over rounds is its runtime (a second table ranks by the fastest round). Each model's whole-program prediction is what the search minimizes
     (`space_cost`: the sum of predicted kernel costs, times their multiplicity); reported: Kendall's tau
-    between it and the measured runtime, per program. Beside the models: the measured in-program kernel
-    sum (each configuration profiled once, `profile_answer` + `attribute_thunks`: how well *any* additive
-    kernel model could rank) and the analytical model.
+    between it and the measured runtime, per program. Beside the models, from each configuration
+    profiled once (`profile_answer` + `attribute_thunks`): the measured in-program kernel sum with each
+    thunk's preceding gap charged to its kernel (the dataset's labels; how well *any* additive kernel
+    model could rank), the same without the gaps, and the thunk executor's run; and the analytical model.
 (c) `autotune fusion --target cpu --cost-model <shipped>` against XLA's default compile:
     benchmarks/xla_cpu_tuning.py --cost-model xgboost|gnn.
 
@@ -32,6 +33,12 @@ import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+
+# Measured columns of (b): the in-program kernel sum with each thunk's preceding gap charged to its
+# kernel (what the dataset's labels are), the thunks' own time only, and the executor's whole run.
+MEASURED_CHARGED = "kernel sum, gaps charged (measured)"
+MEASURED_THUNKS = "kernel sum, thunks only (measured)"
+MEASURED_SPAN = "executor run (measured)"
 
 DEFAULT_PROGRAMS = ["bert_small_infer", "bert_small_train", "recommender_small_infer", "recommender_small_train",
                     "vae_small_infer"]
@@ -53,6 +60,43 @@ def kernel_accuracy(data: str, models: list[str]) -> dict:
     specs = [f"shipped:{m}" for m in models] + ["analytical"]
     loaded = load_evaluated_models(ds, specs, ["analytical"])
     return evaluate_models(loaded, ds, "test")
+
+
+def label_consistency(data: str) -> dict:
+    """What the in-program dataset's labels can support, per program: the mean absolute deviation of a
+    kernel's in-program time in each configuration holding it from its median over them (kernels >= 5
+    us held by >= 2 configurations; gaps charged and thunks only), Kendall's tau of each configuration's
+    kernel sum (times multiplicity; gaps charged and thunks only) against its end-to-end time (median
+    and fastest repeat), and the end-to-end time over the charged kernel sum."""
+    from autotune.tuning.dataset import Dataset
+    from costmodels.metrics import kendall
+    ds = Dataset.open(data)
+    rows = {}
+    for name in sorted(ds.programs):
+        s = ds.load_program(name)
+        c = s.config
+        if not c or c.get("thunk_runtime") is None:
+            continue
+        g, cid = np.asarray(c["graph"]), np.asarray(c["cfg"])
+        row: dict = {"split": ds.programs[name]["split"]}
+        for label, key in (("charged", "runtime"), ("thunks", "thunk_runtime")):
+            v = np.asarray(c[key], np.float64)
+            dev = []
+            for k in np.unique(g):
+                x = v[g == k]
+                med = np.nanmedian(x) if np.isfinite(x).any() else np.nan
+                if np.sum(np.isfinite(x)) >= 2 and med >= 5e-6:
+                    dev.append(np.nanmean(np.abs(x - med)) / med)
+            row[f"deviation_{label}"] = float(np.mean(dev)) if dev else float("nan")
+            total = np.array([np.nansum((v * s.multiplicity[g])[cid == i]) for i in range(len(c["end_to_end"]))])
+            ok = np.isfinite(c["end_to_end"]) & (total > 0)
+            row[f"kendall_{label}"] = kendall(total[ok], c["end_to_end"][ok]) if ok.sum() >= 3 else float("nan")
+            row[f"kendall_{label}_min"] = (kendall(total[ok], c["end_to_end_min"][ok]) if ok.sum() >= 3
+                                           else float("nan"))
+            if label == "charged":
+                row["end_to_end_over_sum"] = float(np.median(c["end_to_end"][ok] / total[ok])) if ok.any() else float("nan")
+        rows[name] = row
+    return rows
 
 
 def searched_configurations(space, model, n: int, seconds: float, seed: int) -> list:
@@ -99,7 +143,8 @@ def program_ranking(path: str, models: dict, n_random: int, n_searched: int, rou
         tries += 1
         add(space.random(rng), "random")
     t0 = time.time()
-    compiled, inputs, kernel_sum, failed = [], None, [], []
+    compiled, inputs, failed = [], None, []
+    sums: dict[str, list] = {MEASURED_CHARGED: [], MEASURED_THUNKS: [], MEASURED_SPAN: []}
     for c in cfgs:
         text = X.strip_metadata(emit_fused_text(space, c))
         try:
@@ -107,13 +152,16 @@ def program_ranking(path: str, models: dict, n_random: int, n_searched: int, rou
         except Exception as exc:  # noqa: BLE001 - reported, the configuration is left out
             failed.append(f"{type(exc).__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''}")
             compiled.append(None)
-            kernel_sum.append(np.nan)
+            for v in sums.values():
+                v.append(np.nan)
             continue
         inputs = inputs if inputs is not None else X.verification_inputs(text)
         members = [k for k in space.kernels(c) if not k.is_trivial]
         ans = X.profile_answer(comp, inputs, 10, X.TimingOptions(repeat=2, min_repeat_ms=min_repeat_ms))
-        per_kernel, _ = X.attribute_thunks(members, ans["thunks"])
-        kernel_sum.append(X.InProgramTiming(X.Measurement(ans["seconds"]), per_kernel).kernel_sum)
+        for label, charge in ((MEASURED_CHARGED, True), (MEASURED_THUNKS, False)):
+            per_kernel, _ = X.attribute_thunks(members, ans["thunks"], charge_gaps=charge)
+            sums[label].append(X.InProgramTiming(X.Measurement(ans["seconds"]), per_kernel).kernel_sum)
+        sums[MEASURED_SPAN].append(float(np.median(ans["run_seconds"])))
         compiled.append(comp)
     compile_s = time.time() - t0
     times = [[] for _ in cfgs]
@@ -124,17 +172,23 @@ def program_ranking(path: str, models: dict, n_random: int, n_searched: int, rou
         for i in order[shift:] + order[:shift]:
             times[i].append(X.time_compiled(compiled[i], inputs, timing).seconds)
     measured = np.array([statistics.median(t) if t else np.nan for t in times])
+    fastest = np.array([min(t) if t else np.nan for t in times])
     ok = np.isfinite(measured)
     row = {"program": name, "configurations": int(ok.sum()), "origins": {o: origin.count(o) for o in set(origin)},
            "compile_failures": failed, "compile_and_profile_s": compile_s,
-           "measured_s": measured.tolist(), "origin": origin,
-           "spread": float(np.nanmax(measured) / np.nanmin(measured)), "kendall": {}, "predicted_s": {}}
-    row["kendall"]["in-program kernel sum (measured)"] = kendall(np.asarray(kernel_sum)[ok], measured[ok])
-    row["predicted_s"]["in-program kernel sum (measured)"] = list(map(float, kernel_sum))
+           "measured_s": measured.tolist(), "measured_min_s": fastest.tolist(), "rounds_s": times, "origin": origin,
+           "spread": float(np.nanmax(measured) / np.nanmin(measured)), "kendall": {}, "kendall_vs_min": {},
+           "predicted_s": {}}
+    for label, v in sums.items():
+        row["kendall"][label] = kendall(np.asarray(v)[ok], measured[ok])
+        row["kendall_vs_min"][label] = kendall(np.asarray(v)[ok], fastest[ok])
+        row["predicted_s"][label] = list(map(float, v))
+    row["end_to_end_over_charged_sum"] = float(np.nanmedian(measured / np.asarray(sums[MEASURED_CHARGED])))
     for label, model in models.items():
         pred = np.asarray(space_cost(space, model)(cfgs), np.float64)
         row["predicted_s"][label] = pred.tolist()
         row["kendall"][label] = kendall(pred[ok], measured[ok])
+        row["kendall_vs_min"][label] = kendall(pred[ok], fastest[ok])
     d = measured[0]
     row["default_s"] = float(d)
     return row
@@ -152,6 +206,8 @@ def main() -> None:
     ap.add_argument("--min-repeat-ms", type=float, default=5.0)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--skip-kernels", action="store_true", help="only (b)")
+    ap.add_argument("--labels-only", action="store_true",
+                    help="only what the dataset's labels support (label_consistency), then stop")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
 
@@ -161,6 +217,18 @@ def main() -> None:
     t0 = time.time()
     loads = [_load_avg()]
     out: dict = {"args": vars(args), "jaxlib": jaxlib_version(), "cores": os.cpu_count()}
+    if args.labels_only:
+        rows = label_consistency(args.data)
+        keys = ["deviation_charged", "deviation_thunks", "kendall_charged", "kendall_thunks", "kendall_charged_min",
+                "kendall_thunks_min", "end_to_end_over_sum"]
+        print("| program | split | " + " | ".join(keys) + " |\n|---|---|" + "---:|" * len(keys))
+        for name, r in rows.items():
+            print(f"| {name} | {r['split']} | " + " | ".join(f"{r[k]:.3f}" for k in keys) + " |")
+        print("| **mean** | | " + " | ".join(f"**{np.nanmean([r[k] for r in rows.values()]):.3f}**" for k in keys)
+              + " |")
+        print(f"\nmedian end_to_end_over_sum {np.nanmedian([r['end_to_end_over_sum'] for r in rows.values()]):.2f}; "
+              f"load average {_load_avg()}")
+        return
     if not args.skip_kernels:
         res = kernel_accuracy(args.data, args.models)
         out["kernels"] = {"summary": res["summary"], "median": res["median"], "pooled": res.get("pooled")}
@@ -200,6 +268,15 @@ def main() -> None:
     if rows:
         print("| **mean** | | | " + " | ".join(f"**{np.nanmean([r['kendall'][k] for r in rows]):.3f}**"
                                              for k in labels) + " |")
+        print(f"\nthe same against the fastest of the {args.rounds} rounds (interference only slows a run down):\n")
+        print("| program | " + " | ".join(labels) + " |")
+        print("|---|" + "---:|" * len(labels))
+        for r in rows:
+            print(f"| {r['program']} | " + " | ".join(f"{r['kendall_vs_min'][k]:.3f}" for k in labels) + " |")
+        print("| **mean** | " + " | ".join(f"**{np.nanmean([r['kendall_vs_min'][k] for r in rows]):.3f}**"
+                                         for k in labels) + " |")
+        print("\nend to end / charged kernel sum (median over configurations): "
+              + ", ".join(f"{r['program']} x{r['end_to_end_over_charged_sum']:.2f}" for r in rows))
     if args.json:
         with open(args.json, "w") as f:
             json.dump(out, f, indent=1, default=str)

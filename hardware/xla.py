@@ -49,6 +49,7 @@ measurement's ``extra["tile_ignored"]`` is then True).
 """
 from __future__ import annotations
 
+import bisect
 import hashlib
 import importlib.util
 import math
@@ -593,7 +594,10 @@ def time_compiled(compiled: CompiledHlo, inputs: Sequence[np.ndarray],
 # records one trace event per thunk it runs, named after the instruction of the optimized module,
 # with ``hlo_op`` and ``run_id`` stats; the session hands them back in memory. (jaxlib 0.10.2 records
 # them without any compile option: ``xla_cpu_enable_xprof_traceme`` adds no thunk events, so the
-# profiled program is compiled exactly as the one timed end to end.)
+# profiled program is compiled exactly as the one timed end to end.) The executor's idle time
+# between thunks (dispatching the next one) is no thunk's: :func:`thunk_gaps` measures the gap
+# before each thunk, and :func:`attribute_thunks` charges it to the kernel of that thunk, so that
+# the kernels' times add up to the executor's run.
 
 _CONTROL_OPCODES = frozenset({"while", "conditional", "call", "async-start", "async-done"})
 
@@ -601,11 +605,13 @@ _CONTROL_OPCODES = frozenset({"while", "conditional", "call", "async-start", "as
 @dataclass
 class ThunkTiming:
     """One thunk of a profiled program: its self time in each profiled execution (seconds, the sum
-    over its events in that execution: a thunk in a while body runs once per iteration) and how
-    many times it ran per execution."""
+    over its events in that execution: a thunk in a while body runs once per iteration), how
+    many times it ran per execution, and in each execution the idle time before its events
+    (``gaps``, :func:`thunk_gaps`: the executor's dispatch of it)."""
 
     seconds: list[float]
     count: int
+    gaps: list[float] = field(default_factory=list)
 
     @property
     def median(self) -> float:
@@ -617,13 +623,15 @@ class ThunkTiming:
 class ProgramProfile:
     """A compiled program's end-to-end time (unprofiled, :func:`time_compiled`) and the time of
     each thunk inside it over ``runs`` profiled executions (``thunks``: optimized-module instruction
-    name -> :class:`ThunkTiming`); ``run_seconds`` is each profiled execution's span from its first
-    thunk's start to its last thunk's end."""
+    name -> :class:`ThunkTiming`); ``run_seconds`` is each profiled execution's span (its
+    ``ThunkExecutor::Execute`` event, or from its first thunk's start to its last thunk's end where
+    the trace has none) and ``tail_seconds`` the part of it after the last thunk ended."""
 
     end_to_end: TimingResult
     thunks: dict[str, ThunkTiming]
     runs: int
     run_seconds: list[float]
+    tail_seconds: list[float] = field(default_factory=list)
 
 
 def thunk_self_times(events: Sequence[tuple[Any, str, int, float, float]],
@@ -665,15 +673,54 @@ def thunk_self_times(events: Sequence[tuple[Any, str, int, float, float]],
     return out
 
 
-def _thunk_events(profile_data: Any) -> tuple[list[tuple[Any, str, int, float, float]], dict[int, float]]:
+def thunk_gaps(events: Sequence[tuple[Any, str, int, float, float]],
+               control: "frozenset[str] | set[str]" = frozenset(),
+               execute: Optional[dict[int, tuple[float, float]]] = None) -> dict[int, tuple[dict[str, float], float]]:
+    """{run id: ({thunk name: seconds idle before it}, seconds after the last thunk)} from thunk
+    trace events ``(thread, name, run_id, start_ns, duration_ns)``.
+
+    Over the run's thunks in start order (all threads), a thunk's gap is the time from the latest
+    end of the thunks started before it (the run's start: ``execute[run]``, the
+    ``ThunkExecutor::Execute`` span ``(start_ns, end_ns)``, else its first thunk's start) to its own
+    start, 0 when it starts while another runs. A control thunk (while, conditional, call) is no
+    work of its own: it neither ends a gap nor gets one, so its overhead goes to the thunks of its
+    body and after it. A thunk's gaps over its events add up; the gaps, the union of the
+    non-control thunks' intervals and the tail cover the run exactly.
+    """
+    by_run: dict[int, list] = {}
+    for ev in events:
+        if ev[1] not in control:
+            by_run.setdefault(int(ev[2]), []).append(ev)
+    out: dict[int, tuple[dict[str, float], float]] = {}
+    for run, evs in by_run.items():
+        evs.sort(key=lambda e: (e[3], -e[4]))
+        span = (execute or {}).get(run)
+        reach = min(evs[0][3], span[0]) if span else evs[0][3]
+        acc: dict[str, float] = {}
+        for _, name, _, start, dur in evs:
+            acc[name] = acc.get(name, 0.0) + max(start - reach, 0.0) * 1e-9
+            reach = max(reach, start + dur)
+        tail = max(span[1] - reach, 0.0) * 1e-9 if span else 0.0
+        out[run] = (acc, tail)
+    return out
+
+
+def _thunk_events(profile_data: Any) -> tuple[list[tuple[Any, str, int, float, float]], dict[int, tuple[float, float]]]:
     """Thunk events ``(thread, hlo_op, run_id, start_ns, duration_ns)`` of jaxlib ProfileData, and
-    each run's span in seconds (first thunk start to last thunk end)."""
+    each run's span ``(start_ns, end_ns)``: from the start of the last ``ThunkExecutor::Execute``
+    event (any thread: the executor hands thunks to a thread pool) that began at or before its first
+    thunk, else that thunk's start, to the end of its last thunk or of that event, whichever is later."""
     events: list = []
     first: dict[int, float] = {}
     last: dict[int, float] = {}
+    executes: list[tuple[float, float]] = []
     for plane in profile_data.planes:
         for li, line in enumerate(plane.lines):
             for ev in line.events:
+                if ev.name == "ThunkExecutor::Execute":
+                    start = float(ev.start_ns)
+                    executes.append((start, start + float(ev.duration_ns)))
+                    continue
                 stats = dict(ev.stats)
                 op, run = stats.get("hlo_op"), stats.get("run_id")
                 if op is None or run is None:
@@ -683,22 +730,29 @@ def _thunk_events(profile_data: Any) -> tuple[list[tuple[Any, str, int, float, f
                 events.append(((plane.name, li), str(op), run, start, dur))
                 first[run] = min(first.get(run, start), start)
                 last[run] = max(last.get(run, start + dur), start + dur)
-    return events, {r: (last[r] - first[r]) * 1e-9 for r in first}
+    executes.sort()
+    starts = [e[0] for e in executes]
+    spans: dict[int, tuple[float, float]] = {}
+    for run, start in first.items():
+        k = bisect.bisect_right(starts, start) - 1
+        spans[run] = (executes[k][0], max(executes[k][1], last[run])) if k >= 0 else (start, last[run])
+    return events, spans
 
 
 def profile_compiled(compiled: CompiledHlo, inputs: Sequence[np.ndarray], runs: int = 20,
                      timing: TimingOptions = TimingOptions()) -> ProgramProfile:
     """End-to-end time of a program (:func:`time_compiled`, unprofiled) and each thunk's time inside
     it over `runs` profiled executions, spread over the end-to-end repeats (after each repeat, an
-    equal share of the profiled executions: both see the same machine states). RuntimeError when the
-    profile holds no thunk event (an XLA backend that does not trace its thunks)."""
+    equal share of the profiled executions, then ``timing.warmup`` (at least 1) untimed ones: the
+    first execution after a profiler session runs up to 10x slow, and would count in the next repeat).
+    RuntimeError when the profile holds no thunk event (an XLA backend that does not trace its thunks)."""
     fresh_args, _ = _argument_source(compiled, inputs)
     execute = compiled.execute
     session_type = _api().profiler_session
     n_repeats = max(1, int(timing.repeat))
     runs = max(1, int(runs))
     events: list = []
-    spans: dict[int, float] = {}
+    spans: dict[int, tuple[float, float]] = {}
 
     def profiled_block(i: int) -> None:
         n = runs // n_repeats + (i < runs % n_repeats)
@@ -710,6 +764,8 @@ def profile_compiled(compiled: CompiledHlo, inputs: Sequence[np.ndarray], runs: 
                 execute(fresh_args())
         finally:
             data = session.stop_and_get_profile_data()
+        for _ in range(max(1, timing.warmup)):  # the first executions after a profiler session run slow
+            execute(fresh_args())
         evs, sp = _thunk_events(data)
         events.extend(evs)
         spans.update(sp)
@@ -721,13 +777,17 @@ def profile_compiled(compiled: CompiledHlo, inputs: Sequence[np.ndarray], runs: 
     per_run = thunk_self_times(events, control)
     if not per_run:
         raise RuntimeError("no thunk events in the profile: this XLA backend does not trace its thunks")
+    gaps = thunk_gaps(events, control, spans)
     run_ids = sorted(per_run)
     names = sorted({n for d in per_run.values() for n in d})
     thunks = {}
     for n in names:
         seen = [per_run[r].get(n, (0.0, 0)) for r in run_ids]
-        thunks[n] = ThunkTiming([s for s, _ in seen], int(statistics.median(c for _, c in seen)))
-    return ProgramProfile(end_to_end, thunks, len(run_ids), [spans[r] for r in run_ids])
+        thunks[n] = ThunkTiming([s for s, _ in seen], int(statistics.median(c for _, c in seen)),
+                                [gaps.get(r, ({}, 0.0))[0].get(n, 0.0) for r in run_ids])
+    return ProgramProfile(end_to_end, thunks, len(run_ids),
+                          [(spans[r][1] - spans[r][0]) * 1e-9 for r in run_ids],
+                          [gaps.get(r, ({}, 0.0))[1] for r in run_ids])
 
 
 # ---- XLA's own fusion decisions -------------------------------------------------------------
@@ -1016,9 +1076,11 @@ def _result_elements(line: str) -> Optional[int]:
 def profile_answer(compiled: CompiledHlo, inputs: Sequence[np.ndarray], runs: int,
                     timing: TimingOptions) -> dict:
     """A profiled program's answer (worker side): the end-to-end repeat median as ``seconds``, and
-    per thunk its per-execution seconds, count and where it comes from in the input program
-    (``origin``: the op_name of the optimized instruction, i.e. the input instruction it was made
-    from, and its ``opcode``)."""
+    per thunk its per-execution seconds, the idle time before it in each (``gap_seconds``), count
+    and where it comes from in the input program (``origin``: the op_name of the optimized
+    instruction, i.e. the input instruction it was made from, its ``opcode``, the opcodes it
+    ``computes`` and whether it is a ``control`` thunk whose time is its body's); per profiled
+    execution its span and the part after its last thunk (``run_seconds``, ``tail_seconds``)."""
     prof = profile_compiled(compiled, inputs, runs, timing)
     module = compiled.optimized_module()
     made_from = {r["name"]: r for r in xla_fusion_report("", include_unfused=True, optimized_module=module)}
@@ -1027,14 +1089,16 @@ def profile_answer(compiled: CompiledHlo, inputs: Sequence[np.ndarray], runs: in
     for name, t in prof.thunks.items():
         r = made_from.get(name)
         op_name = r["op_name"] if r else None
-        thunks[name] = {"seconds": t.seconds, "count": t.count,
+        opcode = (r["instructions"][0]["opcode"] if r and r["kind"] is None and r["instructions"]
+                  else "fusion" if r else None)
+        thunks[name] = {"seconds": t.seconds, "gap_seconds": t.gaps, "count": t.count,
                         "origin": op_name.rsplit("/", 1)[-1] if op_name else None,
-                        "opcode": (r["instructions"][0]["opcode"] if r and r["kind"] is None and r["instructions"]
-                                   else "fusion" if r else None),
+                        "opcode": opcode, "control": opcode in _CONTROL_OPCODES,
+                        "computes": sorted({i["opcode"] for i in r["instructions"]}) if r else [],
                         "elements": _result_elements(lines.get(name, ""))}
     return {"seconds": float(statistics.median(prof.end_to_end.repeats)), "repeats": prof.end_to_end.repeats,
             "number": prof.end_to_end.number, "thunks": thunks, "profiled_runs": prof.runs,
-            "run_seconds": prof.run_seconds}
+            "run_seconds": prof.run_seconds, "tail_seconds": prof.tail_seconds}
 
 
 def _measure_request(req: dict) -> Measurement:
@@ -1050,7 +1114,7 @@ def _measure_request(req: dict) -> Measurement:
         return m
     repeats = list(resp["repeats"])
     cv = statistics.stdev(repeats) / statistics.fmean(repeats) if len(repeats) > 1 else 0.0
-    profiled = {k: resp[k] for k in ("thunks", "profiled_runs", "run_seconds") if k in resp}
+    profiled = {k: resp[k] for k in ("thunks", "profiled_runs", "run_seconds", "tail_seconds") if k in resp}
     return Measurement(float(resp["seconds"]), extra={
         "repeats": repeats, "number": resp["number"], "compile_s": resp["compile_s"], "cv": cv, **checked,
         **profiled})
@@ -1339,10 +1403,12 @@ class InProgramTiming:
     ``end_to_end``: the emitted program's time per execution (median of the repeats of
     :func:`time_compiled`, unprofiled), its ``extra`` as an XLA measurement's plus ``thunks``.
     ``kernels``: one Measurement per kernel asked for, its in-program seconds per execution (median
-    over the profiled executions of the time of its thunks in each, divided by how often they ran per
-    execution); ``extra["thunks"]`` names them, ``extra["count"]`` says how often. A kernel no thunk
-    ran for costs 0 s with ``extra["no_thunk"]`` saying why. ``unattributed``: thunks of no kernel
-    (copies XLA inserted, while/conditional thunks' own time), seconds per program execution.
+    over the profiled executions of the time of its thunks in each, each with the idle time before
+    it charged to it, divided by how often they ran per execution: :func:`attribute_thunks`);
+    ``extra["thunks"]`` names them, ``extra["count"]`` says how often, ``extra["thunk_seconds"]`` and
+    ``extra["gap_seconds"]`` split the time. A kernel no thunk ran for costs 0 s with
+    ``extra["no_thunk"]`` saying why. ``unattributed``: thunks of no kernel (copies XLA inserted),
+    seconds per program execution.
     """
 
     end_to_end: Measurement
@@ -1357,17 +1423,60 @@ class InProgramTiming:
         return float(sum(m.seconds * m.extra.get("count", 1) for m in self.kernels))
 
 
-def attribute_thunks(kernels: Sequence[Any], thunks: dict[str, dict]) -> tuple[list[Measurement], dict[str, float]]:
+# Opcodes whose work XLA may move under another instruction's name (it folds transpose(dot(a, b))
+# into dot(b, a) named after the transpose).
+_MOVABLE_WORK_OPCODES = frozenset({"dot", "convolution"})
+
+
+def _thunk_series(t: dict, charge_gaps: bool) -> np.ndarray:
+    """A thunk's time in each profiled execution: its self time, plus the idle time before it when
+    `charge_gaps` (a control thunk then costs 0: its overhead is in its body's gaps)."""
+    own = np.asarray(t["seconds"], np.float64)
+    if not charge_gaps:
+        return own
+    if t.get("control"):
+        return np.zeros_like(own)
+    gaps = np.asarray(t.get("gap_seconds") or [], np.float64)
+    return own + gaps if gaps.shape == own.shape else own
+
+
+def _folded_into(kernels: Sequence[Any], i: int, t: dict, taken: Any) -> Optional[int]:
+    """The kernel whose dot/convolution XLA folded into kernel ``i``'s thunk ``t`` (named after
+    ``i``'s root, which computes neither), or None: among the kernels without a thunk that compute
+    what ``t`` computes and have its result size, the one producer of kernel ``i``, else the only one."""
+    work = set(t.get("computes") or [t.get("opcode")]) & _MOVABLE_WORK_OPCODES
+    if not work or set(kernels[i].opcodes) & _MOVABLE_WORK_OPCODES:
+        return None
+    cands = [j for j, k in enumerate(kernels) if j not in taken and work & set(k.opcodes)
+             and k.root_instruction.shape.elements == t.get("elements")]
+    inputs = set(getattr(kernels[i], "inputs", ()) or ())
+    feeding = [j for j in cands if getattr(kernels[j], "comp", None) == getattr(kernels[i], "comp", None)
+               and getattr(kernels[j], "root", None) in inputs]
+    if len(feeding) == 1:
+        return feeding[0]
+    return cands[0] if len(cands) == 1 else None
+
+
+def attribute_thunks(kernels: Sequence[Any], thunks: dict[str, dict], *,
+                     charge_gaps: bool = True) -> tuple[list[Measurement], dict[str, float]]:
     """Each kernel's in-program time from a profiled program's thunks (``profile_answer``'s
     ``thunks``), and the thunks that belong to no kernel.
 
     A thunk belongs to the kernel whose root instruction it was made from (its ``origin``: the emitted
     program names each fusion after its kernel's root, or ``<root>.sunk.<n>`` where the emission moved a
-    reshape past it: ``emitted_kernel_root``; XLA keeps that name as op_name). A thunk
+    reshape past it: ``emitted_kernel_root``; XLA keeps that name as op_name), except a dot or
+    convolution named after a kernel computing neither: XLA folded ``transpose(dot)`` into a dot
+    named after the transpose, and the thunk belongs to the dot's kernel (:func:`_folded_into`,
+    ``extra["matched_by"]``; the transpose kernel then has no thunk). A thunk
     without op_name (XLA rewrote the instruction, e.g. a batched dot) belongs to the one kernel
     without a thunk whose root has its opcode and result size (and, among several, runs as often per
-    execution: ``multiplicity``), when exactly one does (``extra["matched_by"]``); the rest are ``unattributed``. Kernels need ``root_instruction``
-    (name, opcode, shape) and ``opcodes``. See :class:`InProgramTiming` for the result."""
+    execution: ``multiplicity``), when exactly one does (``extra["matched_by"]``); the rest are ``unattributed``.
+
+    With `charge_gaps` (the default) a thunk costs its self time plus the idle time before it in the
+    same execution (``gap_seconds``, :func:`thunk_gaps`: the executor dispatching it), so the kernel
+    times and the unattributed ones add up to the executor's run; each kernel's ``extra`` keeps both
+    parts (``thunk_seconds``, ``gap_seconds``, medians per run of it). Kernels need
+    ``root_instruction`` (name, opcode, shape) and ``opcodes``. See :class:`InProgramTiming`."""
     from autotune.compiler.kernel import emitted_kernel_root
     by_root: dict[str, int] = {}
     for i, k in enumerate(kernels):
@@ -1380,9 +1489,21 @@ def attribute_thunks(kernels: Sequence[Any], thunks: dict[str, dict]) -> tuple[l
             orphans.append(name)
         else:
             mine.setdefault(i, []).append(name)
+    matched: dict[int, str] = {}
+    folded: dict[int, str] = {}  # kernel -> why its thunk went to another kernel
+    for i in sorted(mine):
+        for name in sorted(mine[i]):
+            j = _folded_into(kernels, i, thunks[name], mine.keys() | matched.keys())
+            if j is not None:
+                mine[i].remove(name)
+                mine[j] = [name]
+                matched[j] = "XLA folded it into the thunk named after the kernel it feeds (transpose(dot) -> dot)"
+                folded[i] = (f"XLA folded it into the {'/'.join(sorted(set(kernels[j].opcodes) & _MOVABLE_WORK_OPCODES))}"
+                             f" of kernel {kernels[j].root_instruction.name}, whose thunk is named after it")
+        if not mine[i]:
+            del mine[i]
     # A thunk XLA made without op_name (e.g. a dot it rewrote) belongs to the one kernel without a
     # thunk whose root has its opcode and result size, if exactly one does.
-    matched: dict[int, str] = {}
     for name in sorted(orphans):
         t = thunks[name]
         if t.get("origin") is not None or t.get("opcode") in (None, "fusion", "copy") or not t.get("elements"):
@@ -1393,25 +1514,28 @@ def attribute_thunks(kernels: Sequence[Any], thunks: dict[str, dict]) -> tuple[l
             cands = [i for i in cands if getattr(kernels[i], "multiplicity", None) == t["count"]]
         if len(cands) == 1:
             mine[cands[0]] = [name]
-            matched[cands[0]] = name
+            matched[cands[0]] = "opcode and result size (the thunk has no op_name)"
     done = {n for names in mine.values() for n in names}
-    unattributed = {n: float(statistics.median(thunks[n]["seconds"])) if thunks[n]["seconds"] else 0.0
+    unattributed = {n: float(np.median(_thunk_series(thunks[n], charge_gaps))) if thunks[n]["seconds"] else 0.0
                     for n in orphans if n not in done}
     out: list[Measurement] = []
     for i, k in enumerate(kernels):
         names = sorted(mine.get(i, []))
         if not names:
             ops = set(k.opcodes)
-            why = ("a layout bitcast (no data moved)" if ops <= _LAYOUT_OPCODES else
-                   f"elided or folded by XLA ({', '.join(sorted(ops))})")
+            why = folded.get(i) or ("a layout bitcast (no data moved)" if ops <= _LAYOUT_OPCODES else
+                                    f"elided or folded by XLA ({', '.join(sorted(ops))})")
             out.append(Measurement(0.0, extra={"no_thunk": f"no thunk ran for it: {why}", "count": 1,
                                                "thunks": []}))
             continue
-        per_run = np.sum([thunks[n]["seconds"] for n in names], axis=0)
+        per_run = np.sum([_thunk_series(thunks[n], charge_gaps) for n in names], axis=0)
+        own = np.sum([np.asarray(thunks[n]["seconds"], np.float64) for n in names], axis=0)
         count = max(1, max(int(thunks[n]["count"]) for n in names))
-        extra = {"thunks": names, "count": count, "repeats": [float(x) / count for x in per_run]}
+        extra = {"thunks": names, "count": count, "repeats": [float(x) / count for x in per_run],
+                 "thunk_seconds": float(np.median(own)) / count,
+                 "gap_seconds": float(np.median(per_run - own)) / count if charge_gaps else 0.0}
         if i in matched:
-            extra["matched_by"] = "opcode and result size (the thunk has no op_name)"
+            extra["matched_by"] = matched[i]
         out.append(Measurement(float(np.median(per_run)) / count, extra=extra))
     return out, unattributed
 
@@ -1428,6 +1552,9 @@ def configuration_of(space: Any, kernels: Sequence[Any]) -> Any:
                 if p in members:
                     bits[e] = 1
     return FusionConfig(bits)
+
+
+IN_PROGRAM_TIMEOUT_S = 600.0  # default time limit of one in-program request (compile + profiled runs)
 
 
 class XlaInProgramEvaluator(XlaEvaluator):
@@ -1447,6 +1574,9 @@ class XlaInProgramEvaluator(XlaEvaluator):
     in_program = True  # kernel times are in-program times: datasets measure whole configurations
 
     def __init__(self, *args: Any, runs: int = 20, **kwargs: Any):
+        # One request compiles a whole program (efficientnet_small_train: 110 s at load average 10 on
+        # 2 cores) and runs it `runs` times under the profiler: the kernel evaluator's 60 s is too short.
+        kwargs.setdefault("timeout_s", IN_PROGRAM_TIMEOUT_S)
         super().__init__(*args, **kwargs)
         self.runs = max(1, int(runs))
 

@@ -296,12 +296,14 @@ def _measure_in_program(evaluator: Any, space: Any, cfgs: Sequence[Any], kernels
     times over the configurations that hold it, and per configuration the end-to-end time, the
     unattributed thunk time and each member kernel's in-program time are kept (arrays `cfg_end_to_end`:
     median of the end-to-end repeats, `cfg_end_to_end_min`: their minimum, `cfg_unattributed`,
-    `cfg_runtime`, the last aligned with `cfg_id`/`cfg_graph`)."""
+    `cfg_runtime`, and `cfg_thunk_runtime`: the same without the idle time before its thunks that
+    `cfg_runtime` charges to it (`attribute_thunks`); the last two aligned with `cfg_id`/`cfg_graph`)."""
     times: dict = {k.hash: [] for k in kernels}
     end_to_end = np.full(len(cfgs), np.nan)
     end_to_end_min = np.full(len(cfgs), np.nan)
     unattributed = np.full(len(cfgs), np.nan)
     cfg_runtime: list = []
+    cfg_thunk_runtime: list = []
     for ci, cfg in enumerate(cfgs):
         members = [k for k in space.kernels(cfg) if not getattr(k, "is_trivial", False)]
         timing = evaluator.measure_in_program(space, cfg, members)
@@ -313,9 +315,11 @@ def _measure_in_program(evaluator: Any, space: Any, cfgs: Sequence[Any], kernels
             v = (m.seconds if m.seconds > 0 else NO_THUNK_SECONDS) if m.ok else np.nan
             times[k.hash].append(v)
             cfg_runtime.append(v)
+            cfg_thunk_runtime.append(m.extra.get("thunk_seconds", m.seconds) if m.ok else np.nan)
     rt = np.array([np.nanmedian(times[k.hash]) if np.isfinite(times[k.hash]).any() else np.nan for k in kernels])
     return rt, {"cfg_end_to_end": end_to_end, "cfg_end_to_end_min": end_to_end_min, "cfg_unattributed": unattributed,
-                "cfg_runtime": np.asarray(cfg_runtime, np.float64)}
+                "cfg_runtime": np.asarray(cfg_runtime, np.float64),
+                "cfg_thunk_runtime": np.asarray(cfg_thunk_runtime, np.float64)}
 
 
 def _build_program(path: Path, task: str, evaluator: Any, target: str, n_cfgs: int, rng: np.random.Generator,
@@ -725,7 +729,8 @@ class Dataset:
                     a["s_analytical"].astype(np.float64), a["multiplicity"].astype(np.float64),
                     {"cfg": a.get("cfg_id"), "graph": a.get("cfg_graph"), "end_to_end": a.get("cfg_end_to_end"),
                      "end_to_end_min": a.get("cfg_end_to_end_min"),
-                     "runtime": a.get("cfg_runtime"), "unattributed": a.get("cfg_unattributed")}
+                     "runtime": a.get("cfg_runtime"), "thunk_runtime": a.get("cfg_thunk_runtime"),
+                     "unattributed": a.get("cfg_unattributed")}
                     if "cfg_id" in a else {}, tg, None,
                     a["s_default"].astype(bool) if "s_default" in a else None)
         if len(self._cache) > 64:

@@ -46,6 +46,23 @@ def test_overlapping_non_control_thunks_keep_their_duration() -> None:
     assert out[1]["a"] == (pytest.approx(110e-9), 2) and out[1]["b"][0] == pytest.approx(20e-9)
 
 
+def test_thunk_gaps_charge_idle_time_to_the_next_thunk_and_cover_the_run() -> None:
+    # run 3: executor starts at 0; a (2..10) and b (4..6) overlap; the while thunk (12..40) encloses
+    # body (15..20) on another thread; c (45..50); the executor's run ends at 53.
+    events = [("t0", "a", 3, 2.0, 8.0), ("t1", "b", 3, 4.0, 2.0), ("t0", "while.1", 3, 12.0, 28.0),
+              ("t1", "body", 3, 15.0, 5.0), ("t0", "c", 3, 45.0, 5.0), ("t0", "body", 3, 30.0, 2.0)]
+    gaps, tail = X.thunk_gaps(events, control={"while.1"}, execute={3: (0.0, 53.0)})[3]
+    assert gaps["a"] == pytest.approx(2e-9) and gaps["b"] == 0.0  # b starts while a runs
+    assert "while.1" not in gaps  # its overhead is its body's gaps: 10..15 and 20..30
+    assert gaps["body"] == pytest.approx(5e-9 + 10e-9) and gaps["c"] == pytest.approx(13e-9)
+    assert tail == pytest.approx(3e-9)
+    busy = 8.0 + 5.0 + 2.0 + 5.0  # the union of the non-control thunks' intervals
+    assert sum(gaps.values()) + tail + busy * 1e-9 == pytest.approx(53e-9)
+    # no executor span: the run starts with its first thunk and has no tail
+    gaps, tail = X.thunk_gaps([("t0", "a", 1, 7.0, 1.0), ("t0", "b", 1, 9.0, 1.0)])[1]
+    assert gaps == {"a": 0.0, "b": pytest.approx(1e-9)} and tail == 0.0
+
+
 def _kernel(root: str, opcodes: list[str], opcode: str = "add", elements: int = 4) -> SimpleNamespace:
     return SimpleNamespace(root_instruction=SimpleNamespace(name=root, opcode=opcode,
                                                             shape=SimpleNamespace(elements=elements)),
@@ -72,6 +89,51 @@ def test_attribute_thunks_maps_roots_counts_and_explains_the_rest() -> None:
     assert unattributed == {"copy.4": pytest.approx(1e-6)}
     timing = X.InProgramTiming(X.Measurement(20e-6), ms, unattributed)
     assert timing.kernel_sum == pytest.approx(4e-6 + 2e-6 + 8e-6)
+
+
+def test_attribute_thunks_charges_each_thunks_preceding_gap_and_keeps_both_parts() -> None:
+    kernels = [_kernel("add.1", ["add"]), _kernel("loop_add", ["add"])]
+    thunks = {"add.9": {"seconds": [3e-6, 5e-6, 4e-6], "gap_seconds": [1e-6, 1e-6, 2e-6], "count": 1,
+                        "origin": "add.1", "opcode": "fusion", "elements": 4},
+              "body": {"seconds": [8e-6, 8e-6, 8e-6], "gap_seconds": [4e-6, 4e-6, 4e-6], "count": 4,
+                       "origin": "loop_add", "opcode": "fusion", "elements": 4},
+              "while.2": {"seconds": [6e-6, 6e-6, 6e-6], "gap_seconds": [0.0, 0.0, 0.0], "count": 1,
+                          "origin": None, "opcode": "while", "control": True, "elements": None},
+              "copy.4": {"seconds": [1e-6, 1e-6, 1e-6], "gap_seconds": [5e-7, 5e-7, 5e-7], "count": 1,
+                         "origin": None, "opcode": "copy", "elements": 4}}
+    ms, unattributed = X.attribute_thunks(kernels, thunks)
+    assert ms[0].seconds == pytest.approx(6e-6) and ms[0].extra["repeats"] == pytest.approx([4e-6, 6e-6, 6e-6])
+    assert ms[0].extra["thunk_seconds"] == pytest.approx(4e-6) and ms[0].extra["gap_seconds"] == pytest.approx(1e-6)
+    assert ms[1].seconds == pytest.approx(3e-6) and ms[1].extra["gap_seconds"] == pytest.approx(1e-6)
+    # the while loop's own time is in its body's gaps: charged, it costs nothing of its own
+    assert unattributed == {"while.2": 0.0, "copy.4": pytest.approx(1.5e-6)}
+    ms, unattributed = X.attribute_thunks(kernels, thunks, charge_gaps=False)
+    assert ms[0].seconds == pytest.approx(4e-6) and ms[0].extra["gap_seconds"] == 0.0
+    assert unattributed == {"while.2": pytest.approx(6e-6), "copy.4": pytest.approx(1e-6)}
+
+
+def test_a_dot_xla_folded_into_a_transpose_is_charged_to_the_dots_kernel() -> None:
+    # transpose(dot(a, b)) becomes dot(b, a) named after the transpose: its thunk's origin is the
+    # transpose kernel's root, but the work is the dot kernel's (the one feeding the transpose).
+    dot = _kernel("dot.7", ["dot"], "dot", 4096)
+    other_dot = _kernel("dot.8", ["dot"], "dot", 4096)
+    transpose = _kernel("transpose.50", ["transpose"], "transpose", 4096)
+    dot.comp = other_dot.comp = transpose.comp = 0
+    dot.root, other_dot.root, transpose.root, transpose.inputs = 7, 8, 50, [7]
+    thunks = {"dot.52": {"seconds": [9e-6], "count": 1, "origin": "transpose.50", "opcode": "dot",
+                         "computes": ["dot"], "elements": 4096},
+              "dot.53": {"seconds": [2e-6], "count": 1, "origin": "dot.8", "opcode": "dot",
+                         "computes": ["dot"], "elements": 4096}}
+    ms, unattributed = X.attribute_thunks([dot, other_dot, transpose], thunks)
+    assert ms[0].extra["thunks"] == ["dot.52"] and ms[0].seconds == pytest.approx(9e-6)
+    assert "transpose(dot)" in ms[0].extra["matched_by"]
+    assert ms[1].extra["thunks"] == ["dot.53"] and "matched_by" not in ms[1].extra
+    assert ms[2].seconds == 0.0 and "folded it into the dot of kernel dot.7" in ms[2].extra["no_thunk"]
+    assert unattributed == {}
+    # a transpose kernel that computes a dot itself keeps its thunk
+    fused = _kernel("transpose.50", ["dot", "transpose"], "transpose", 4096)
+    ms, _ = X.attribute_thunks([dot, fused], {"dot.52": thunks["dot.52"]})
+    assert ms[1].extra["thunks"] == ["dot.52"] and ms[0].extra["thunks"] == []
 
 
 # ---------------------------------------------------------------------------------------------
@@ -138,8 +200,12 @@ def test_while_and_call_programs_attribute_body_kernels_per_iteration(evaluator)
     assert timing.end_to_end.ok and all(m.ok for m in timing.kernels)
     counts = {k.computation.name: m.extra["count"] for k, m in zip(kernels, timing.kernels) if m.extra.get("thunks")}
     assert max(counts.values()) == 20  # the loop body runs 20 times per execution
-    # the while thunk's own time is reported, never silently dropped
+    # the while thunk's own time is reported, never silently dropped: charged to its body's kernels
+    # as the idle time before their thunks, and as its own time without the charging
     assert any(n.startswith("while") for n in timing.unattributed)
+    assert sum(m.extra["gap_seconds"] for m in timing.kernels if m.extra.get("thunks")) > 0
+    _, own = X.attribute_thunks(kernels, timing.end_to_end.extra["thunks"], charge_gaps=False)
+    assert any(v > 0 for n, v in own.items() if n.startswith("while"))
 
 
 @pytest.mark.xla
@@ -224,3 +290,46 @@ def test_measure_command_with_the_in_program_evaluator() -> None:
     assert r.returncode == 0, r.stderr[-2000:]
     doc = json.loads(r.stdout)
     assert doc["evaluator"] == "xla-inprogram" and doc["end_to_end"]["config_s"] > 0
+
+
+TRANSPOSED_DOT = """HloModule transposed_dot
+ENTRY e {
+  a = f32[64,128] parameter(0)
+  b = f32[128,32] parameter(1)
+  d = f32[64,32] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  ROOT t = f32[32,64] transpose(d), dimensions={1,0}
+}"""
+
+
+def _profiled_once(text: str) -> tuple:
+    """A program's default configuration emitted, compiled and profiled once: its kernels, the
+    profile answer and the charged attribution."""
+    from autotune.compiler.kernel import EMITTED_CPU_COMPILE_OPTIONS, emit_fused_text
+    space = _space(text)
+    kernels = [k for k in space.kernels(space.default()) if not k.is_trivial]
+    emitted = X.strip_metadata(emit_fused_text(space, space.default()))
+    compiled = X.compile_hlo(emitted, **EMITTED_CPU_COMPILE_OPTIONS)
+    ans = X.profile_answer(compiled, X.verification_inputs(emitted), 1, X.TimingOptions(repeat=1, min_repeat_ms=0))
+    return kernels, ans, *X.attribute_thunks(kernels, ans["thunks"])
+
+
+@pytest.mark.xla
+def test_a_transposed_dot_is_timed_as_the_dot_kernels() -> None:
+    _need_jax()
+    kernels, ans, ms, unattributed = _profiled_once(TRANSPOSED_DOT)
+    by_root = {k.root_instruction.name: m for k, m in zip(kernels, ms)}
+    assert [t["origin"] for t in ans["thunks"].values()] == ["t"]  # XLA's dot carries the transpose's name
+    assert by_root["d"].seconds > 0 and "transpose(dot)" in by_root["d"].extra["matched_by"]
+    assert by_root["t"].seconds == 0.0 and "folded it into the dot" in by_root["t"].extra["no_thunk"]
+    assert unattributed == {}
+
+
+@pytest.mark.xla
+def test_charged_kernel_times_add_up_to_the_executors_run() -> None:
+    # One profiled run of a chain of dependent thunks: the kernel times with their gaps, the
+    # unattributed thunks and the tail after the last thunk cover the executor's run exactly.
+    _need_jax()
+    kernels, ans, ms, unattributed = _profiled_once(SMALL)
+    total = X.InProgramTiming(X.Measurement(ans["seconds"]), ms, unattributed).kernel_sum
+    assert total + sum(unattributed.values()) + ans["tail_seconds"][0] == pytest.approx(ans["run_seconds"][0])
+    assert sum(m.extra.get("thunk_seconds", 0.0) for m in ms) < total
