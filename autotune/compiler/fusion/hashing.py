@@ -7,7 +7,6 @@ from array import array
 from typing import TYPE_CHECKING, Optional, Sequence
 
 from autotune.compiler.analysis import instruction_costs
-from autotune.compiler.opcodes import is_scalar_constant
 from autotune.compiler.signature import instruction_signature, shape_signature
 
 if TYPE_CHECKING:  # pragma: no cover
