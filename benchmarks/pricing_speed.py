@@ -186,7 +186,7 @@ def main(argv: Optional[list] = None) -> dict:
         if name == "new":
             return model.predict(ks)
         if name == "serial":  # this tree on one thread: the network after the featurization
-            chunk, model.PIPELINE_CHUNK = model.PIPELINE_CHUNK, len(ks) + 1
+            chunk, model.PIPELINE_CHUNK = model.PIPELINE_CHUNK, 10 ** 9
             try:
                 return model.predict(ks)
             finally:

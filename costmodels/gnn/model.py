@@ -343,8 +343,8 @@ class GnnCostModel(CostModel):
 
     def predict(self, kernels: Sequence[Any], tiles: Optional[Sequence[Any]] = None) -> np.ndarray:
         """Seconds (or scores) of kernels at tiles (None: each kernel's default tile). More than
-        `PIPELINE_CHUNK` kernels are priced as a pipeline on two threads: the network runs on one
-        chunk (torch releases the GIL) while the next chunk is featurized; the network's batches are
+        `PIPELINE_CHUNK` kernels are priced as a pipeline on two threads: the scaling and the network
+        run on one chunk (numpy and torch release the GIL) while the next chunk is featurized; the network's batches are
         the same as unpipelined, so are the predictions, bit for bit."""
         kernels = list(kernels)
         n = len(kernels)
@@ -363,12 +363,12 @@ class GnnCostModel(CostModel):
             running = None
             for s0 in range(0, n, chunk):
                 graphs, tf = self._inputs(kernels[s0:s0 + chunk], tl[s0:s0 + chunk])
-                preps, tfs = self.prepare_graphs(graphs), self.scale_tiles(tf)
                 if self.predicts_absolute:
                     log_base[s0:s0 + len(graphs)] = self.log_baseline(graphs)
                 if running is not None:
                     raw[running[0]:running[0] + running[1]] = running[2].result()
-                running = (s0, len(graphs), pool.submit(self.forward_prepared, preps, tfs))
+                # the network's thread also scales the graphs (the one user of the scaled-graph cache meanwhile)
+                running = (s0, len(graphs), pool.submit(self.forward_graphs, graphs, tf))
             raw[running[0]:running[0] + running[1]] = running[2].result()
         return self.seconds(raw, log_base) if self.predicts_absolute else raw
 
