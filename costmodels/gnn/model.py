@@ -31,8 +31,9 @@ from torch import nn
 import torch.nn.functional as F
 
 from costmodels.features import (FEATURE_VERSION, GEOMETRY_DIM, KERNEL_FEATURE_NAMES, NODE_DIM, NUM_OPCODES,
-                               STATIC_COLUMNS, TILE_DIM, FeatureScaler, KernelGraph, geometry_analytical_seconds,
-                               kernel_graph, kernel_graphs, tile_features)
+                               STATIC_COLUMNS, TILE_DIM, FeatureScaler, KernelGraph, finish_kernel_graphs,
+                               geometry_analytical_seconds, kernel_graph, kernel_graphs, start_kernel_graphs,
+                               tile_features)
 from autotune.compiler.tiles import default_tile
 
 KDIM = len(KERNEL_FEATURE_NAMES)
@@ -343,8 +344,10 @@ class GnnCostModel(CostModel):
 
     def predict(self, kernels: Sequence[Any], tiles: Optional[Sequence[Any]] = None) -> np.ndarray:
         """Seconds (or scores) of kernels at tiles (None: each kernel's default tile). More than
-        `PIPELINE_CHUNK` kernels are priced as a pipeline on two threads: the scaling and the network
-        run on one chunk (numpy and torch release the GIL) while the next chunk is featurized; the network's batches are
+        `PIPELINE_CHUNK` kernels are priced as a pipeline on two threads: while one thread works out
+        the next chunk's tiling and geometry (`start_kernel_graphs`, mostly Python), the other gathers
+        the graphs of the chunk before, scales them and runs the network (mostly numpy and torch,
+        which release the GIL); the network's batches are
         the same as unpipelined, so are the predictions, bit for bit."""
         kernels = list(kernels)
         n = len(kernels)
@@ -362,15 +365,28 @@ class GnnCostModel(CostModel):
         with ThreadPoolExecutor(1, thread_name_prefix="gnn-network") as pool:
             running = None
             for s0 in range(0, n, chunk):
-                graphs, tf = self._inputs(kernels[s0:s0 + chunk], tl[s0:s0 + chunk])
-                if self.predicts_absolute:
-                    log_base[s0:s0 + len(graphs)] = self.log_baseline(graphs)
+                ks = kernels[s0:s0 + chunk]
+                if self.task == "tile":  # tile features need the graphs here
+                    graphs, tf = self._inputs(ks, tl[s0:s0 + chunk])
+                    work = pool.submit(self._network_stage, graphs, tf)
+                else:
+                    work = pool.submit(self._network_stage, start_kernel_graphs(ks, self.target), None)
                 if running is not None:
-                    raw[running[0]:running[0] + running[1]] = running[2].result()
-                # the network's thread also scales the graphs (the one user of the scaled-graph cache meanwhile)
-                running = (s0, len(graphs), pool.submit(self.forward_graphs, graphs, tf))
-            raw[running[0]:running[0] + running[1]] = running[2].result()
+                    a, b, fut = running
+                    raw[a:b], log_base[a:b] = fut.result()
+                running = (s0, s0 + len(ks), work)
+            a, b, fut = running
+            raw[a:b], log_base[a:b] = fut.result()
         return self.seconds(raw, log_base) if self.predicts_absolute else raw
+
+    def _network_stage(self, graphs: "list | tuple", tf: Optional[np.ndarray]) -> tuple:
+        """(raw outputs, log baselines) of graphs (or of `start_kernel_graphs`' output, finished
+        here): the second thread of a pipelined predict, the only user of the graph and scaled-graph
+        caches meanwhile."""
+        if isinstance(graphs, tuple):
+            graphs = finish_kernel_graphs(graphs)
+        raw = self.forward_graphs(graphs, tf)
+        return raw, (self.log_baseline(graphs) if self.predicts_absolute else np.zeros(len(graphs)))
 
     def _inputs(self, kernels: list, tiles: list) -> tuple:
         """(kernel graphs, raw tile features) of kernels at tiles (None: the default tile)."""
