@@ -402,8 +402,7 @@ class TilingInfo:
     @classmethod
     def of(cls, kernel: Any, target: Any = "tpu") -> "TilingInfo":
         """Work out the tiling description of a kernel (uncached; `tiling_info` caches)."""
-        bld = _TilingBuilder(kernel, target)
-        return cls(**{name: getattr(bld, name) for name in _INFO_FIELDS})
+        return cls(*_get_info_fields(_TilingBuilder(kernel, target)))
 
     # ---- conversions
     def tile_array(self, tile: Optional[TileConfig]) -> np.ndarray:
@@ -485,6 +484,7 @@ class TilingInfo:
 
 
 _INFO_FIELDS = tuple(f.name for f in fields(TilingInfo) if not f.name.startswith("_"))
+_get_info_fields = attrgetter(*_INFO_FIELDS)  # the builder's values, in the order of TilingInfo's fields
 _SLOT_PERMS = np.tile(np.arange(R_MAX), (P_MAX, 1))  # identity layouts of the P_MAX layout slots
 
 
@@ -553,9 +553,10 @@ class _TilingBuilder:
                     self._own_hero_arrays()
                     try:
                         self._hero(ins, [insts[o].shape for o in comp.operands[m]])
-                        lhs_inputs = self._reach(comp, set(members), comp.operands[m][0], set(inputs))
-                        rhs_inputs = self._reach(comp, set(members), comp.operands[m][1], set(inputs))
-                        self._producer_costs(kernel, comp, set(members), comp.operands[m])
+                        mset, iset = set(members), set(inputs)
+                        lhs_inputs = self._reach(comp, mset, comp.operands[m][0], iset)
+                        rhs_inputs = self._reach(comp, mset, comp.operands[m][1], iset)
+                        self._producer_costs(kernel, comp, mset, comp.operands[m])
                     except Exception:  # noqa: BLE001 - odd dims: fall back to the generic model
                         self.hero = self.hero or "generic"
                     break
