@@ -344,7 +344,7 @@ class GnnCostModel(CostModel):
 
     def predict(self, kernels: Sequence[Any], tiles: Optional[Sequence[Any]] = None) -> np.ndarray:
         """Seconds (or scores) of kernels at tiles (None: each kernel's default tile). More than
-        `PIPELINE_CHUNK` kernels are priced as a pipeline on two threads: while one thread works out
+        `PIPELINE_CHUNK` kernels are priced, given two usable cores, as a pipeline on two threads: while one thread works out
         the next chunk's tiling and geometry (`start_kernel_graphs`, mostly Python), the other gathers
         the graphs of the chunk before, scales them and runs the network (mostly numpy and torch,
         which release the GIL); the network's batches are
@@ -355,7 +355,8 @@ class GnnCostModel(CostModel):
             return np.zeros(0)
         tl = list(tiles) if tiles is not None else [None] * n
         chunk = max(self.PIPELINE_CHUNK // self.batch_size, 1) * self.batch_size
-        if n <= chunk or self.config["reduction"] in ("lstm", "transformer"):  # sequences: batches sorted over all
+        if n <= chunk or self.config["reduction"] in ("lstm", "transformer") or _usable_cores() < 2:
+            # (sequence reductions sort their batches over all graphs; one core: nothing to overlap)
             graphs, tf = self._inputs(kernels, tl)
             return self.predict_graphs(graphs, tf)
         if not self.node_scaler.fitted:
@@ -472,6 +473,14 @@ class GnnCostModel(CostModel):
         m.history = list(st.get("history", []))
         m.y_mu, m.y_sigma = float(st.get("y_mu", 0.0)), float(st.get("y_sigma", 1.0))
         return m
+
+
+def _usable_cores() -> int:
+    """CPU cores this process may run on (its affinity mask where the OS has one)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
 
 
 class torch_threads:
