@@ -737,9 +737,9 @@ class Tuner:
             # the best prediction always; another only when what is left covers one more measurement
             if rank > 0 and (hw.exhausted or (hw.seconds is not None and hw.remaining < took)):
                 break
-            t0 = time.monotonic()
+            t0 = hw.now()
             m, status = self.measure_config(cfg, ev)
-            took = max(took, time.monotonic() - t0)
+            took = max(took, hw.now() - t0)
             result.verified.append({"rank": rank, "predicted_s": pred, "measured_s": m if status == "ok" else None,
                                     "status": status})
             if m < best_m:
