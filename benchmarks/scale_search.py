@@ -77,7 +77,8 @@ def run_fusion(program: str, model: str, seed: int, budget: float, hw_budget: fl
         row.update({"evaluations": r.get("evaluations"), "search_s": r.get("elapsed_s"),
                     "predicted_speedup": r.get("speedup"), "measured_speedup": r.get("measured_speedup"),
                     "verified": len(r.get("verified") or []), "stopped_by": r.get("stopped_by"),
-                    "outputs": written, "warnings": r.get("warnings", [])})
+                    "outputs": written, "warnings": r.get("warnings", []),
+                    "budget_split": r.get("budget_split")})  # where the time went (start-up, search, ...)
         return row
 
 

@@ -96,7 +96,8 @@ from autotune.compiler.tiles import canonical_target_name
 __all__ = ["tpugraphs_module_features", "prune_layout_graph", "OPCODE_VOCAB", "OPCODE_INDEX", "NUM_OPCODES", "OTHER_OPCODE_ID", "OTHER_BUCKET_OPCODES",
            "opcode_id", "DTYPES", "NODE_FEATURE_NAMES", "NODE_DIM", "STATIC_COLUMNS", "TILE_FEATURE_NAMES",
            "TILE_DIM", "KERNEL_FEATURE_NAMES", "GEOMETRY_FEATURE_NAMES", "GEOMETRY_GROUPS", "GEOMETRY_DIM",
-           "geometry_features", "geometry_matrix", "geometry_analytical_seconds", "kernel_graphs", "FEATURE_VERSION",
+           "geometry_features", "geometry_matrix", "geometry_analytical_seconds", "kernel_graphs", "start_kernel_graphs",
+           "finish_kernel_graphs", "FEATURE_VERSION",
            "KernelGraph", "kernel_graph", "node_features", "tile_features", "tile_feature_matrix",
            "FeatureScaler", "TPUGRAPHS_NODE_DIM", "tpugraphs_node_features", "clear_cache"]
 
@@ -802,11 +803,24 @@ def _tiled_dims(kernel: Any, target: Any) -> tuple:
 def kernel_graphs(kernels: Sequence[Any], target: str = "tpu") -> list:
     """`kernel_graph` of many kernels; those not cached yet are gathered together (`_graph_arrays_many`)
     and their geometry computed in one batch."""
+    return finish_kernel_graphs(start_kernel_graphs(kernels, target))
+
+
+def start_kernel_graphs(kernels: Sequence[Any], target: str = "tpu") -> tuple:
+    """The first half of `kernel_graphs`: the geometry rows of the kernels not cached yet (tiling
+    descriptions and default tiles, mostly Python). `finish_kernel_graphs` does the rest (gathering
+    the graphs, mostly numpy), possibly on another thread (a pipelined GNN predict)."""
     name = canonical_target_name(target)
-    todo = {k.hash: k for k in kernels if (k.hash, name) not in _GRAPH_CACHE}
-    if todo:
-        new = list(todo.values())
-        for k, row, arrays in zip(new, geometry_matrix(new, target), _graph_arrays_many(new)):
+    new = list({k.hash: k for k in kernels if (k.hash, name) not in _GRAPH_CACHE}.values())
+    return list(kernels), target, new, (geometry_matrix(new, target) if new else None)
+
+
+def finish_kernel_graphs(started: tuple) -> list:
+    """The graphs of `start_kernel_graphs`' kernels (the new ones gathered together)."""
+    kernels, target, new, geom = started
+    name = canonical_target_name(target)
+    if new:
+        for k, row, arrays in zip(new, geom, _graph_arrays_many(new)):
             kernel_graph(k, target, geom=row, arrays=arrays)
     return [_GRAPH_CACHE.get((k.hash, name)) or kernel_graph(k, target) for k in kernels]
 

@@ -35,6 +35,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field, fields, replace
+from operator import attrgetter
 from typing import Any, Optional, Sequence
 
 import numpy as np
@@ -325,9 +326,21 @@ class TileRows:
 
     @classmethod
     def stack(cls, rows: Sequence["TileRows"]) -> "TileRows":
-        """The rows of many items as one `TileRows` (leading axis = item)."""
-        return cls(**{f.name: np.stack([getattr(r, f.name) for r in rows]) if f.metadata
-                      else np.array([getattr(r, f.name) for r in rows], float) for f in fields(cls)})
+        """The rows of many items as one `TileRows` (leading axis = item). An array object shared by
+        many rows (`_make_row` shares equal ones) is stacked once and gathered."""
+        out: dict = {}
+        scalars = np.array([_get_row_scalars(r) for r in rows], float).reshape(len(rows), len(_ROW_SCALARS))
+        for j, name in enumerate(_ROW_SCALARS):
+            out[name] = scalars[:, j]
+        for name, column in zip(_ROW_ARRAYS, zip(*[_get_row_arrays(r) for r in rows])):
+            at: dict = {}
+            idx = [at.setdefault(id(a), len(at)) for a in column]
+            if len(at) == len(column):
+                out[name] = np.stack(column)
+            else:
+                first = {i: a for a, i in zip(column, idx)}
+                out[name] = np.stack([first[i] for i in range(len(at))])[idx]
+        return cls(**out)
 
     def take(self, idx: np.ndarray) -> "TileRows":
         """The stacked rows of items `idx`."""
@@ -389,8 +402,7 @@ class TilingInfo:
     @classmethod
     def of(cls, kernel: Any, target: Any = "tpu") -> "TilingInfo":
         """Work out the tiling description of a kernel (uncached; `tiling_info` caches)."""
-        bld = _TilingBuilder(kernel, target)
-        return cls(**{name: getattr(bld, name) for name in _INFO_FIELDS})
+        return cls(*_get_info_fields(_TilingBuilder(kernel, target)))
 
     # ---- conversions
     def tile_array(self, tile: Optional[TileConfig]) -> np.ndarray:
@@ -472,6 +484,7 @@ class TilingInfo:
 
 
 _INFO_FIELDS = tuple(f.name for f in fields(TilingInfo) if not f.name.startswith("_"))
+_get_info_fields = attrgetter(*_INFO_FIELDS)  # the builder's values, in the order of TilingInfo's fields
 _SLOT_PERMS = np.tile(np.arange(R_MAX), (P_MAX, 1))  # identity layouts of the P_MAX layout slots
 
 
@@ -520,13 +533,12 @@ class _TilingBuilder:
         self.hero_flops = 0.0
         self.K = 1.0
         self.K_pad = 1.0
-        self.m_mask = np.zeros(self.rank, bool)
-        self.n_mask = np.zeros(self.rank, bool)
+        # per-dim hero arrays: shared read-only ones until a hero needs its own (`_own_hero_arrays`)
+        self.m_mask = self.n_mask = _shared_array(self.rank, bool, 0)
         self.n_const = 1.0
         self.m_scale = 1.0  # dot rows per tiled-shape element when the hero is not aligned with it
-        self.win = np.ones(self.rank)
-        self.stride = np.ones(self.rank)
-        self.din = np.array(self.dims, float)
+        self.win = self.stride = _shared_array(self.rank, float, 1)
+        self.din = None  # the tiled extents, unless a convolution hero sets its input's
         self.rhs_shape: Optional[Shape] = None
         self.rhs_fraction = 1.0  # share of the rhs one output row needs (1 / groups of a ragged-dot)
         self.rhs_kclass: tuple = ()  # per filter dim: 1 spatial (K), 2 input feature (K), 3 output (N), 0 other
@@ -538,17 +550,20 @@ class _TilingBuilder:
             for m in members:
                 ins = insts[m]
                 if ins.opcode in MATMUL_OPCODES:
+                    self._own_hero_arrays()
                     try:
                         self._hero(ins, [insts[o].shape for o in comp.operands[m]])
-                        lhs_inputs = self._reach(comp, set(members), comp.operands[m][0], set(inputs))
-                        rhs_inputs = self._reach(comp, set(members), comp.operands[m][1], set(inputs))
-                        self._producer_costs(kernel, comp, set(members), comp.operands[m])
+                        mset, iset = set(members), set(inputs)
+                        lhs_inputs = self._reach(comp, mset, comp.operands[m][0], iset)
+                        rhs_inputs = self._reach(comp, mset, comp.operands[m][1], iset)
+                        self._producer_costs(kernel, comp, mset, comp.operands[m])
                     except Exception:  # noqa: BLE001 - odd dims: fall back to the generic model
                         self.hero = self.hero or "generic"
                     break
         elif any(op in MATMUL_OPCODES for op in getattr(kernel, "opcodes", [])):
             self.hero = "generic"
         if self.hero is not None and not self.m_mask.any() and not self.n_mask.any():
+            self._own_hero_arrays()
             self.m_mask[:] = True
         self.vec_flops = max(self.flops - self.hero_flops - self.lhs_vec - self.rhs_vec, 0.0)
         self.trans_rest = max(self.transcendentals - self.lhs_trans - self.rhs_trans, 0.0)
@@ -581,6 +596,15 @@ class _TilingBuilder:
         self.n_mask.flags.writeable = False
 
     # ---- construction helpers
+    def _own_hero_arrays(self) -> None:
+        """Writable per-dim hero arrays of this kernel (in place of the shared read-only ones)."""
+        if not self.m_mask.flags.writeable:
+            self.m_mask = np.zeros(self.rank, bool)
+            self.n_mask = np.zeros(self.rank, bool)
+            self.win = np.ones(self.rank)
+            self.stride = np.ones(self.rank)
+            self.din = np.array(self.dims, float)
+
     @staticmethod
     def _tiled_shape(kernel, comp, members, out_shape: Shape) -> Shape:
         cands = [l for l in (out_shape.leaves() if out_shape.is_tuple else [out_shape])]
@@ -785,7 +809,7 @@ class _TilingBuilder:
             nm[:r] = self.n_mask
             win[:r] = self.win
             stride[:r] = self.stride
-            din[:r] = self.din
+            din[:r] = self.dims if self.din is None else self.din
             pad_u = [1] * r
             if r == 1:
                 pad_u[0] = self.target.vector_shape[1]
@@ -835,6 +859,18 @@ class _TilingBuilder:
         for a in out.values():
             a.flags.writeable = False
         return out
+
+
+_SHARED_ARRAYS: dict = {}  # (rank, dtype, fill) -> a read-only array (the hero arrays of kernels without one)
+
+
+def _shared_array(rank: int, dtype: type, fill: int) -> np.ndarray:
+    key = (rank, dtype, fill)
+    a = _SHARED_ARRAYS.get(key)
+    if a is None:
+        a = _SHARED_ARRAYS[key] = np.full(rank, fill, dtype)
+        a.flags.writeable = False
+    return a
 
 
 def _ceil_to(x: float, m: int) -> int:
@@ -941,6 +977,9 @@ def _search_default_tiles(infos: Sequence[TilingInfo]) -> list:
 
 
 _ROW_SCALARS = tuple(f.name for f in fields(TileRows) if not f.metadata)
+_ROW_ARRAYS = tuple(f.name for f in fields(TileRows) if f.metadata)
+_get_row_scalars = attrgetter(*_ROW_SCALARS)
+_get_row_arrays = attrgetter(*_ROW_ARRAYS)
 
 
 def _row_key(info: TilingInfo) -> tuple:
@@ -948,7 +987,7 @@ def _row_key(info: TilingInfo) -> tuple:
     array objects (shared between kernels by `_make_row` when equal) and its scalars."""
     r = info.row
     return (info.dims, info.unit, id(r.D), id(r.mmask), id(r.nmask), id(r.win), id(r.stride), id(r.din),
-            id(r.in_bytes), tuple(getattr(r, n) for n in _ROW_SCALARS))
+            id(r.in_bytes), _get_row_scalars(r))
 
 
 def _fitting_indices(footprints: np.ndarray, scratchpad_bytes: float, owner: np.ndarray,

@@ -42,6 +42,7 @@ import math
 import os
 import pickle
 import signal
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
@@ -452,6 +453,7 @@ class Tuner:
         self._default_measurement: Optional[tuple] = None  # (seconds, status) of the default, measured early
         self._hw_slack = 0.0  # hardware seconds the verification will not need, lent to the search
         self._sec_per_config: Optional[float] = None  # measured pricing time of one configuration (batches)
+        self._last_sec_per_config = 0.0               # the same, of the last batch alone
         self._scratch_s: Optional[float] = None       # measured pricing time of the default, from scratch
         self._checkpoint_s = 0.0                      # measured time of the last checkpoint
 
@@ -638,7 +640,9 @@ class Tuner:
         if self.evaluator is None:
             result.verification = {"status": "skipped", "reason": "no hardware evaluator (no hardware budget)"}
         elif self._stop in ("budget", "strategy_finished", "max_evaluations", "early_stopping"):
+            t0 = time.monotonic()
             self.verify(result)
+            result.verification["seconds"] = round(time.monotonic() - t0, 3)
             if self._hw_slack:
                 result.verification["hw_seconds_lent_to_search"] = round(self._hw_slack, 3)
         else:
@@ -682,7 +686,7 @@ class Tuner:
         if self.budget.exhausted:
             return "budget"
         if self.budget.seconds is not None and self._sec_per_config is not None \
-                and self.budget.remaining < self._sec_per_config + self._checkpoint_s:
+                and self.budget.remaining < max(self._sec_per_config, self._last_sec_per_config) + self._checkpoint_s:
             return "budget"
         if self.max_evaluations is not None and self.evaluations >= self.max_evaluations:
             return "max_evaluations"
@@ -702,6 +706,7 @@ class Tuner:
         costs = self.cost(cfgs)
         per = (self.budget.now() - t0) / len(cfgs)
         self._sec_per_config = per if self._sec_per_config is None else 0.5 * (self._sec_per_config + per)
+        self._last_sec_per_config = per
         if self.on_config is not None:
             for i in fresh_idx:
                 self.on_config(cfgs[i], float(costs[i]))
@@ -734,6 +739,7 @@ class Tuner:
         if per is None:  # nothing measured yet (a resumed run: not even the default): one configuration
             scratch = self._scratch_s  # first, unless a batch is cheap for sure
             return n if scratch is not None and scratch * n <= room / 4 else 1
+        per = max(per, self._last_sec_per_config)  # the slower of the running mean and the last batch
         if per > 0 and per * n > room:
             n = max(1, min(n, int(room / per)))
         return n
@@ -791,10 +797,14 @@ class Tuner:
         result.measured_default = md if status == "ok" else None
         default_status = status
         best_m, best_cfg, best_pred, best_rank = math.inf, None, None, None
+        took = 0.0  # the longest measurement of a configuration so far
         for rank, (pred, cfg) in enumerate(self.top_predicted()):
-            if rank > 0 and hw.exhausted:
+            # the best prediction always; another only when what is left covers one more measurement
+            if rank > 0 and (hw.exhausted or (hw.seconds is not None and hw.remaining < took)):
                 break
+            t0 = hw.now()
             m, status = self.measure_config(cfg, ev)
+            took = max(took, hw.now() - t0)
             result.verified.append({"rank": rank, "predicted_s": pred, "measured_s": m if status == "ok" else None,
                                     "status": status})
             if m < best_m:

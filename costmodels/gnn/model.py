@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import io
 import os
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Optional, Sequence
 
 import numpy as np
@@ -30,8 +31,9 @@ from torch import nn
 import torch.nn.functional as F
 
 from costmodels.features import (FEATURE_VERSION, GEOMETRY_DIM, KERNEL_FEATURE_NAMES, NODE_DIM, NUM_OPCODES,
-                               STATIC_COLUMNS, TILE_DIM, FeatureScaler, KernelGraph, geometry_analytical_seconds,
-                               kernel_graph, kernel_graphs, tile_features)
+                               STATIC_COLUMNS, TILE_DIM, FeatureScaler, KernelGraph, finish_kernel_graphs,
+                               geometry_analytical_seconds, kernel_graph, kernel_graphs, start_kernel_graphs,
+                               tile_features)
 from autotune.compiler.tiles import default_tile
 
 KDIM = len(KERNEL_FEATURE_NAMES)
@@ -338,16 +340,62 @@ class GnnCostModel(CostModel):
         """Seconds from raw network outputs (standardized log runtime, over `log_baseline`)."""
         return np.exp(np.clip(self.y_mu + self.y_sigma * np.asarray(raw, np.float64) + log_base, -80, 20))
 
+    PIPELINE_CHUNK = 1024  # kernels featurized per step of a pipelined predict (a multiple of batch_size)
+
     def predict(self, kernels: Sequence[Any], tiles: Optional[Sequence[Any]] = None) -> np.ndarray:
+        """Seconds (or scores) of kernels at tiles (None: each kernel's default tile). More than
+        `PIPELINE_CHUNK` kernels are priced, given two usable cores, as a pipeline on two threads: while one thread works out
+        the next chunk's tiling and geometry (`start_kernel_graphs`, mostly Python), the other gathers
+        the graphs of the chunk before, scales them and runs the network (mostly numpy and torch,
+        which release the GIL); the network's batches are
+        the same as unpipelined, so are the predictions, bit for bit."""
         kernels = list(kernels)
-        if not kernels:
+        n = len(kernels)
+        if not n:
             return np.zeros(0)
+        tl = list(tiles) if tiles is not None else [None] * n
+        chunk = max(self.PIPELINE_CHUNK // self.batch_size, 1) * self.batch_size
+        if n <= chunk or self.config["reduction"] in ("lstm", "transformer") or _usable_cores() < 2:
+            # (sequence reductions sort their batches over all graphs; one core: nothing to overlap)
+            graphs, tf = self._inputs(kernels, tl)
+            return self.predict_graphs(graphs, tf)
+        if not self.node_scaler.fitted:
+            raise ValueError("the GNN cost model is not trained (fit or load it first)")
+        raw = np.empty(n)
+        log_base = np.empty(n)
+        with ThreadPoolExecutor(1, thread_name_prefix="gnn-network") as pool:
+            running = None
+            for s0 in range(0, n, chunk):
+                ks = kernels[s0:s0 + chunk]
+                if self.task == "tile":  # tile features need the graphs here
+                    graphs, tf = self._inputs(ks, tl[s0:s0 + chunk])
+                    work = pool.submit(self._network_stage, graphs, tf)
+                else:
+                    work = pool.submit(self._network_stage, start_kernel_graphs(ks, self.target), None)
+                if running is not None:
+                    a, b, fut = running
+                    raw[a:b], log_base[a:b] = fut.result()
+                running = (s0, s0 + len(ks), work)
+            a, b, fut = running
+            raw[a:b], log_base[a:b] = fut.result()
+        return self.seconds(raw, log_base) if self.predicts_absolute else raw
+
+    def _network_stage(self, graphs: "list | tuple", tf: Optional[np.ndarray]) -> tuple:
+        """(raw outputs, log baselines) of graphs (or of `start_kernel_graphs`' output, finished
+        here): the second thread of a pipelined predict, the only user of the graph and scaled-graph
+        caches meanwhile."""
+        if isinstance(graphs, tuple):
+            graphs = finish_kernel_graphs(graphs)
+        raw = self.forward_graphs(graphs, tf)
+        return raw, (self.log_baseline(graphs) if self.predicts_absolute else np.zeros(len(graphs)))
+
+    def _inputs(self, kernels: list, tiles: list) -> tuple:
+        """(kernel graphs, raw tile features) of kernels at tiles (None: the default tile)."""
         graphs = kernel_graphs(kernels, self.target)
         tf = np.zeros((len(kernels), TILE_DIM), np.float32)
         if self.task == "tile":
-            tl = list(tiles) if tiles is not None else [None] * len(kernels)
             cache: dict = {}
-            for i, (k, g, t) in enumerate(zip(kernels, graphs, tl)):
+            for i, (k, g, t) in enumerate(zip(kernels, graphs, tiles)):
                 if t is None:
                     t = default_tile(k, self.target)
                 key = (g.hash, getattr(t, "key", lambda: str(t))())
@@ -355,7 +403,7 @@ class GnnCostModel(CostModel):
                 if r is None:
                     r = cache[key] = tile_features(g.tiled_dims, t)
                 tf[i] = r
-        return self.predict_graphs(graphs, tf)
+        return graphs, tf
 
     # ---- training
     def fit(self, dataset: Any, validation: Any = None, **train_kw: Any) -> "GnnCostModel":
@@ -425,6 +473,14 @@ class GnnCostModel(CostModel):
         m.history = list(st.get("history", []))
         m.y_mu, m.y_sigma = float(st.get("y_mu", 0.0)), float(st.get("y_sigma", 1.0))
         return m
+
+
+def _usable_cores() -> int:
+    """CPU cores this process may run on (its affinity mask where the OS has one)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
 
 
 class torch_threads:

@@ -281,6 +281,32 @@ def test_thread_setting_is_restored(fusion_ds, kernels):
     assert torch.get_num_threads() == before
 
 
+def test_pipelined_predict_is_the_serial_predict_bit_for_bit(kernels):
+    """More than PIPELINE_CHUNK kernels: the network runs on a second thread while the next chunk is
+    featurized, in the same batches, so the predictions are exactly those of one thread (fusion and
+    tile task, cold and warm), and the main thread's torch setting is left as it was."""
+    from autotune.compiler import tiles
+    from costmodels import features
+    from costmodels.gnn import model as gnn_model
+    assert len(kernels) > 8
+    m = GnnCostModel.load(str(ROOT / "costmodels/shipped/gnn_fusion_tpu.pt"))
+    m.batch_size = 4
+    before = torch.get_num_threads()
+    for task in ("fusion", "tile"):
+        m.task = task
+        out = {}
+        for chunk in (10 ** 6, 8, 5):  # serial; two batches a chunk; rounded to one batch a chunk
+            features.clear_cache()
+            tiles.clear_caches()
+            m._prep_cache.clear()
+            m.PIPELINE_CHUNK = chunk
+            out[chunk] = (m.predict(kernels), m.predict(kernels))  # cold, warm
+        assert np.array_equal(out[8][0], out[10 ** 6][0]) and np.array_equal(out[5][0], out[10 ** 6][0])
+        assert np.array_equal(out[8][1], out[10 ** 6][1])
+    assert torch.get_num_threads() == before
+    assert gnn_model.GnnCostModel.PIPELINE_CHUNK % 256 == 0
+
+
 def test_length_bucketing_keeps_order(fusion_ds, kernels):
     m = GnnCostModel("fusion", reduction="lstm", batch_size=4, **TINY)
     m.fit(fusion_ds, epochs=1, progress=False)

@@ -7,7 +7,6 @@ from array import array
 from typing import TYPE_CHECKING, Optional, Sequence
 
 from autotune.compiler.analysis import instruction_costs
-from autotune.compiler.opcodes import is_scalar_constant
 from autotune.compiler.signature import instruction_signature, shape_signature
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -138,24 +137,23 @@ class KernelHashing:
         return h
 
     def kernel_inputs(self, ci: int, root: int, members: Sequence[int]) -> list[int]:
-        """External operands (non-members, scalar constants excluded) in canonical first-use order."""
+        """External operands (non-members, scalar constants excluded) in canonical first-use order
+        (a depth-first walk from the root over each member's operands in order)."""
         comp = self.program.computations[ci]
+        operands, is_const = comp.operands, self._is_const[ci]
         mset = set(members)
         inputs: dict[int, None] = {}
         seen: set[int] = set()
-        stack: list[tuple[int, int]] = [(root, 0)]
+        stack = [iter(operands[root])]
         while stack:
-            n, k = stack[-1]
-            olist = comp.operands[n]
-            if k < len(olist):
-                stack[-1] = (n, k + 1)
-                o = olist[k]
+            for o in stack[-1]:
                 if o in mset:
                     if o not in seen:
                         seen.add(o)
-                        stack.append((o, 0))
-                elif not is_scalar_constant(comp.instructions[o]):
-                    inputs.setdefault(o)
-                continue
-            stack.pop()
+                        stack.append(iter(operands[o]))
+                        break
+                elif o not in inputs and not is_const[o]:
+                    inputs[o] = None
+            else:
+                stack.pop()
         return list(inputs)

@@ -158,6 +158,36 @@ def test_incremental_kernel_sets_match_rebuild(bert_space, seed, steps, target):
     assert {k: v.members for k, v in inc.kernels.items()} == {k: v.members for k, v in full.kernels.items()}
 
 
+def _wide_fan_out_program(users: int) -> str:
+    """One broadcast read by each of a chain of `users` adds."""
+    lines = ["HloModule wide", "ENTRY main {", "  x = f32[] parameter(0)", "  y = f32[8,128] parameter(1)",
+             "  b = f32[8,128] broadcast(x), dimensions={}", "  s0 = f32[8,128] add(b, y)"]
+    lines += [f"  s{i} = f32[8,128] add(s{i - 1}, b)" for i in range(1, users)]
+    lines += [f"  ROOT r = f32[8,128] negate(s{users - 1})", "}"]
+    return "\n".join(lines)
+
+
+@settings(max_examples=20, deadline=None)
+@given(seed=st.integers(0, 2**31 - 1), fused=st.floats(0.0, 1.0))
+def test_is_root_of_a_wide_producer_is_the_definition(seed, fused):
+    """A producer with more fusible users than `_WIDE_FAN_OUT` is checked as an array: still a root
+    exactly when one of its users does not fuse it (all fused, one unfused, random)."""
+    from autotune.compiler.fusion.space import _WIDE_FAN_OUT
+    sp = _space(_wide_fan_out_program(_WIDE_FAN_OUT + 36))
+    assert len(sp._wide_out_edges) == 1  # the broadcast
+    (_, b), = sp._wide_out_edges
+    assert sp.program.computations[0].instructions[b].opcode == "broadcast"
+    rng = np.random.default_rng(seed)
+    out = [e for e, _ in sp.out_edges[0][b]]
+    every = bytearray(b"\x01" * sp.n_edges)
+    one_cut = bytearray(every)
+    one_cut[out[rng.integers(len(out))]] = 0
+    rand = bytearray((rng.random(sp.n_edges) < fused).astype(np.uint8).tobytes())
+    for bits in (every, one_cut, rand):
+        assert sp.is_root(bits, 0, b) == (not all(bits[e] for e in out))
+        assert sp.is_root(bytes(bits), 0, b) == sp.is_root(bits, 0, b)
+
+
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                  HealthCheck.function_scoped_fixture])
 @given(seed=st.integers(0, 2**31 - 1))

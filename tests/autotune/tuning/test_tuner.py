@@ -100,6 +100,10 @@ def test_fusion_command_holds_its_budget(tmp_path):
     rep = json.loads((out / "report.json").read_text())
     assert rep["stopped_by"] == "budget" and rep["evaluations"] > 0
     split = rep["budget_split"]
+    # where the budget went, each part measured: start-up (parsing in it), search, verification, outputs
+    assert split["parse_s"] <= split["startup_s"] and split["search_s"] == pytest.approx(rep["elapsed_s"], abs=1e-3)
+    assert 0 < split["verification_s"] == rep["verification"]["seconds"]
+    assert split["search_and_verification_end_s"] + split["outputs_s"] == pytest.approx(rep["wall_s"], abs=2e-3)
     if split["startup_s"] + split["output_reserve_s"] + 1.0 < 6.0 * 0.9:
         assert rep["wall_s"] <= 6.0 * 1.05 and wall <= 6.0 * 1.05 + 0.5  # + the interpreter's exit
     else:  # a machine so loaded that start-up ate the budget: the run says so in one warning line
@@ -161,6 +165,28 @@ def test_written_configuration_carries_its_own_prediction(space, tmp_path):
     assert _written_note(rep, r) == "; written: the default configuration (predicted 2 ms)"
     r.verification["winner"] = 0
     assert _written_note(rep, r) == ""
+
+
+def test_verification_starts_no_measurement_the_hardware_budget_would_not_cover(space):
+    """Each configuration's measurement takes 0.3 s of the hardware budget's clock: with 1.0 s, the
+    default (0.3) and the best prediction (0.6) are measured, the second (0.9) too, and the third is not
+    started (0.1 s left): verification ends inside its budget rather than one measurement past it."""
+    from hardware.base import Budget
+    from hardware.simulator import TpuSimulator
+    from search.base import get_strategy
+    clock = [0.0]
+
+    class Timed(TpuSimulator):
+        def measure(self, kernels):
+            clock[0] += 0.3
+            return super().measure(kernels)
+
+    t = Tuner(space, _kernel_cost, get_strategy("annealing")(space, seed=0), budget=None, progress=False,
+              max_evaluations=200, top_k_verify=5, evaluator=Timed(noise=0.0),
+              hw_budget=Budget(1.0, clock=lambda: clock[0]))
+    r = t.run()
+    assert len(t.top_predicted()) == 5
+    assert [v["rank"] for v in r.verified] == [0, 1] and clock[0] == pytest.approx(0.9)
 
 
 def _cli(*args, **kw):
