@@ -477,6 +477,8 @@ def build_dataset(programs_dir: "str | os.PathLike", task: str, evaluator: Any, 
     """Generate (or resume) a dataset; returns it opened. `programs` restricts to these names."""
     if task not in ("fusion", "tile", "layout"):
         raise ValueError(f"task must be fusion, tile or layout, not {task!r}")
+    if task == "tile" and isinstance(evaluator, str) and evaluator.strip().lower() in ("xla", "xla-inprogram"):
+        raise ValueError("tile datasets need a tile-aware evaluator (sim); XLA:CPU does not take tile sizes")
     pdir = Path(programs_dir)
     if pdir.is_file():
         files = [pdir]
@@ -527,8 +529,6 @@ def _build_locked(files, task, evaluator, target, configs_per_program, out, spli
                     "feature_version": FEATURE_VERSION, "node_dim": NODE_DIM, "tile_dim": TILE_DIM,
                     "evaluator": evaluator if isinstance(evaluator, str) else getattr(evaluator, "name", "custom"),
                     "seed": seed, "configs_per_program": configs_per_program, "programs": {}}
-    if task == "tile" and isinstance(evaluator, str) and evaluator.strip().lower() in ("xla", "xla-inprogram"):
-        raise ValueError("tile datasets need a tile-aware evaluator (sim); XLA:CPU does not take tile sizes")
     ev = resolve_evaluator(evaluator, target, store)
     try:
         return _build_all(files, task, ev, target, configs_per_program, out, mpath, manifest, split, families,

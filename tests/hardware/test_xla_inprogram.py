@@ -257,15 +257,16 @@ def test_in_program_dataset_keeps_kernel_medians_and_end_to_end_times(evaluator,
     assert ds.programs["small_a"]["n_no_thunk"] >= 1  # its reshapes are bitcasts
 
 
-def test_dataset_build_cli_offers_the_in_program_evaluator() -> None:
+def test_dataset_build_cli_offers_the_in_program_evaluator(tmp_path) -> None:
     from click.testing import CliRunner
 
     from autotune.cli import main
     r = CliRunner().invoke(main, ["dataset", "build", "--help"])
     assert r.exit_code == 0 and "xla-inprogram" in r.output
     r = CliRunner().invoke(main, ["dataset", "build", "--programs", str(REPO / "examples/idioms/power_iteration.hlo"),
-                                  "--task", "tile", "--evaluator", "xla-inprogram", "--target", "cpu", "--out", "unused"])
+                                  "--task", "tile", "--evaluator", "xla-inprogram", "--target", "cpu", "--out", str(tmp_path / "ds")])
     assert r.exit_code == 2 and "tile" in r.output and "Traceback" not in r.output
+    assert not (tmp_path / "ds").exists()  # refused before anything is written
 
 
 def test_op_name_less_thunks_of_equal_size_are_told_apart_by_how_often_they_run() -> None:
