@@ -107,7 +107,8 @@ def build(programs_dir: str, task: str, evaluator: str, target: str, configs_per
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--epochs", type=click.IntRange(1, 100000), default=None, help="GNN epochs (default 20).")
 @click.option("--batch-size", type=click.IntRange(2, 100000), default=None)
-@click.option("--lr", type=float, default=None, help="Learning rate (GNN default 1e-3, XGBoost eta default 0.1).")
+@click.option("--lr", type=float, default=None,
+              help="Learning rate (GNN default 0.002 for fusion, 1e-3 otherwise; XGBoost eta default 0.1).")
 @click.option("--hidden", type=click.IntRange(1, 4096), default=None)
 @click.option("--layers", type=click.IntRange(0, 64), default=None)
 @click.option("--reduction", type=click.Choice(["node", "per-node", "column", "lstm", "transformer"]), default=None)
@@ -120,18 +121,22 @@ def build(programs_dir: str, task: str, evaluator: str, target: str, configs_per
 @click.option("--no-kernel-features", is_flag=True,
               help="GNN: no kernel-level features joined before the head (graph information only).")
 @click.option("--geometry-features/--no-geometry-features", default=None,
-              help="GNN: join the kernel's default-tile geometry features (costmodels.features) before the head.")
+              help="GNN: join the kernel's default-tile geometry features (costmodels.features) before the head "
+                   "[default: on for fusion].")
 @click.option("--residual/--no-residual", default=None,
-              help="GNN, loss mse: learn the log ratio of the runtime to the tiled analytical model's time.")
-@click.option("--head-layers", type=click.IntRange(1, 16), default=None, help="GNN: hidden layers of the head MLP.")
+              help="GNN, loss mse: learn the log ratio of the runtime to the tiled analytical model's time "
+                   "[default: on for fusion].")
+@click.option("--head-layers", type=click.IntRange(1, 16), default=None,
+              help="GNN: hidden layers of the head MLP [default: 2 for fusion, else 1].")
 @click.option("--head-hidden", type=click.IntRange(1, 4096), default=None,
-              help="GNN: width of the head MLP's hidden layers (default: --hidden).")
+              help="GNN: width of the head MLP's hidden layers [default: 256 for fusion, else --hidden].")
 @click.option("--large-kernel-weight", "large_weight", type=click.FloatRange(0.0, min_open=True), default=None,
-              help="GNN, loss mse: loss weight of kernels >= 5 us against 1 for the others.")
+              help="GNN, loss mse: loss weight of kernels >= 5 us against 1 for the others [default: 10 for fusion].")
 @click.option("--select", type=click.Choice(["loss", "mape"]), default=None,
-              help="GNN checkpoint selection on the validation split: its loss, or the MAPE of kernels >= 5 us.")
+              help="GNN checkpoint selection on the validation split: its loss, or the MAPE of kernels >= 5 us "
+                   "[default: mape for fusion with loss mse, else loss].")
 @click.option("--lr-schedule", type=click.Choice(["constant", "cosine"]), default=None,
-              help="GNN learning-rate schedule over the epochs.")
+              help="GNN learning-rate schedule over the epochs [default: cosine for fusion, else constant].")
 @click.option("--weight-decay", type=click.FloatRange(0.0), default=None, help="GNN Adam weight decay.")
 @click.option("--n-estimators", type=click.IntRange(1, 100000), default=None, help="XGBoost rounds (default 300).")
 @click.option("--max-depth", type=click.IntRange(1, 64), default=None, help="XGBoost tree depth (default 6).")
@@ -153,7 +158,10 @@ def train(model: str, task: str, data_dir: str, out_path: str, seed: int, epochs
           lr_schedule: Optional[str], weight_decay: Optional[float], n_estimators: Optional[int],
           max_depth: Optional[int], min_runtime_us: Optional[float], threads: Optional[int], segments: Optional[int],
           prune_hops: Optional[int], configs_per_step: Optional[int]) -> None:
-    """Train a GNN or XGBoost cost model on a dataset's train split (validation for model selection)."""
+    """Train a GNN or XGBoost cost model on a dataset's train split (validation for model selection).
+
+    A fusion GNN trained on log runtime takes the shipped model's recipe (costmodels.gnn.FUSION_RECIPE) for
+    every option not given; the GNN prints one line per epoch on stderr."""
     from autotune.tuning.dataset import Dataset
     ds = Dataset.open(data_dir)
     if ds.task != task:
@@ -169,6 +177,9 @@ def train(model: str, task: str, data_dir: str, out_path: str, seed: int, epochs
                 residual=residual, head_layers=head_layers, head_hidden=head_hidden, large_weight=large_weight, select=select,
                 lr_schedule=lr_schedule, weight_decay=weight_decay,
                 segments=segments, prune_hops=prune_hops, configs_per_step=configs_per_step)
+    if model == "gnn":  # one line per epoch: a long training can be followed from its log
+        opts["log"] = lambda rec: click.echo(f"epoch {rec['epoch']}: train loss {rec['train_loss']:.4g}, validation "
+                                             f"{rec['val']:.4g}, {rec['seconds']:.0f} s", err=True)
     m = train_model(model, ds, progress=sys.stderr.isatty(), **opts)
     m.save(out_path)
     extra = ""

@@ -35,11 +35,18 @@ from costmodels.metrics import ordered_pair_accuracy
 
 from costmodels.gnn.layers import collate_prepared
 
-__all__ = ["fit_gnn", "fit_layout_gnn", "segment_partials", "join_partials", "validate_layout", "pairwise_rank_loss",
+__all__ = ["fit_gnn", "FUSION_RECIPE", "fit_layout_gnn", "segment_partials", "join_partials", "validate_layout", "pairwise_rank_loss",
            "listmle_loss", "rank_loss", "family_weights", "SELECT_METRICS", "LR_SCHEDULES"]
 
 SELECT_METRICS = ("loss", "mape")
 LR_SCHEDULES = ("constant", "cosine")
+
+# `autotune train --model gnn --task fusion` defaults (loss mse; `autotune.api.gnn_training_options`): the
+# default-tile geometry before the head, a residual over the tiled analytical time, kernels >= 5 us weighted
+# 10x, the epoch with the lowest validation MAPE of kernels >= 5 us kept, cosine-annealed lr 0.002 and a
+# 2-layer head of width 256 (BENCHMARKS.md, "GNN accuracy work (issue 17, continued)").
+FUSION_RECIPE: dict = {"geometry_features": True, "residual": True, "large_weight": 10.0, "select": "mape",
+                       "lr_schedule": "cosine", "lr": 2e-3, "head_layers": 2, "head_hidden": 256}
 
 
 def pairwise_rank_loss(scores: torch.Tensor, y: torch.Tensor, group: torch.Tensor, kind: str = "hinge",
