@@ -199,7 +199,7 @@ def new_model(kind: str, task: str, target: str, **options: Any) -> Any:
 
 
 # `costmodels.gnn.train.fit_gnn` options `train_model` passes on when given (None: fit_gnn's default)
-GNN_FIT_OPTIONS = ("weight_decay", "patience", "large_weight", "select", "lr_schedule", "min_runtime_s")
+GNN_FIT_OPTIONS = ("weight_decay", "patience", "large_weight", "select", "lr_schedule", "min_runtime_s", "draws")
 
 
 def gnn_training_options(task: str, options: dict) -> dict:

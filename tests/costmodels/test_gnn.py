@@ -415,7 +415,7 @@ def test_mape_checkpoint_selection_scores_the_kept_weights(fusion_ds):
     by_family = np.mean([ape[fam == f].mean() for f in np.unique(fam)])
     assert hist[-1]["best_val"] == pytest.approx(by_family, rel=1e-4)
     assert _validate(m, _Prepared(m, val, 0.0), "mape") == pytest.approx(by_family, rel=1e-4)
-    for bad in (dict(select="r2"), dict(lr_schedule="step"), dict(large_weight=0.0)):
+    for bad in (dict(select="r2"), dict(lr_schedule="step"), dict(large_weight=0.0), dict(draws="programs")):
         with pytest.raises(ValueError):
             GnnCostModel("fusion", **TINY).fit(fusion_ds, epochs=1, progress=False, **bad)
 
@@ -431,3 +431,21 @@ def test_large_kernel_weight_weighs_the_loss(fusion_ds):
     _, _, _, w = data.batch(data.keep)
     assert set(np.unique(w.numpy()).tolist()) == {1.0, 3.0}
     assert np.array_equal(w.numpy() == 3.0, train.runtime[data.keep] >= cut)
+
+
+def test_draws_balance_families_or_kernels(fusion_ds):
+    """draws "families": every family equally likely per draw; "kernels": every training example."""
+    from costmodels.gnn.train import _Prepared, _batches_fusion
+    m = GnnCostModel("fusion", **TINY)
+    m.fit(fusion_ds, epochs=1, progress=False)
+    data = _Prepared(m, fusion_ds.load("all"))  # three families (the train split alone has one)
+    fam = data.family
+    counts = {}
+    for draws in ("families", "kernels"):
+        idx = np.concatenate(list(_batches_fusion(data, 512, np.random.default_rng(0), 40, draws)))
+        counts[draws] = {f: float(np.mean(fam[idx] == f)) for f in np.unique(fam[data.keep])}
+    share = {f: float(np.mean(fam[data.keep] == f)) for f in counts["kernels"]}
+    assert len(share) >= 2 and max(share.values()) - min(share.values()) > 0.1  # unequal families
+    for f in share:
+        assert counts["families"][f] == pytest.approx(1 / len(share), abs=0.03)
+        assert counts["kernels"][f] == pytest.approx(share[f], abs=0.03)
