@@ -185,7 +185,7 @@ def new_model(kind: str, task: str, target: str, **options: Any) -> Any:
                             geometry_features=options.get("geometry_features"),
                             residual=options.get("residual"), head_layers=options.get("head_layers"),
                             head_hidden=options.get("head_hidden"),
-                            embedding=options.get("embedding"))
+                            embedding=options.get("embedding"), dropout=options.get("dropout"))
     if key == "xgboost":
         from costmodels.xgb import XgbCostModel
         kw = {k: options[k] for k in ("max_depth", "nthread") if options.get(k)}
