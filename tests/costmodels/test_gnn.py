@@ -449,3 +449,20 @@ def test_draws_balance_families_or_kernels(fusion_ds):
     for f in share:
         assert counts["families"][f] == pytest.approx(1 / len(share), abs=0.03)
         assert counts["kernels"][f] == pytest.approx(share[f], abs=0.03)
+
+
+def test_dropout_acts_in_training_only(fusion_ds):
+    """config dropout: training forward passes differ (the reduced graph vector is dropped out too, also
+    with no encoder layers), inference is deterministic."""
+    from costmodels.gnn.layers import collate_prepared
+    m = GnnCostModel("fusion", dropout=0.5, **dict(TINY, layers=0))
+    m.fit(fusion_ds, epochs=1, progress=False)
+    train = fusion_ds.load("train")
+    preps = m.prepare_graphs(train.graphs[:8])
+    b = collate_prepared(preps, np.zeros((len(preps), TILE_DIM), np.float32))
+    m.net.train()
+    with torch.no_grad():
+        assert not torch.equal(m.net(b), m.net(b))
+    m.net.eval()
+    with torch.no_grad():
+        assert torch.equal(m.net(b), m.net(b))
