@@ -466,3 +466,12 @@ def test_dropout_acts_in_training_only(fusion_ds):
     m.net.eval()
     with torch.no_grad():
         assert torch.equal(m.net(b), m.net(b))
+
+
+def test_training_is_reproducible(fusion_ds):
+    """The same seed and options give the same weights (shipped models are retrainable bit for bit)."""
+    a, b = (GnnCostModel("fusion", residual=True, seed=3, **TINY) for _ in range(2))
+    for m in (a, b):
+        m.fit(fusion_ds, epochs=2, progress=False, seed=3, select="mape", lr_schedule="cosine", large_weight=10.0)
+    for (k, x), (_, y) in zip(a.net.state_dict().items(), b.net.state_dict().items()):
+        assert torch.equal(x, y), k
