@@ -105,7 +105,7 @@ def build(programs_dir: str, task: str, evaluator: str, target: str, configs_per
 @click.option("--data", "data_dir", required=True, type=click.Path(exists=True, file_okay=False))
 @click.option("--out", "out_path", required=True, type=click.Path(dir_okay=False))
 @click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--epochs", type=click.IntRange(1, 100000), default=None, help="GNN epochs (default 20).")
+@click.option("--epochs", type=click.IntRange(1, 100000), default=None, help="GNN epochs (default 25 for fusion, else 20).")
 @click.option("--batch-size", type=click.IntRange(2, 100000), default=None)
 @click.option("--lr", type=float, default=None,
               help="Learning rate (GNN default 0.002 for fusion, 1e-3 otherwise; XGBoost eta default 0.1).")

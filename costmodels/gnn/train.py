@@ -45,10 +45,11 @@ DRAWS = ("families", "kernels")
 
 # `autotune train --model gnn --task fusion` defaults (loss mse; `autotune.api.gnn_training_options`): the
 # default-tile geometry before the head, a residual over the tiled analytical time, kernels >= 5 us weighted
-# 10x, the epoch with the lowest validation MAPE of kernels >= 5 us kept, cosine-annealed lr 0.002 and a
-# 2-layer head of width 256 (BENCHMARKS.md, "GNN accuracy work (issue 17, continued)").
+# 10x, the epoch with the lowest validation MAPE of kernels >= 5 us kept, cosine-annealed lr 0.002 over 25
+# epochs and a 2-layer head of width 256 (BENCHMARKS.md, "GNN accuracy work (issue 17, continued)" and
+# "The recipe as the default").
 FUSION_RECIPE: dict = {"geometry_features": True, "residual": True, "large_weight": 10.0, "select": "mape",
-                       "lr_schedule": "cosine", "lr": 2e-3, "head_layers": 2, "head_hidden": 256}
+                       "lr_schedule": "cosine", "lr": 2e-3, "head_layers": 2, "head_hidden": 256, "epochs": 25}
 
 
 def pairwise_rank_loss(scores: torch.Tensor, y: torch.Tensor, group: torch.Tensor, kind: str = "hinge",
