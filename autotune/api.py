@@ -208,7 +208,7 @@ def new_model(kind: str, task: str, target: str, **options: Any) -> Any:
                             geometry_features=options.get("geometry_features"),
                             residual=options.get("residual"), head_layers=options.get("head_layers"),
                             head_hidden=options.get("head_hidden"),
-                            embedding=options.get("embedding"))
+                            embedding=options.get("embedding"), dropout=options.get("dropout"))
     if key == "xgboost":
         from costmodels.xgb import XgbCostModel
         kw = {k: options[k] for k in ("max_depth", "nthread") if options.get(k)}
@@ -222,20 +222,33 @@ def new_model(kind: str, task: str, target: str, **options: Any) -> Any:
 
 
 # `costmodels.gnn.train.fit_gnn` options `train_model` passes on when given (None: fit_gnn's default)
-GNN_FIT_OPTIONS = ("weight_decay", "patience", "large_weight", "select", "lr_schedule", "min_runtime_s")
+GNN_FIT_OPTIONS = ("weight_decay", "patience", "large_weight", "select", "lr_schedule", "min_runtime_s", "draws")
+
+
+def gnn_training_options(task: str, options: dict) -> dict:
+    """`options` with the training recipe's values (`costmodels.gnn.FUSION_RECIPE`) where an option is not
+    given (None), for a GNN trained on log runtime for the fusion task; other tasks' options as given."""
+    from costmodels.gnn import FUSION_RECIPE
+    if task != "fusion" or options.get("loss") not in (None, "mse"):
+        return dict(options)
+    return {**options, **{k: v for k, v in FUSION_RECIPE.items() if options.get(k) is None}}
 
 
 def train_model(kind: str, dataset: Any, progress: bool = False, **options: Any) -> Any:
     """A model of `kind` fitted on the dataset's train split (validation split for model selection).
 
-    kind gnn / xgboost: `new_model` options plus epochs, batch_size, lr (GNN); kind analytical: the
-    dataset's analytical predictions with per-kernel-kind scales fitted on the train split."""
+    kind gnn / xgboost: `new_model` options plus epochs, batch_size, lr and log (GNN: called with each
+    epoch's record); a GNN for the fusion task takes `costmodels.gnn.FUSION_RECIPE` for the options not
+    given (`gnn_training_options`). Kind analytical: the dataset's analytical predictions with
+    per-kernel-kind scales fitted on the train split."""
     if kind.strip().lower() == "analytical":
         if dataset.task == "layout":
             raise ValueError("the layout task's analytical baseline is not fitted: use --cost-model analytical "
                              "(the analytical prices stored in the dataset)")
         from autotune.tuning.evaluation import FittedAnalytical
         return FittedAnalytical.fit(dataset, "train")
+    if _learned_kind(kind) == "gnn":
+        options = gnn_training_options(dataset.task, options)
     model = new_model(kind, dataset.task, dataset.target, **options)
     if dataset.task == "layout":
         return model.fit(dataset, epochs=options.get("epochs") or 20, lr=options.get("lr") or 1e-3,
@@ -244,6 +257,8 @@ def train_model(kind: str, dataset: Any, progress: bool = False, **options: Any)
     from costmodels.gnn import GnnCostModel
     if isinstance(model, GnnCostModel):
         fit_kw = {k: options[k] for k in GNN_FIT_OPTIONS if options.get(k) is not None}
+        if options.get("log") is not None:
+            fit_kw["log"] = options["log"]
         model.fit(dataset, epochs=options.get("epochs") or 20, batch_size=options.get("batch_size") or 64,
                   lr=options.get("lr") or 1e-3, seed=options.get("seed", 0), progress=progress, **fit_kw)
     else:

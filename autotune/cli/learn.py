@@ -11,7 +11,7 @@ They are plain click commands (not attached to a group here); autotune/cli/app.p
                    [--loss rank|listmle|mse] [--no-static-features] [--edge-direction both|in|out]
                    [--no-kernel-features] [--[no-]geometry-features] [--[no-]residual] [--hidden H] [--layers K]
                    [--head-layers L] [--head-hidden W] [--batch-size B] [--lr LR] [--lr-schedule constant|cosine] [--weight-decay W]
-                   [--large-kernel-weight W] [--select loss|mape]                                         (GNN)
+                   [--large-kernel-weight W] [--select loss|mape] [--draws families|kernels] [--dropout P]     (GNN)
                    [--segments K] [--prune-hops H] [--configs-per-step C]  (layout GNN)
     autotune evaluate --data DIR [--task fusion|tile|layout] [--cost-model M ...] [--train K ...] [--split test|validation|train|all] [--json]
 
@@ -105,9 +105,10 @@ def build(programs_dir: str, task: str, evaluator: str, target: str, configs_per
 @click.option("--data", "data_dir", required=True, type=click.Path(exists=True, file_okay=False))
 @click.option("--out", "out_path", required=True, type=click.Path(dir_okay=False))
 @click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--epochs", type=click.IntRange(1, 100000), default=None, help="GNN epochs (default 20).")
+@click.option("--epochs", type=click.IntRange(1, 100000), default=None, help="GNN epochs (default 25 for fusion, else 20).")
 @click.option("--batch-size", type=click.IntRange(2, 100000), default=None)
-@click.option("--lr", type=float, default=None, help="Learning rate (GNN default 1e-3, XGBoost eta default 0.1).")
+@click.option("--lr", type=float, default=None,
+              help="Learning rate (GNN default 0.002 for fusion, 1e-3 otherwise; XGBoost eta default 0.1).")
 @click.option("--hidden", type=click.IntRange(1, 4096), default=None)
 @click.option("--layers", type=click.IntRange(0, 64), default=None)
 @click.option("--reduction", type=click.Choice(["node", "per-node", "column", "lstm", "transformer"]), default=None)
@@ -120,22 +121,31 @@ def build(programs_dir: str, task: str, evaluator: str, target: str, configs_per
 @click.option("--no-kernel-features", is_flag=True,
               help="GNN: no kernel-level features joined before the head (graph information only).")
 @click.option("--geometry-features/--no-geometry-features", default=None,
-              help="GNN: join the kernel's default-tile geometry features (costmodels.features) before the head.")
+              help="GNN: join the kernel's default-tile geometry features (costmodels.features) before the head "
+                   "[default: on for fusion].")
 @click.option("--residual/--no-residual", default=None,
-              help="GNN, loss mse: learn the log ratio of the runtime to the tiled analytical model's time. "
-                   "Layout GNN (any loss): score = the analytical price's log ratio to the default's + a learned correction.")
-@click.option("--head-layers", type=click.IntRange(1, 16), default=None, help="GNN: hidden layers of the head MLP.")
+              help="GNN, loss mse: learn the log ratio of the runtime to the tiled analytical model's time "
+                   "[default: on for fusion]. Layout GNN (any loss): score = the analytical price's log ratio to "
+                   "the default's + a learned correction.")
+@click.option("--head-layers", type=click.IntRange(1, 16), default=None,
+              help="GNN: hidden layers of the head MLP [default: 2 for fusion, else 1].")
 @click.option("--head-hidden", type=click.IntRange(1, 4096), default=None,
-              help="GNN: width of the head MLP's hidden layers (default: --hidden).")
+              help="GNN: width of the head MLP's hidden layers [default: 256 for fusion, else --hidden].")
 @click.option("--large-kernel-weight", "large_weight", type=click.FloatRange(0.0, min_open=True), default=None,
-              help="GNN, loss mse: loss weight of kernels >= 5 us against 1 for the others.")
+              help="GNN, loss mse: loss weight of kernels >= 5 us against 1 for the others [default: 10 for fusion].")
 @click.option("--select", type=click.Choice(["loss", "mape"]), default=None,
-              help="GNN checkpoint selection on the validation split: its loss, or the MAPE of kernels >= 5 us.")
+              help="GNN checkpoint selection on the validation split: its loss, or the MAPE of kernels >= 5 us "
+                   "[default: mape for fusion with loss mse, else loss].")
 @click.option("--lr-schedule", type=click.Choice(["constant", "cosine"]), default=None,
-              help="GNN learning-rate schedule over the epochs.")
+              help="GNN learning-rate schedule over the epochs [default: cosine for fusion, else constant].")
 @click.option("--weight-decay", type=click.FloatRange(0.0), default=None, help="GNN Adam weight decay.")
 @click.option("--patience", type=click.IntRange(1, 100000), default=None,
               help="GNN: stop after this many epochs without a better validation value (default 5).")
+@click.option("--dropout", type=click.FloatRange(0.0, 1.0, max_open=True), default=None,
+              help="GNN: dropout rate in training, after every encoder layer and of the reduced graph vector [default: 0].")
+@click.option("--draws", type=click.Choice(["families", "kernels"]), default=None,
+              help="GNN training examples: every model family equally likely per draw (the paper's), or every "
+                   "kernel [default: families].")
 @click.option("--n-estimators", type=click.IntRange(1, 100000), default=None, help="XGBoost rounds (default 300).")
 @click.option("--max-depth", type=click.IntRange(1, 64), default=None, help="XGBoost tree depth (default 6).")
 @click.option("--min-runtime-us", type=click.FloatRange(0.0), default=None,
@@ -153,10 +163,14 @@ def train(model: str, task: str, data_dir: str, out_path: str, seed: int, epochs
           reduction: Optional[str], encoder: Optional[str], loss: Optional[str], no_static_features: bool,
           edge_direction: Optional[str], no_kernel_features: bool, geometry_features: Optional[bool],
           residual: Optional[bool], head_layers: Optional[int], head_hidden: Optional[int], large_weight: Optional[float], select: Optional[str],
-          lr_schedule: Optional[str], weight_decay: Optional[float], patience: Optional[int], n_estimators: Optional[int],
+          lr_schedule: Optional[str], weight_decay: Optional[float], patience: Optional[int],
+          dropout: Optional[float], draws: Optional[str], n_estimators: Optional[int],
           max_depth: Optional[int], min_runtime_us: Optional[float], threads: Optional[int], segments: Optional[int],
           prune_hops: Optional[int], configs_per_step: Optional[int]) -> None:
-    """Train a GNN or XGBoost cost model on a dataset's train split (validation for model selection)."""
+    """Train a GNN or XGBoost cost model on a dataset's train split (validation for model selection).
+
+    A fusion GNN trained on log runtime takes the shipped model's recipe (costmodels.gnn.FUSION_RECIPE) for
+    every option not given; the GNN prints one line per epoch on stderr."""
     from autotune.tuning.dataset import Dataset
     ds = Dataset.open(data_dir)
     if ds.task != task:
@@ -170,8 +184,11 @@ def train(model: str, task: str, data_dir: str, out_path: str, seed: int, epochs
                 edge_direction=edge_direction, n_estimators=n_estimators, kernel_features=not no_kernel_features,
                 max_depth=max_depth, min_runtime_us=min_runtime_us, nthread=threads, geometry_features=geometry_features,
                 residual=residual, head_layers=head_layers, head_hidden=head_hidden, large_weight=large_weight, select=select,
-                lr_schedule=lr_schedule, weight_decay=weight_decay, patience=patience,
+                lr_schedule=lr_schedule, weight_decay=weight_decay, patience=patience, dropout=dropout, draws=draws,
                 segments=segments, prune_hops=prune_hops, configs_per_step=configs_per_step)
+    if model == "gnn":  # one line per epoch: a long training can be followed from its log
+        opts["log"] = lambda rec: click.echo(f"epoch {rec['epoch']}: train loss {rec['train_loss']:.4g}, validation "
+                                             f"{rec['val']:.4g}, {rec['seconds']:.0f} s", err=True)
     m = train_model(model, ds, progress=sys.stderr.isatty(), **opts)
     m.save(out_path)
     extra = ""

@@ -8,6 +8,7 @@
            column      column-wise mean and max over the nodes, concatenated
            lstm        LSTM over the nodes in topological order, last hidden state
            transformer Transformer encoder over the nodes (padding-masked), mean over the nodes
+      (config dropout: in training, dropout after every encoder layer and of the reduced vector)
       (++ scaled kernel-level features `KERNEL_FEATURE_NAMES`, config graph_features, and the kernel's
           default-tile geometry `GEOMETRY_FEATURE_NAMES`, config geometry_features; costmodels.features)
       (++ scaled tile features again, the late join; config late_join; tile task only)
@@ -192,6 +193,8 @@ class GnnNet(nn.Module):
             out = self.transformer(seq, src_key_padding_mask=mask)
             keep = (~mask).unsqueeze(-1).to(out.dtype)
             g = (out * keep).sum(1) / keep.sum(1).clamp(min=1.0)
+        if self.dropout and self.training:  # the graph's part of the head's input (not the kernel features)
+            g = F.dropout(g, self.dropout)
         if self.gdim:
             g = torch.cat([g, self._gfeat(b)], dim=1)
         return self.head(g).squeeze(-1)

@@ -1,7 +1,8 @@
 """Training loop of the GNN cost model.
 
 * Examples are drawn evenly across model families (each family equally likely per draw; within a
-  family uniformly), as the paper does so that large families do not dominate.
+  family uniformly), as the paper does so that large families do not dominate; or (`draws` "kernels")
+  every training example equally likely, as XGBoost sees them.
 * Fusion (loss "mse"): batches of examples, MSE on standardized log runtime (with config residual: on the
   log ratio of the runtime to the tiled analytical time, `GnnCostModel.log_baseline`); kernels at least
   `min_runtime_s` slow (the paper's metric keeps kernels >= 5 us) weigh `large_weight` times more.
@@ -35,11 +36,20 @@ from costmodels.metrics import ordered_pair_accuracy
 
 from costmodels.gnn.layers import collate_prepared
 
-__all__ = ["fit_gnn", "fit_layout_gnn", "segment_partials", "join_partials", "validate_layout", "pairwise_rank_loss",
-           "listmle_loss", "rank_loss", "family_weights", "SELECT_METRICS", "LR_SCHEDULES"]
+__all__ = ["fit_gnn", "FUSION_RECIPE", "fit_layout_gnn", "segment_partials", "join_partials", "validate_layout", "pairwise_rank_loss",
+           "listmle_loss", "rank_loss", "family_weights", "SELECT_METRICS", "LR_SCHEDULES", "DRAWS"]
 
 SELECT_METRICS = ("loss", "mape")
 LR_SCHEDULES = ("constant", "cosine")
+DRAWS = ("families", "kernels")
+
+# `autotune train --model gnn --task fusion` defaults (loss mse; `autotune.api.gnn_training_options`): the
+# default-tile geometry before the head, a residual over the tiled analytical time, kernels >= 5 us weighted
+# 10x, the epoch with the lowest validation MAPE of kernels >= 5 us kept, cosine-annealed lr 0.002 over 25
+# epochs and a 2-layer head of width 256 (BENCHMARKS.md, "GNN accuracy work (issue 17, continued)" and
+# "The recipe as the default").
+FUSION_RECIPE: dict = {"geometry_features": True, "residual": True, "large_weight": 10.0, "select": "mape",
+                       "lr_schedule": "cosine", "lr": 2e-3, "head_layers": 2, "head_hidden": 256, "epochs": 25}
 
 
 def pairwise_rank_loss(scores: torch.Tensor, y: torch.Tensor, group: torch.Tensor, kind: str = "hinge",
@@ -193,8 +203,9 @@ def _validate(model: Any, data: _Prepared, select: str = "loss") -> float:
     return 1.0 - acc if math.isfinite(acc) else float("nan")
 
 
-def _batches_fusion(data: _Prepared, batch_size: int, rng: np.random.Generator, steps: int):
-    p = family_weights(data.family[data.keep])
+def _batches_fusion(data: _Prepared, batch_size: int, rng: np.random.Generator, steps: int,
+                    draws: str = "families"):
+    p = family_weights(data.family[data.keep]) if draws == "families" else None
     for _ in range(steps):
         yield rng.choice(data.keep, size=min(batch_size, max(data.n, 1)), replace=True, p=p)
 
@@ -221,7 +232,7 @@ def fit_gnn(model: Any, train: Any, validation: Any = None, *, epochs: int = 20,
             lr: float = 1e-3, weight_decay: float = 0.0, patience: int = 5, steps_per_epoch: Optional[int] = None,
             tiles_per_kernel: int = 16, seed: int = 0, progress: Optional[bool] = None,
             time_limit_s: Optional[float] = None, min_runtime_s: float = 5e-6, large_weight: float = 1.0,
-            select: str = "loss", lr_schedule: str = "constant", log=None) -> list:
+            select: str = "loss", lr_schedule: str = "constant", draws: str = "families", log=None) -> list:
     """Train `model` (a GnnCostModel) in place; returns the per-epoch history."""
     if len(train.graph) == 0:
         raise ValueError("the training split has no samples")
@@ -229,6 +240,8 @@ def fit_gnn(model: Any, train: Any, validation: Any = None, *, epochs: int = 20,
         raise ValueError(f"checkpoint selection must be one of {', '.join(SELECT_METRICS)}, not {select!r}")
     if lr_schedule not in LR_SCHEDULES:
         raise ValueError(f"learning-rate schedule must be one of {', '.join(LR_SCHEDULES)}, not {lr_schedule!r}")
+    if draws not in DRAWS:
+        raise ValueError(f"draws must be one of {', '.join(DRAWS)}, not {draws!r}")
     if not large_weight > 0:
         raise ValueError(f"the weight of large kernels must be > 0, not {large_weight}")
     torch.manual_seed(seed)
@@ -264,7 +277,7 @@ def fit_gnn(model: Any, train: Any, validation: Any = None, *, epochs: int = 20,
     for ep in range(int(epochs)):
         model.net.train()
         it = (_batches_tile(tr, batch_size, tiles_per_kernel, rng, steps_per_epoch) if rank
-              else _batches_fusion(tr, batch_size, rng, steps_per_epoch))
+              else _batches_fusion(tr, batch_size, rng, steps_per_epoch, draws))
         if show and tqdm is not None:
             it = tqdm(it, total=steps_per_epoch, desc=f"epoch {ep + 1}/{epochs}", leave=False, file=sys.stderr)
         total = 0.0

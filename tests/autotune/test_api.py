@@ -170,3 +170,31 @@ def test_shipped_cpu_models_load_and_refuse_another_target_or_task():
         assert "\n" not in str(e.value)
     with pytest.raises(ValueError, match="no shipped gnn model for task 'tile' and target 'cpu'"):
         api.make_cost_model("gnn", "tile", "cpu")
+
+
+def test_gnn_training_options_default_to_the_fusion_recipe():
+    from costmodels.gnn import FUSION_RECIPE
+    opts = api.gnn_training_options("fusion", {"seed": 1, "residual": False, "lr": None, "head_layers": 1})
+    assert opts["residual"] is False and opts["head_layers"] == 1 and opts["seed"] == 1  # given: kept
+    assert {k: opts[k] for k in FUSION_RECIPE if k not in ("residual", "head_layers")} \
+        == {k: v for k, v in FUSION_RECIPE.items() if k not in ("residual", "head_layers")}
+    # other tasks, and a fusion model trained with a rank loss, keep their own defaults
+    assert api.gnn_training_options("tile", {"lr": None}) == {"lr": None}
+    assert api.gnn_training_options("fusion", {"loss": "rank", "select": None}) == {"loss": "rank", "select": None}
+
+
+def test_cli_train_gnn_fusion_uses_the_recipe_and_logs_epochs(fusion_ds, tmp_path):
+    import torch
+    from autotune.cli.app import main
+    r = CliRunner().invoke(main, ["train", "--model", "gnn", "--task", "fusion", "--data", str(fusion_ds.root),
+                                  "--out", str(tmp_path / "a.pt"), "--epochs", "2"])
+    assert r.exit_code == 0, r.output
+    assert "epoch 1: train loss" in r.stderr and "epoch 2: train loss" in r.stderr
+    cfg = torch.load(tmp_path / "a.pt", weights_only=True)["config"]
+    assert (cfg["geometry_features"], cfg["residual"], cfg["head_layers"], cfg["head_hidden"]) == (True, True, 2, 256)
+    r = CliRunner().invoke(main, ["train", "--model", "gnn", "--task", "fusion", "--data", str(fusion_ds.root),
+                                  "--out", str(tmp_path / "b.pt"), "--epochs", "1", "--no-residual",
+                                  "--no-geometry-features", "--head-layers", "1", "--head-hidden", "32"])
+    assert r.exit_code == 0, r.output
+    cfg = torch.load(tmp_path / "b.pt", weights_only=True)["config"]
+    assert (cfg["geometry_features"], cfg["residual"], cfg["head_layers"], cfg["head_hidden"]) == (False, False, 1, 32)

@@ -419,7 +419,7 @@ def test_mape_checkpoint_selection_scores_the_kept_weights(fusion_ds):
     by_family = np.mean([ape[fam == f].mean() for f in np.unique(fam)])
     assert hist[-1]["best_val"] == pytest.approx(by_family, rel=1e-4)
     assert _validate(m, _Prepared(m, val, 0.0), "mape") == pytest.approx(by_family, rel=1e-4)
-    for bad in (dict(select="r2"), dict(lr_schedule="step"), dict(large_weight=0.0)):
+    for bad in (dict(select="r2"), dict(lr_schedule="step"), dict(large_weight=0.0), dict(draws="programs")):
         with pytest.raises(ValueError):
             GnnCostModel("fusion", **TINY).fit(fusion_ds, epochs=1, progress=False, **bad)
 
@@ -435,3 +435,47 @@ def test_large_kernel_weight_weighs_the_loss(fusion_ds):
     _, _, _, w = data.batch(data.keep)
     assert set(np.unique(w.numpy()).tolist()) == {1.0, 3.0}
     assert np.array_equal(w.numpy() == 3.0, train.runtime[data.keep] >= cut)
+
+
+def test_draws_balance_families_or_kernels(fusion_ds):
+    """draws "families": every family equally likely per draw; "kernels": every training example."""
+    from costmodels.gnn.train import _Prepared, _batches_fusion
+    m = GnnCostModel("fusion", **TINY)
+    m.fit(fusion_ds, epochs=1, progress=False)
+    data = _Prepared(m, fusion_ds.load("all"))  # three families (the train split alone has one)
+    fam = data.family
+    counts = {}
+    for draws in ("families", "kernels"):
+        idx = np.concatenate(list(_batches_fusion(data, 512, np.random.default_rng(0), 40, draws)))
+        counts[draws] = {f: float(np.mean(fam[idx] == f)) for f in np.unique(fam[data.keep])}
+    share = {f: float(np.mean(fam[data.keep] == f)) for f in counts["kernels"]}
+    assert len(share) >= 2 and max(share.values()) - min(share.values()) > 0.1  # unequal families
+    for f in share:
+        assert counts["families"][f] == pytest.approx(1 / len(share), abs=0.03)
+        assert counts["kernels"][f] == pytest.approx(share[f], abs=0.03)
+
+
+def test_dropout_acts_in_training_only(fusion_ds):
+    """config dropout: training forward passes differ (the reduced graph vector is dropped out too, also
+    with no encoder layers), inference is deterministic."""
+    from costmodels.gnn.layers import collate_prepared
+    m = GnnCostModel("fusion", dropout=0.5, **dict(TINY, layers=0))
+    m.fit(fusion_ds, epochs=1, progress=False)
+    train = fusion_ds.load("train")
+    preps = m.prepare_graphs(train.graphs[:8])
+    b = collate_prepared(preps, np.zeros((len(preps), TILE_DIM), np.float32))
+    m.net.train()
+    with torch.no_grad():
+        assert not torch.equal(m.net(b), m.net(b))
+    m.net.eval()
+    with torch.no_grad():
+        assert torch.equal(m.net(b), m.net(b))
+
+
+def test_training_is_reproducible(fusion_ds):
+    """The same seed and options give the same weights (shipped models are retrainable bit for bit)."""
+    a, b = (GnnCostModel("fusion", residual=True, seed=3, **TINY) for _ in range(2))
+    for m in (a, b):
+        m.fit(fusion_ds, epochs=2, progress=False, seed=3, select="mape", lr_schedule="cosine", large_weight=10.0)
+    for (k, x), (_, y) in zip(a.net.state_dict().items(), b.net.state_dict().items()):
+        assert torch.equal(x, y), k
