@@ -22,6 +22,7 @@ Errors are ValueErrors in one line (the CLI prints them with exit status 2).
 """
 from __future__ import annotations
 
+import hashlib
 import inspect
 import os
 from pathlib import Path
@@ -35,7 +36,7 @@ __all__ = [
     "load_program", "get_target", "list_targets",
     "shipped_model", "shipped_models", "load_model_file", "resolve_cost_model", "make_cost_model",
     "new_model", "train_model", "make_evaluator", "default_evaluator", "list_evaluators",
-    "make_strategy", "list_strategies", "list_cost_models", "make_transfer", "takes_prior", "TRANSFER_CHOICES",
+    "make_strategy", "list_strategies", "list_cost_models", "make_transfer", "transfer_fingerprint", "takes_prior", "TRANSFER_CHOICES",
     "Registry", "UnknownPluginError", "load_object",
 ]
 
@@ -276,6 +277,24 @@ def takes_prior(strategy_cls: Any) -> bool:
 
 # ------------------------------------------------------------------------------------------ transfer
 TRANSFER_CHOICES = ("auto", "store", "none")
+
+
+def transfer_fingerprint(info: dict) -> str:
+    """What a checkpoint records of the transfer a run used (`make_transfer`'s report entry): "none",
+    "model SPEC" (with the file's sha256 when SPEC is a file) or the store history's identity - its
+    programs (their digest), evaluator namespace and machine filter. Rows are left out: they shrink
+    while the run records kernels that history programs share with it."""
+    source = info.get("source")
+    if source == "model":
+        spec = str(info["model"])
+        if os.path.isfile(spec):
+            with open(spec, "rb") as f:
+                spec += f" (sha256 {hashlib.sha256(f.read()).hexdigest()[:12]})"
+        return f"model {spec}"
+    if source == "store":
+        return (f"store (history of {info['programs']} program{'s' if info['programs'] != 1 else ''}, "
+                f"sha256 {info['programs_sha256'][:12]}, {info['namespace']}, {info['machine_filter']})")
+    return "none"
 
 
 def make_transfer(spec: Optional[str], task: str, target: str, evaluator: Any, program: str,
