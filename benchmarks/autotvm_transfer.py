@@ -47,6 +47,8 @@ ARM_STRATEGY = {"random": ("random", {}), "genetic": ("genetic", {}), "model-bas
 FUSION_PROGRAMS = ("bert_small_infer", "gnn_small_infer", "lstm_small_infer", "mlp_mixer_small_infer",
                    "nmt_small_infer", "inception_small_infer")
 TILE_QUICK = ("resnet_small_infer", "inception_medium_infer", "segmentation_medium_train", "autoencoder_medium_infer")
+XLA_PROGRAMS = ("vae_small_infer", "autoencoder_small_infer", "gnn_small_infer")
+XLA_ARMS = ("random", "model-based", "model-based + transfer")
 FUSION_SA: dict = {}  # the strategy's own annealing on the model (32 chains x 40 steps per round)
 
 
@@ -64,17 +66,20 @@ class Problem:
         self.family = family(program)
 
 
-def fusion_problems(programs) -> list:
+def fusion_problems(programs, target: str = "tpu", truth: Any = None) -> list:
+    """Fusion spaces of `programs` on `target`; a configuration's true cost is the noise-free simulator's
+    program time, or with `truth` (a cost model, e.g. the evaluator's measurements through its store)
+    that model's."""
     from autotune.compiler.fusion import FusionSpace
     from autotune.compiler.program import Program
     from autotune.tuning.tuner import ProgramCost, program_fingerprint
     from hardware.simulator import TpuSimulator
     out = []
     for p in programs:
-        space = FusionSpace(Program.from_file(os.path.join(ROOT, "examples", "hlo", p + ".hlo")), "tpu")
+        space = FusionSpace(Program.from_file(os.path.join(ROOT, "examples", "hlo", p + ".hlo")), target)
         sim0 = TpuSimulator(noise=0.0)
-        out.append(Problem("fusion", p, p, space, ProgramCost(space, lambda ks, s=sim0: s.simulate(ks)),
-                           program_fingerprint(space)))
+        cost = ProgramCost(space, truth if truth is not None else (lambda ks, s=sim0: s.simulate(ks)))
+        out.append(Problem("fusion", p, p, space, cost, program_fingerprint(space)))
     return out
 
 
@@ -98,9 +103,10 @@ def tile_problems(programs, per_family: int, max_kernels: int, min_tiles: int) -
     return out
 
 
-def run_arm(problem: Problem, arm: str, seed: int, trials: int, store: Any, prior_model: Any = None) -> list:
+def run_arm(problem: Problem, arm: str, seed: int, trials: int, store: Any, prior_model: Any = None,
+            hw: Any = None) -> list:
     """One tuning run through the Tuner; returns the noise-free cost of each configuration measured,
-    in order (the default first)."""
+    in order (the default first). `hw`: the evaluator (default: the noisy simulator on `store`)."""
     from autotune.tuning.history import HistoryRecorder, RecordingCostModel, transfer_prior
     from autotune.tuning.tuner import Tuner
     from costmodels.base import EvaluatorCostModel
@@ -113,8 +119,9 @@ def run_arm(problem: Problem, arm: str, seed: int, trials: int, store: Any, prio
     if prior_model is not None:
         params["prior"] = transfer_prior(problem.space, prior_model)
     strat = get_strategy(name)(problem.space, seed=seed, **params)
-    hw = TpuSimulator(noise=NOISE, seed=HW_SEED, store=store)
-    model = RecordingCostModel(EvaluatorCostModel(hw), HistoryRecorder(store, "tpu", problem.sha, problem.program))
+    hw = hw if hw is not None else TpuSimulator(noise=NOISE, seed=HW_SEED, store=store)
+    target = str(problem.space.target) if problem.kind == "fusion" else "tpu"
+    model = RecordingCostModel(EvaluatorCostModel(hw), HistoryRecorder(store, target, problem.sha, problem.program))
     measured: list = [problem.space.default()]
     tuner = Tuner(problem.space, model, strat, budget=None, max_evaluations=trials - 1,
                   batch_size=8 if problem.kind == "fusion" else 4, progress=False,
@@ -136,36 +143,40 @@ def median_trials(values: list, cap: int) -> float:
     return float(statistics.median([v if v is not None else math.inf for v in values]))
 
 
-def run_space(kind: str, problems: list, seeds: int, trials: int, log: Callable) -> dict:
-    """Every arm on every problem and seed; the transfer arm leave-family-out on the phase-1 store."""
+def run_space(kind: str, problems: list, seeds: int, trials: int, log: Callable, arms: tuple = ARMS,
+              hw: Any = None, store: Any = None) -> dict:
+    """Every arm on every problem and seed; the transfer arm leave-family-out on the phase-1 store.
+    `hw`/`store`: the evaluator and its store (default: the noisy simulator on a fresh MemoryStore)."""
     from autotune.tuning.history import fit_global_model, load_history
     from autotune.tuning.store import MemoryStore
     from hardware.simulator import TpuSimulator
-    store = MemoryStore()
-    hw = TpuSimulator(noise=NOISE, seed=HW_SEED)
-    curves: dict = {arm: {} for arm in ARMS}
+    store = store if store is not None else MemoryStore()
+    namespace_hw = hw if hw is not None else TpuSimulator(noise=NOISE, seed=HW_SEED)
+    target = str(problems[0].space.target) if kind == "fusion" else "tpu"
+    curves: dict = {arm: {} for arm in arms}
     t0 = time.time()
-    for arm in ARMS[:-1]:
+    for arm in [a for a in arms if a != "model-based + transfer"]:
         for p in problems:
             for s in range(seeds):
-                curves[arm][(p.name, s)] = run_arm(p, arm, s, trials, store)
+                curves[arm][(p.name, s)] = run_arm(p, arm, s, trials, store, hw=hw)
         log(f"{kind}: {arm} done ({time.time() - t0:.0f} s)")
     models: dict = {}
     history_info: dict = {}
-    for p in problems:
+    for p in problems if "model-based + transfer" in arms else ():
         if p.family not in models:
             excluded = {q.sha for q in problems if q.family == p.family}
-            hist = load_history(store, kind, "tpu", hw.store_namespace, hw.machine, excluded)
+            hist = load_history(store, kind, target, namespace_hw.store_namespace, namespace_hw.machine, excluded)
             models[p.family] = fit_global_model(hist, seed=0)
             history_info[p.family] = hist.describe()
         for s in range(seeds):
             curves["model-based + transfer"][(p.name, s)] = run_arm(p, "model-based + transfer", s, trials, store,
-                                                                    models[p.family])
-    log(f"{kind}: model-based + transfer done ({time.time() - t0:.0f} s)")
+                                                                    models[p.family], hw=hw)
+    if "model-based + transfer" in arms:
+        log(f"{kind}: model-based + transfer done ({time.time() - t0:.0f} s)")
     best = {}
     p_default = {p.name: float(p.true_cost([p.space.default()])[0]) for p in problems}
     for p in problems:
-        found = min(min(c) for arm in ARMS for (name, _), c in curves[arm].items() if name == p.name)
+        found = min(min(c) for arm in arms for (name, _), c in curves[arm].items() if name == p.name)
         best[p.name] = p.optimum if p.optimum is not None else found
     # "open" problems: the default is not already within NEAR of the best known (else every arm
     # gets there at trial 1 and the problem says nothing about search)
@@ -173,7 +184,7 @@ def run_space(kind: str, problems: list, seeds: int, trials: int, log: Callable)
     result: dict = {"kind": kind, "trials": trials, "seeds": seeds, "problems": [p.name for p in problems],
                     "families": sorted({p.family for p in problems}), "history": history_info,
                     "best_known": best, "default": p_default, "open_problems": open_problems, "arms": {}}
-    for arm in ARMS:
+    for arm in arms:
         runs = [{"problem": name, "seed": seed, "trials_to_near": trials_to_near(c, best[name]),
                  "speedup_at_cap": p_default[name] / min(c)} for (name, seed), c in curves[arm].items()]
         ratio = {key: np.minimum.accumulate(c)[:trials] / best[key[0]] for key, c in curves[arm].items()
@@ -195,6 +206,34 @@ def run_space(kind: str, problems: list, seeds: int, trials: int, log: Callable)
                                "open_median_curve": np.median(open_ratio, axis=0).tolist() if len(open_ratio) else [],
                                "per_problem_median_trials": per_problem, "per_run": runs}
     return result
+
+
+def load_average() -> "list | None":
+    """The machine's 1/5/15-minute load averages (None where the platform has none)."""
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return None
+
+
+def run_xla(programs, seeds: int, trials: int, log: Callable) -> dict:
+    """The fusion comparison on real XLA:CPU: one local measuring worker, one store for every run, so
+    every kernel is measured once and a configuration's cost (the sum of its kernels' measurements, as
+    the tuner sees it) is the same in every run that meets it."""
+    from autotune.tuning.store import MemoryStore
+    from costmodels.base import EvaluatorCostModel
+    from hardware.base import create_evaluator
+    store = MemoryStore()
+    ev = create_evaluator("xla", "cpu", store=store, seed=0)
+    load_before, t0 = load_average(), time.time()
+    try:
+        probs = fusion_problems(programs, "cpu", truth=EvaluatorCostModel(ev))
+        res = run_space("fusion", probs, seeds, trials, log, arms=XLA_ARMS, hw=ev, store=store)
+    finally:
+        ev.close()
+    res.update(evaluator="xla", target="cpu", machine=ev.machine, wall_s=time.time() - t0,
+               load_before=load_before, load_after=load_average(), measurements=len(store))
+    return res
 
 
 def fmt_trials(v: float, cap: int) -> str:
@@ -267,6 +306,11 @@ def main(argv: "list | None" = None) -> dict:
     ap.add_argument("--tile-trials", type=int, default=48)
     ap.add_argument("--tiles-per-family", type=int, default=2)
     ap.add_argument("--tile-min-tiles", type=int, default=30)
+    ap.add_argument("--xla", action="store_true",
+                    help="fusion on real XLA:CPU (--evaluator xla --target cpu): XLA_PROGRAMS, arms XLA_ARMS; "
+                         "a configuration's cost is its kernels' measurements (each measured once, through the store)")
+    ap.add_argument("--xla-trials", type=int, default=32)
+    ap.add_argument("--programs", nargs="+", default=None, help="--xla: programs of examples/hlo (default XLA_PROGRAMS)")
     ap.add_argument("--quick", action="store_true", help="2 seeds, 3 programs / 6 kernels, fewer trials (smoke run)")
     ap.add_argument("--json", default=None)
     ap.add_argument("--plot", default=None)
@@ -285,8 +329,11 @@ def main(argv: "list | None" = None) -> dict:
     seeds = 2 if args.quick else args.seeds
     results = []
     t0 = time.time()
-    for kind in args.spaces:
-        if kind == "fusion":
+    for kind in (["xla"] if args.xla else args.spaces):
+        if kind == "xla":
+            res = run_xla(args.programs or XLA_PROGRAMS, seeds, args.xla_trials, log)
+            kind = "fusion"
+        elif kind == "fusion":
             probs = fusion_problems(FUSION_PROGRAMS[:3] if args.quick else FUSION_PROGRAMS)
             res = run_space("fusion", probs, seeds, 40 if args.quick else args.fusion_trials, log)
         else:
@@ -303,6 +350,9 @@ def main(argv: "list | None" = None) -> dict:
         for arm, v in res["arms"].items():
             print(f"  {arm}: " + ", ".join(f"{k} {fmt_trials(x, res['trials'])}"
                                             for k, x in v["per_problem_median_trials"].items()))
+        if res.get("evaluator") == "xla":
+            print(f"XLA:CPU on {res['machine']}: {res['measurements']} kernel measurements, {res['wall_s']:.0f} s; "
+                  f"load average before {res['load_before']}, after {res['load_after']}")
         hist = next(iter(res["history"].values()))
         print(f"history per left-out family: e.g. {hist['rows']} rows, {hist['kernels']} kernels, "
               f"{hist['programs']} programs, machines {hist['machines']}")
