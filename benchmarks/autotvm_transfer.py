@@ -41,7 +41,14 @@ HW_SEED = 0
 ARMS = ("random", "genetic", "model-based", "model-based + diversity", "model-based + transfer")
 ARM_STRATEGY = {"random": ("random", {}), "genetic": ("genetic", {}), "model-based": ("model-based", {}),
                 "model-based + diversity": ("model-based", {"diversity": 1.0}),
-                "model-based + transfer": ("model-based", {})}
+                "model-based + transfer": ("model-based", {}),
+                "model-based, batch 4 + transfer": ("model-based", {}),
+                "model-based (gnn)": ("model-based", {"model": "gnn"}),
+                "model-based (gnn) + transfer": ("model-based", {"model": "gnn"})}
+# Extra arms (--extra-arms): the local model the shipped GNN fine-tuned on the measurements (issue 19's
+# "GNN fine-tuning as an option"; a kernel-level model), and transfer with batches of 4 (fusion).
+EXTRA_ARMS = ("model-based (gnn)", "model-based (gnn) + transfer", "model-based, batch 4 + transfer")
+BATCH = {"model-based, batch 4 + transfer": 4}
 # One program per family (fusion); the tile kernels come from paper_tile_online's scan of the whole
 # corpus (dot/convolution kernels with >= 30 valid tiles, 2 per family); --quick scans TILE_QUICK.
 FUSION_PROGRAMS = ("bert_small_infer", "gnn_small_infer", "lstm_small_infer", "mlp_mixer_small_infer",
@@ -124,7 +131,7 @@ def run_arm(problem: Problem, arm: str, seed: int, trials: int, store: Any, prio
     model = RecordingCostModel(EvaluatorCostModel(hw), HistoryRecorder(store, target, problem.sha, problem.program))
     measured: list = [problem.space.default()]
     tuner = Tuner(problem.space, model, strat, budget=None, max_evaluations=trials - 1,
-                  batch_size=8 if problem.kind == "fusion" else 4, progress=False,
+                  batch_size=BATCH.get(arm, 8 if problem.kind == "fusion" else 4), progress=False,
                   on_config=lambda c, v: measured.append(c))
     tuner.run()
     return [float(v) for v in problem.true_cost(measured)]
@@ -144,8 +151,10 @@ def median_trials(values: list, cap: int) -> float:
 
 
 def run_space(kind: str, problems: list, seeds: int, trials: int, log: Callable, arms: tuple = ARMS,
-              hw: Any = None, store: Any = None) -> dict:
-    """Every arm on every problem and seed; the transfer arm leave-family-out on the phase-1 store.
+              hw: Any = None, store: Any = None, slow_arms: tuple = (), slow_problems: Optional[set] = None) -> dict:
+    """Every arm on every problem and seed (`slow_arms` only on `slow_problems` when given); the transfer
+    arms ("... + transfer") leave-family-out on the store the other arms filled (the history is the same
+    for every transfer arm: it is loaded once per family, before the first transfer arm runs).
     `hw`/`store`: the evaluator and its store (default: the noisy simulator on a fresh MemoryStore)."""
     from autotune.tuning.history import fit_global_model, load_history
     from autotune.tuning.store import MemoryStore
@@ -155,24 +164,27 @@ def run_space(kind: str, problems: list, seeds: int, trials: int, log: Callable,
     target = str(problems[0].space.target) if kind == "fusion" else "tpu"
     curves: dict = {arm: {} for arm in arms}
     t0 = time.time()
-    for arm in [a for a in arms if a != "model-based + transfer"]:
-        for p in problems:
+
+    def runs_of(arm: str) -> list:
+        return [p for p in problems if arm not in slow_arms or slow_problems is None or p.name in slow_problems]
+
+    for arm in [a for a in arms if not a.endswith("+ transfer")]:
+        for p in runs_of(arm):
             for s in range(seeds):
                 curves[arm][(p.name, s)] = run_arm(p, arm, s, trials, store, hw=hw)
         log(f"{kind}: {arm} done ({time.time() - t0:.0f} s)")
     models: dict = {}
     history_info: dict = {}
-    for p in problems if "model-based + transfer" in arms else ():
-        if p.family not in models:
-            excluded = {q.sha for q in problems if q.family == p.family}
-            hist = load_history(store, kind, target, namespace_hw.store_namespace, namespace_hw.machine, excluded)
-            models[p.family] = fit_global_model(hist, seed=0)
-            history_info[p.family] = hist.describe()
-        for s in range(seeds):
-            curves["model-based + transfer"][(p.name, s)] = run_arm(p, "model-based + transfer", s, trials, store,
-                                                                    models[p.family], hw=hw)
-    if "model-based + transfer" in arms:
-        log(f"{kind}: model-based + transfer done ({time.time() - t0:.0f} s)")
+    for arm in [a for a in arms if a.endswith("+ transfer")]:  # phase 2: history of the other families
+        for p in runs_of(arm):
+            if p.family not in models:
+                excluded = {q.sha for q in problems if q.family == p.family}
+                hist = load_history(store, kind, target, namespace_hw.store_namespace, namespace_hw.machine, excluded)
+                models[p.family] = fit_global_model(hist, seed=0)
+                history_info[p.family] = hist.describe()
+            for s in range(seeds):
+                curves[arm][(p.name, s)] = run_arm(p, arm, s, trials, store, models[p.family], hw=hw)
+        log(f"{kind}: {arm} done ({time.time() - t0:.0f} s)")
     best = {}
     p_default = {p.name: float(p.true_cost([p.space.default()])[0]) for p in problems}
     for p in problems:
@@ -194,7 +206,7 @@ def run_space(kind: str, problems: list, seeds: int, trials: int, log: Callable,
         hits = [r["trials_to_near"] for r in runs]
         open_hits = [r["trials_to_near"] for r in runs if r["problem"] in open_problems]
         per_problem = {p.name: median_trials([r["trials_to_near"] for r in runs if r["problem"] == p.name], trials)
-                       for p in problems}
+                       for p in problems if any(r["problem"] == p.name for r in runs)}
         result["arms"][arm] = {"median_trials": median_trials(hits, trials),
                                "median_speedup_over_default": float(np.median([r["speedup_at_cap"] for r in runs])),
                                "reached": float(np.mean([h is not None for h in hits])), "runs": len(hits),
@@ -310,7 +322,13 @@ def main(argv: "list | None" = None) -> dict:
                     help="fusion on real XLA:CPU (--evaluator xla --target cpu): XLA_PROGRAMS, arms XLA_ARMS; "
                          "a configuration's cost is its kernels' measurements (each measured once, through the store)")
     ap.add_argument("--xla-trials", type=int, default=32)
-    ap.add_argument("--programs", nargs="+", default=None, help="--xla: programs of examples/hlo (default XLA_PROGRAMS)")
+    ap.add_argument("--programs", nargs="+", default=None,
+                    help="fusion programs of examples/hlo (default FUSION_PROGRAMS; with --xla XLA_PROGRAMS)")
+    ap.add_argument("--extra-arms", action="store_true",
+                    help="also EXTRA_ARMS: the fine-tuned GNN as local model, with and without transfer; transfer "
+                         "with batches of 4 (fusion)")
+    ap.add_argument("--gnn-programs", nargs="+", default=None, metavar="NAME",
+                    help="run the GNN arms only on these fusion programs (they are ~8x slower than XGBoost's)")
     ap.add_argument("--quick", action="store_true", help="2 seeds, 3 programs / 6 kernels, fewer trials (smoke run)")
     ap.add_argument("--json", default=None)
     ap.add_argument("--plot", default=None)
@@ -334,12 +352,16 @@ def main(argv: "list | None" = None) -> dict:
             res = run_xla(args.programs or XLA_PROGRAMS, seeds, args.xla_trials, log)
             kind = "fusion"
         elif kind == "fusion":
-            probs = fusion_problems(FUSION_PROGRAMS[:3] if args.quick else FUSION_PROGRAMS)
-            res = run_space("fusion", probs, seeds, 40 if args.quick else args.fusion_trials, log)
+            probs = fusion_problems(args.programs or (FUSION_PROGRAMS[:3] if args.quick else FUSION_PROGRAMS))
+            arms = ARMS + (EXTRA_ARMS if args.extra_arms else ())
+            res = run_space("fusion", probs, seeds, 40 if args.quick else args.fusion_trials, log, arms=arms,
+                            slow_arms=tuple(a for a in arms if "gnn" in a),
+                            slow_problems=set(args.gnn_programs) if args.gnn_programs else None)
         else:
             probs = tile_problems(TILE_QUICK if args.quick else None, 1 if args.quick else args.tiles_per_family,
                                   6 if args.quick else 30, 50 if args.quick else args.tile_min_tiles)
-            res = run_space("tile", probs, seeds, 24 if args.quick else args.tile_trials, log)
+            arms = ARMS + (tuple(a for a in EXTRA_ARMS if a not in BATCH) if args.extra_arms else ())
+            res = run_space("tile", probs, seeds, 24 if args.quick else args.tile_trials, log, arms=arms)
         results.append(res)
         print(f"\n### {kind}: {len(res['problems'])} {'programs' if kind == 'fusion' else 'kernels'} "
               f"({', '.join(res['problems'])}), families {', '.join(res['families'])}, seeds 0..{seeds - 1}, "

@@ -515,7 +515,8 @@ def _transfer_options(f: Callable) -> Callable:
                           "has history; MODEL = a cost model or model file as the global model.")(f)
     f = click.option("--strategy-param", "strategy_param", multiple=True, metavar="KEY=VALUE",
                      help="A parameter of the strategy, repeatable; model-based: objective=rank|reg, "
-                          "diversity=1.0, epsilon=0.1, model=xgboost, ...")(f)
+                          "diversity=1.0, epsilon=0.1, model=xgboost|gnn (gnn: the shipped GNN fine-tuned on "
+                          "the measurements), ...")(f)
     return f
 
 

@@ -120,3 +120,10 @@ def test_transfer_fingerprint_names_the_history_not_its_rows():
     assert transfer_fingerprint(store) != transfer_fingerprint({**store, "machine_filter": "any machine (asked for)"})
     assert transfer_fingerprint({"source": None, "reason": "--transfer none"}) == "none"
     assert transfer_fingerprint({"source": "model", "model": "analytical"}) == "model analytical"
+
+
+def test_fusion_with_the_fine_tuned_gnn_as_local_model(tmp_path):
+    r, rep = fusion(tmp_path, PROG, "gnn", "--transfer", "none", "--strategy-param", "model=gnn")
+    assert r.exit_code == 0, r.output
+    assert rep["strategy_params"]["model"] == "gnn" and rep["evaluations"] == 24
+    assert "model='gnn'" in rep["fingerprint"]["strategy_params"]
