@@ -499,7 +499,10 @@ def _strategy_params(pairs: tuple, strategy_cls: Any) -> dict:
 def _params_fingerprint(params: dict) -> str:
     """--strategy-param values as a checkpoint records them ("none", or sorted KEY=VALUE; the prior is
     the transfer's entry)."""
-    items = sorted((k, v) for k, v in params.items() if k != "prior")
+    def norm(v: Any) -> Any:  # diversity=1 and diversity=1.0 are one setting
+        return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v
+
+    items = sorted((k, norm(v)) for k, v in params.items() if k != "prior")
     return ",".join(f"{k}={v!r}" for k, v in items) or "none"
 
 

@@ -98,7 +98,7 @@ def test_resume_checks_transfer_and_strategy_params(tmp_path):
     r, first = fusion(tmp_path, PROG, "run", "--transfer", "none")
     assert r.exit_code == 0, r.output
     assert first["fingerprint"]["transfer"] == "none"
-    assert first["fingerprint"]["strategy_params"] == "sa_chains=8,sa_steps=8"
+    assert first["fingerprint"]["strategy_params"] == "sa_chains=8.0,sa_steps=8.0"
     resume = ["--resume", str(tmp_path / "run")]
     r, _ = fusion(tmp_path, PROG, "run", "--transfer", "store", *resume)
     assert r.exit_code == 2, r.output
