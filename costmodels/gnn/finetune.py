@@ -21,11 +21,12 @@ from typing import Any, Callable, Optional, Sequence
 import numpy as np
 import torch
 
-__all__ = ["GnnFineTune", "FINETUNE_STEPS", "FINETUNE_SECONDS", "FINETUNE_LR"]
+__all__ = ["GnnFineTune", "FINETUNE_STEPS", "FINETUNE_SECONDS", "FINETUNE_LR", "MAX_READOUT_ROWS"]
 
 FINETUNE_STEPS = 30      # Adam steps per fit (from the shipped head each time)
 FINETUNE_SECONDS = 2.0   # wall-clock limit of one fit's steps
 FINETUNE_LR = 1e-3
+MAX_READOUT_ROWS = 100_000  # readouts kept (~0.7 kB each); beyond, a fit starts the memo afresh
 
 
 class GnnFineTune:
@@ -148,6 +149,8 @@ class GnnFineTune:
         mu, sd = float(y.mean()), float(max(y.std(), 1e-6))
         t = torch.from_numpy((y - mu) / sd)
         m = torch.from_numpy(np.asarray(base_margin, np.float64)) if base_margin is not None else torch.zeros(len(y))
+        if len(self._row_of) > MAX_READOUT_ROWS:  # a long search: forget the readouts (earlier scores go stale)
+            self._row_of, self._readouts, self._log_base, self._z, self._lb = {}, [], [], None, None
         rows, weights = self._rows(configs)
         head = copy.deepcopy(self.gnn.net.head)
         head.load_state_dict(self.head0)

@@ -108,3 +108,16 @@ def test_a_space_without_a_gnn_readout_is_an_error():
 
     with pytest.raises(ValueError, match="model gnn: no GNN readout"):
         GnnFineTune(Knobs())
+
+
+def test_readouts_are_forgotten_past_the_cap(fusion_case, monkeypatch):
+    import costmodels.gnn.finetune as F
+    space, configs, y = fusion_case
+    local = GnnFineTune(space, steps=2)
+    score = local("reg", configs[:10], y[:10], seed=0)
+    assert len(local._row_of) > 0
+    monkeypatch.setattr(F, "MAX_READOUT_ROWS", 1)
+    rows_before = len(local._row_of)
+    score = local("reg", configs[:3], y[:3], seed=0)  # starts afresh: only these configurations' kernels
+    assert 0 < len(local._row_of) < rows_before
+    assert np.isfinite(score(configs)).all()
