@@ -44,11 +44,12 @@ ARM_STRATEGY = {"random": ("random", {}), "genetic": ("genetic", {}), "model-bas
                 "model-based + transfer": ("model-based", {}),
                 "model-based, batch 4 + transfer": ("model-based", {}),
                 "model-based (gnn)": ("model-based", {"model": "gnn"}),
-                "model-based (gnn) + transfer": ("model-based", {"model": "gnn"})}
+                "model-based (gnn) + transfer": ("model-based", {"model": "gnn"}),
+                "model-based (gnn), batch 4 + transfer": ("model-based", {"model": "gnn"})}
 # Extra arms (--extra-arms): the local model the shipped GNN fine-tuned on the measurements (issue 19's
 # "GNN fine-tuning as an option"; a kernel-level model), and transfer with batches of 4 (fusion).
 EXTRA_ARMS = ("model-based (gnn)", "model-based (gnn) + transfer", "model-based, batch 4 + transfer")
-BATCH = {"model-based, batch 4 + transfer": 4}
+BATCH = {"model-based, batch 4 + transfer": 4, "model-based (gnn), batch 4 + transfer": 4}
 # One program per family (fusion); the tile kernels come from paper_tile_online's scan of the whole
 # corpus (dot/convolution kernels with >= 30 valid tiles, 2 per family); --quick scans TILE_QUICK.
 FUSION_PROGRAMS = ("bert_small_infer", "gnn_small_infer", "lstm_small_infer", "mlp_mixer_small_infer",
@@ -151,7 +152,8 @@ def median_trials(values: list, cap: int) -> float:
 
 
 def run_space(kind: str, problems: list, seeds: int, trials: int, log: Callable, arms: tuple = ARMS,
-              hw: Any = None, store: Any = None, slow_arms: tuple = (), slow_problems: Optional[set] = None) -> dict:
+              hw: Any = None, store: Any = None, slow_arms: tuple = (), slow_problems: Optional[set] = None,
+              best_known: Optional[dict] = None) -> dict:
     """Every arm on every problem and seed (`slow_arms` only on `slow_problems` when given); the transfer
     arms ("... + transfer") leave-family-out on the store the other arms filled (the history is the same
     for every transfer arm: it is loaded once per family, before the first transfer arm runs).
@@ -168,6 +170,7 @@ def run_space(kind: str, problems: list, seeds: int, trials: int, log: Callable,
     def runs_of(arm: str) -> list:
         return [p for p in problems if arm not in slow_arms or slow_problems is None or p.name in slow_problems]
 
+    # `best_known`: {problem: cost} of an earlier run, so that arms run apart share its reference
     for arm in [a for a in arms if not a.endswith("+ transfer")]:
         for p in runs_of(arm):
             for s in range(seeds):
@@ -189,7 +192,7 @@ def run_space(kind: str, problems: list, seeds: int, trials: int, log: Callable,
     p_default = {p.name: float(p.true_cost([p.space.default()])[0]) for p in problems}
     for p in problems:
         found = min(min(c) for arm in arms for (name, _), c in curves[arm].items() if name == p.name)
-        best[p.name] = p.optimum if p.optimum is not None else found
+        best[p.name] = p.optimum if p.optimum is not None else min(found, (best_known or {}).get(p.name, math.inf))
     # "open" problems: the default is not already within NEAR of the best known (else every arm
     # gets there at trial 1 and the problem says nothing about search)
     open_problems = [p.name for p in problems if p_default[p.name] > NEAR * best[p.name]]
@@ -327,6 +330,11 @@ def main(argv: "list | None" = None) -> dict:
     ap.add_argument("--extra-arms", action="store_true",
                     help="also EXTRA_ARMS: the fine-tuned GNN as local model, with and without transfer; transfer "
                          "with batches of 4 (fusion)")
+    ap.add_argument("--arms", nargs="+", default=None, metavar="ARM",
+                    help=f"fusion/tile: run only these arms (of {', '.join(ARM_STRATEGY)}; overrides --extra-arms)")
+    ap.add_argument("--best-known", default=None, metavar="JSON",
+                    help="fusion: the best known is also the best of this earlier run (--json file), so that "
+                         "arms run apart are measured against one reference")
     ap.add_argument("--gnn-programs", nargs="+", default=None, metavar="NAME",
                     help="run the GNN arms only on these fusion programs (they are ~8x slower than XGBoost's)")
     ap.add_argument("--quick", action="store_true", help="2 seeds, 3 programs / 6 kernels, fewer trials (smoke run)")
@@ -353,10 +361,14 @@ def main(argv: "list | None" = None) -> dict:
             kind = "fusion"
         elif kind == "fusion":
             probs = fusion_problems(args.programs or (FUSION_PROGRAMS[:3] if args.quick else FUSION_PROGRAMS))
-            arms = ARMS + (EXTRA_ARMS if args.extra_arms else ())
+            arms = tuple(args.arms) if args.arms else ARMS + (EXTRA_ARMS if args.extra_arms else ())
+            known = None
+            if args.best_known:
+                earlier = next(r for r in json.load(open(args.best_known)) if r["kind"] == "fusion")
+                known = earlier["best_known"]
             res = run_space("fusion", probs, seeds, 40 if args.quick else args.fusion_trials, log, arms=arms,
                             slow_arms=tuple(a for a in arms if "gnn" in a),
-                            slow_problems=set(args.gnn_programs) if args.gnn_programs else None)
+                            slow_problems=set(args.gnn_programs) if args.gnn_programs else None, best_known=known)
         else:
             probs = tile_problems(TILE_QUICK if args.quick else None, 1 if args.quick else args.tiles_per_family,
                                   6 if args.quick else 30, 50 if args.quick else args.tile_min_tiles)
