@@ -30,6 +30,7 @@ from typing import Any, Optional
 
 from autotune.compiler.targets import get_target, target_names as list_targets
 from autotune.plugins import Registry, UnknownPluginError, load_object
+from costmodels.base import SHIPPED_DIR as _SHIPPED_DIR, shipped_file
 
 __all__ = [
     "LEARNED_KINDS", "SHIPPED_DIR", "TRAINABLE_KINDS",
@@ -42,7 +43,7 @@ __all__ = [
 
 LEARNED_KINDS = ("gnn", "xgboost")                       # cost models that are shipped and trained
 TRAINABLE_KINDS = LEARNED_KINDS + ("analytical",)        # `train:KIND`: analytical = per-kind scales
-SHIPPED_DIR = Path(__file__).resolve().parent.parent / "costmodels" / "shipped"
+SHIPPED_DIR = _SHIPPED_DIR
 _FILE_STEM = {"gnn": "gnn", "xgboost": "xgb"}
 _KIND_ALIASES = {"xgb": "xgboost"}
 _MODEL_FILE_SUFFIXES = (".pt", ".json", ".ubj", ".xgb")
@@ -67,11 +68,7 @@ def shipped_model(kind: str, task: str, target: str) -> Optional[Path]:
     key = _learned_kind(kind)
     if key is None:
         raise ValueError(f"unknown learned model kind {kind!r} (known: {', '.join(LEARNED_KINDS)})")
-    for ext in (".pt", ".json", ".ubj"):
-        p = SHIPPED_DIR / f"{_FILE_STEM[key]}_{task}_{target}{ext}"
-        if p.exists():
-            return p
-    return None
+    return shipped_file(_FILE_STEM[key], task, target)
 
 
 def shipped_models(task: str, target: str) -> dict[str, Path]:

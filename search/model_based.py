@@ -108,17 +108,11 @@ def fit_xgboost(objective: str, X: np.ndarray, y_log: np.ndarray, seed: int,
     return score
 
 
-def gnn_fine_tune(space: Any) -> Any:
-    """The shipped GNN fine-tuned on the measurements (`costmodels.gnn.finetune.GnnFineTune`)."""
-    from costmodels.gnn.finetune import GnnFineTune
-    return GnnFineTune(space)
-
-
-gnn_fine_tune.on_configurations = True  # type: ignore[attr-defined]
-
-# The local models `model=` names; any callable with fit_xgboost's signature is accepted too, or a
-# factory `(space) -> fit` marked `on_configurations` whose fit takes configurations instead of features.
-LOCAL_MODELS: dict[str, Callable[..., Any]] = {"xgboost": fit_xgboost, "gnn": gnn_fine_tune}
+# The local models `model=` names (a "module:attr" is loaded when asked for: search uses costmodels only
+# through its base interface); any callable with fit_xgboost's signature is accepted too, or a factory
+# `(space) -> fit` marked `on_configurations` whose fit takes configurations instead of features.
+LOCAL_MODELS: dict[str, Any] = {"xgboost": fit_xgboost,
+                                "gnn": "costmodels.gnn.finetune:GnnFineTune"}  # the shipped GNN, fine-tuned
 
 
 def fit_model(objective: str, X: np.ndarray, y_log: np.ndarray, seed: int) -> ScoreFn:
@@ -264,6 +258,9 @@ class ModelBasedSearch(Strategy):
             if model.lower() not in LOCAL_MODELS:
                 raise ValueError(f"model must be one of {', '.join(LOCAL_MODELS)} or a callable, not {model!r}")
             model = LOCAL_MODELS[model.lower()]
+            if isinstance(model, str):
+                from autotune.plugins import load_object
+                model = load_object(model)
         # a factory marked `on_configurations` builds a model that learns from configurations themselves
         self.local_on_configurations = bool(getattr(model, "on_configurations", False))
         self.fit_local = model(space) if self.local_on_configurations else model
@@ -453,4 +450,4 @@ class ModelBasedSearch(Strategy):
 register_strategy(ModelBasedSearch.name, ModelBasedSearch)
 
 __all__ = ["ModelBasedSearch", "fit_model", "fit_xgboost", "fit_predict", "select_batch", "diverse_batch",
-           "prior_margin", "failures_last", "config_features", "gnn_fine_tune", "LOCAL_MODELS", "XGB_PARAMS", "XGB_ROUNDS"]
+           "prior_margin", "failures_last", "config_features", "LOCAL_MODELS", "XGB_PARAMS", "XGB_ROUNDS"]

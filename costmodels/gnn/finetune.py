@@ -37,9 +37,9 @@ class GnnFineTune:
 
     def __init__(self, space: Any, gnn: Any = None, steps: int = FINETUNE_STEPS,
                  time_limit_s: float = FINETUNE_SECONDS, lr: float = FINETUNE_LR):
-        from autotune.tuning.tuner import is_fusion_space
+        from autotune.compiler.fusion import FusionSpace
         self.space = space
-        self.fusion = is_fusion_space(space)
+        self.fusion = isinstance(space, FusionSpace)
         if not self.fusion and not callable(getattr(space, "tiles", None)):
             raise ValueError(f"model gnn: no GNN readout for a {type(space).__name__} (fusion and tile spaces)")
         self.task = "fusion" if self.fusion else "tile"
@@ -60,11 +60,12 @@ class GnnFineTune:
         self.last_fit: dict = {}         # steps taken, seconds, final loss
 
     def _shipped(self) -> Any:
-        from autotune.api import load_model_file, shipped_model
+        from costmodels.base import shipped_file
+        from costmodels.gnn.model import GnnCostModel
         for target in dict.fromkeys((self.target, self._kind)):  # e.g. tpu-v3, then its kind tpu
-            path = shipped_model("gnn", self.task, target)
+            path = shipped_file("gnn", self.task, target)
             if path is not None:
-                return load_model_file(path, self.task, target)
+                return GnnCostModel.load(str(path), self.task, target)
         raise ValueError(f"model gnn: no GNN shipped for {self.task} on {self.target}")
 
     # ---- readouts
