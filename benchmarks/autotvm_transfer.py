@@ -277,6 +277,8 @@ def table(res: dict) -> str:
 def goals(res: dict) -> str:
     a = res["arms"]
     key = "open_median_trials" if a["random"].get("open_runs") else "median_trials"
+    if not all(k in a for k in ("model-based + transfer", "random", "model-based")):
+        return "goals: n/a (needs the random, model-based and model-based + transfer arms)"
     t, r, m = (a[k][key] for k in ("model-based + transfer", "random", "model-based"))
     def ratio(x: float, y: float) -> str:
         if math.isinf(y) and math.isinf(x):
@@ -375,6 +377,9 @@ def main(argv: "list | None" = None) -> dict:
             arms = ARMS + (tuple(a for a in EXTRA_ARMS if a not in BATCH) if args.extra_arms else ())
             res = run_space("tile", probs, seeds, 24 if args.quick else args.tile_trials, log, arms=arms)
         results.append(res)
+        if args.json:  # on disk before anything is printed
+            with open(args.json, "w") as f:
+                json.dump(results, f, indent=1)
         print(f"\n### {kind}: {len(res['problems'])} {'programs' if kind == 'fusion' else 'kernels'} "
               f"({', '.join(res['problems'])}), families {', '.join(res['families'])}, seeds 0..{seeds - 1}, "
               f"up to {res['trials']} trials\n")
