@@ -22,6 +22,7 @@ Errors are ValueErrors in one line (the CLI prints them with exit status 2).
 """
 from __future__ import annotations
 
+import hashlib
 import inspect
 import os
 from pathlib import Path
@@ -29,19 +30,20 @@ from typing import Any, Optional
 
 from autotune.compiler.targets import get_target, target_names as list_targets
 from autotune.plugins import Registry, UnknownPluginError, load_object
+from costmodels.base import SHIPPED_DIR as _SHIPPED_DIR, shipped_file
 
 __all__ = [
     "LEARNED_KINDS", "SHIPPED_DIR", "TRAINABLE_KINDS",
     "load_program", "get_target", "list_targets",
     "shipped_model", "shipped_models", "load_model_file", "resolve_cost_model", "make_cost_model", "is_learned_spec",
     "new_model", "train_model", "make_evaluator", "default_evaluator", "list_evaluators",
-    "make_strategy", "list_strategies", "list_cost_models", "make_transfer", "takes_prior", "TRANSFER_CHOICES",
+    "make_strategy", "list_strategies", "list_cost_models", "make_transfer", "transfer_fingerprint", "takes_prior", "TRANSFER_CHOICES",
     "Registry", "UnknownPluginError", "load_object",
 ]
 
 LEARNED_KINDS = ("gnn", "xgboost")                       # cost models that are shipped and trained
 TRAINABLE_KINDS = LEARNED_KINDS + ("analytical",)        # `train:KIND`: analytical = per-kind scales
-SHIPPED_DIR = Path(__file__).resolve().parent.parent / "costmodels" / "shipped"
+SHIPPED_DIR = _SHIPPED_DIR
 _FILE_STEM = {"gnn": "gnn", "xgboost": "xgb"}
 _KIND_ALIASES = {"xgb": "xgboost"}
 _MODEL_FILE_SUFFIXES = (".pt", ".json", ".ubj", ".xgb")
@@ -66,11 +68,7 @@ def shipped_model(kind: str, task: str, target: str) -> Optional[Path]:
     key = _learned_kind(kind)
     if key is None:
         raise ValueError(f"unknown learned model kind {kind!r} (known: {', '.join(LEARNED_KINDS)})")
-    for ext in (".pt", ".json", ".ubj"):
-        p = SHIPPED_DIR / f"{_FILE_STEM[key]}_{task}_{target}{ext}"
-        if p.exists():
-            return p
-    return None
+    return shipped_file(_FILE_STEM[key], task, target)
 
 
 def shipped_models(task: str, target: str) -> dict[str, Path]:
@@ -315,6 +313,24 @@ def takes_prior(strategy_cls: Any) -> bool:
 
 # ------------------------------------------------------------------------------------------ transfer
 TRANSFER_CHOICES = ("auto", "store", "none")
+
+
+def transfer_fingerprint(info: dict) -> str:
+    """What a checkpoint records of the transfer a run used (`make_transfer`'s report entry): "none",
+    "model SPEC" (with the file's sha256 when SPEC is a file) or the store history's identity - its
+    programs (their digest), evaluator namespace and machine filter. Rows are left out: they shrink
+    while the run records kernels that history programs share with it."""
+    source = info.get("source")
+    if source == "model":
+        spec = str(info["model"])
+        if os.path.isfile(spec):
+            with open(spec, "rb") as f:
+                spec += f" (sha256 {hashlib.sha256(f.read()).hexdigest()[:12]})"
+        return f"model {spec}"
+    if source == "store":
+        return (f"store (history of {info['programs']} program{'s' if info['programs'] != 1 else ''}, "
+                f"sha256 {info['programs_sha256'][:12]}, {info['namespace']}, {info['machine_filter']})")
+    return "none"
 
 
 def make_transfer(spec: Optional[str], task: str, target: str, evaluator: Any, program: str,

@@ -41,12 +41,22 @@ HW_SEED = 0
 ARMS = ("random", "genetic", "model-based", "model-based + diversity", "model-based + transfer")
 ARM_STRATEGY = {"random": ("random", {}), "genetic": ("genetic", {}), "model-based": ("model-based", {}),
                 "model-based + diversity": ("model-based", {"diversity": 1.0}),
-                "model-based + transfer": ("model-based", {})}
+                "model-based + transfer": ("model-based", {}),
+                "model-based, batch 4 + transfer": ("model-based", {}),
+                "model-based (gnn)": ("model-based", {"model": "gnn"}),
+                "model-based (gnn) + transfer": ("model-based", {"model": "gnn"}),
+                "model-based (gnn), batch 4 + transfer": ("model-based", {"model": "gnn"})}
+# Extra arms (--extra-arms): the local model the shipped GNN fine-tuned on the measurements (issue 19's
+# "GNN fine-tuning as an option"; a kernel-level model), and transfer with batches of 4 (fusion).
+EXTRA_ARMS = ("model-based (gnn)", "model-based (gnn) + transfer", "model-based, batch 4 + transfer")
+BATCH = {"model-based, batch 4 + transfer": 4, "model-based (gnn), batch 4 + transfer": 4}
 # One program per family (fusion); the tile kernels come from paper_tile_online's scan of the whole
 # corpus (dot/convolution kernels with >= 30 valid tiles, 2 per family); --quick scans TILE_QUICK.
 FUSION_PROGRAMS = ("bert_small_infer", "gnn_small_infer", "lstm_small_infer", "mlp_mixer_small_infer",
                    "nmt_small_infer", "inception_small_infer")
 TILE_QUICK = ("resnet_small_infer", "inception_medium_infer", "segmentation_medium_train", "autoencoder_medium_infer")
+XLA_PROGRAMS = ("vae_small_infer", "autoencoder_small_infer", "gnn_small_infer")
+XLA_ARMS = ("random", "model-based", "model-based + transfer")
 FUSION_SA: dict = {}  # the strategy's own annealing on the model (32 chains x 40 steps per round)
 
 
@@ -64,17 +74,20 @@ class Problem:
         self.family = family(program)
 
 
-def fusion_problems(programs) -> list:
+def fusion_problems(programs, target: str = "tpu", truth: Any = None) -> list:
+    """Fusion spaces of `programs` on `target`; a configuration's true cost is the noise-free simulator's
+    program time, or with `truth` (a cost model, e.g. the evaluator's measurements through its store)
+    that model's."""
     from autotune.compiler.fusion import FusionSpace
     from autotune.compiler.program import Program
     from autotune.tuning.tuner import ProgramCost, program_fingerprint
     from hardware.simulator import TpuSimulator
     out = []
     for p in programs:
-        space = FusionSpace(Program.from_file(os.path.join(ROOT, "examples", "hlo", p + ".hlo")), "tpu")
+        space = FusionSpace(Program.from_file(os.path.join(ROOT, "examples", "hlo", p + ".hlo")), target)
         sim0 = TpuSimulator(noise=0.0)
-        out.append(Problem("fusion", p, p, space, ProgramCost(space, lambda ks, s=sim0: s.simulate(ks)),
-                           program_fingerprint(space)))
+        cost = ProgramCost(space, truth if truth is not None else (lambda ks, s=sim0: s.simulate(ks)))
+        out.append(Problem("fusion", p, p, space, cost, program_fingerprint(space)))
     return out
 
 
@@ -98,9 +111,10 @@ def tile_problems(programs, per_family: int, max_kernels: int, min_tiles: int) -
     return out
 
 
-def run_arm(problem: Problem, arm: str, seed: int, trials: int, store: Any, prior_model: Any = None) -> list:
+def run_arm(problem: Problem, arm: str, seed: int, trials: int, store: Any, prior_model: Any = None,
+            hw: Any = None) -> list:
     """One tuning run through the Tuner; returns the noise-free cost of each configuration measured,
-    in order (the default first)."""
+    in order (the default first). `hw`: the evaluator (default: the noisy simulator on `store`)."""
     from autotune.tuning.history import HistoryRecorder, RecordingCostModel, transfer_prior
     from autotune.tuning.tuner import Tuner
     from costmodels.base import EvaluatorCostModel
@@ -113,11 +127,12 @@ def run_arm(problem: Problem, arm: str, seed: int, trials: int, store: Any, prio
     if prior_model is not None:
         params["prior"] = transfer_prior(problem.space, prior_model)
     strat = get_strategy(name)(problem.space, seed=seed, **params)
-    hw = TpuSimulator(noise=NOISE, seed=HW_SEED, store=store)
-    model = RecordingCostModel(EvaluatorCostModel(hw), HistoryRecorder(store, "tpu", problem.sha, problem.program))
+    hw = hw if hw is not None else TpuSimulator(noise=NOISE, seed=HW_SEED, store=store)
+    target = str(problem.space.target) if problem.kind == "fusion" else "tpu"
+    model = RecordingCostModel(EvaluatorCostModel(hw), HistoryRecorder(store, target, problem.sha, problem.program))
     measured: list = [problem.space.default()]
     tuner = Tuner(problem.space, model, strat, budget=None, max_evaluations=trials - 1,
-                  batch_size=8 if problem.kind == "fusion" else 4, progress=False,
+                  batch_size=BATCH.get(arm, 8 if problem.kind == "fusion" else 4), progress=False,
                   on_config=lambda c, v: measured.append(c))
     tuner.run()
     return [float(v) for v in problem.true_cost(measured)]
@@ -136,44 +151,55 @@ def median_trials(values: list, cap: int) -> float:
     return float(statistics.median([v if v is not None else math.inf for v in values]))
 
 
-def run_space(kind: str, problems: list, seeds: int, trials: int, log: Callable) -> dict:
-    """Every arm on every problem and seed; the transfer arm leave-family-out on the phase-1 store."""
+def run_space(kind: str, problems: list, seeds: int, trials: int, log: Callable, arms: tuple = ARMS,
+              hw: Any = None, store: Any = None, slow_arms: tuple = (), slow_problems: Optional[set] = None,
+              best_known: Optional[dict] = None) -> dict:
+    """Every arm on every problem and seed (`slow_arms` only on `slow_problems` when given); the transfer
+    arms ("... + transfer") leave-family-out on the store the other arms filled (the history is the same
+    for every transfer arm: it is loaded once per family, before the first transfer arm runs).
+    `hw`/`store`: the evaluator and its store (default: the noisy simulator on a fresh MemoryStore)."""
     from autotune.tuning.history import fit_global_model, load_history
     from autotune.tuning.store import MemoryStore
     from hardware.simulator import TpuSimulator
-    store = MemoryStore()
-    hw = TpuSimulator(noise=NOISE, seed=HW_SEED)
-    curves: dict = {arm: {} for arm in ARMS}
+    store = store if store is not None else MemoryStore()
+    namespace_hw = hw if hw is not None else TpuSimulator(noise=NOISE, seed=HW_SEED)
+    target = str(problems[0].space.target) if kind == "fusion" else "tpu"
+    curves: dict = {arm: {} for arm in arms}
     t0 = time.time()
-    for arm in ARMS[:-1]:
-        for p in problems:
+
+    def runs_of(arm: str) -> list:
+        return [p for p in problems if arm not in slow_arms or slow_problems is None or p.name in slow_problems]
+
+    # `best_known`: {problem: cost} of an earlier run, so that arms run apart share its reference
+    for arm in [a for a in arms if not a.endswith("+ transfer")]:
+        for p in runs_of(arm):
             for s in range(seeds):
-                curves[arm][(p.name, s)] = run_arm(p, arm, s, trials, store)
+                curves[arm][(p.name, s)] = run_arm(p, arm, s, trials, store, hw=hw)
         log(f"{kind}: {arm} done ({time.time() - t0:.0f} s)")
     models: dict = {}
     history_info: dict = {}
-    for p in problems:
-        if p.family not in models:
-            excluded = {q.sha for q in problems if q.family == p.family}
-            hist = load_history(store, kind, "tpu", hw.store_namespace, hw.machine, excluded)
-            models[p.family] = fit_global_model(hist, seed=0)
-            history_info[p.family] = hist.describe()
-        for s in range(seeds):
-            curves["model-based + transfer"][(p.name, s)] = run_arm(p, "model-based + transfer", s, trials, store,
-                                                                    models[p.family])
-    log(f"{kind}: model-based + transfer done ({time.time() - t0:.0f} s)")
+    for arm in [a for a in arms if a.endswith("+ transfer")]:  # phase 2: history of the other families
+        for p in runs_of(arm):
+            if p.family not in models:
+                excluded = {q.sha for q in problems if q.family == p.family}
+                hist = load_history(store, kind, target, namespace_hw.store_namespace, namespace_hw.machine, excluded)
+                models[p.family] = fit_global_model(hist, seed=0)
+                history_info[p.family] = hist.describe()
+            for s in range(seeds):
+                curves[arm][(p.name, s)] = run_arm(p, arm, s, trials, store, models[p.family], hw=hw)
+        log(f"{kind}: {arm} done ({time.time() - t0:.0f} s)")
     best = {}
     p_default = {p.name: float(p.true_cost([p.space.default()])[0]) for p in problems}
     for p in problems:
-        found = min(min(c) for arm in ARMS for (name, _), c in curves[arm].items() if name == p.name)
-        best[p.name] = p.optimum if p.optimum is not None else found
+        found = min(min(c) for arm in arms for (name, _), c in curves[arm].items() if name == p.name)
+        best[p.name] = p.optimum if p.optimum is not None else min(found, (best_known or {}).get(p.name, math.inf))
     # "open" problems: the default is not already within NEAR of the best known (else every arm
     # gets there at trial 1 and the problem says nothing about search)
     open_problems = [p.name for p in problems if p_default[p.name] > NEAR * best[p.name]]
     result: dict = {"kind": kind, "trials": trials, "seeds": seeds, "problems": [p.name for p in problems],
                     "families": sorted({p.family for p in problems}), "history": history_info,
                     "best_known": best, "default": p_default, "open_problems": open_problems, "arms": {}}
-    for arm in ARMS:
+    for arm in arms:
         runs = [{"problem": name, "seed": seed, "trials_to_near": trials_to_near(c, best[name]),
                  "speedup_at_cap": p_default[name] / min(c)} for (name, seed), c in curves[arm].items()]
         ratio = {key: np.minimum.accumulate(c)[:trials] / best[key[0]] for key, c in curves[arm].items()
@@ -183,7 +209,7 @@ def run_space(kind: str, problems: list, seeds: int, trials: int, log: Callable)
         hits = [r["trials_to_near"] for r in runs]
         open_hits = [r["trials_to_near"] for r in runs if r["problem"] in open_problems]
         per_problem = {p.name: median_trials([r["trials_to_near"] for r in runs if r["problem"] == p.name], trials)
-                       for p in problems}
+                       for p in problems if any(r["problem"] == p.name for r in runs)}
         result["arms"][arm] = {"median_trials": median_trials(hits, trials),
                                "median_speedup_over_default": float(np.median([r["speedup_at_cap"] for r in runs])),
                                "reached": float(np.mean([h is not None for h in hits])), "runs": len(hits),
@@ -195,6 +221,34 @@ def run_space(kind: str, problems: list, seeds: int, trials: int, log: Callable)
                                "open_median_curve": np.median(open_ratio, axis=0).tolist() if len(open_ratio) else [],
                                "per_problem_median_trials": per_problem, "per_run": runs}
     return result
+
+
+def load_average() -> "list | None":
+    """The machine's 1/5/15-minute load averages (None where the platform has none)."""
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return None
+
+
+def run_xla(programs, seeds: int, trials: int, log: Callable) -> dict:
+    """The fusion comparison on real XLA:CPU: one local measuring worker, one store for every run, so
+    every kernel is measured once and a configuration's cost (the sum of its kernels' measurements, as
+    the tuner sees it) is the same in every run that meets it."""
+    from autotune.tuning.store import MemoryStore
+    from costmodels.base import EvaluatorCostModel
+    from hardware.base import create_evaluator
+    store = MemoryStore()
+    ev = create_evaluator("xla", "cpu", store=store, seed=0)
+    load_before, t0 = load_average(), time.time()
+    try:
+        probs = fusion_problems(programs, "cpu", truth=EvaluatorCostModel(ev))
+        res = run_space("fusion", probs, seeds, trials, log, arms=XLA_ARMS, hw=ev, store=store)
+    finally:
+        ev.close()
+    res.update(evaluator="xla", target="cpu", machine=ev.machine, wall_s=time.time() - t0,
+               load_before=load_before, load_after=load_average(), measurements=len(store))
+    return res
 
 
 def fmt_trials(v: float, cap: int) -> str:
@@ -223,6 +277,8 @@ def table(res: dict) -> str:
 def goals(res: dict) -> str:
     a = res["arms"]
     key = "open_median_trials" if a["random"].get("open_runs") else "median_trials"
+    if not all(k in a for k in ("model-based + transfer", "random", "model-based")):
+        return "goals: n/a (needs the random, model-based and model-based + transfer arms)"
     t, r, m = (a[k][key] for k in ("model-based + transfer", "random", "model-based"))
     def ratio(x: float, y: float) -> str:
         if math.isinf(y) and math.isinf(x):
@@ -267,6 +323,22 @@ def main(argv: "list | None" = None) -> dict:
     ap.add_argument("--tile-trials", type=int, default=48)
     ap.add_argument("--tiles-per-family", type=int, default=2)
     ap.add_argument("--tile-min-tiles", type=int, default=30)
+    ap.add_argument("--xla", action="store_true",
+                    help="fusion on real XLA:CPU (--evaluator xla --target cpu): XLA_PROGRAMS, arms XLA_ARMS; "
+                         "a configuration's cost is its kernels' measurements (each measured once, through the store)")
+    ap.add_argument("--xla-trials", type=int, default=32)
+    ap.add_argument("--programs", nargs="+", default=None,
+                    help="fusion programs of examples/hlo (default FUSION_PROGRAMS; with --xla XLA_PROGRAMS)")
+    ap.add_argument("--extra-arms", action="store_true",
+                    help="also EXTRA_ARMS: the fine-tuned GNN as local model, with and without transfer; transfer "
+                         "with batches of 4 (fusion)")
+    ap.add_argument("--arms", nargs="+", default=None, metavar="ARM",
+                    help=f"fusion/tile: run only these arms (of {', '.join(ARM_STRATEGY)}; overrides --extra-arms)")
+    ap.add_argument("--best-known", default=None, metavar="JSON",
+                    help="fusion: the best known is also the best of this earlier run (--json file), so that "
+                         "arms run apart are measured against one reference")
+    ap.add_argument("--gnn-programs", nargs="+", default=None, metavar="NAME",
+                    help="run the GNN arms only on these fusion programs (they are ~8x slower than XGBoost's)")
     ap.add_argument("--quick", action="store_true", help="2 seeds, 3 programs / 6 kernels, fewer trials (smoke run)")
     ap.add_argument("--json", default=None)
     ap.add_argument("--plot", default=None)
@@ -285,15 +357,29 @@ def main(argv: "list | None" = None) -> dict:
     seeds = 2 if args.quick else args.seeds
     results = []
     t0 = time.time()
-    for kind in args.spaces:
-        if kind == "fusion":
-            probs = fusion_problems(FUSION_PROGRAMS[:3] if args.quick else FUSION_PROGRAMS)
-            res = run_space("fusion", probs, seeds, 40 if args.quick else args.fusion_trials, log)
+    for kind in (["xla"] if args.xla else args.spaces):
+        if kind == "xla":
+            res = run_xla(args.programs or XLA_PROGRAMS, seeds, args.xla_trials, log)
+            kind = "fusion"
+        elif kind == "fusion":
+            probs = fusion_problems(args.programs or (FUSION_PROGRAMS[:3] if args.quick else FUSION_PROGRAMS))
+            arms = tuple(args.arms) if args.arms else ARMS + (EXTRA_ARMS if args.extra_arms else ())
+            known = None
+            if args.best_known:
+                earlier = next(r for r in json.load(open(args.best_known)) if r["kind"] == "fusion")
+                known = earlier["best_known"]
+            res = run_space("fusion", probs, seeds, 40 if args.quick else args.fusion_trials, log, arms=arms,
+                            slow_arms=tuple(a for a in arms if "gnn" in a),
+                            slow_problems=set(args.gnn_programs) if args.gnn_programs else None, best_known=known)
         else:
             probs = tile_problems(TILE_QUICK if args.quick else None, 1 if args.quick else args.tiles_per_family,
                                   6 if args.quick else 30, 50 if args.quick else args.tile_min_tiles)
-            res = run_space("tile", probs, seeds, 24 if args.quick else args.tile_trials, log)
+            arms = ARMS + (tuple(a for a in EXTRA_ARMS if a not in BATCH) if args.extra_arms else ())
+            res = run_space("tile", probs, seeds, 24 if args.quick else args.tile_trials, log, arms=arms)
         results.append(res)
+        if args.json:  # on disk before anything is printed
+            with open(args.json, "w") as f:
+                json.dump(results, f, indent=1)
         print(f"\n### {kind}: {len(res['problems'])} {'programs' if kind == 'fusion' else 'kernels'} "
               f"({', '.join(res['problems'])}), families {', '.join(res['families'])}, seeds 0..{seeds - 1}, "
               f"up to {res['trials']} trials\n")
@@ -303,6 +389,9 @@ def main(argv: "list | None" = None) -> dict:
         for arm, v in res["arms"].items():
             print(f"  {arm}: " + ", ".join(f"{k} {fmt_trials(x, res['trials'])}"
                                             for k, x in v["per_problem_median_trials"].items()))
+        if res.get("evaluator") == "xla":
+            print(f"XLA:CPU on {res['machine']}: {res['measurements']} kernel measurements, {res['wall_s']:.0f} s; "
+                  f"load average before {res['load_before']}, after {res['load_after']}")
         hist = next(iter(res["history"].values()))
         print(f"history per left-out family: e.g. {hist['rows']} rows, {hist['kernels']} kernels, "
               f"{hist['programs']} programs, machines {hist['machines']}")

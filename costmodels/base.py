@@ -12,6 +12,7 @@ cost model through `EvaluatorCostModel` (hardware in the loop; failures become +
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
@@ -92,6 +93,20 @@ class EvaluatorCostModel(CostModel):
             if m is not None and getattr(m, "ok", False):
                 out[i] = float(m.seconds)
         return out
+
+
+# --------------------------------------------------------------------------------------------------
+SHIPPED_DIR = Path(__file__).resolve().parent / "shipped"  # the models shipped with autotune
+
+
+def shipped_file(stem: str, task: str, target: str) -> Optional[Path]:
+    """The shipped model file `costmodels/shipped/{stem}_{task}_{target}.{pt,json,ubj}` (stem gnn or xgb),
+    or None."""
+    for ext in (".pt", ".json", ".ubj"):
+        p = SHIPPED_DIR / f"{stem}_{task}_{target}{ext}"
+        if p.exists():
+            return p
+    return None
 
 
 # --------------------------------------------------------------------------------------------------

@@ -19,8 +19,11 @@ candidate.
 
 The model is fitted with a rank objective by default (`objective="rank"`, XGBoost's pairwise rank
 loss: AutoTVM found it better than regression because only the order matters); `"reg"` fits
-standardized log costs. The model is pluggable (`model=`): a name of `LOCAL_MODELS` ("xgboost") or
-any callable `fit(objective, X, y_log, seed, base_margin) -> score(X, base_margin) -> array`.
+standardized log costs. The model is pluggable (`model=`): a name of `LOCAL_MODELS` ("xgboost", the
+default; "gnn": the shipped GNN fine-tuned on the measurements, costmodels/gnn/finetune.py - a
+kernel-level model whose configuration cost is its kernels' predicted times summed) or any callable
+`fit(objective, X, y_log, seed, base_margin) -> score(X, base_margin) -> array` (a factory
+`(space) -> fit` marked `on_configurations` gets configurations instead of features X).
 Features: `features(space, configs)` when given, else `config_features` (fusion: one 0/1 column per
 edge; tiles: log2 of the tile's extents). A failed measurement (inf) ranks below every success.
 Measurement is the tuner's job: this strategy only asks and learns.
@@ -105,8 +108,11 @@ def fit_xgboost(objective: str, X: np.ndarray, y_log: np.ndarray, seed: int,
     return score
 
 
-# The local models `model=` names; any callable with fit_xgboost's signature is accepted too.
-LOCAL_MODELS: dict[str, Callable[..., ScoreFn]] = {"xgboost": fit_xgboost}
+# The local models `model=` names (a "module:attr" is loaded when asked for: search uses costmodels only
+# through its base interface); any callable with fit_xgboost's signature is accepted too, or a factory
+# `(space) -> fit` marked `on_configurations` whose fit takes configurations instead of features.
+LOCAL_MODELS: dict[str, Any] = {"xgboost": fit_xgboost,
+                                "gnn": "costmodels.gnn.finetune:GnnFineTune"}  # the shipped GNN, fine-tuned
 
 
 def fit_model(objective: str, X: np.ndarray, y_log: np.ndarray, seed: int) -> ScoreFn:
@@ -252,7 +258,12 @@ class ModelBasedSearch(Strategy):
             if model.lower() not in LOCAL_MODELS:
                 raise ValueError(f"model must be one of {', '.join(LOCAL_MODELS)} or a callable, not {model!r}")
             model = LOCAL_MODELS[model.lower()]
-        self.fit_local = model
+            if isinstance(model, str):
+                from autotune.plugins import load_object
+                model = load_object(model)
+        # a factory marked `on_configurations` builds a model that learns from configurations themselves
+        self.local_on_configurations = bool(getattr(model, "on_configurations", False))
+        self.fit_local = model(space) if self.local_on_configurations else model
         self.diversity = float(diversity)
         self.diversity_pool = int(diversity_pool)
         self.prior = prior
@@ -333,12 +344,12 @@ class ModelBasedSearch(Strategy):
         if self.prior is not None:
             margin = prior_margin(self._prior(configs), y, bool(getattr(self.prior, "log_seconds", False)))
             self.prior_weight = float(margin.weight)  # type: ignore[attr-defined]
-        model = self.fit_local(self.objective, self.features(self.space, configs), y,
-                               int(self.rng.integers(2 ** 31)),
+        inputs = (lambda cfgs: cfgs) if self.local_on_configurations else (lambda cfgs: self.features(self.space, cfgs))
+        model = self.fit_local(self.objective, inputs(configs), y, int(self.rng.integers(2 ** 31)),
                                None if margin is None else margin(self._prior(configs)))
         if margin is None:
-            return lambda cfgs: model(self.features(self.space, cfgs))
-        return lambda cfgs: model(self.features(self.space, cfgs), margin(self._prior(cfgs)))
+            return lambda cfgs: model(inputs(cfgs))
+        return lambda cfgs: model(inputs(cfgs), margin(self._prior(cfgs)))
 
     def _anneal(self, score: Callable[[Sequence[Any]], np.ndarray]) -> tuple[list, np.ndarray]:
         """Simulated annealing on the model: (unmeasured configurations visited, their scores)."""

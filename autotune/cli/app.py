@@ -407,10 +407,12 @@ def _run_tuner(space: Any, model: Any, model_name: str, strat: Any, strategy: st
                program: str, target: str, seed: int, total: Optional[float], hw: float, top_k: int, out: Path,
                batch_size: int, no_progress: bool, max_evals: Optional[int], resume_dir: Optional[str],
                note: Optional[str], started: float, load_s: float, budget_text: str,
-               task: Optional[str] = None, program_sha: Optional[str] = None) -> tuple:
+               task: Optional[str] = None, program_sha: Optional[str] = None,
+               fingerprint_extra: Optional[dict] = None) -> tuple:
     """The search of `fusion` and `layout`: the Tuner over `space` (resumed from `resume_dir`), the search
     budget being what start-up, verification and writing the outputs leave of --budget (`program_sha`: the
-    program's fingerprint when the caller has it already); returns (TuningResult, the report's meta)."""
+    program's fingerprint when the caller has it already; `fingerprint_extra`: more options a checkpoint
+    must match, e.g. strategy parameters and transfer); returns (TuningResult, the report's meta)."""
     from hardware.base import Budget
     from autotune.tuning.tuner import Tuner, program_fingerprint
 
@@ -420,6 +422,7 @@ def _run_tuner(space: Any, model: Any, model_name: str, strat: Any, strategy: st
                    "strategy": strategy_name, "evaluator": ev_name, "seed": seed}
     if task is not None:
         fingerprint["task"] = task
+    fingerprint.update(fingerprint_extra or {})
     tuner = Tuner(space, model, strat, Budget(search_budget), evaluator=ev if hw > 0 else None,
                   hw_budget=hw, top_k_verify=top_k, out_dir=out, batch_size=batch_size,
                   progress=not no_progress, max_evaluations=max_evals, fingerprint=fingerprint,
@@ -511,6 +514,16 @@ def _strategy_params(pairs: tuple, strategy_cls: Any) -> dict:
     return out
 
 
+def _params_fingerprint(params: dict) -> str:
+    """--strategy-param values as a checkpoint records them ("none", or sorted KEY=VALUE; the prior is
+    the transfer's entry)."""
+    def norm(v: Any) -> Any:  # diversity=1 and diversity=1.0 are one setting
+        return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v
+
+    items = sorted((k, norm(v)) for k, v in params.items() if k != "prior")
+    return ",".join(f"{k}={v!r}" for k, v in items) or "none"
+
+
 def _transfer_options(f: Callable) -> Callable:
     """--strategy-param, --transfer and --history-any-machine (fusion and tile)."""
     f = click.option("--history-any-machine", "history_any_machine", is_flag=True,
@@ -523,7 +536,8 @@ def _transfer_options(f: Callable) -> Callable:
                           "has history; MODEL = a cost model or model file as the global model.")(f)
     f = click.option("--strategy-param", "strategy_param", multiple=True, metavar="KEY=VALUE",
                      help="A parameter of the strategy, repeatable; model-based: objective=rank|reg, "
-                          "diversity=1.0, epsilon=0.1, model=xgboost, ...")(f)
+                          "diversity=1.0, epsilon=0.1, model=xgboost|gnn (gnn: the shipped GNN fine-tuned on "
+                          "the measurements), ...")(f)
     return f
 
 
@@ -628,7 +642,9 @@ def fusion(program: str, budget: str, cost_model: Optional[str], strategy: str, 
                                   target=target, seed=seed, total=total, hw=hw, top_k=top_k, out=out,
                                   batch_size=batch_size, no_progress=no_progress, max_evals=max_evals,
                                   resume_dir=resume_dir, note=no_edges, started=started, load_s=load_s,
-                                  budget_text=budget, program_sha=program_sha)
+                                  budget_text=budget, program_sha=program_sha,
+                                  fingerprint_extra={"strategy_params": _params_fingerprint(params),
+                                                     "transfer": api.transfer_fingerprint(transfer_info)})
         result.warnings.extend(transfer_warnings)
         if getattr(strat, "prior_weight", None) is not None:
             transfer_info["prior_weight_last_fit"] = strat.prior_weight

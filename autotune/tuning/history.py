@@ -103,10 +103,18 @@ class History:
     def kernels(self) -> int:
         return int(len(np.unique(self.groups)))
 
+    @property
+    def programs_digest(self) -> str:
+        """sha256 of the sorted program sha256s the history comes from (its identity in a checkpoint's
+        fingerprint: the rows of those programs can shrink while a run records kernels they share)."""
+        import hashlib
+        return hashlib.sha256("\n".join(sorted(self.programs)).encode()).hexdigest()
+
     def describe(self) -> dict:
         """What the report says about the history used."""
         return {"rows": self.rows, "kernels": self.kernels, "programs": len(self.programs),
-                "program_names": sorted(set(self.programs.values())), "namespace": self.namespace,
+                "program_names": sorted(set(self.programs.values())), "programs_sha256": self.programs_digest,
+                "namespace": self.namespace,
                 "machines": dict(self.machines),
                 "machine_filter": self.machine if self.machine is not None else "any machine (asked for)",
                 "excluded_rows": self.excluded_rows, "rows_without_features": self.unfeatured_rows}

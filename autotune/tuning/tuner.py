@@ -57,7 +57,10 @@ CHECKPOINT = "checkpoint.pkl"
 NOT_VERIFIED = {"status": "skipped", "reason": "no hardware evaluator"}
 # Options whose change makes a checkpoint another run (Tuner.resume compares them).
 FINGERPRINT_LABELS = {"program": "program", "target": "--target", "cost_model": "--cost-model",
-                      "strategy": "--strategy", "evaluator": "--evaluator", "seed": "--seed"}
+                      "strategy": "--strategy", "evaluator": "--evaluator", "seed": "--seed",
+                      "strategy_params": "--strategy-param", "transfer": "--transfer"}
+# What a checkpoint made before an option entered the fingerprint ran with (the option's neutral value).
+FINGERPRINT_DEFAULTS = {"strategy_params": "none", "transfer": "none"}
 
 
 def _sha256(text: str) -> str:
@@ -540,7 +543,7 @@ class Tuner:
             raise TuningError(f"{path}: checkpoint of an older autotune without a fingerprint of its program "
                               "and options; it cannot be checked against this run (start a new one)")
         for key, want in self.fingerprint.items():
-            got = have.get(key)
+            got = have.get(key, FINGERPRINT_DEFAULTS.get(key))
             if got == want:
                 continue
             label = FINGERPRINT_LABELS.get(key, key)
@@ -557,8 +560,8 @@ class Tuner:
         """Restore strategy state, memoized kernel costs and the best configuration of a run.
 
         The checkpoint must have this run's fingerprint (program, target, cost model, strategy,
-        evaluator, seed: TuningError naming what differs). The search budget becomes what the
-        earlier run(s) left of it: `budget - elapsed` (TuningError when nothing is left)."""
+        evaluator, seed; the CLI adds strategy parameters and the transfer history: TuningError naming
+        what differs). The search budget becomes what the earlier run(s) left of it: `budget - elapsed` (TuningError when nothing is left)."""
         from hardware.base import Budget
         path = Path(directory) / CHECKPOINT
         state = self.read_checkpoint(directory)

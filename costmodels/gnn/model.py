@@ -173,13 +173,22 @@ class GnnNet(nn.Module):
         return self.head(torch.cat([mean, mx], dim=1)).squeeze(-1)
 
     def forward(self, b: GraphBatch) -> torch.Tensor:
-        h = self.node_embeddings(b)
-        B = b.num_graphs
         if self.reduction == "node":
-            out = scatter_sum(self.head(h).squeeze(-1), b.graph, B)
+            h = self.node_embeddings(b)
+            out = scatter_sum(self.head(h).squeeze(-1), b.graph, b.num_graphs)
             if self.ghead is not None:
                 out = out + self.ghead(self._gfeat(b)).squeeze(-1)
             return out
+        return self.head(self.readout(b)).squeeze(-1)
+
+    def readout(self, b: GraphBatch) -> torch.Tensor:
+        """[B, head input] per graph: the reduction of its node embeddings with its per-graph features,
+        what the head maps to the output (fine-tuning the head alone starts from here; not for the
+        "node" reduction, whose head runs per node)."""
+        if self.reduction == "node":
+            raise ValueError("the node reduction has no per-graph readout (its head runs per node)")
+        h = self.node_embeddings(b)
+        B = b.num_graphs
         if self.reduction == "column":
             g = torch.cat([scatter_mean(h, b.graph, B), scatter_max(h, b.graph, B)], dim=1)
         elif self.reduction == "lstm":
@@ -197,7 +206,7 @@ class GnnNet(nn.Module):
             g = F.dropout(g, self.dropout)
         if self.gdim:
             g = torch.cat([g, self._gfeat(b)], dim=1)
-        return self.head(g).squeeze(-1)
+        return g
 
 
 # --------------------------------------------------------------------------------------------------
@@ -316,11 +325,12 @@ class GnnCostModel(CostModel):
         tf = np.zeros((n, TILE_DIM), np.float32) if tile_feat is None else np.asarray(tile_feat, np.float32)
         return self.forward_prepared(self.prepare_graphs(graphs), self.scale_tiles(tf))
 
-    def forward_prepared(self, preps: Sequence[tuple], tfs: np.ndarray) -> np.ndarray:
+    def forward_prepared(self, preps: Sequence[tuple], tfs: np.ndarray, readout: bool = False) -> np.ndarray:
         """Raw network outputs for `prepare_graph` tuples and scaled tile features, in batches
-        (inference, and validation scoring during training)."""
+        (inference, and validation scoring during training); `readout`: the head's inputs instead,
+        [n, readout width] (`GnnNet.readout`)."""
         n = len(preps)
-        out = np.empty(n)
+        out = np.empty(n) if not readout else None
         self.net.eval()
         bs = self.batch_size
         # sequence reductions pad every graph to the longest in the batch: batch similar sizes together
@@ -330,8 +340,14 @@ class GnnCostModel(CostModel):
             for s in range(0, n, bs):
                 idx = order[s:s + bs]
                 b = collate_prepared([preps[i] for i in idx], tfs[idx])
-                out[idx] = self.net(b).double().numpy()
-        return out
+                if not readout:
+                    out[idx] = self.net(b).double().numpy()
+                    continue
+                r = self.net.readout(b).numpy()
+                if out is None:
+                    out = np.empty((n, r.shape[1]), np.float32)
+                out[idx] = r
+        return out if out is not None else np.zeros((0, 0), np.float32)
 
     def predict_graphs(self, graphs: Sequence[KernelGraph], tile_feat: Optional[np.ndarray] = None) -> np.ndarray:
         raw = self.forward_graphs(graphs, tile_feat)

@@ -42,3 +42,18 @@ def test_trials_to_near_and_censored_median():
     assert B.trials_to_near([3.0, 2.1, 2.03], 2.0) == 3 and B.trials_to_near([2.0], 2.0) == 1
     assert B.trials_to_near([3.0, 2.5], 2.0) is None
     assert math.isinf(B.median_trials([None, None, 4], 10)) and B.median_trials([1, None, 4], 10) == 4
+
+
+@pytest.mark.slow
+def test_arms_and_slow_arms_on_fusion_spaces():
+    """run_space with a chosen set of arms; the GNN arm only on the program it is given."""
+    probs = B.fusion_problems(["vae_small_infer", "autoencoder_small_infer"])
+    res = B.run_space("fusion", probs, 1, 10, lambda m: None,
+                      arms=("random", "model-based (gnn)", "model-based (gnn) + transfer"),
+                      slow_arms=("model-based (gnn)", "model-based (gnn) + transfer"),
+                      slow_problems={"vae_small_infer"})
+    assert set(res["arms"]) == {"random", "model-based (gnn)", "model-based (gnn) + transfer"}
+    assert res["arms"]["random"]["runs"] == 2
+    for arm in ("model-based (gnn)", "model-based (gnn) + transfer"):
+        assert [r["problem"] for r in res["arms"][arm]["per_run"]] == ["vae_small_infer"]
+    assert res["history"]["vae"]["program_names"] == ["autoencoder_small_infer"]

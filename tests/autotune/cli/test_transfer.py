@@ -88,3 +88,42 @@ def test_options_that_cannot_apply_are_one_line_errors(tmp_path, args, message):
                                                                   "--cost-model" not in args else []), *args])
     assert r.exit_code == 2, r.output
     assert message in r.output and "Traceback" not in r.output
+
+
+def test_resume_checks_transfer_and_strategy_params(tmp_path):
+    """A checkpoint records the transfer (the history's programs) and the strategy parameters: resuming
+    with other ones is a one-line error naming the option, with the same ones it continues."""
+    r, _ = fusion(tmp_path, HISTORY_PROG, "history", "--transfer", "none")
+    assert r.exit_code == 0, r.output
+    r, first = fusion(tmp_path, PROG, "run", "--transfer", "none")
+    assert r.exit_code == 0, r.output
+    assert first["fingerprint"]["transfer"] == "none"
+    assert first["fingerprint"]["strategy_params"] == "sa_chains=8.0,sa_steps=8.0"
+    resume = ["--resume", str(tmp_path / "run")]
+    r, _ = fusion(tmp_path, PROG, "run", "--transfer", "store", *resume)
+    assert r.exit_code == 2, r.output
+    assert "checkpoint was made with --transfer none, not store (history of 1 program" in r.output
+    assert "Traceback" not in r.output
+    r, _ = fusion(tmp_path, PROG, "run", "--transfer", "none", "--strategy-param", "diversity=1.0", *resume)
+    assert r.exit_code == 2 and "checkpoint was made with --strategy-param" in r.output, r.output
+    r, again = fusion(tmp_path, PROG, "run", "--transfer", "none", *resume)
+    assert r.exit_code == 0, r.output
+    assert again["resumed_from"]["evaluations"] == first["evaluations"]
+
+
+def test_transfer_fingerprint_names_the_history_not_its_rows():
+    from autotune.api import transfer_fingerprint
+    store = {"source": "store", "programs": 2, "programs_sha256": "ab" * 32, "namespace": "sim/1",
+             "machine_filter": "m", "rows": 100}
+    assert transfer_fingerprint(store) == transfer_fingerprint({**store, "rows": 90})
+    assert transfer_fingerprint(store) != transfer_fingerprint({**store, "programs_sha256": "cd" * 32})
+    assert transfer_fingerprint(store) != transfer_fingerprint({**store, "machine_filter": "any machine (asked for)"})
+    assert transfer_fingerprint({"source": None, "reason": "--transfer none"}) == "none"
+    assert transfer_fingerprint({"source": "model", "model": "analytical"}) == "model analytical"
+
+
+def test_fusion_with_the_fine_tuned_gnn_as_local_model(tmp_path):
+    r, rep = fusion(tmp_path, PROG, "gnn", "--transfer", "none", "--strategy-param", "model=gnn")
+    assert r.exit_code == 0, r.output
+    assert rep["strategy_params"]["model"] == "gnn" and rep["evaluations"] == 24
+    assert "model='gnn'" in rep["fingerprint"]["strategy_params"]
