@@ -345,7 +345,7 @@ class LearnedLayoutCost:
 
     def __init__(self, space: LayoutSpace, model: Any):
         from costmodels.analytical import AnalyticalCostModel
-        from autotune.tuning.dataset import tpugraphs_layout_arrays, layout_config_features
+        from autotune.tuning.tpugraphs import tpugraphs_layout_arrays, layout_config_features
         self.space, self.model = space, model
         self._config_features = layout_config_features
         self.analytical = LayoutCost(space, AnalyticalCostModel(space.target).predict)
