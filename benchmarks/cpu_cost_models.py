@@ -14,6 +14,8 @@
     profiled once (`profile_answer` + `attribute_thunks`): the measured in-program kernel sum with each
     thunk's preceding gap charged to its kernel (the dataset's labels; how well *any* additive kernel
     model could rank), the same without the gaps, and the thunk executor's run; and the analytical model.
+    The end-to-end times' agreement with themselves (`split_half_kendall`: even rounds against odd ones)
+    bounds what any of these can reach.
 (c) `autotune fusion --target cpu --cost-model <shipped>` against XLA's default compile:
     benchmarks/xla_cpu_tuning.py --cost-model xgboost|gnn.
 
@@ -97,6 +99,18 @@ def label_consistency(data: str) -> dict:
                 row["end_to_end_over_sum"] = float(np.median(c["end_to_end"][ok] / total[ok])) if ok.any() else float("nan")
         rows[name] = row
     return rows
+
+
+def split_half_kendall(rounds_s: list) -> float:
+    """Kendall tau between the configurations' median end-to-end times over the even and over the odd
+    rounds: how well the end-to-end measurement ranks the configurations against itself (a ceiling for any
+    predictor's Kendall against it); nan with fewer than 2 rounds or 3 configurations."""
+    from costmodels.metrics import kendall
+    pairs = [(statistics.median(t[0::2]), statistics.median(t[1::2])) for t in rounds_s if len(t) >= 2]
+    if len(pairs) < 3:
+        return float("nan")
+    even, odd = (np.array(v, np.float64) for v in zip(*pairs))
+    return float(kendall(even, odd))
 
 
 def searched_configurations(space, model, n: int, seconds: float, seed: int) -> list:
@@ -183,6 +197,7 @@ def program_ranking(path: str, models: dict, n_random: int, n_searched: int, rou
         row["kendall"][label] = kendall(np.asarray(v)[ok], measured[ok])
         row["kendall_vs_min"][label] = kendall(np.asarray(v)[ok], fastest[ok])
         row["predicted_s"][label] = list(map(float, v))
+    row["end_to_end_split_half_kendall"] = split_half_kendall(times)
     row["end_to_end_over_charged_sum"] = float(np.nanmedian(measured / np.asarray(sums[MEASURED_CHARGED])))
     for label, model in models.items():
         pred = np.asarray(space_cost(space, model)(cfgs), np.float64)
@@ -275,6 +290,9 @@ def main() -> None:
             print(f"| {r['program']} | " + " | ".join(f"{r['kendall_vs_min'][k]:.3f}" for k in labels) + " |")
         print("| **mean** | " + " | ".join(f"**{np.nanmean([r['kendall_vs_min'][k] for r in rows]):.3f}**"
                                          for k in labels) + " |")
+        print("\nend to end against itself (Kendall, median of the even rounds vs of the odd rounds): "
+              + ", ".join(f"{r['program']} {r['end_to_end_split_half_kendall']:.3f}" for r in rows)
+              + f"; mean {np.nanmean([r['end_to_end_split_half_kendall'] for r in rows]):.3f}")
         print("\nend to end / charged kernel sum (median over configurations): "
               + ", ".join(f"{r['program']} x{r['end_to_end_over_charged_sum']:.2f}" for r in rows))
     if args.json:
