@@ -136,7 +136,7 @@ def test_hardware_verification_picks_best_measured(space):
     from hardware.simulator import TpuSimulator
     from search.base import get_strategy
     t = Tuner(space, _kernel_cost, get_strategy("annealing")(space, seed=0), budget=1.0, progress=False,
-              evaluator=TpuSimulator(noise=0.0), hw_budget=30, top_k_verify=5)
+              evaluator=TpuSimulator(noise=0.0), hw_budget=3, top_k_verify=5)
     r = t.run()
     assert r.measured_default is not None and r.verified
     assert r.measured_best <= r.measured_default + 1e-15
