@@ -2,6 +2,7 @@
 """Generate the real HLO corpus: every (family, size, mode) of examples/corpus lowered to HLO text.
 
     python examples/generate_corpus.py [--out examples/hlo] [--only NAME ...] [--no-run]
+    python examples/generate_corpus.py --corpus attention     # gpt, vit, t5 -> examples/hlo_attention
 
 NAME is a family (``resnet``), a family and size (``resnet_small``) or a full program name
 (``resnet_small_train``).  Mode ``infer`` is the forward pass (greedy/autoregressive decoding for
@@ -83,8 +84,10 @@ def build(family: str, size: str, mode: str):
     return fn, args
 
 
-def all_programs():
+def all_programs(corpus: str = "hlo"):
     for family, fam in FAMILIES.items():
+        if fam.corpus != corpus:
+            continue
         for size in fam.sizes:
             for mode in fam.modes(size):
                 yield family, size, mode
@@ -127,14 +130,19 @@ def generate_one(family, size, mode, out_dir, run=True):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--out", default=DEFAULT_OUT, help="output directory (default: examples/hlo)")
+    ap.add_argument("--corpus", default="hlo", choices=("hlo", "attention"),
+                    help="which families: hlo (examples/hlo, the default) or attention (gpt, vit, t5: the "
+                         "extra training and validation families of issue 17, examples/hlo_attention)")
+    ap.add_argument("--out", default=None, help="output directory (default: examples/hlo or examples/hlo_attention)")
     ap.add_argument("--only", nargs="+", metavar="NAME",
                     help="families, family_size or full program names to (re)generate")
     ap.add_argument("--no-run", action="store_true", help="skip compiling and running each program")
     ap.add_argument("--list", action="store_true", help="list the program names and exit")
     a = ap.parse_args(argv)
 
-    programs = [(f, s, m) for f, s, m in all_programs() if selected(f"{f}_{s}_{m}", f, s, a.only)]
+    if a.out is None:
+        a.out = DEFAULT_OUT if a.corpus == "hlo" else DEFAULT_OUT + "_" + a.corpus
+    programs = [(f, s, m) for f, s, m in all_programs(a.corpus) if selected(f"{f}_{s}_{m}", f, s, a.only)]
     if a.list:
         print("\n".join(f"{f}_{s}_{m}" for f, s, m in programs))
         return 0

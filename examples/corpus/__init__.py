@@ -4,6 +4,6 @@
 ``examples/generate_corpus.py`` lowers every (family, size, mode) to HLO text.
 """
 from .registry import FAMILIES, MODES, Family, register  # noqa: F401
-from . import vision, sequence, other  # noqa: F401,E402  (registers the families)
+from . import vision, sequence, other, attention  # noqa: F401,E402  (registers the families)
 
 __all__ = ["FAMILIES", "MODES", "Family", "register"]

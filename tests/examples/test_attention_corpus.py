@@ -1,0 +1,51 @@
+"""The attention corpus of issue 17 (examples/hlo_attention/) and the fusion split file that places it
+(benchmarks/results/fusion_split_attention.json). Needs no jax."""
+import json
+import pathlib
+
+from autotune.tuning.dataset import read_split_file
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+ATT = ROOT / "examples" / "hlo_attention"
+SPLIT = ROOT / "benchmarks" / "results" / "fusion_split_attention.json"
+
+
+def _manifest(folder):
+    return {e["name"]: e for e in json.loads((folder / "manifest.json").read_text())}
+
+
+def test_manifest_matches_files_and_counts(example_module):
+    count_hlo = example_module("hlo_count.py").count_hlo
+    entries = _manifest(ATT)
+    assert {e["family"] for e in entries.values()} == {"gpt", "vit", "t5"}
+    assert sorted(entries) == sorted(p.stem for p in ATT.glob("*.hlo"))
+    for name, e in entries.items():
+        text = (ATT / e["file"]).read_text()
+        assert text.startswith("HloModule ") and "ENTRY " in text, name
+        assert count_hlo(text) == (e["instructions"], e["computations"]), name
+        assert e["name"] == f"{e['family']}_{e['size']}_{e['mode']}"
+
+
+def test_split_places_every_program_and_keeps_test_families_out_of_training():
+    split = read_split_file(str(SPLIT))
+    programs = {p.stem for p in (ROOT / "examples" / "hlo").glob("*.hlo")} | {p.stem for p in ATT.glob("*.hlo")}
+    assert programs == set(split)
+    fams = {}
+    for name, s in split.items():
+        fams.setdefault(name.split("_")[0], set()).add(s)
+    assert all(len(s) == 1 for s in fams.values()), fams       # a family lies wholly in one split
+    by = {f: next(iter(s)) for f, s in fams.items()}
+    assert {f for f, s in by.items() if s == "test"} == {"bert", "recommender"}
+    assert {f for f, s in by.items() if s == "validation"} == {"resnet", "vae", "vit", "t5"}
+    assert by["gpt"] == "train"
+
+
+def test_attention_families_show_their_idioms():
+    """gpt: causal iota compare combined with the padding mask by `and`; t5: cross-attention (a dot of
+    decoder queries with encoder keys of another length) and RMS norm (rsqrt); vit: strided patch conv."""
+    gpt = (ATT / "gpt_small_infer.hlo").read_text()
+    assert "iota(" in gpt and "compare(" in gpt and " and(" in gpt and "select(" in gpt
+    t5 = (ATT / "t5_small_infer.hlo").read_text()
+    assert "rsqrt(" in t5 and "f32[4,4,12,20]" in t5             # (batch, heads, target, source) logits
+    vit = (ATT / "vit_small_infer.hlo").read_text()
+    assert "convolution(" in vit and "window={size=8x8 stride=8x8}" in vit
