@@ -825,6 +825,22 @@ def finish_kernel_graphs(started: tuple) -> list:
     return [_GRAPH_CACHE.get((k.hash, name)) or kernel_graph(k, target) for k in kernels]
 
 
+def cache_graphs(graphs: Sequence[KernelGraph], target: Any = "tpu") -> None:
+    """Put graphs built elsewhere (a featurization worker process) in the graph cache, as
+    `kernel_graph` would have."""
+    name = canonical_target_name(target)
+    for g in graphs:
+        if len(_GRAPH_CACHE) >= _GRAPH_CACHE_MAX:
+            _GRAPH_CACHE.clear()
+        _GRAPH_CACHE.setdefault((g.hash, name), g)
+
+
+def uncached_count(kernels: Sequence[Any], target: Any = "tpu") -> int:
+    """How many distinct kernels have no cached graph yet (the work of a `kernel_graphs` call)."""
+    name = canonical_target_name(target)
+    return len({k.hash for k in kernels if (k.hash, name) not in _GRAPH_CACHE})
+
+
 def kernel_graph(kernel: Any, target: str = "tpu", geom: Optional[np.ndarray] = None,
                  arrays: Optional[tuple] = None) -> KernelGraph:
     """The `KernelGraph` of a Kernel (cached by kernel hash and target); `geom`, `arrays`: its geometry

@@ -1,0 +1,113 @@
+"""Featurization on a forked worker process (costmodels/feature_worker.py): the same graphs and the same
+predictions, bit for bit, as one process; a failing worker's chunks are redone by the caller."""
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from autotune.compiler import tiles
+from autotune.compiler.fusion import FusionSpace
+from autotune.compiler.program import Program
+from costmodels import feature_worker, features
+from costmodels.gnn import GnnCostModel
+from costmodels.gnn import model as gnn_model
+
+ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.skipif(not feature_worker.fork_available(), reason="needs os.fork (Linux)")
+
+
+@pytest.fixture(scope="module")
+def kernels():
+    """The unique non-trivial kernels of the default and four random configurations of a real program."""
+    space = FusionSpace(Program.from_file(str(ROOT / "examples/hlo/bert_small_infer.hlo")), "tpu")
+    rng = np.random.default_rng(0)
+    out: dict = {}
+    for c in [space.default()] + [space.random(rng) for _ in range(4)]:
+        for k in space.kernels(c):
+            if not k.is_trivial:
+                out.setdefault(k.hash, k)
+    ks = list(out.values())
+    assert len(ks) >= 40
+    return ks
+
+
+def _cold(model=None):
+    features.clear_cache()
+    tiles.clear_caches()
+    if model is not None:
+        model._prep_cache.clear()
+
+
+def _same_graph(x, y) -> bool:
+    return (np.array_equal(x.node_feat, y.node_feat) and x.node_feat.dtype == y.node_feat.dtype
+            and np.array_equal(x.opcode, y.opcode) and np.array_equal(x.edge_index, y.edge_index)
+            and np.array_equal(x.kernel_feat, y.kernel_feat) and np.array_equal(x.geom_feat, y.geom_feat)
+            and x.tiled_dims == y.tiled_dims and x.hash == y.hash and x.meta == y.meta)
+
+
+def test_pack_unpack_round_trip(kernels):
+    _cold()
+    gs = features.kernel_graphs(kernels, "tpu")
+    back = feature_worker.unpack_graphs(feature_worker.pack_graphs(gs))
+    assert len(back) == len(gs) and all(_same_graph(x, y) for x, y in zip(gs, back))
+    assert feature_worker.unpack_graphs(feature_worker.pack_graphs([])) == []
+
+
+def test_chunks_from_two_processes_are_the_graphs_of_one(kernels):
+    _cold()
+    ref = features.kernel_graphs(kernels, "tpu")
+    _cold()
+    seen = np.zeros(len(kernels), int)
+    got = [None] * len(kernels)
+    for a, b, gs in feature_worker.graphs_in_chunks(kernels, "tpu", 5):
+        seen[a:b] += 1
+        got[a:b] = gs
+    st = feature_worker.WorkerStats
+    assert (seen == 1).all() and st.failure is None
+    assert st.chunks_worker >= 1 and st.chunks_here + st.chunks_worker == -(-len(kernels) // 5)
+    assert all(_same_graph(x, y) for x, y in zip(ref, got))
+    # the worker's graphs are cached here like graphs built here
+    assert all(features._GRAPH_CACHE.get((k.hash, "tpu-v3")) is not None for k in kernels)
+
+
+@pytest.mark.parametrize("how", ["raises", "exits"])
+def test_a_failing_worker_is_replaced_by_the_caller(kernels, monkeypatch, how):
+    parent = os.getpid()
+    real = features.kernel_graphs
+
+    def flaky(ks, target="tpu"):
+        if os.getpid() != parent:
+            if how == "raises":
+                raise RuntimeError("boom")
+            os._exit(3)
+        return real(ks, target)
+    _cold()
+    ref = real(kernels, "tpu")
+    _cold()
+    monkeypatch.setattr(features, "kernel_graphs", flaky)
+    got = [None] * len(kernels)
+    for a, b, gs in feature_worker.graphs_in_chunks(kernels, "tpu", 4):
+        got[a:b] = gs
+    st = feature_worker.WorkerStats
+    assert st.chunks_worker == 0 and st.chunks_here == -(-len(kernels) // 4)
+    assert ("boom" in st.failure) if how == "raises" else ("ended early" in st.failure)
+    assert all(_same_graph(x, y) for x, y in zip(ref, got))
+
+
+def test_predict_on_two_processes_is_the_serial_predict_bit_for_bit(kernels, monkeypatch):
+    """A fusion predict of many uncached kernels featurizes on a worker process; the network's batches
+    are those of one process: the same predictions, bit for bit, cold and warm."""
+    m = GnnCostModel.load(str(ROOT / "costmodels/shipped/gnn_fusion_tpu.pt"))
+    m.batch_size = 4
+    monkeypatch.setattr(gnn_model, "_usable_cores", lambda: 2)
+    out = {}
+    for workers in (False, True):
+        _cold(m)
+        m.featurize_workers = workers
+        m.WORKER_CHUNK, m.WORKER_MIN_NEW, m.PIPELINE_CHUNK = 8, 16, 10 ** 6
+        feature_worker.WorkerStats.chunks_worker = 0
+        out[workers] = (m.predict(kernels), m.predict(kernels))
+        assert (feature_worker.WorkerStats.chunks_worker > 0) == workers
+    assert np.array_equal(out[True][0], out[False][0]) and np.array_equal(out[True][1], out[False][1])
+    assert GnnCostModel.WORKER_CHUNK % 256 == 0
