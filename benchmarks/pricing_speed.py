@@ -14,9 +14,10 @@ and a `--walk`-step neighbor walk from the default (the configurations a search 
 Cold rates are given per second of wall clock, per second of CPU time (this process's and its
 featurization worker's: less affected by other jobs on a shared machine) and per CPU second of
 the busiest thread or process (the calling thread, any other thread of this process, the
-featurization worker): what unshared cores deliver at best. Paths: "new" is `model.predict` as
-shipped (at least WORKER_MIN_NEW uncached kernels: featurized on a forked worker process as well,
-costmodels/feature_worker.py), "serial" the same on one thread of one process.
+featurization worker): what unshared cores deliver at best. Paths: "new" is `model.predict` with
+`featurize_workers = True` (at least WORKER_MIN_NEW uncached kernels: featurized on a forked worker
+process as well, costmodels/feature_worker.py; as shipped, "auto", only when the load average leaves
+a core free), "serial" the same on one thread of one process.
 The baseline is costmodels/features.py and autotune/compiler/tiles.py of `--baseline` (a git
 revision), loaded as private modules; the same model prices its graphs. Rounds alternate which path
 goes first; the table reports medians and the new/old ratio of each round's rates, and checks that
@@ -154,12 +155,6 @@ def run_search(program: str, seconds: int, cost_model: Optional[str]) -> dict:
             "configs_per_s": (evals / wall) if evals else None}
 
 
-def _children_cpu() -> float:
-    """CPU seconds of this process's ended (waited-for) child processes."""
-    t = os.times()
-    return t.children_user + t.children_system
-
-
 def main(argv: Optional[list] = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--program", default=str(ROOT / "examples/scale/transformer_L48.hlo"))
@@ -179,6 +174,7 @@ def main(argv: Optional[list] = None) -> dict:
     import torch
     torch.set_num_threads(1)
     from autotune.compiler import tiles as new_tiles
+    from costmodels import feature_worker
     from costmodels import features as new_features
     from costmodels.gnn import GnnCostModel
 
@@ -195,14 +191,18 @@ def main(argv: Optional[list] = None) -> dict:
 
     def price(name: str, ks: list) -> np.ndarray:
         feats = paths[name][0]
-        if name == "new":
-            return model.predict(ks)
+        if name == "new":  # the featurization worker process whatever the load (the shipped "auto" needs a free core)
+            model.featurize_workers = True
+            try:
+                return model.predict(ks)
+            finally:
+                model.featurize_workers = "auto"
         if name == "serial":  # this tree on one thread of one process: the network after the featurization
             chunk, model.PIPELINE_CHUNK, model.featurize_workers = model.PIPELINE_CHUNK, 10 ** 9, False
             try:
                 return model.predict(ks)
             finally:
-                model.PIPELINE_CHUNK, model.featurize_workers = chunk, True
+                model.PIPELINE_CHUNK, model.featurize_workers = chunk, "auto"
         return model.predict_graphs(feats.kernel_graphs(ks, model.target))  # what predict did at the baseline
 
     space.node_costs  # per-program static costs: part of the fusion space, not of featurization
@@ -225,10 +225,11 @@ def main(argv: Optional[list] = None) -> dict:
             for feats, tl in paths.values():  # the baseline's analytical model fills this tree's caches too
                 clear_caches(feats, tl, model)
             ks = fresh(kernels)
-            t, c, tc, ch = time.perf_counter(), time.process_time(), time.thread_time(), _children_cpu()
+            feature_worker.WorkerStats.worker_cpu_s = 0.0
+            t, c, tc = time.perf_counter(), time.process_time(), time.thread_time()
             y = price(name, ks)
             wall, cpu, main_cpu = time.perf_counter() - t, time.process_time() - c, time.thread_time() - tc
-            worker_cpu = _children_cpu() - ch  # a featurization worker process (costmodels/feature_worker.py)
+            worker_cpu = feature_worker.WorkerStats.worker_cpu_s  # the featurization worker process's chunks
             rates[name]["cold"].append(len(ks) / wall)
             rates[name]["cold_cpu"].append(len(ks) / (cpu + worker_cpu))
             # two unshared cores run the threads / processes side by side: the busiest one bounds the rate
@@ -275,7 +276,7 @@ def render_md(res: dict) -> str:
              f"start, {res['load_average_1min'][1]} at the end",
              "", "| path | cold kernels/s | cold kernels per CPU second | cold kernels per CPU second of the busiest thread or process "
                  "| warm kernels/s |", "|---|---:|---:|---:|---:|"]
-    labels = {"old": f"baseline {res['baseline']}", "new": "this tree (featurization worker process)",
+    labels = {"old": f"baseline {res['baseline']}", "new": "this tree, featurization worker process",
               "serial": "this tree, one process, one thread"}
     for name, r in res["rates"].items():
         lines.append(f"| {labels[name]} | {r['cold']:,.0f} | {r['cold_cpu']:,.0f} | {r['cold_busiest_thread']:,.0f} "

@@ -2,12 +2,17 @@
 
 Python featurization (tiling descriptions, default tiles, geometry rows, graph gathering) holds the
 GIL, so a second thread does not make it faster (measured: a two-thread pipeline ran no faster than
-one thread on a quiet two-core machine). `graphs_in_chunks` forks a worker process that inherits
-the program, the fusion space, the kernels and every featurization cache as they are at the call
-(copy-on-write: nothing is loaded or sent to it), and splits the batch's chunks between the two
-processes: the caller takes chunks from the front, the worker from the back, until they meet. The
+one thread on a quiet two-core machine). `graphs_in_chunks` forks a worker process the first time a
+fusion space's kernels come in a large batch: it inherits the program and the fusion space
+(copy-on-write: nothing is loaded or sent to it) and stays for the next batches of that space
+(forking per batch made the caller pay a copy-on-write page fault for most pages of its heap on
+every batch: 160k faults for 12.9k kernels, a third more CPU). The batch's chunks are split between
+the two processes: the caller takes chunks from the front, the worker from the back (the kernels
+are sent as computation, root, members and hash; the worker rebuilds them), until they meet. The
 worker sends each chunk's graphs back as a few concatenated arrays through a pipe (a reader thread
 drains it, so the worker never waits on the caller); the caller caches them like graphs it built.
+The worker empties its caches whenever this process's are emptied (`features.clear_cache`; a
+generation number comes with each chunk), so a cold batch is cold on both sides.
 The caller consumes every chunk's graphs as they come (the GNN prices them: `GnnCostModel.predict`),
 preferring the worker's finished chunks, so the network's work and the front chunks' featurization
 share the caller's core while the worker featurizes on the other. The graphs are those of
@@ -15,11 +20,13 @@ share the caller's core while the worker featurizes on the other. The graphs are
 pipelined predict already did).
 
 A worker that fails (an exception, killed, silent for `STALL_SECONDS`) is ended and its chunks are
-featurized by the caller: the result never depends on the worker. Linux only (fork); elsewhere, or
+featurized by the caller (and that space gets no other worker): the result never depends on the
+worker. `close_worker` ends the worker (also at exit; a worker whose caller dies reads EOF and ends). Linux only (fork); elsewhere, or
 with fewer than two usable cores, the chunks are featurized in order by the caller.
 """
 from __future__ import annotations
 
+import atexit
 import os
 import pickle
 import queue
@@ -28,6 +35,7 @@ import struct
 import sys
 import threading
 import time
+import weakref
 from typing import Any, Iterator, Optional, Sequence
 
 import numpy as np
@@ -89,26 +97,45 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view):]
 
 
-def _worker(kernels: list, target: Any, bounds: list, cmd_fd: int, res_fd: int) -> None:
-    """The forked worker: featurizes the chunks it is sent (their index, -1 ends it), sends their graphs."""
+def _send(fd: int, obj: Any) -> None:
+    blob = pickle.dumps(obj, protocol=5)
+    _write_all(fd, _HEADER.pack(len(blob)) + blob)
+
+
+def _recv(fd: int) -> Any:
+    head = _read_exact(fd, _HEADER.size)
+    if head is None:
+        return None
+    blob = _read_exact(fd, _HEADER.unpack(head)[0])
+    return None if blob is None else pickle.loads(blob)
+
+
+def _worker_main(space: Any, cmd_fd: int, res_fd: int) -> None:
+    """The forked worker: featurizes the chunks it is sent ((index, cache generation, target, kernels as
+    (comp, root, members, hash, valid))), sends back (index, packed graphs, CPU seconds); None ends it."""
+    from autotune.compiler import tiles
+    from autotune.compiler.fusion.kernels import Kernel
     code = 0
+    generation = features.cache_generation()
     try:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # the caller ends it
         while True:
-            head = _read_exact(cmd_fd, _HEADER.size)
-            if head is None:
+            msg = _recv(cmd_fd)
+            if msg is None:
                 break
-            j = _HEADER.unpack(head)[0]
-            if j < 0:
-                break
-            a, b = bounds[j]
-            blob = pickle.dumps((j, pack_graphs(features.kernel_graphs(kernels[a:b], target))), protocol=5)
-            _write_all(res_fd, _HEADER.pack(len(blob)) + blob)
+            j, gen, target, refs = msg
+            c = time.process_time()
+            if gen != generation:  # the caller emptied its caches: a cold start here too
+                features.clear_cache()
+                tiles.clear_caches()
+                generation = gen
+            kernels = [Kernel(space, *r) for r in refs]
+            packed = pack_graphs(features.kernel_graphs(kernels, target))
+            _send(res_fd, (j, packed, time.process_time() - c))
     except BaseException as e:  # noqa: BLE001 - reported to the caller, which redoes the chunks
         code = 1
         try:
-            blob = pickle.dumps((-1, f"{type(e).__name__}: {e}"), protocol=5)
-            _write_all(res_fd, _HEADER.pack(len(blob)) + blob)
+            _send(res_fd, (-1, f"{type(e).__name__}: {e}", 0.0))
         except BaseException:  # noqa: BLE001
             pass
     finally:
@@ -132,9 +159,108 @@ def _reader(fd: int, out: "queue.Queue") -> None:
         out.put(None)
 
 
+def _big_pipe() -> tuple:
+    r, w = os.pipe()
+    try:  # room for a few requests and results without blocking the writer (Linux; 64 kB by default)
+        import fcntl
+        fcntl.fcntl(w, fcntl.F_SETPIPE_SZ, PIPE_BYTES)
+    except (ImportError, AttributeError, OSError):
+        pass
+    return r, w
+
+
+PIPE_BYTES = 1 << 20
+
+
+class _Worker:
+    """A forked featurization worker for the kernels of one fusion space (see the module docstring)."""
+
+    def __init__(self, space: Any):
+        self.space_ref = weakref.ref(space)
+        cmd_r, cmd_w = _big_pipe()
+        res_r, res_w = _big_pipe()
+        pid = os.fork()
+        if pid == 0:  # the worker
+            os.close(cmd_w)
+            os.close(res_r)
+            _worker_main(space, cmd_r, res_w)
+        os.close(cmd_r)
+        os.close(res_w)
+        self.pid, self.cmd_w, self.res_r = pid, cmd_w, res_r
+        self.inbox: queue.Queue = queue.Queue()
+        self.reader = threading.Thread(target=_reader, args=(res_r, self.inbox), name="feature-worker-reader",
+                                       daemon=True)
+        self.reader.start()
+
+    def request(self, j: int, target: Any, kernels: Sequence[Any]) -> bool:
+        try:
+            _send(self.cmd_w, (j, features.cache_generation(), target,
+                               [(k.comp, k.root, k.members, k.hash, k.valid) for k in kernels]))
+            return True
+        except OSError:
+            return False  # the worker is gone: its EOF reaches the reader
+
+    def close(self, kill: bool = False) -> None:
+        if self.pid is None:
+            return
+        if kill:
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except OSError:
+                pass
+        try:
+            os.close(self.cmd_w)  # EOF: the worker ends
+        except OSError:
+            pass
+        try:
+            os.waitpid(self.pid, 0)
+        except OSError:
+            pass
+        self.reader.join(timeout=5.0)
+        try:
+            os.close(self.res_r)
+        except OSError:
+            pass
+        self.pid = None
+
+
+_WORKER: Optional[_Worker] = None
+_FAILED: set = set()  # ids of the fusion spaces whose worker failed: no other worker for them
+
+
+def close_worker() -> None:
+    """End the featurization worker process, if any (the next large batch forks a new one)."""
+    global _WORKER
+    if _WORKER is not None:
+        _WORKER.close()
+        _WORKER = None
+
+
+atexit.register(close_worker)
+
+
+def _worker_for(kernels: Sequence[Any]) -> Optional[_Worker]:
+    """The worker of the kernels' fusion space (forked now if needed), or None where none can serve them."""
+    global _WORKER
+    from autotune.compiler.fusion.kernels import Kernel
+    space = getattr(kernels[0], "space", None)
+    if space is None or id(space) in _FAILED or any(type(k) is not Kernel or k.space is not space for k in kernels):
+        return None
+    if _WORKER is not None and _WORKER.space_ref() is space:
+        return _WORKER
+    close_worker()
+    try:
+        _WORKER = _Worker(space)
+    except OSError as e:  # no process to spare
+        WorkerStats.failure = f"fork: {e}"
+        _FAILED.add(id(space))
+        return None
+    return _WORKER
+
+
 class WorkerStats:
-    """What the last `graphs_in_chunks` did (tests, benchmarks): chunks per process, worker failures,
-    and the worker's CPU seconds (from its exit status)."""
+    """What the last `graphs_in_chunks` did (tests, benchmarks): chunks per process, a worker failure,
+    and the worker's CPU seconds for its chunks."""
     chunks_here = 0
     chunks_worker = 0
     failure: Optional[str] = None
@@ -143,61 +269,41 @@ class WorkerStats:
 
 def graphs_in_chunks(kernels: Sequence[Any], target: Any, chunk: int, workers: bool = True) -> Iterator[tuple]:
     """(start, end, graphs) of consecutive chunks of `chunk` kernels, each chunk once, in the order
-    they are ready: the caller's own chunks from the front, a forked worker's from the back (see the
-    module docstring); workers False, one chunk, or no fork: all here, in order."""
+    they are ready: the caller's own chunks from the front, the worker's from the back (see the
+    module docstring); workers False, one chunk, no fork, or kernels that are not one fusion space's
+    `Kernel`s: all here, in order."""
+    global _WORKER
     kernels = list(kernels)
     n = len(kernels)
     bounds = [(s, min(s + chunk, n)) for s in range(0, n, max(int(chunk), 1))]
     WorkerStats.chunks_here = WorkerStats.chunks_worker = 0
     WorkerStats.failure, WorkerStats.worker_cpu_s = None, 0.0
-    if not workers or len(bounds) < 2 or not fork_available():
+    worker = _worker_for(kernels) if workers and len(bounds) >= 2 and fork_available() else None
+    if worker is None:
         for a, b in bounds:
             WorkerStats.chunks_here += 1
             yield a, b, features.kernel_graphs(kernels[a:b], target)
         return
-    cmd_r, cmd_w = os.pipe()
-    res_r, res_w = os.pipe()
-    try:
-        pid = os.fork()
-    except OSError as e:  # no process to spare: all here
-        for fd in (cmd_r, cmd_w, res_r, res_w):
-            os.close(fd)
-        WorkerStats.failure = f"fork: {e}"
-        for a, b in bounds:
-            WorkerStats.chunks_here += 1
-            yield a, b, features.kernel_graphs(kernels[a:b], target)
-        return
-    if pid == 0:  # the worker
-        os.close(cmd_w)
-        os.close(res_r)
-        _worker(kernels, target, bounds, cmd_r, res_w)
-    os.close(cmd_r)
-    os.close(res_w)
-    inbox: queue.Queue = queue.Queue()
-    reader = threading.Thread(target=_reader, args=(res_r, inbox), name="feature-worker-reader", daemon=True)
-    reader.start()
     front, back = 0, len(bounds)  # chunks [front, back) not started; the worker's are taken from the back
     outstanding: set = set()
-    worker_ok = True
 
     def assign() -> None:
         nonlocal back
-        if worker_ok and back > front:
+        if worker is not None and back > front:
             back -= 1
             outstanding.add(back)
-            try:
-                os.write(cmd_w, _HEADER.pack(back))
-            except OSError:
-                pass  # the worker is gone: its EOF reaches the reader
+            a, b = bounds[back]
+            worker.request(back, target, kernels[a:b])
 
     def fail(why: str) -> list:
-        nonlocal worker_ok
-        worker_ok = False
+        global _WORKER
+        nonlocal worker
         WorkerStats.failure = why
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except OSError:
-            pass
+        _FAILED.add(id(worker.space_ref()))
+        worker.close(kill=True)
+        if _WORKER is worker:
+            _WORKER = None
+        worker = None
         redo = sorted(outstanding)
         outstanding.clear()
         return redo
@@ -207,40 +313,31 @@ def graphs_in_chunks(kernels: Sequence[Any], target: Any, chunk: int, workers: b
         assign()
         assign()  # two in flight: the worker never waits for its next chunk
         while front < back or outstanding:
-            blob = None
+            blob = False  # nothing from the worker (yet)
             if outstanding:
                 try:
-                    blob = inbox.get_nowait() if front < back else inbox.get(timeout=STALL_SECONDS)
+                    blob = worker.inbox.get_nowait() if front < back else worker.inbox.get(timeout=STALL_SECONDS)
                 except queue.Empty:
                     if front >= back:  # nothing else to do and nothing came: a stalled worker
                         blob = None
-                        redo = fail(f"no result in {STALL_SECONDS:.0f} s")
-                        for j in redo:
-                            a, b = bounds[j]
-                            WorkerStats.chunks_here += 1
-                            yield a, b, features.kernel_graphs(kernels[a:b], target)
-                        continue
-                    blob = False  # nothing ready: work on a front chunk
-            if blob is None and outstanding:  # the pipe closed before the worker's chunks came
-                redo = fail("the worker process ended early")
+                        why = f"no result in {STALL_SECONDS:.0f} s"
+                else:
+                    why = "the worker process ended early"
+            msg = pickle.loads(blob) if blob else None
+            if blob is None or (msg is not None and msg[0] < 0):
+                redo = fail(why if msg is None else f"the worker failed: {msg[1]}")
                 for j in redo:
                     a, b = bounds[j]
                     WorkerStats.chunks_here += 1
                     yield a, b, features.kernel_graphs(kernels[a:b], target)
                 continue
-            if blob:
-                j, payload = pickle.loads(blob)
-                if j < 0:
-                    redo = fail(f"the worker failed: {payload}")
-                    for jj in redo:
-                        a, b = bounds[jj]
-                        WorkerStats.chunks_here += 1
-                        yield a, b, features.kernel_graphs(kernels[a:b], target)
-                    continue
+            if msg is not None:
+                j, payload, cpu = msg
                 graphs = unpack_graphs(payload)
                 features.cache_graphs(graphs, name)
                 outstanding.discard(j)
                 WorkerStats.chunks_worker += 1
+                WorkerStats.worker_cpu_s += cpu
                 assign()
                 a, b = bounds[j]
                 yield a, b, graphs
@@ -252,19 +349,7 @@ def graphs_in_chunks(kernels: Sequence[Any], target: Any, chunk: int, workers: b
                 WorkerStats.chunks_here += 1
                 yield a, b, features.kernel_graphs(kernels[a:b], target)
     finally:
-        try:
-            os.write(cmd_w, _HEADER.pack(-1))
-        except OSError:
-            pass
-        os.close(cmd_w)
-        if outstanding:  # abandoned (the consumer stopped early): do not wait for its chunks
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
-        t0 = os.times()
-        _, status = os.waitpid(pid, 0)
-        t1 = os.times()
-        WorkerStats.worker_cpu_s = (t1.children_user - t0.children_user) + (t1.children_system - t0.children_system)
-        reader.join(timeout=5.0)
-        os.close(res_r)
+        if outstanding and worker is not None:  # abandoned (the consumer stopped early): a fresh worker next time
+            worker.close(kill=True)
+            if _WORKER is worker:
+                _WORKER = None

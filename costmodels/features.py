@@ -533,10 +533,19 @@ _GRAPH_CACHE: dict = {}
 _GRAPH_CACHE_MAX = 200_000
 
 
+_GENERATION = [0]  # bumped by clear_cache (a featurization worker process empties its caches too)
+
+
+def cache_generation() -> int:
+    """How many times `clear_cache` ran (costmodels/feature_worker.py)."""
+    return _GENERATION[0]
+
+
 def clear_cache() -> None:
     """Forget every cached kernel graph and per-program instruction feature table."""
     _GRAPH_CACHE.clear()
     _PROGRAM_TABLES.clear()
+    _GENERATION[0] += 1
 
 
 class _ComputationTable:

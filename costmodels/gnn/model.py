@@ -364,11 +364,14 @@ class GnnCostModel(CostModel):
     PIPELINE_CHUNK = 1024  # kernels featurized per step of a pipelined predict (a multiple of batch_size)
     WORKER_CHUNK = 512  # kernels per chunk of a predict featurized on two processes (a multiple of batch_size)
     WORKER_MIN_NEW = 1024  # uncached kernels from which a fusion predict featurizes on two processes
-    featurize_workers = True  # False: never fork a featurization worker (feature_worker.graphs_in_chunks)
+    # featurization worker process (feature_worker.graphs_in_chunks): "auto" when a core is free (1-minute load
+    # average below the usable cores - 0.5: on a 2-core machine at load 8 the two processes ran 16% slower than one,
+    # the worker's share of the CPU coming out of this process's), True always (given two usable cores), False never
+    featurize_workers: "bool | str" = "auto"
 
     def predict(self, kernels: Sequence[Any], tiles: Optional[Sequence[Any]] = None) -> np.ndarray:
         """Seconds (or scores) of kernels at tiles (None: each kernel's default tile). Given two usable
-        cores, a fusion predict of at least `WORKER_MIN_NEW` uncached kernels is featurized on two
+        cores (one of them idle: `featurize_workers`), a fusion predict of at least `WORKER_MIN_NEW` uncached kernels is featurized on two
         processes (`costmodels.feature_worker`: a forked worker takes chunks of `WORKER_CHUNK` kernels
         from the back while this process featurizes chunks from the front and runs the network on
         every chunk); otherwise more than `PIPELINE_CHUNK` kernels are priced as a pipeline on two
@@ -387,7 +390,8 @@ class GnnCostModel(CostModel):
             return np.zeros(0)
         if (self.task == "fusion" and self.featurize_workers and n >= self.WORKER_MIN_NEW
                 and self.config["reduction"] not in ("lstm", "transformer") and _usable_cores() >= 2
-                and fork_available() and uncached_count(kernels, self.target) >= self.WORKER_MIN_NEW):
+                and fork_available() and uncached_count(kernels, self.target) >= self.WORKER_MIN_NEW
+                and (self.featurize_workers != "auto" or _a_core_is_free())):
             if not self.node_scaler.fitted:
                 raise ValueError("the GNN cost model is not trained (fit or load it first)")
             raw = np.empty(n)
@@ -516,6 +520,14 @@ class GnnCostModel(CostModel):
         m.history = list(st.get("history", []))
         m.y_mu, m.y_sigma = float(st.get("y_mu", 0.0)), float(st.get("y_sigma", 1.0))
         return m
+
+
+def _a_core_is_free() -> bool:
+    """Whether the 1-minute load average leaves a usable core idle (this process counted as busy)."""
+    try:
+        return os.getloadavg()[0] < _usable_cores() - 0.5
+    except (AttributeError, OSError):
+        return False
 
 
 def _usable_cores() -> int:

@@ -33,6 +33,7 @@ def kernels():
 
 
 def _cold(model=None):
+    feature_worker.close_worker()  # (a worker forked before a monkeypatch would not see it)
     features.clear_cache()
     tiles.clear_caches()
     if model is not None:
@@ -69,6 +70,18 @@ def test_chunks_from_two_processes_are_the_graphs_of_one(kernels):
     assert all(_same_graph(x, y) for x, y in zip(ref, got))
     # the worker's graphs are cached here like graphs built here
     assert all(features._GRAPH_CACHE.get((k.hash, "tpu-v3")) is not None for k in kernels)
+    # the worker stays for the next batch of the same space, and empties its caches with ours
+    pid = feature_worker._WORKER.pid
+    features.clear_cache()
+    tiles.clear_caches()
+    again = [None] * len(kernels)
+    for a, b, gs in feature_worker.graphs_in_chunks(kernels, "tpu", 5):
+        again[a:b] = gs
+    assert feature_worker._WORKER.pid == pid and feature_worker.WorkerStats.chunks_worker >= 1
+    assert feature_worker.WorkerStats.worker_cpu_s > 0
+    assert all(_same_graph(x, y) for x, y in zip(ref, again))
+    feature_worker.close_worker()
+    assert feature_worker._WORKER is None
 
 
 @pytest.mark.parametrize("how", ["raises", "exits"])
@@ -93,6 +106,22 @@ def test_a_failing_worker_is_replaced_by_the_caller(kernels, monkeypatch, how):
     assert st.chunks_worker == 0 and st.chunks_here == -(-len(kernels) // 4)
     assert ("boom" in st.failure) if how == "raises" else ("ended early" in st.failure)
     assert all(_same_graph(x, y) for x, y in zip(ref, got))
+    assert feature_worker._WORKER is None
+    feature_worker._FAILED.clear()
+
+
+def test_kernels_of_no_fusion_space_are_featurized_here(kernels):
+    """Duck-typed kernels (no fusion space to fork a worker with) are featurized in this process."""
+    _cold()
+
+    class Duck:
+        def __init__(self, k):
+            self.__dict__.update({n: getattr(k, n) for n in ("hash", "comp", "root", "members", "space", "inputs",
+                                                             "cost", "output_shape", "input_shapes",
+                                                             "fusion_kind", "is_trivial", "computation")})
+    ducks = [Duck(k) for k in kernels[:12]]
+    got = list(feature_worker.graphs_in_chunks(ducks, "tpu", 4))
+    assert [g[:2] for g in got] == [(0, 4), (4, 8), (8, 12)] and feature_worker.WorkerStats.chunks_worker == 0
 
 
 def test_predict_on_two_processes_is_the_serial_predict_bit_for_bit(kernels, monkeypatch):
@@ -109,5 +138,21 @@ def test_predict_on_two_processes_is_the_serial_predict_bit_for_bit(kernels, mon
         feature_worker.WorkerStats.chunks_worker = 0
         out[workers] = (m.predict(kernels), m.predict(kernels))
         assert (feature_worker.WorkerStats.chunks_worker > 0) == workers
+    feature_worker.close_worker()
     assert np.array_equal(out[True][0], out[False][0]) and np.array_equal(out[True][1], out[False][1])
     assert GnnCostModel.WORKER_CHUNK % 256 == 0
+
+
+@pytest.mark.parametrize("load, forks", [(0.3, True), (1.7, False)])
+def test_auto_uses_the_worker_only_when_a_core_is_free(kernels, monkeypatch, load, forks):
+    m = GnnCostModel.load(str(ROOT / "costmodels/shipped/gnn_fusion_tpu.pt"))
+    m.batch_size = 4
+    m.WORKER_CHUNK, m.WORKER_MIN_NEW, m.PIPELINE_CHUNK = 8, 16, 10 ** 6
+    assert m.featurize_workers == "auto"
+    monkeypatch.setattr(gnn_model, "_usable_cores", lambda: 2)
+    monkeypatch.setattr(gnn_model.os, "getloadavg", lambda: (load, load, load))
+    _cold(m)
+    feature_worker.WorkerStats.chunks_worker = 0
+    m.predict(kernels)
+    assert (feature_worker.WorkerStats.chunks_worker > 0) == forks
+    feature_worker.close_worker()
