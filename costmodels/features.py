@@ -909,12 +909,21 @@ class FeatureScaler:
             self.lo, self.hi = np.minimum(self.lo, lo), np.maximum(self.hi, hi)
         return self
 
-    def transform(self, a: np.ndarray) -> np.ndarray:
+    def transform(self, a: np.ndarray, mask: Optional[np.ndarray] = None) -> np.ndarray:
+        """Scaled float32 columns; `mask` (float32, per column): times the mask. A float32 input is
+        scaled in one new array (the same values as the expression below, without its temporaries)."""
         if self.lo is None:
             raise ValueError("FeatureScaler is not fitted")
         rng = self.hi - self.lo
         rng = np.where(rng > 0, rng, 1.0).astype(np.float32)
-        return ((a - self.lo) / rng).astype(np.float32)
+        if isinstance(a, np.ndarray) and a.dtype == np.float32 and self.lo.dtype == np.float32:
+            out = np.subtract(a, self.lo)
+            out /= rng
+        else:
+            out = ((a - self.lo) / rng).astype(np.float32)
+        if mask is not None:
+            out *= mask
+        return out
 
     def state_dict(self) -> dict:
         return {"lo": None if self.lo is None else self.lo.tolist(),

@@ -279,9 +279,8 @@ class GnnCostModel(CostModel):
             for s0 in range(0, len(items), self.PREPARE_CHUNK):  # chunks: the temporaries stay in cache
                 chunk = items[s0:s0 + self.PREPARE_CHUNK]
                 new = [g for _, g in chunk]
-                x = self.node_scaler.transform(np.concatenate([g.node_feat for g in new])) * self._static_mask()
-                x = x.astype(np.float32)
-                kf = self.kernel_scaler.transform(np.stack([self._kernel_row(g) for g in new]))
+                x = self.node_scaler.transform(np.concatenate([g.node_feat for g in new]), self._static_mask())
+                kf = self.kernel_scaler.transform(self._kernel_rows(new))
                 if not self.config["static_features"]:
                     kf[:, list(KERNEL_STATIC)] = 0.0
                 kf = kf.astype(np.float32)
@@ -289,6 +288,13 @@ class GnnCostModel(CostModel):
                 for i, ((k, g), xs) in enumerate(zip(chunk, np.split(x, ends[:-1]))):
                     self._prep_cache[k] = (xs, g.opcode, g.edge_index, kf[i])
         return [self.prepare_graph(g) for g in graphs]
+
+    def _kernel_rows(self, graphs: Sequence[KernelGraph]) -> np.ndarray:
+        """`_kernel_row` of many graphs, stacked."""
+        kf = np.stack([g.kernel_feat for g in graphs])
+        if self.config["geometry_features"]:
+            return np.concatenate([kf, np.stack([g.geom_feat for g in graphs])], axis=1).astype(np.float32)
+        return kf
 
     def _kernel_row(self, g: KernelGraph) -> np.ndarray:
         if self.config["geometry_features"]:

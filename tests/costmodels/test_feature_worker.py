@@ -156,3 +156,23 @@ def test_auto_uses_the_worker_only_when_a_core_is_free(kernels, monkeypatch, loa
     m.predict(kernels)
     assert (feature_worker.WorkerStats.chunks_worker > 0) == forks
     feature_worker.close_worker()
+
+
+def test_scaling_in_place_is_the_scaling_expression_bit_for_bit(kernels):
+    """FeatureScaler.transform's float32 path (one array, no temporaries) and the batched kernel rows give
+    the values of the original expressions on a real program's graphs."""
+    m = GnnCostModel.load(str(ROOT / "costmodels/shipped/gnn_fusion_tpu.pt"))
+    _cold(m)
+    gs = features.kernel_graphs(kernels, "tpu")
+    a = np.concatenate([g.node_feat for g in gs])
+    sc, mask = m.node_scaler, m._static_mask()
+    rng = np.where(sc.hi - sc.lo > 0, sc.hi - sc.lo, 1.0).astype(np.float32)
+    ref = ((a - sc.lo) / rng).astype(np.float32) * mask
+    got = sc.transform(a, mask)
+    assert got.dtype == np.float32 and np.array_equal(got, ref)
+    assert np.array_equal(sc.transform(a.astype(np.float64)), ((a.astype(np.float64) - sc.lo) / rng).astype(np.float32))
+    rows = m._kernel_rows(gs)
+    assert np.array_equal(rows, np.stack([m._kernel_row(g) for g in gs])) and rows.dtype == np.float32
+    preps = m.prepare_graphs(gs)
+    m._prep_cache.clear()
+    assert all(np.array_equal(p[0], q[0]) and np.array_equal(p[3], q[3]) for p, q in zip(preps, [m.prepare_graph(g) for g in gs]))
