@@ -9,8 +9,9 @@ fusion space's kernels come in a large batch: it inherits the program and the fu
 every batch: 160k faults for 12.9k kernels, a third more CPU). The batch's chunks are split between
 the two processes: the caller takes chunks from the front, the worker from the back (the kernels
 are sent as computation, root, members and hash; the worker rebuilds them), until they meet. The
-worker sends each chunk's graphs back as a few concatenated arrays through a pipe (a reader thread
-drains it, so the worker never waits on the caller); the caller caches them like graphs it built.
+worker writes each chunk's graphs as a few concatenated arrays to a file (/dev/shm where there is
+one) and sends its name through a pipe, so it never waits on the caller (a 4 MB chunk through a
+pipe needed the caller's GIL for every pipe-full); the caller caches them like graphs it built.
 The worker empties its caches whenever this process's are emptied (`features.clear_cache`; a
 generation number comes with each chunk), so a cold batch is cold on both sides.
 The caller consumes every chunk's graphs as they come (the GNN prices them: `GnnCostModel.predict`),
@@ -29,11 +30,12 @@ from __future__ import annotations
 import atexit
 import os
 import pickle
-import queue
+import select
+import shutil
 import signal
 import struct
 import sys
-import threading
+import tempfile
 import time
 import weakref
 from typing import Any, Iterator, Optional, Sequence
@@ -110,9 +112,10 @@ def _recv(fd: int) -> Any:
     return None if blob is None else pickle.loads(blob)
 
 
-def _worker_main(space: Any, cmd_fd: int, res_fd: int) -> None:
+def _worker_main(space: Any, cmd_fd: int, res_fd: int, spool: str) -> None:
     """The forked worker: featurizes the chunks it is sent ((index, cache generation, target, kernels as
-    (comp, root, members, hash, valid))), sends back (index, packed graphs, CPU seconds); None ends it."""
+    (comp, root, members, hash, valid))), writes each chunk's packed graphs to a file in `spool` and
+    sends back (index, file, CPU seconds); EOF ends it."""
     from autotune.compiler import tiles
     from autotune.compiler.fusion.kernels import Kernel
     code = 0
@@ -130,8 +133,10 @@ def _worker_main(space: Any, cmd_fd: int, res_fd: int) -> None:
                 tiles.clear_caches()
                 generation = gen
             kernels = [Kernel(space, *r) for r in refs]
-            packed = pack_graphs(features.kernel_graphs(kernels, target))
-            _send(res_fd, (j, packed, time.process_time() - c))
+            path = os.path.join(spool, f"chunk{j}.pkl")
+            with open(path, "wb") as f:
+                pickle.dump(pack_graphs(features.kernel_graphs(kernels, target)), f, protocol=5)
+            _send(res_fd, (j, path, time.process_time() - c))
     except BaseException as e:  # noqa: BLE001 - reported to the caller, which redoes the chunks
         code = 1
         try:
@@ -140,23 +145,6 @@ def _worker_main(space: Any, cmd_fd: int, res_fd: int) -> None:
             pass
     finally:
         os._exit(code)
-
-
-def _reader(fd: int, out: "queue.Queue") -> None:
-    """Caller side: moves the worker's messages from the pipe to a queue (None: the pipe closed)."""
-    try:
-        while True:
-            head = _read_exact(fd, _HEADER.size)
-            if head is None:
-                break
-            blob = _read_exact(fd, _HEADER.unpack(head)[0])
-            if blob is None:
-                break
-            out.put(blob)
-    except OSError:
-        pass
-    finally:
-        out.put(None)
 
 
 def _big_pipe() -> tuple:
@@ -177,20 +165,37 @@ class _Worker:
 
     def __init__(self, space: Any):
         self.space_ref = weakref.ref(space)
+        shm = "/dev/shm"
+        self.spool = tempfile.mkdtemp(prefix="autotune-features-",
+                                      dir=shm if os.path.isdir(shm) and os.access(shm, os.W_OK) else None)
         cmd_r, cmd_w = _big_pipe()
-        res_r, res_w = _big_pipe()
+        res_r, res_w = os.pipe()
         pid = os.fork()
         if pid == 0:  # the worker
             os.close(cmd_w)
             os.close(res_r)
-            _worker_main(space, cmd_r, res_w)
+            _worker_main(space, cmd_r, res_w, self.spool)
         os.close(cmd_r)
         os.close(res_w)
         self.pid, self.cmd_w, self.res_r = pid, cmd_w, res_r
-        self.inbox: queue.Queue = queue.Queue()
-        self.reader = threading.Thread(target=_reader, args=(res_r, self.inbox), name="feature-worker-reader",
-                                       daemon=True)
-        self.reader.start()
+
+    def poll(self, timeout: Optional[float]) -> Any:
+        """The worker's next notice, waiting up to `timeout` seconds (0: not at all): its message,
+        False when none came in time, None when the worker is gone."""
+        ready, _, _ = select.select([self.res_r], [], [], timeout)
+        if not ready:
+            return False
+        try:
+            return _recv(self.res_r)
+        except (OSError, pickle.UnpicklingError, EOFError):
+            return None
+
+    def result(self, path: str) -> tuple:
+        """The packed graphs of a chunk's file (removed)."""
+        with open(path, "rb") as f:
+            data = f.read()
+        os.unlink(path)
+        return pickle.loads(data)
 
     def request(self, j: int, target: Any, kernels: Sequence[Any]) -> bool:
         try:
@@ -198,7 +203,7 @@ class _Worker:
                                [(k.comp, k.root, k.members, k.hash, k.valid) for k in kernels]))
             return True
         except OSError:
-            return False  # the worker is gone: its EOF reaches the reader
+            return False  # the worker is gone: poll sees its EOF
 
     def close(self, kill: bool = False) -> None:
         if self.pid is None:
@@ -216,11 +221,11 @@ class _Worker:
             os.waitpid(self.pid, 0)
         except OSError:
             pass
-        self.reader.join(timeout=5.0)
         try:
             os.close(self.res_r)
         except OSError:
             pass
+        shutil.rmtree(self.spool, ignore_errors=True)
         self.pid = None
 
 
@@ -313,27 +318,22 @@ def graphs_in_chunks(kernels: Sequence[Any], target: Any, chunk: int, workers: b
         assign()
         assign()  # two in flight: the worker never waits for its next chunk
         while front < back or outstanding:
-            blob = False  # nothing from the worker (yet)
+            msg = False  # nothing from the worker (yet)
             if outstanding:
-                try:
-                    blob = worker.inbox.get_nowait() if front < back else worker.inbox.get(timeout=STALL_SECONDS)
-                except queue.Empty:
-                    if front >= back:  # nothing else to do and nothing came: a stalled worker
-                        blob = None
-                        why = f"no result in {STALL_SECONDS:.0f} s"
-                else:
-                    why = "the worker process ended early"
-            msg = pickle.loads(blob) if blob else None
-            if blob is None or (msg is not None and msg[0] < 0):
+                msg = worker.poll(0.0 if front < back else STALL_SECONDS)
+                why = "the worker process ended early"
+                if msg is False and front >= back:  # nothing else to do and nothing came: a stalled worker
+                    msg, why = None, f"no result in {STALL_SECONDS:.0f} s"
+            if msg is None or (msg and msg[0] < 0):
                 redo = fail(why if msg is None else f"the worker failed: {msg[1]}")
                 for j in redo:
                     a, b = bounds[j]
                     WorkerStats.chunks_here += 1
                     yield a, b, features.kernel_graphs(kernels[a:b], target)
                 continue
-            if msg is not None:
-                j, payload, cpu = msg
-                graphs = unpack_graphs(payload)
+            if msg:
+                j, path, cpu = msg
+                graphs = unpack_graphs(worker.result(path))
                 features.cache_graphs(graphs, name)
                 outstanding.discard(j)
                 WorkerStats.chunks_worker += 1
