@@ -136,6 +136,7 @@ def _worker_main(space: Any, cmd_fd: int, res_fd: int, spool: str) -> None:
             path = os.path.join(spool, f"chunk{j}.pkl")
             with open(path, "wb") as f:
                 pickle.dump(pack_graphs(features.kernel_graphs(kernels, target)), f, protocol=5)
+            features.drop_graphs(kernels, target)  # the caller keeps them; the tiling caches stay here
             _send(res_fd, (j, path, time.process_time() - c))
     except BaseException as e:  # noqa: BLE001 - reported to the caller, which redoes the chunks
         code = 1
@@ -144,6 +145,7 @@ def _worker_main(space: Any, cmd_fd: int, res_fd: int, spool: str) -> None:
         except BaseException:  # noqa: BLE001
             pass
     finally:
+        shutil.rmtree(spool, ignore_errors=True)  # (the caller may have ended without removing it)
         os._exit(code)
 
 

@@ -844,6 +844,13 @@ def cache_graphs(graphs: Sequence[KernelGraph], target: Any = "tpu") -> None:
         _GRAPH_CACHE.setdefault((g.hash, name), g)
 
 
+def drop_graphs(kernels: Sequence[Any], target: Any = "tpu") -> None:
+    """Forget the cached graphs of these kernels (a featurization worker, once it sent them)."""
+    name = canonical_target_name(target)
+    for k in kernels:
+        _GRAPH_CACHE.pop((k.hash, name), None)
+
+
 def uncached_count(kernels: Sequence[Any], target: Any = "tpu") -> int:
     """How many distinct kernels have no cached graph yet (the work of a `kernel_graphs` call)."""
     name = canonical_target_name(target)
