@@ -37,6 +37,7 @@ import struct
 import sys
 import tempfile
 import time
+import warnings
 import weakref
 from typing import Any, Iterator, Optional, Sequence
 
@@ -172,7 +173,9 @@ class _Worker:
                                       dir=shm if os.path.isdir(shm) and os.access(shm, os.W_OK) else None)
         cmd_r, cmd_w = _big_pipe()
         res_r, res_w = os.pipe()
-        pid = os.fork()
+        with warnings.catch_warnings():  # (3.12+ warns about forking a process with threads: the worker
+            warnings.simplefilter("ignore", DeprecationWarning)  # runs featurization only, which takes no locks)
+            pid = os.fork()
         if pid == 0:  # the worker
             os.close(cmd_w)
             os.close(res_r)
@@ -232,7 +235,7 @@ class _Worker:
 
 
 _WORKER: Optional[_Worker] = None
-_FAILED: set = set()  # ids of the fusion spaces whose worker failed: no other worker for them
+_FAILED: "weakref.WeakSet" = weakref.WeakSet()  # fusion spaces whose worker failed: no other worker for them
 
 
 def close_worker() -> None:
@@ -251,7 +254,7 @@ def _worker_for(kernels: Sequence[Any]) -> Optional[_Worker]:
     global _WORKER
     from autotune.compiler.fusion.kernels import Kernel
     space = getattr(kernels[0], "space", None)
-    if space is None or id(space) in _FAILED or any(type(k) is not Kernel or k.space is not space for k in kernels):
+    if space is None or space in _FAILED or any(type(k) is not Kernel or k.space is not space for k in kernels):
         return None
     if _WORKER is not None and _WORKER.space_ref() is space:
         return _WORKER
@@ -260,7 +263,7 @@ def _worker_for(kernels: Sequence[Any]) -> Optional[_Worker]:
         _WORKER = _Worker(space)
     except OSError as e:  # no process to spare
         WorkerStats.failure = f"fork: {e}"
-        _FAILED.add(id(space))
+        _FAILED.add(space)
         return None
     return _WORKER
 
@@ -306,7 +309,8 @@ def graphs_in_chunks(kernels: Sequence[Any], target: Any, chunk: int, workers: b
         global _WORKER
         nonlocal worker
         WorkerStats.failure = why
-        _FAILED.add(id(worker.space_ref()))
+        if worker.space_ref() is not None:
+            _FAILED.add(worker.space_ref())
         worker.close(kill=True)
         if _WORKER is worker:
             _WORKER = None

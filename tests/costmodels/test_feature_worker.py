@@ -107,6 +107,9 @@ def test_a_failing_worker_is_replaced_by_the_caller(kernels, monkeypatch, how):
     assert ("boom" in st.failure) if how == "raises" else ("ended early" in st.failure)
     assert all(_same_graph(x, y) for x, y in zip(ref, got))
     assert feature_worker._WORKER is None
+    assert kernels[0].space in feature_worker._FAILED  # no other worker for this space
+    again = list(feature_worker.graphs_in_chunks(kernels, "tpu", 4))
+    assert len(again) == -(-len(kernels) // 4) and feature_worker.WorkerStats.chunks_worker == 0
     feature_worker._FAILED.clear()
 
 
