@@ -183,12 +183,15 @@ class _Worker:
         os.close(cmd_r)
         os.close(res_w)
         self.pid, self.cmd_w, self.res_r = pid, cmd_w, res_r
+        self._poller: Any = None
 
     def poll(self, timeout: Optional[float]) -> Any:
         """The worker's next notice, waiting up to `timeout` seconds (0: not at all): its message,
         False when none came in time, None when the worker is gone."""
-        ready, _, _ = select.select([self.res_r], [], [], timeout)
-        if not ready:
+        if self._poller is None:  # (poll, not select: no limit on the descriptor's number)
+            self._poller = select.poll()
+            self._poller.register(self.res_r, select.POLLIN | select.POLLHUP | select.POLLERR)
+        if not self._poller.poll(None if timeout is None else int(timeout * 1000)):
             return False
         try:
             return _recv(self.res_r)

@@ -1,6 +1,7 @@
 """Featurization on a forked worker process (costmodels/feature_worker.py): the same graphs and the same
 predictions, bit for bit, as one process; a failing worker's chunks are redone by the caller."""
 import os
+import time
 from pathlib import Path
 
 import numpy as np
@@ -19,11 +20,11 @@ pytestmark = pytest.mark.skipif(not feature_worker.fork_available(), reason="nee
 
 @pytest.fixture(scope="module")
 def kernels():
-    """The unique non-trivial kernels of the default and four random configurations of a real program."""
+    """The unique non-trivial kernels of the default and a random configuration of a real program."""
     space = FusionSpace(Program.from_file(str(ROOT / "examples/hlo/bert_small_infer.hlo")), "tpu")
     rng = np.random.default_rng(0)
     out: dict = {}
-    for c in [space.default()] + [space.random(rng) for _ in range(4)]:
+    for c in [space.default(), space.random(rng)]:
         for k in space.kernels(c):
             if not k.is_trivial:
                 out.setdefault(k.hash, k)
@@ -84,15 +85,18 @@ def test_chunks_from_two_processes_are_the_graphs_of_one(kernels):
     assert feature_worker._WORKER is None
 
 
-@pytest.mark.parametrize("how", ["raises", "exits"])
+@pytest.mark.parametrize("how", ["raises", "exits", "hangs"])
 def test_a_failing_worker_is_replaced_by_the_caller(kernels, monkeypatch, how):
     parent = os.getpid()
     real = features.kernel_graphs
+    monkeypatch.setattr(feature_worker, "STALL_SECONDS", 1.0)
 
     def flaky(ks, target="tpu"):
         if os.getpid() != parent:
             if how == "raises":
                 raise RuntimeError("boom")
+            if how == "hangs":
+                time.sleep(60)
             os._exit(3)
         return real(ks, target)
     _cold()
@@ -104,7 +108,7 @@ def test_a_failing_worker_is_replaced_by_the_caller(kernels, monkeypatch, how):
         got[a:b] = gs
     st = feature_worker.WorkerStats
     assert st.chunks_worker == 0 and st.chunks_here == -(-len(kernels) // 4)
-    assert ("boom" in st.failure) if how == "raises" else ("ended early" in st.failure)
+    assert {"raises": "boom", "exits": "ended early", "hangs": "no result in 1 s"}[how] in st.failure
     assert all(_same_graph(x, y) for x, y in zip(ref, got))
     assert feature_worker._WORKER is None
     assert kernels[0].space in feature_worker._FAILED  # no other worker for this space
