@@ -342,7 +342,14 @@ def graphs_in_chunks(kernels: Sequence[Any], target: Any, chunk: int, workers: b
                 continue
             if msg:
                 j, path, cpu = msg
-                graphs = unpack_graphs(worker.result(path))
+                try:
+                    graphs = unpack_graphs(worker.result(path))
+                except Exception as e:  # noqa: BLE001 - a chunk file gone or torn: the worker's chunks are redone here
+                    for jj in fail(f"the worker's chunk {j} could not be read ({type(e).__name__}: {e})"):
+                        a, b = bounds[jj]
+                        WorkerStats.chunks_here += 1
+                        yield a, b, features.kernel_graphs(kernels[a:b], target)
+                    continue
                 features.cache_graphs(graphs, name)
                 outstanding.discard(j)
                 WorkerStats.chunks_worker += 1

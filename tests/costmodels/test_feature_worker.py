@@ -85,7 +85,7 @@ def test_chunks_from_two_processes_are_the_graphs_of_one(kernels):
     assert feature_worker._WORKER is None
 
 
-@pytest.mark.parametrize("how", ["raises", "exits", "hangs"])
+@pytest.mark.parametrize("how", ["raises", "exits", "hangs", "file lost"])
 def test_a_failing_worker_is_replaced_by_the_caller(kernels, monkeypatch, how):
     parent = os.getpid()
     real = features.kernel_graphs
@@ -97,18 +97,28 @@ def test_a_failing_worker_is_replaced_by_the_caller(kernels, monkeypatch, how):
                 raise RuntimeError("boom")
             if how == "hangs":
                 time.sleep(60)
+            if how == "file lost":
+                return []  # packs to an empty chunk; the file is removed before it is read
             os._exit(3)
         return real(ks, target)
     _cold()
     ref = real(kernels, "tpu")
     _cold()
     monkeypatch.setattr(features, "kernel_graphs", flaky)
+    if how == "file lost":
+        real_result = feature_worker._Worker.result
+
+        def lost(self, path):
+            os.unlink(path)
+            return real_result(self, path)
+        monkeypatch.setattr(feature_worker._Worker, "result", lost)
     got = [None] * len(kernels)
     for a, b, gs in feature_worker.graphs_in_chunks(kernels, "tpu", 4):
         got[a:b] = gs
     st = feature_worker.WorkerStats
     assert st.chunks_worker == 0 and st.chunks_here == -(-len(kernels) // 4)
-    assert {"raises": "boom", "exits": "ended early", "hangs": "no result in 1 s"}[how] in st.failure
+    assert {"raises": "boom", "exits": "ended early", "hangs": "no result in 1 s",
+            "file lost": "could not be read"}[how] in st.failure
     assert all(_same_graph(x, y) for x, y in zip(ref, got))
     assert feature_worker._WORKER is None
     assert kernels[0].space in feature_worker._FAILED  # no other worker for this space
