@@ -377,8 +377,9 @@ class GnnCostModel(CostModel):
 
     def predict(self, kernels: Sequence[Any], tiles: Optional[Sequence[Any]] = None) -> np.ndarray:
         """Seconds (or scores) of kernels at tiles (None: each kernel's default tile). Given two usable
-        cores (one of them idle: `featurize_workers`), a fusion predict of at least `WORKER_MIN_NEW` uncached kernels is featurized on two
-        processes (`costmodels.feature_worker`: a forked worker takes chunks of `WORKER_CHUNK` kernels
+        cores (one of them idle: `featurize_workers`), a fusion predict of at least `WORKER_MIN_NEW`
+        uncached kernels is featurized on two processes (`costmodels.feature_worker`: a forked worker
+        takes chunks of `WORKER_CHUNK` kernels
         from the back while this process featurizes chunks from the front and runs the network on
         every chunk); otherwise more than `PIPELINE_CHUNK` kernels are priced as a pipeline on two
         threads: while one thread works out the next chunk's tiling and geometry

@@ -192,4 +192,5 @@ def test_scaling_in_place_is_the_scaling_expression_bit_for_bit(kernels):
     assert np.array_equal(rows, np.stack([m._kernel_row(g) for g in gs])) and rows.dtype == np.float32
     preps = m.prepare_graphs(gs)
     m._prep_cache.clear()
-    assert all(np.array_equal(p[0], q[0]) and np.array_equal(p[3], q[3]) for p, q in zip(preps, [m.prepare_graph(g) for g in gs]))
+    one = [m.prepare_graph(g) for g in gs]
+    assert all(np.array_equal(p[0], q[0]) and np.array_equal(p[3], q[3]) for p, q in zip(preps, one))
