@@ -23,8 +23,8 @@ pipelined predict already did).
 A worker that fails (an exception, killed, silent for `STALL_SECONDS`) is ended and its chunks are
 featurized by the caller (and that space gets no other worker): the result never depends on the
 worker. `close_worker` ends the worker (also at exit; a worker whose caller dies reads EOF and ends).
-Linux only (fork); elsewhere, or
-with fewer than two usable cores, the chunks are featurized in order by the caller.
+Linux only (fork); elsewhere, or with fewer than two usable cores, the chunks are featurized in order
+by the caller.
 """
 from __future__ import annotations
 
