@@ -23,8 +23,8 @@ pipelined predict already did).
 A worker that fails (an exception, killed, silent for `STALL_SECONDS`) is ended and its chunks are
 featurized by the caller (and that space gets no other worker): the result never depends on the
 worker. `close_worker` ends the worker (also at exit; a worker whose caller dies reads EOF and ends).
-Linux only (fork); elsewhere, or with fewer than two usable cores, the chunks are featurized in order
-by the caller.
+Linux only (fork), and not in a process that loaded JAX; elsewhere, or with fewer than two usable cores,
+the chunks are featurized in order by the caller.
 """
 from __future__ import annotations
 
@@ -51,8 +51,14 @@ _HEADER = struct.Struct("<q")
 
 
 def fork_available() -> bool:
-    """Whether `graphs_in_chunks` can use a worker process here (Linux, with os.fork)."""
-    return sys.platform.startswith("linux") and hasattr(os, "fork")
+    """Whether `graphs_in_chunks` can use a worker process here (Linux, with os.fork, and no JAX loaded)."""
+    return sys.platform.startswith("linux") and hasattr(os, "fork") and not _threaded_runtime_loaded()
+
+
+def _threaded_runtime_loaded() -> bool:
+    """JAX loaded in this process (an in-process XLA evaluator): its thread pools may hold locks that a
+    forked child would wait on forever (JAX warns on every fork), so no worker is forked."""
+    return "jax" in sys.modules
 
 
 # ---- graphs <-> a few arrays (pickled per graph they cost ~28 us a graph; packed ~3 us)

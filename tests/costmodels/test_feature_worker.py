@@ -15,7 +15,21 @@ from costmodels.gnn import GnnCostModel
 from costmodels.gnn import model as gnn_model
 
 ROOT = Path(__file__).resolve().parents[2]
-pytestmark = pytest.mark.skipif(not feature_worker.fork_available(), reason="needs os.fork (Linux)")
+pytestmark = [pytest.mark.skipif(not hasattr(os, "fork") or not os.sys.platform.startswith("linux"),
+                                 reason="needs os.fork (Linux)"),
+              pytest.mark.filterwarnings("ignore:os.fork:RuntimeWarning")]
+
+
+@pytest.fixture(autouse=True)
+def _no_jax_check(monkeypatch):
+    """These tests fork their workers even where earlier tests loaded JAX (its threads are idle here)."""
+    monkeypatch.setattr(feature_worker, "_threaded_runtime_loaded", lambda: False)
+
+
+def test_no_worker_where_jax_is_loaded(monkeypatch):
+    monkeypatch.undo()  # the real check
+    monkeypatch.setitem(os.sys.modules, "jax", os)
+    assert feature_worker._threaded_runtime_loaded() and not feature_worker.fork_available()
 
 
 @pytest.fixture(scope="module")
