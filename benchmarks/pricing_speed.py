@@ -11,11 +11,13 @@ and a `--walk`-step neighbor walk from the default (the configurations a search 
   infos, default tiles, the model's scaled-feature cache) and fresh Kernel objects: the first time
   a program's kernels are seen; kernels/s of `model.predict(kernels)`.
 * warm: the same kernels again (graphs cached by canonical hash): the network's speed.
-Cold rates are given per second of wall clock, per second of the process's CPU time (less
-affected by other jobs on a shared machine) and per second of CPU time of the busier of the two
-threads (the featurizing main thread, the network's thread of a pipelined predict): what two
-unshared cores deliver. Paths: "new" is `model.predict` as shipped (more than PIPELINE_CHUNK kernels:
-the network on a second thread while the next chunk is featurized), "serial" the same on one thread.
+Cold rates are given per second of wall clock, per second of CPU time (this process's and its
+featurization worker's: less affected by other jobs on a shared machine) and per CPU second of
+the busiest thread or process (the calling thread, any other thread of this process, the
+featurization worker): what unshared cores deliver at best. Paths: "new" is `model.predict` with
+`featurize_workers = True` (at least WORKER_MIN_NEW uncached kernels: featurized on a forked worker
+process as well, costmodels/feature_worker.py; as shipped, "auto", only when the load average leaves
+a core free), "serial" the same on one thread of one process.
 The baseline is costmodels/features.py and autotune/compiler/tiles.py of `--baseline` (a git
 revision), loaded as private modules; the same model prices its graphs. Rounds alternate which path
 goes first; the table reports medians and the new/old ratio of each round's rates, and checks that
@@ -52,7 +54,11 @@ def load_baseline(rev: str) -> tuple:
     """(features, tiles) modules of a git revision, the features module bound to that tiles module."""
     mods = []
     for path, name in (("autotune/compiler/tiles.py", "_baseline_tiles"), ("costmodels/features.py", "_baseline_features")):
-        src = subprocess.run(["git", "show", f"{rev}:{path}"], cwd=ROOT, check=True, capture_output=True, text=True).stdout
+        if Path(rev).is_dir():  # the two files exported from a revision (a machine without the git history)
+            src = (Path(rev) / path).read_text()
+        else:
+            src = subprocess.run(["git", "show", f"{rev}:{path}"], cwd=ROOT, check=True, capture_output=True,
+                                 text=True).stdout
         src = src.replace("autotune.compiler.tiles", "_baseline_tiles")
         mod = ModuleType(name)
         mod.__file__ = f"{rev}:{path}"
@@ -156,7 +162,8 @@ def main(argv: Optional[list] = None) -> dict:
     ap.add_argument("--walk", type=int, default=200, help="neighbor-walk steps from the default configuration")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--baseline", default="ce12e2a", help="git revision of the old featurizer (none: skip)")
+    ap.add_argument("--baseline", default="ce12e2a", help="git revision of the old featurizer, or a directory with its "
+                    "autotune/compiler/tiles.py and costmodels/features.py (none: skip)")
     ap.add_argument("--model", default=str(ROOT / "costmodels/shipped/gnn_fusion_tpu.pt"))
     ap.add_argument("--search", type=int, default=0, help="also time `autotune fusion --budget S` (seconds)")
     ap.add_argument("--phases", action="store_true", help="also time each phase of cold pricing (CPU time)")
@@ -167,6 +174,7 @@ def main(argv: Optional[list] = None) -> dict:
     import torch
     torch.set_num_threads(1)
     from autotune.compiler import tiles as new_tiles
+    from costmodels import feature_worker
     from costmodels import features as new_features
     from costmodels.gnn import GnnCostModel
 
@@ -183,14 +191,18 @@ def main(argv: Optional[list] = None) -> dict:
 
     def price(name: str, ks: list) -> np.ndarray:
         feats = paths[name][0]
-        if name == "new":
-            return model.predict(ks)
-        if name == "serial":  # this tree on one thread: the network after the featurization
-            chunk, model.PIPELINE_CHUNK = model.PIPELINE_CHUNK, 10 ** 9
+        if name == "new":  # the featurization worker process whatever the load (the shipped "auto" needs a free core)
+            model.featurize_workers = True
             try:
                 return model.predict(ks)
             finally:
-                model.PIPELINE_CHUNK = chunk
+                model.featurize_workers = "auto"
+        if name == "serial":  # this tree on one thread of one process: the network after the featurization
+            chunk, model.PIPELINE_CHUNK, model.featurize_workers = model.PIPELINE_CHUNK, 10 ** 9, False
+            try:
+                return model.predict(ks)
+            finally:
+                model.PIPELINE_CHUNK, model.featurize_workers = chunk, "auto"
         return model.predict_graphs(feats.kernel_graphs(ks, model.target))  # what predict did at the baseline
 
     space.node_costs  # per-program static costs: part of the fusion space, not of featurization
@@ -213,20 +225,22 @@ def main(argv: Optional[list] = None) -> dict:
             for feats, tl in paths.values():  # the baseline's analytical model fills this tree's caches too
                 clear_caches(feats, tl, model)
             ks = fresh(kernels)
+            feature_worker.WorkerStats.worker_cpu_s = 0.0
             t, c, tc = time.perf_counter(), time.process_time(), time.thread_time()
             y = price(name, ks)
             wall, cpu, main_cpu = time.perf_counter() - t, time.process_time() - c, time.thread_time() - tc
+            worker_cpu = feature_worker.WorkerStats.worker_cpu_s  # the featurization worker process's chunks
             rates[name]["cold"].append(len(ks) / wall)
-            rates[name]["cold_cpu"].append(len(ks) / cpu)
-            # two unshared cores run the two threads side by side: the busier one bounds the rate
-            rates[name]["cold_busiest_thread"].append(len(ks) / max(main_cpu, cpu - main_cpu))
+            rates[name]["cold_cpu"].append(len(ks) / (cpu + worker_cpu))
+            # two unshared cores run the threads / processes side by side: the busiest one bounds the rate
+            rates[name]["cold_busiest_thread"].append(len(ks) / max(main_cpu, cpu - main_cpu, worker_cpu))
             t = time.perf_counter()
             price(name, ks)
             rates[name]["warm"].append(len(ks) / (time.perf_counter() - t))
             preds[name] = y
             print(f"round {r + 1} {name}: cold {rates[name]['cold'][-1]:8,.0f} kernels/s "
                   f"({rates[name]['cold_cpu'][-1]:,.0f}/s of CPU time, "
-                  f"{rates[name]['cold_busiest_thread'][-1]:,.0f}/s of the busier thread's), "
+                  f"{rates[name]['cold_busiest_thread'][-1]:,.0f}/s of the busiest thread's or process's), "
                   f"warm {rates[name]['warm'][-1]:8,.0f} kernels/s", flush=True)
     res: dict = {"program": Path(a.program).name, "kernels": len(kernels), "rounds": a.rounds,
                  "baseline": a.baseline, "python": platform.python_version(), "torch": torch.__version__,
@@ -260,10 +274,10 @@ def render_md(res: dict) -> str:
     lines = [f"{res['kernels']:,} unique kernels of {res['program']}, shipped fusion GNN, 1 torch thread, "
              f"median of {res['rounds']} interleaved rounds; load average (1 min) {res['load_average_1min'][0]} at the "
              f"start, {res['load_average_1min'][1]} at the end",
-             "", "| path | cold kernels/s | cold kernels per CPU second | cold kernels per second of the busier thread "
+             "", "| path | cold kernels/s | cold kernels per CPU second | cold kernels per CPU second of the busiest thread or process "
                  "| warm kernels/s |", "|---|---:|---:|---:|---:|"]
-    labels = {"old": f"baseline {res['baseline']}", "new": "this tree (network pipelined on a 2nd thread)",
-              "serial": "this tree, one thread"}
+    labels = {"old": f"baseline {res['baseline']}", "new": "this tree, featurization worker process",
+              "serial": "this tree, one process, one thread"}
     for name, r in res["rates"].items():
         lines.append(f"| {labels[name]} | {r['cold']:,.0f} | {r['cold_cpu']:,.0f} | {r['cold_busiest_thread']:,.0f} "
                      f"| {r['warm']:,.0f} |")
@@ -275,7 +289,7 @@ def render_md(res: dict) -> str:
                      f"x{res['ratio']['warm']:.2f} |")
         lines += ["", f"feature arrays identical: {res['features_identical']}; predictions identical: "
                       f"{res['predictions_identical']} (max relative difference {res['predictions_max_rel_diff']:.2e})"]
-    lines += ["", f"pipelined predictions bit-identical to one thread's: {res['pipelined_identical_to_serial']}"]
+    lines += ["", f"two-process predictions bit-identical to one process's: {res['pipelined_identical_to_serial']}"]
     if "phases_us_per_kernel" in res:
         ph = res["phases_us_per_kernel"]
         lines += ["", "Cold pricing by phase (this tree, CPU microseconds per kernel, each phase timed alone):", "",

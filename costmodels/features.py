@@ -533,10 +533,19 @@ _GRAPH_CACHE: dict = {}
 _GRAPH_CACHE_MAX = 200_000
 
 
+_GENERATION = [0]  # bumped by clear_cache (a featurization worker process empties its caches too)
+
+
+def cache_generation() -> int:
+    """How many times `clear_cache` ran (costmodels/feature_worker.py)."""
+    return _GENERATION[0]
+
+
 def clear_cache() -> None:
     """Forget every cached kernel graph and per-program instruction feature table."""
     _GRAPH_CACHE.clear()
     _PROGRAM_TABLES.clear()
+    _GENERATION[0] += 1
 
 
 class _ComputationTable:
@@ -825,6 +834,29 @@ def finish_kernel_graphs(started: tuple) -> list:
     return [_GRAPH_CACHE.get((k.hash, name)) or kernel_graph(k, target) for k in kernels]
 
 
+def cache_graphs(graphs: Sequence[KernelGraph], target: Any = "tpu") -> None:
+    """Put graphs built elsewhere (a featurization worker process) in the graph cache, as
+    `kernel_graph` would have."""
+    name = canonical_target_name(target)
+    for g in graphs:
+        if len(_GRAPH_CACHE) >= _GRAPH_CACHE_MAX:
+            _GRAPH_CACHE.clear()
+        _GRAPH_CACHE.setdefault((g.hash, name), g)
+
+
+def drop_graphs(kernels: Sequence[Any], target: Any = "tpu") -> None:
+    """Forget the cached graphs of these kernels (a featurization worker, once it sent them)."""
+    name = canonical_target_name(target)
+    for k in kernels:
+        _GRAPH_CACHE.pop((k.hash, name), None)
+
+
+def uncached_count(kernels: Sequence[Any], target: Any = "tpu") -> int:
+    """How many distinct kernels have no cached graph yet (the work of a `kernel_graphs` call)."""
+    name = canonical_target_name(target)
+    return len({k.hash for k in kernels if (k.hash, name) not in _GRAPH_CACHE})
+
+
 def kernel_graph(kernel: Any, target: str = "tpu", geom: Optional[np.ndarray] = None,
                  arrays: Optional[tuple] = None) -> KernelGraph:
     """The `KernelGraph` of a Kernel (cached by kernel hash and target); `geom`, `arrays`: its geometry
@@ -884,12 +916,21 @@ class FeatureScaler:
             self.lo, self.hi = np.minimum(self.lo, lo), np.maximum(self.hi, hi)
         return self
 
-    def transform(self, a: np.ndarray) -> np.ndarray:
+    def transform(self, a: np.ndarray, mask: Optional[np.ndarray] = None) -> np.ndarray:
+        """Scaled float32 columns; `mask` (float32, per column): times the mask. A float32 input is
+        scaled in one new array (the same values as the expression below, without its temporaries)."""
         if self.lo is None:
             raise ValueError("FeatureScaler is not fitted")
         rng = self.hi - self.lo
         rng = np.where(rng > 0, rng, 1.0).astype(np.float32)
-        return ((a - self.lo) / rng).astype(np.float32)
+        if isinstance(a, np.ndarray) and a.dtype == np.float32 and self.lo.dtype == np.float32:
+            out = np.subtract(a, self.lo)
+            out /= rng
+        else:
+            out = ((a - self.lo) / rng).astype(np.float32)
+        if mask is not None:
+            out *= mask
+        return out
 
     def state_dict(self) -> dict:
         return {"lo": None if self.lo is None else self.lo.tolist(),

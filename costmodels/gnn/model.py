@@ -34,7 +34,9 @@ import torch.nn.functional as F
 from costmodels.features import (FEATURE_VERSION, GEOMETRY_DIM, KERNEL_FEATURE_NAMES, NODE_DIM, NUM_OPCODES,
                                STATIC_COLUMNS, TILE_DIM, FeatureScaler, KernelGraph, finish_kernel_graphs,
                                geometry_analytical_seconds, kernel_graph, kernel_graphs, start_kernel_graphs,
-                               tile_features)
+                               tile_features, uncached_count)
+from costmodels.feature_worker import fork_available, graphs_in_chunks
+from autotune.compiler.gc_pause import gc_paused
 from autotune.compiler.tiles import default_tile
 
 KDIM = len(KERNEL_FEATURE_NAMES)
@@ -277,9 +279,8 @@ class GnnCostModel(CostModel):
             for s0 in range(0, len(items), self.PREPARE_CHUNK):  # chunks: the temporaries stay in cache
                 chunk = items[s0:s0 + self.PREPARE_CHUNK]
                 new = [g for _, g in chunk]
-                x = self.node_scaler.transform(np.concatenate([g.node_feat for g in new])) * self._static_mask()
-                x = x.astype(np.float32)
-                kf = self.kernel_scaler.transform(np.stack([self._kernel_row(g) for g in new]))
+                x = self.node_scaler.transform(np.concatenate([g.node_feat for g in new]), self._static_mask())
+                kf = self.kernel_scaler.transform(self._kernel_rows(new))
                 if not self.config["static_features"]:
                     kf[:, list(KERNEL_STATIC)] = 0.0
                 kf = kf.astype(np.float32)
@@ -287,6 +288,13 @@ class GnnCostModel(CostModel):
                 for i, ((k, g), xs) in enumerate(zip(chunk, np.split(x, ends[:-1]))):
                     self._prep_cache[k] = (xs, g.opcode, g.edge_index, kf[i])
         return [self.prepare_graph(g) for g in graphs]
+
+    def _kernel_rows(self, graphs: Sequence[KernelGraph]) -> np.ndarray:
+        """`_kernel_row` of many graphs, stacked."""
+        kf = np.stack([g.kernel_feat for g in graphs])
+        if self.config["geometry_features"]:
+            return np.concatenate([kf, np.stack([g.geom_feat for g in graphs])], axis=1).astype(np.float32)
+        return kf
 
     def _kernel_row(self, g: KernelGraph) -> np.ndarray:
         if self.config["geometry_features"]:
@@ -360,18 +368,45 @@ class GnnCostModel(CostModel):
         return np.exp(np.clip(self.y_mu + self.y_sigma * np.asarray(raw, np.float64) + log_base, -80, 20))
 
     PIPELINE_CHUNK = 1024  # kernels featurized per step of a pipelined predict (a multiple of batch_size)
+    WORKER_CHUNK = 512  # kernels per chunk of a predict featurized on two processes (a multiple of batch_size)
+    WORKER_MIN_NEW = 1024  # uncached kernels from which a fusion predict featurizes on two processes
+    # featurization worker process (feature_worker.graphs_in_chunks): "auto" when a core is free (1-minute load
+    # average below the usable cores - 0.5: on a 2-core machine at load 8 the two processes ran 16% slower than one,
+    # the worker's share of the CPU coming out of this process's), True always (given two usable cores), False never
+    featurize_workers: "bool | str" = "auto"
 
     def predict(self, kernels: Sequence[Any], tiles: Optional[Sequence[Any]] = None) -> np.ndarray:
-        """Seconds (or scores) of kernels at tiles (None: each kernel's default tile). More than
-        `PIPELINE_CHUNK` kernels are priced, given two usable cores, as a pipeline on two threads: while one thread works out
-        the next chunk's tiling and geometry (`start_kernel_graphs`, mostly Python), the other gathers
-        the graphs of the chunk before, scales them and runs the network (mostly numpy and torch,
-        which release the GIL); the network's batches are
-        the same as unpipelined, so are the predictions, bit for bit."""
+        """Seconds (or scores) of kernels at tiles (None: each kernel's default tile). Given two usable
+        cores (one of them idle: `featurize_workers`), a fusion predict of at least `WORKER_MIN_NEW`
+        uncached kernels is featurized on two processes (`costmodels.feature_worker`: a forked worker
+        takes chunks of `WORKER_CHUNK` kernels
+        from the back while this process featurizes chunks from the front and runs the network on
+        every chunk); otherwise more than `PIPELINE_CHUNK` kernels are priced as a pipeline on two
+        threads: while one thread works out the next chunk's tiling and geometry
+        (`start_kernel_graphs`, mostly Python), the other gathers the graphs of the chunk before,
+        scales them and runs the network. In both the network's batches are the same as in one
+        thread's predict (chunks are whole batches), so are the predictions, bit for bit. The cyclic
+        garbage collector is paused meanwhile (featurization allocates many small acyclic objects)."""
+        with gc_paused():
+            return self._predict(kernels, tiles)
+
+    def _predict(self, kernels: Sequence[Any], tiles: Optional[Sequence[Any]] = None) -> np.ndarray:
         kernels = list(kernels)
         n = len(kernels)
         if not n:
             return np.zeros(0)
+        if (self.task == "fusion" and self.featurize_workers and n >= self.WORKER_MIN_NEW
+                and self.config["reduction"] not in ("lstm", "transformer") and _usable_cores() >= 2
+                and fork_available() and uncached_count(kernels, self.target) >= self.WORKER_MIN_NEW
+                and (self.featurize_workers != "auto" or _a_core_is_free())):
+            if not self.node_scaler.fitted:
+                raise ValueError("the GNN cost model is not trained (fit or load it first)")
+            raw = np.empty(n)
+            log_base = np.empty(n)
+            chunk = max(self.WORKER_CHUNK // self.batch_size, 1) * self.batch_size
+            for a, b, graphs in graphs_in_chunks(kernels, self.target, chunk):
+                raw[a:b], log_base[a:b] = self._network_stage(graphs, None)
+            return self.seconds(raw, log_base) if self.predicts_absolute else raw
         tl = list(tiles) if tiles is not None else [None] * n
         chunk = max(self.PIPELINE_CHUNK // self.batch_size, 1) * self.batch_size
         if n <= chunk or self.config["reduction"] in ("lstm", "transformer") or _usable_cores() < 2:
@@ -492,6 +527,14 @@ class GnnCostModel(CostModel):
         m.history = list(st.get("history", []))
         m.y_mu, m.y_sigma = float(st.get("y_mu", 0.0)), float(st.get("y_sigma", 1.0))
         return m
+
+
+def _a_core_is_free() -> bool:
+    """Whether the 1-minute load average leaves a usable core idle (this process counted as busy)."""
+    try:
+        return os.getloadavg()[0] < _usable_cores() - 0.5
+    except (AttributeError, OSError):
+        return False
 
 
 def _usable_cores() -> int:
