@@ -113,6 +113,83 @@ def split_half_kendall(rounds_s: list) -> float:
     return float(kendall(even, odd))
 
 
+LOCAL_WINDOW = 10
+
+
+def paired_reference(compiled: list, inputs, rounds: int, pairs: int, block_ms: float,
+                     seconds: float = 0.0) -> dict:
+    """The drift-cancelling end-to-end reference: each configuration's time as a ratio to the first
+    compiled one (our default) timed beside it (`hardware.xla.paired_ratios`: R C R C ... R, blocks of
+    about `block_ms`, so a pair lasts a few milliseconds), in interleaved rounds (rotating order) of
+    `pairs` pairs per configuration: at least `rounds` rounds, more while the rounds so far took less
+    than `seconds`. A configuration's ratio is the median over all its candidate blocks of the block's
+    time over the local reference level (the median of the LOCAL_WINDOW reference blocks before and
+    after it; `local_ratio_rounds`); `pair_ratio` is the median of the plain pair ratios (the block over
+    the mean of the two reference blocks around it).
+    Also kept per round: the pair ratios, min(candidate blocks) / min(reference blocks), the candidate
+    blocks' absolute seconds (median; the same blocks without the division) and the raw blocks. The
+    default is paired with itself (its ratio is measured, about 1)."""
+    from hardware import xla as X
+    runs = [X.PreparedRun(c, inputs) if c is not None else None for c in compiled]
+    order = [i for i, r in enumerate(runs) if r is not None]
+    empty: list = [[] for _ in runs]
+    if not order:
+        return {"ratio": [float("nan")] * len(runs), "ratio_rounds": empty, "seconds_rounds": empty,
+                "min_ratio_rounds": empty, "local_ratio_rounds": empty, "pair_ratio": [float("nan")] * len(runs),
+                "blocks": empty, "reference": None, "rounds": 0, "seconds": 0.0}
+    for i in order:
+        runs[i].calibrate(block_ms)
+    ref = runs[order[0]]
+    ratio_rounds: list = [[] for _ in runs]
+    seconds_rounds: list = [[] for _ in runs]
+    min_ratio_rounds: list = [[] for _ in runs]
+    blocks: list = [[] for _ in runs]
+    ref_series: list = []            # every reference block, in time order
+    cand_at: list = [[] for _ in runs]  # (round, seconds, index of the reference block before it)
+    t0 = time.time()
+    r = 0
+    while r < rounds or time.time() - t0 < seconds:
+        shift = (r * 7919) % len(order)  # rotate the order by a large prime stride each round
+        for i in order[shift:] + order[:shift]:
+            pt = X.paired_ratios(ref, runs[i], pairs)
+            ratio_rounds[i].append(pt.ratios)
+            min_ratio_rounds[i].append(min(pt.seconds) / min(pt.reference_seconds))
+            seconds_rounds[i].append(float(statistics.median(pt.seconds)))
+            blocks[i].append([pt.reference_seconds, pt.seconds])
+            for k, c in enumerate(pt.seconds):  # candidate block k lies between reference blocks k and k+1
+                cand_at[i].append((r, c, len(ref_series) + k))
+            ref_series.extend(pt.reference_seconds)
+        r += 1
+    # The local reference level: the median of the 2 * LOCAL_WINDOW reference blocks around a candidate
+    # block (the reference runs every other block, tens of milliseconds in all): it follows the drift
+    # but, unlike the two bracketing blocks alone, not one interrupted block.
+    ref_arr = np.asarray(ref_series)
+    local_rounds: list = [[[] for _ in range(r)] if cand_at[i] else [] for i in range(len(runs))]
+    for i in order:
+        for rr, c, at in cand_at[i]:
+            lo, hi = max(0, at + 1 - LOCAL_WINDOW), min(len(ref_arr), at + 1 + LOCAL_WINDOW)
+            local_rounds[i][rr].append(c / float(np.median(ref_arr[lo:hi])))
+    return {"ratio": [float(np.median(np.concatenate(t))) if t else float("nan") for t in local_rounds],
+            "local_ratio_rounds": local_rounds,
+            "pair_ratio": [float(np.median(np.concatenate(t))) if t else float("nan") for t in ratio_rounds],
+            "ratio_rounds": ratio_rounds, "seconds_rounds": seconds_rounds, "min_ratio_rounds": min_ratio_rounds,
+            "blocks": blocks, "reference": order[0], "numbers": [x.number if x is not None else None for x in runs],
+            "rounds": r, "pairs": pairs, "block_ms": block_ms, "seconds": time.time() - t0}
+
+
+def split_half_pooled(ratio_rounds: list) -> float:
+    """Kendall tau between the configurations' median pair ratio over the even rounds and over the odd
+    rounds (each configuration's pairs pooled within a half): how well the paired reference ranks the
+    configurations against itself, each half with half the data of the full reference."""
+    from costmodels.metrics import kendall
+    pairs = [(np.median(np.concatenate(t[0::2])), np.median(np.concatenate(t[1::2])))
+             for t in ratio_rounds if len(t) >= 2]
+    if len(pairs) < 3:
+        return float("nan")
+    even, odd = (np.array(v, np.float64) for v in zip(*pairs))
+    return float(kendall(even, odd))
+
+
 def searched_configurations(space, model, n: int, seconds: float, seed: int) -> list:
     """The n best distinct predictions of an annealing search with `model` (default excluded)."""
     from autotune.tuning.tuner import Tuner
@@ -125,7 +202,8 @@ def searched_configurations(space, model, n: int, seconds: float, seed: int) -> 
 
 
 def program_ranking(path: str, models: dict, n_random: int, n_searched: int, rounds: int, min_repeat_ms: float,
-                    search_seconds: float, seed: int) -> dict:
+                    search_seconds: float, seed: int, paired_rounds: int = 0, pairs: int = 3,
+                    block_ms: float = 1.0, paired_seconds: float = 0.0) -> dict:
     """(b) for one program: measured end-to-end runtimes and each model's Kendall tau against them."""
     from autotune.compiler.fusion import FusionSpace
     from autotune.compiler.kernel import EMITTED_CPU_COMPILE_OPTIONS, emit_fused_text
@@ -187,6 +265,8 @@ def program_ranking(path: str, models: dict, n_random: int, n_searched: int, rou
             times[i].append(X.time_compiled(compiled[i], inputs, timing).seconds)
     measured = np.array([statistics.median(t) if t else np.nan for t in times])
     fastest = np.array([min(t) if t else np.nan for t in times])
+    paired = (paired_reference(compiled, inputs, paired_rounds, pairs, block_ms, paired_seconds)
+              if paired_rounds or paired_seconds else None)
     ok = np.isfinite(measured)
     row = {"program": name, "configurations": int(ok.sum()), "origins": {o: origin.count(o) for o in set(origin)},
            "compile_failures": failed, "compile_and_profile_s": compile_s,
@@ -198,12 +278,29 @@ def program_ranking(path: str, models: dict, n_random: int, n_searched: int, rou
         row["kendall_vs_min"][label] = kendall(np.asarray(v)[ok], fastest[ok])
         row["predicted_s"][label] = list(map(float, v))
     row["end_to_end_split_half_kendall"] = split_half_kendall(times)
+    if paired is not None:
+        ratio = np.asarray(paired["ratio"], np.float64)
+        ok_p = ok & np.isfinite(ratio)
+        row["paired"] = paired
+        row["kendall_paired"] = {label: kendall(np.asarray(v)[ok_p], ratio[ok_p]) for label, v in sums.items()}
+        row["kendall_paired"]["end to end, absolute (median of rounds)"] = kendall(measured[ok_p], ratio[ok_p])
+        row["paired_split_half_kendall"] = split_half_pooled(
+            [t for t, o in zip(paired["local_ratio_rounds"], ok_p) if o])
+        row["paired_pair_ratio_split_half_kendall"] = split_half_pooled(
+            [t for t, o in zip(paired["ratio_rounds"], ok_p) if o])
+        row["paired_min_ratio_split_half_kendall"] = split_half_kendall(
+            [t for t, o in zip(paired["min_ratio_rounds"], ok_p) if o])
+        row["paired_absolute_split_half_kendall"] = split_half_kendall(
+            [t for t, o in zip(paired["seconds_rounds"], ok_p) if o])
+        row["paired_spread"] = float(np.nanmax(ratio) / np.nanmin(ratio))
     row["end_to_end_over_charged_sum"] = float(np.nanmedian(measured / np.asarray(sums[MEASURED_CHARGED])))
     for label, model in models.items():
         pred = np.asarray(space_cost(space, model)(cfgs), np.float64)
         row["predicted_s"][label] = pred.tolist()
         row["kendall"][label] = kendall(pred[ok], measured[ok])
         row["kendall_vs_min"][label] = kendall(pred[ok], fastest[ok])
+        if paired is not None:
+            row["kendall_paired"][label] = kendall(pred[ok_p], ratio[ok_p])
     d = measured[0]
     row["default_s"] = float(d)
     return row
@@ -220,6 +317,13 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--min-repeat-ms", type=float, default=5.0)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--paired-rounds", type=int, default=12,
+                    help="at least this many rounds of the drift-cancelling reference (ratio to the default "
+                         "timed beside it); 0 with --paired-seconds 0: off")
+    ap.add_argument("--paired-seconds", type=float, default=0.0,
+                    help="and more paired rounds while the paired rounds of a program took less than this")
+    ap.add_argument("--pairs", type=int, default=4, help="reference/candidate block pairs per paired round")
+    ap.add_argument("--block-ms", type=float, default=1.0, help="length of one timed block of the paired reference")
     ap.add_argument("--skip-kernels", action="store_true", help="only (b)")
     ap.add_argument("--labels-only", action="store_true",
                     help="only what the dataset's labels support (label_consistency), then stop")
@@ -263,7 +367,8 @@ def main() -> None:
     rows = []
     for path in paths:
         row = program_ranking(path, models, args.random, args.searched, args.rounds, args.min_repeat_ms,
-                              args.search_seconds, args.seed)
+                              args.search_seconds, args.seed, args.paired_rounds, args.pairs, args.block_ms,
+                              args.paired_seconds)
         loads.append(_load_avg())
         rows.append(row)
         print(f"{row['program']}: {row['configurations']} configurations ({row['origins']}), runtime spread "
@@ -295,6 +400,29 @@ def main() -> None:
               + f"; mean {np.nanmean([r['end_to_end_split_half_kendall'] for r in rows]):.3f}")
         print("\nend to end / charged kernel sum (median over configurations): "
               + ", ".join(f"{r['program']} x{r['end_to_end_over_charged_sum']:.2f}" for r in rows))
+    if rows and "paired" in rows[0]:
+        plabels = list(rows[0]["kendall_paired"])
+        print(f"\n# (b) against the drift-cancelling reference: each configuration's end-to-end time as a ratio to "
+              f"our default timed beside it (rounds of {args.pairs} pairs, blocks of {args.block_ms:g} ms; median of "
+              f"all pair ratios)\n")
+        print("| program | configurations | ratio spread | " + " | ".join(plabels)
+              + " | ratio, even vs odd rounds | same blocks absolute, even vs odd | absolute rounds, even vs odd |")
+        print("|---|---:|---:|" + "---:|" * (len(plabels) + 3))
+        for r in rows:
+            print(f"| {r['program']} | {r['configurations']} | x{r['paired_spread']:.2f} | "
+                  + " | ".join(f"{r['kendall_paired'][k]:.3f}" for k in plabels)
+                  + f" | {r['paired_split_half_kendall']:.3f} | {r['paired_absolute_split_half_kendall']:.3f} | "
+                  f"{r['end_to_end_split_half_kendall']:.3f} |")
+        keys = ["paired_split_half_kendall", "paired_absolute_split_half_kendall", "end_to_end_split_half_kendall"]
+        print("| **mean** | | | " + " | ".join(f"**{np.nanmean([r['kendall_paired'][k] for r in rows]):.3f}**"
+                                             for k in plabels)
+              + " | " + " | ".join(f"**{np.nanmean([r[k] for r in rows]):.3f}**" for k in keys) + " |")
+        print("\nmin(candidate blocks) / min(reference blocks) per round, median over rounds, even vs odd: "
+              + ", ".join(f"{r['program']} {r['paired_min_ratio_split_half_kendall']:.3f}" for r in rows))
+        print("plain pair ratios (block over the mean of its two bracketing reference blocks), even vs odd: "
+              + ", ".join(f"{r['program']} {r['paired_pair_ratio_split_half_kendall']:.3f}" for r in rows))
+        print("\npaired reference per program: " + ", ".join(
+            f"{r['program']} {r['paired']['rounds']} rounds in {r['paired']['seconds']:.0f} s" for r in rows))
     if args.json:
         with open(args.json, "w") as f:
             json.dump(out, f, indent=1, default=str)
