@@ -116,8 +116,7 @@ def split_half_kendall(rounds_s: list) -> float:
 LOCAL_WINDOW = 10
 
 
-def paired_reference(compiled: list, inputs, rounds: int, pairs: int, block_ms: float,
-                     seconds: float = 0.0) -> dict:
+def paired_reference(runs: list, rounds: int, pairs: int, block_ms: float, seconds: float = 0.0) -> dict:
     """The drift-cancelling end-to-end reference: each configuration's time as a ratio to the first
     compiled one (our default) timed beside it (`hardware.xla.paired_ratios`: R C R C ... R, blocks of
     about `block_ms`, so a pair lasts a few milliseconds), in interleaved rounds (rotating order) of
@@ -128,9 +127,9 @@ def paired_reference(compiled: list, inputs, rounds: int, pairs: int, block_ms: 
     the mean of the two reference blocks around it).
     Also kept per round: the pair ratios, min(candidate blocks) / min(reference blocks), the candidate
     blocks' absolute seconds (median; the same blocks without the division) and the raw blocks. The
-    default is paired with itself (its ratio is measured, about 1)."""
+    default is paired with itself (its ratio is measured, about 1). `runs`: one
+    `hardware.xla.PreparedRun` per configuration (None where it did not compile)."""
     from hardware import xla as X
-    runs = [X.PreparedRun(c, inputs) if c is not None else None for c in compiled]
     order = [i for i, r in enumerate(runs) if r is not None]
     empty: list = [[] for _ in runs]
     if not order:
@@ -265,7 +264,8 @@ def program_ranking(path: str, models: dict, n_random: int, n_searched: int, rou
             times[i].append(X.time_compiled(compiled[i], inputs, timing).seconds)
     measured = np.array([statistics.median(t) if t else np.nan for t in times])
     fastest = np.array([min(t) if t else np.nan for t in times])
-    paired = (paired_reference(compiled, inputs, paired_rounds, pairs, block_ms, paired_seconds)
+    paired = (paired_reference([X.PreparedRun(c, inputs) if c is not None else None for c in compiled],
+                                paired_rounds, pairs, block_ms, paired_seconds)
               if paired_rounds or paired_seconds else None)
     ok = np.isfinite(measured)
     row = {"program": name, "configurations": int(ok.sum()), "origins": {o: origin.count(o) for o in set(origin)},
@@ -279,31 +279,94 @@ def program_ranking(path: str, models: dict, n_random: int, n_searched: int, rou
         row["predicted_s"][label] = list(map(float, v))
     row["end_to_end_split_half_kendall"] = split_half_kendall(times)
     if paired is not None:
-        ratio = np.asarray(paired["ratio"], np.float64)
-        ok_p = ok & np.isfinite(ratio)
         row["paired"] = paired
-        row["kendall_paired"] = {label: kendall(np.asarray(v)[ok_p], ratio[ok_p]) for label, v in sums.items()}
-        row["kendall_paired"]["end to end, absolute (median of rounds)"] = kendall(measured[ok_p], ratio[ok_p])
-        row["paired_split_half_kendall"] = split_half_pooled(
-            [t for t, o in zip(paired["local_ratio_rounds"], ok_p) if o])
-        row["paired_pair_ratio_split_half_kendall"] = split_half_pooled(
-            [t for t, o in zip(paired["ratio_rounds"], ok_p) if o])
-        row["paired_min_ratio_split_half_kendall"] = split_half_kendall(
-            [t for t, o in zip(paired["min_ratio_rounds"], ok_p) if o])
-        row["paired_absolute_split_half_kendall"] = split_half_kendall(
-            [t for t, o in zip(paired["seconds_rounds"], ok_p) if o])
-        row["paired_spread"] = float(np.nanmax(ratio) / np.nanmin(ratio))
     row["end_to_end_over_charged_sum"] = float(np.nanmedian(measured / np.asarray(sums[MEASURED_CHARGED])))
     for label, model in models.items():
         pred = np.asarray(space_cost(space, model)(cfgs), np.float64)
         row["predicted_s"][label] = pred.tolist()
         row["kendall"][label] = kendall(pred[ok], measured[ok])
         row["kendall_vs_min"][label] = kendall(pred[ok], fastest[ok])
-        if paired is not None:
-            row["kendall_paired"][label] = kendall(pred[ok_p], ratio[ok_p])
     d = measured[0]
     row["default_s"] = float(d)
+    if paired is not None:
+        paired_summary(row)
     return row
+
+
+# The references of the paired measurement, each from the same blocks: the primary one (a candidate
+# block over the local reference level), the plain pair ratio, and the candidate blocks' absolute time
+# (median over all rounds: "many short rounds" without the division).
+PAIRED_REFERENCES = {"local ratio": "local_ratio_rounds", "pair ratio": "ratio_rounds",
+                     "absolute, many short rounds": "abs_rounds"}
+
+
+def _pooled(rounds: list, sel: slice) -> float:
+    part = [x for t in rounds[sel] for x in t]
+    return float(np.median(part)) if part else float("nan")
+
+
+def paired_summary(row: dict) -> dict:
+    """Kendall of every predictor (the measured columns and the models: `row["predicted_s"]`) and of the
+    old absolute end-to-end reference against the paired reference, and the split-half agreement of each
+    reference of the paired measurement (`PAIRED_REFERENCES`); stored in `row`."""
+    from costmodels.metrics import kendall
+    p = row["paired"]
+    p["abs_rounds"] = [[b[1] for b in t] for t in p["blocks"]]
+    measured = np.asarray(row["measured_s"], np.float64)
+    refs = {name: np.array([_pooled(t, slice(None)) for t in p[key]]) for name, key in PAIRED_REFERENCES.items()}
+    ok = np.isfinite(measured) & np.isfinite(refs["local ratio"])
+    ratio = refs["local ratio"]
+    row["paired_spread"] = float(np.nanmax(ratio[ok]) / np.nanmin(ratio[ok]))
+    preds = dict(row["predicted_s"])
+    preds["end to end, absolute (median of rounds)"] = measured.tolist()
+    row["kendall_paired"] = {label: kendall(np.asarray(v, np.float64)[ok], ratio[ok]) for label, v in preds.items()}
+    row["kendall_by_reference"] = {name: {label: kendall(np.asarray(v, np.float64)[ok], ref[ok])
+                                          for label, v in preds.items()} for name, ref in refs.items()}
+    row["split_half_by_reference"] = {}
+    for name, key in PAIRED_REFERENCES.items():
+        rounds = [t for t, o in zip(p[key], ok) if o]
+        even = np.array([_pooled(t, slice(0, None, 2)) for t in rounds])
+        odd = np.array([_pooled(t, slice(1, None, 2)) for t in rounds])
+        row["split_half_by_reference"][name] = kendall(even, odd) if len(rounds) >= 3 else float("nan")
+    row["paired_split_half_kendall"] = row["split_half_by_reference"]["local ratio"]
+    row["paired_min_ratio_split_half_kendall"] = split_half_kendall(
+        [t for t, o in zip(p["min_ratio_rounds"], ok) if o])
+    return row
+
+
+def print_paired(rows: list, args: argparse.Namespace) -> None:
+    """The tables of (b) against the paired reference."""
+    plabels = list(rows[0]["kendall_paired"])
+    p0 = rows[0]["paired"]
+    print(f"\n# (b) against the drift-cancelling reference: each configuration's end-to-end time as a ratio to "
+          f"our default timed beside it (rounds of {p0['pairs']} pairs, blocks of {p0['block_ms']:g} ms; a "
+          f"candidate block over the median of the {2 * LOCAL_WINDOW} reference blocks around it; median over "
+          f"all blocks)\n")
+    print("| program | configurations | rounds | ratio spread | " + " | ".join(plabels)
+          + " | reference, even vs odd rounds | old absolute reference, even vs odd |")
+    print("|---|---:|---:|---:|" + "---:|" * (len(plabels) + 2))
+    for r in rows:
+        print(f"| {r['program']} | {r['configurations']} | {r['paired']['rounds']} | x{r['paired_spread']:.2f} | "
+              + " | ".join(f"{r['kendall_paired'][k]:.3f}" for k in plabels)
+              + f" | {r['paired_split_half_kendall']:.3f} | {r['end_to_end_split_half_kendall']:.3f} |")
+    keys = ["paired_split_half_kendall", "end_to_end_split_half_kendall"]
+    print("| **mean** | | | | " + " | ".join(f"**{np.nanmean([r['kendall_paired'][k] for r in rows]):.3f}**"
+                                           for k in plabels)
+          + " | " + " | ".join(f"**{np.nanmean([r[k] for r in rows]):.3f}**" for k in keys) + " |")
+    print("\nthe same blocks read as other references (mean over programs): split-half agreement, and each "
+          "predictor's Kendall against it\n")
+    names = list(PAIRED_REFERENCES)
+    print("| | " + " | ".join(names) + " |\n|---|" + "---:|" * len(names))
+    print("| reference, even vs odd rounds | " + " | ".join(
+        f"{np.nanmean([r['split_half_by_reference'][n] for r in rows]):.3f}" for n in names) + " |")
+    for k in plabels:
+        print(f"| {k} | " + " | ".join(
+            f"{np.nanmean([r['kendall_by_reference'][n][k] for r in rows]):.3f}" for n in names) + " |")
+    print("\nper program, split-half: " + "; ".join(
+        f"{r['program']} " + ", ".join(f"{n} {r['split_half_by_reference'][n]:.3f}" for n in names)
+        + f", min/min per round {r['paired_min_ratio_split_half_kendall']:.3f}" for r in rows))
+    print("\npaired reference per program: " + ", ".join(
+        f"{r['program']} {r['paired']['rounds']} rounds in {r['paired']['seconds']:.0f} s" for r in rows))
 
 
 def main() -> None:
@@ -328,7 +391,16 @@ def main() -> None:
     ap.add_argument("--labels-only", action="store_true",
                     help="only what the dataset's labels support (label_consistency), then stop")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--from-json", default=None,
+                    help="print the paired tables of (b) again from a --json file of an earlier run, measuring nothing")
     args = ap.parse_args()
+    if args.from_json:
+        with open(args.from_json) as f:
+            rows = [paired_summary(r) for r in json.load(f)["programs"] if "paired" in r]
+        if not rows:
+            sys.exit(f"error: {args.from_json} has no paired measurements")
+        print_paired(rows, args)
+        return
 
     from autotune import api
     from hardware.xla import jaxlib_version
@@ -401,28 +473,7 @@ def main() -> None:
         print("\nend to end / charged kernel sum (median over configurations): "
               + ", ".join(f"{r['program']} x{r['end_to_end_over_charged_sum']:.2f}" for r in rows))
     if rows and "paired" in rows[0]:
-        plabels = list(rows[0]["kendall_paired"])
-        print(f"\n# (b) against the drift-cancelling reference: each configuration's end-to-end time as a ratio to "
-              f"our default timed beside it (rounds of {args.pairs} pairs, blocks of {args.block_ms:g} ms; median of "
-              f"all pair ratios)\n")
-        print("| program | configurations | ratio spread | " + " | ".join(plabels)
-              + " | ratio, even vs odd rounds | same blocks absolute, even vs odd | absolute rounds, even vs odd |")
-        print("|---|---:|---:|" + "---:|" * (len(plabels) + 3))
-        for r in rows:
-            print(f"| {r['program']} | {r['configurations']} | x{r['paired_spread']:.2f} | "
-                  + " | ".join(f"{r['kendall_paired'][k]:.3f}" for k in plabels)
-                  + f" | {r['paired_split_half_kendall']:.3f} | {r['paired_absolute_split_half_kendall']:.3f} | "
-                  f"{r['end_to_end_split_half_kendall']:.3f} |")
-        keys = ["paired_split_half_kendall", "paired_absolute_split_half_kendall", "end_to_end_split_half_kendall"]
-        print("| **mean** | | | " + " | ".join(f"**{np.nanmean([r['kendall_paired'][k] for r in rows]):.3f}**"
-                                             for k in plabels)
-              + " | " + " | ".join(f"**{np.nanmean([r[k] for r in rows]):.3f}**" for k in keys) + " |")
-        print("\nmin(candidate blocks) / min(reference blocks) per round, median over rounds, even vs odd: "
-              + ", ".join(f"{r['program']} {r['paired_min_ratio_split_half_kendall']:.3f}" for r in rows))
-        print("plain pair ratios (block over the mean of its two bracketing reference blocks), even vs odd: "
-              + ", ".join(f"{r['program']} {r['paired_pair_ratio_split_half_kendall']:.3f}" for r in rows))
-        print("\npaired reference per program: " + ", ".join(
-            f"{r['program']} {r['paired']['rounds']} rounds in {r['paired']['seconds']:.0f} s" for r in rows))
+        print_paired(rows, args)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(out, f, indent=1, default=str)
