@@ -392,10 +392,12 @@ def main() -> None:
                     help="only what the dataset's labels support (label_consistency), then stop")
     ap.add_argument("--json", default=None)
     ap.add_argument("--from-json", default=None,
-                    help="print the paired tables of (b) again from a --json file of an earlier run, measuring nothing")
+                    help="print the paired tables of (b) again from a --json file (or its .gz) of an earlier run, "
+                         "measuring nothing")
     args = ap.parse_args()
     if args.from_json:
-        with open(args.from_json) as f:
+        import gzip
+        with (gzip.open if args.from_json.endswith(".gz") else open)(args.from_json, "rt") as f:
             rows = [paired_summary(r) for r in json.load(f)["programs"] if "paired" in r]
         if not rows:
             sys.exit(f"error: {args.from_json} has no paired measurements")
