@@ -305,6 +305,20 @@ def _pooled(rounds: list, sel: slice) -> float:
     return float(np.median(part)) if part else float("nan")
 
 
+def split_half_by_rounds(paired: dict, fractions=(0.25, 0.5, 1.0)) -> list:
+    """(rounds, split-half Kendall of the local ratio on the first `rounds` rounds) per fraction: how the
+    paired reference's self-agreement grows with measuring time."""
+    from costmodels.metrics import kendall
+    out = []
+    for frac in fractions:
+        k = max(2, int(paired["rounds"] * frac))
+        rounds = [t[:k] for t in paired["local_ratio_rounds"] if t]
+        even = np.array([_pooled(t, slice(0, None, 2)) for t in rounds])
+        odd = np.array([_pooled(t, slice(1, None, 2)) for t in rounds])
+        out.append((k, kendall(even, odd) if len(rounds) >= 3 else float("nan")))
+    return out
+
+
 def paired_summary(row: dict) -> dict:
     """Kendall of every predictor (the measured columns and the models: `row["predicted_s"]`) and of the
     old absolute end-to-end reference against the paired reference, and the split-half agreement of each
@@ -365,6 +379,9 @@ def print_paired(rows: list, args: argparse.Namespace) -> None:
     print("\nper program, split-half: " + "; ".join(
         f"{r['program']} " + ", ".join(f"{n} {r['split_half_by_reference'][n]:.3f}" for n in names)
         + f", min/min per round {r['paired_min_ratio_split_half_kendall']:.3f}" for r in rows))
+    print("\nsplit-half of the local ratio on the first quarter, half and all of the rounds: " + "; ".join(
+        f"{r['program']} " + ", ".join(f"{k} rounds {v:.3f}" for k, v in split_half_by_rounds(r["paired"]))
+        for r in rows))
     print("\npaired reference per program: " + ", ".join(
         f"{r['program']} {r['paired']['rounds']} rounds in {r['paired']['seconds']:.0f} s" for r in rows))
 
