@@ -16,11 +16,17 @@
     model could rank), the same without the gaps, and the thunk executor's run; and the analytical model.
     The end-to-end times' agreement with themselves (`split_half_kendall`: even rounds against odd ones)
     bounds what any of these can reach.
+    The drift-cancelling reference (`paired_reference`, on by default: `--paired-rounds`,
+    `--paired-seconds`): the VM's speed drifts over seconds, so each configuration is also timed as a ratio
+    to our default run right beside it (`hardware.xla.paired_ratios`: R C R C ... R in blocks of
+    `--block-ms`) in many short interleaved rounds; every predictor is judged against it too, with its
+    own split-half agreement (`paired_summary`). `--from-json` re-prints those tables from a saved run.
 (c) `autotune fusion --target cpu --cost-model <shipped>` against XLA's default compile:
     benchmarks/xla_cpu_tuning.py --cost-model xgboost|gnn.
 
     python benchmarks/cpu_cost_models.py --data DS [--programs P ...] [--random 25] [--searched 25]
-        [--rounds 7] [--models xgboost gnn] [--json OUT]
+        [--rounds 7] [--paired-seconds 90] [--models xgboost gnn] [--json OUT]
+    python benchmarks/cpu_cost_models.py --data x --from-json OUT.json
 """
 from __future__ import annotations
 
