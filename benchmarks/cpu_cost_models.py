@@ -16,11 +16,17 @@
     model could rank), the same without the gaps, and the thunk executor's run; and the analytical model.
     The end-to-end times' agreement with themselves (`split_half_kendall`: even rounds against odd ones)
     bounds what any of these can reach.
+    The drift-cancelling reference (`paired_reference`, on by default: `--paired-rounds`,
+    `--paired-seconds`): the VM's speed drifts over seconds, so each configuration is also timed as a ratio
+    to our default run right beside it (`hardware.xla.paired_ratios`: R C R C ... R in blocks of
+    `--block-ms`) in many short interleaved rounds; every predictor is judged against it too, with its
+    own split-half agreement (`paired_summary`). `--from-json` re-prints those tables from a saved run.
 (c) `autotune fusion --target cpu --cost-model <shipped>` against XLA's default compile:
     benchmarks/xla_cpu_tuning.py --cost-model xgboost|gnn.
 
     python benchmarks/cpu_cost_models.py --data DS [--programs P ...] [--random 25] [--searched 25]
-        [--rounds 7] [--models xgboost gnn] [--json OUT]
+        [--rounds 7] [--paired-seconds 90] [--models xgboost gnn] [--json OUT]
+    python benchmarks/cpu_cost_models.py --data x --from-json OUT.json
 """
 from __future__ import annotations
 
@@ -113,6 +119,82 @@ def split_half_kendall(rounds_s: list) -> float:
     return float(kendall(even, odd))
 
 
+LOCAL_WINDOW = 10
+
+
+def paired_reference(runs: list, rounds: int, pairs: int, block_ms: float, seconds: float = 0.0) -> dict:
+    """The drift-cancelling end-to-end reference: each configuration's time as a ratio to the first
+    compiled one (our default) timed beside it (`hardware.xla.paired_ratios`: R C R C ... R, blocks of
+    about `block_ms`, so a pair lasts a few milliseconds), in interleaved rounds (rotating order) of
+    `pairs` pairs per configuration: at least `rounds` rounds, more while the rounds so far took less
+    than `seconds`. A configuration's ratio is the median over all its candidate blocks of the block's
+    time over the local reference level (the median of the LOCAL_WINDOW reference blocks before and
+    after it; `local_ratio_rounds`); `pair_ratio` is the median of the plain pair ratios (the block over
+    the mean of the two reference blocks around it).
+    Also kept per round: the pair ratios, min(candidate blocks) / min(reference blocks), the candidate
+    blocks' absolute seconds (median; the same blocks without the division) and the raw blocks. The
+    default is paired with itself (its ratio is measured, about 1). `runs`: one
+    `hardware.xla.PreparedRun` per configuration (None where it did not compile)."""
+    from hardware import xla as X
+    order = [i for i, r in enumerate(runs) if r is not None]
+    empty: list = [[] for _ in runs]
+    if not order:
+        return {"ratio": [float("nan")] * len(runs), "ratio_rounds": empty, "seconds_rounds": empty,
+                "min_ratio_rounds": empty, "local_ratio_rounds": empty, "pair_ratio": [float("nan")] * len(runs),
+                "blocks": empty, "reference": None, "rounds": 0, "seconds": 0.0}
+    for i in order:
+        runs[i].calibrate(block_ms)
+    ref = runs[order[0]]
+    ratio_rounds: list = [[] for _ in runs]
+    seconds_rounds: list = [[] for _ in runs]
+    min_ratio_rounds: list = [[] for _ in runs]
+    blocks: list = [[] for _ in runs]
+    ref_series: list = []            # every reference block, in time order
+    cand_at: list = [[] for _ in runs]  # (round, seconds, index of the reference block before it)
+    t0 = time.time()
+    r = 0
+    while r < rounds or time.time() - t0 < seconds:
+        shift = (r * 7919) % len(order)  # rotate the order by a large prime stride each round
+        for i in order[shift:] + order[:shift]:
+            pt = X.paired_ratios(ref, runs[i], pairs)
+            ratio_rounds[i].append(pt.ratios)
+            min_ratio_rounds[i].append(min(pt.seconds) / min(pt.reference_seconds))
+            seconds_rounds[i].append(float(statistics.median(pt.seconds)))
+            blocks[i].append([pt.reference_seconds, pt.seconds])
+            for k, c in enumerate(pt.seconds):  # candidate block k lies between reference blocks k and k+1
+                cand_at[i].append((r, c, len(ref_series) + k))
+            ref_series.extend(pt.reference_seconds)
+        r += 1
+    # The local reference level: the median of the 2 * LOCAL_WINDOW reference blocks around a candidate
+    # block (the reference runs every other block, tens of milliseconds in all): it follows the drift
+    # but, unlike the two bracketing blocks alone, not one interrupted block.
+    ref_arr = np.asarray(ref_series)
+    local_rounds: list = [[[] for _ in range(r)] if cand_at[i] else [] for i in range(len(runs))]
+    for i in order:
+        for rr, c, at in cand_at[i]:
+            lo, hi = max(0, at + 1 - LOCAL_WINDOW), min(len(ref_arr), at + 1 + LOCAL_WINDOW)
+            local_rounds[i][rr].append(c / float(np.median(ref_arr[lo:hi])))
+    return {"ratio": [float(np.median(np.concatenate(t))) if t else float("nan") for t in local_rounds],
+            "local_ratio_rounds": local_rounds,
+            "pair_ratio": [float(np.median(np.concatenate(t))) if t else float("nan") for t in ratio_rounds],
+            "ratio_rounds": ratio_rounds, "seconds_rounds": seconds_rounds, "min_ratio_rounds": min_ratio_rounds,
+            "blocks": blocks, "reference": order[0], "numbers": [x.number if x is not None else None for x in runs],
+            "rounds": r, "pairs": pairs, "block_ms": block_ms, "seconds": time.time() - t0}
+
+
+def split_half_pooled(ratio_rounds: list) -> float:
+    """Kendall tau between the configurations' median pair ratio over the even rounds and over the odd
+    rounds (each configuration's pairs pooled within a half): how well the paired reference ranks the
+    configurations against itself, each half with half the data of the full reference."""
+    from costmodels.metrics import kendall
+    pairs = [(np.median(np.concatenate(t[0::2])), np.median(np.concatenate(t[1::2])))
+             for t in ratio_rounds if len(t) >= 2]
+    if len(pairs) < 3:
+        return float("nan")
+    even, odd = (np.array(v, np.float64) for v in zip(*pairs))
+    return float(kendall(even, odd))
+
+
 def searched_configurations(space, model, n: int, seconds: float, seed: int) -> list:
     """The n best distinct predictions of an annealing search with `model` (default excluded)."""
     from autotune.tuning.tuner import Tuner
@@ -125,7 +207,8 @@ def searched_configurations(space, model, n: int, seconds: float, seed: int) -> 
 
 
 def program_ranking(path: str, models: dict, n_random: int, n_searched: int, rounds: int, min_repeat_ms: float,
-                    search_seconds: float, seed: int) -> dict:
+                    search_seconds: float, seed: int, paired_rounds: int = 0, pairs: int = 3,
+                    block_ms: float = 1.0, paired_seconds: float = 0.0) -> dict:
     """(b) for one program: measured end-to-end runtimes and each model's Kendall tau against them."""
     from autotune.compiler.fusion import FusionSpace
     from autotune.compiler.kernel import EMITTED_CPU_COMPILE_OPTIONS, emit_fused_text
@@ -187,6 +270,9 @@ def program_ranking(path: str, models: dict, n_random: int, n_searched: int, rou
             times[i].append(X.time_compiled(compiled[i], inputs, timing).seconds)
     measured = np.array([statistics.median(t) if t else np.nan for t in times])
     fastest = np.array([min(t) if t else np.nan for t in times])
+    paired = (paired_reference([X.PreparedRun(c, inputs) if c is not None else None for c in compiled],
+                                paired_rounds, pairs, block_ms, paired_seconds)
+              if paired_rounds or paired_seconds else None)
     ok = np.isfinite(measured)
     row = {"program": name, "configurations": int(ok.sum()), "origins": {o: origin.count(o) for o in set(origin)},
            "compile_failures": failed, "compile_and_profile_s": compile_s,
@@ -198,6 +284,8 @@ def program_ranking(path: str, models: dict, n_random: int, n_searched: int, rou
         row["kendall_vs_min"][label] = kendall(np.asarray(v)[ok], fastest[ok])
         row["predicted_s"][label] = list(map(float, v))
     row["end_to_end_split_half_kendall"] = split_half_kendall(times)
+    if paired is not None:
+        row["paired"] = paired
     row["end_to_end_over_charged_sum"] = float(np.nanmedian(measured / np.asarray(sums[MEASURED_CHARGED])))
     for label, model in models.items():
         pred = np.asarray(space_cost(space, model)(cfgs), np.float64)
@@ -206,7 +294,102 @@ def program_ranking(path: str, models: dict, n_random: int, n_searched: int, rou
         row["kendall_vs_min"][label] = kendall(pred[ok], fastest[ok])
     d = measured[0]
     row["default_s"] = float(d)
+    if paired is not None:
+        paired_summary(row)
     return row
+
+
+# The references of the paired measurement, each from the same blocks: the primary one (a candidate
+# block over the local reference level), the plain pair ratio, and the candidate blocks' absolute time
+# (median over all rounds: "many short rounds" without the division).
+PAIRED_REFERENCES = {"local ratio": "local_ratio_rounds", "pair ratio": "ratio_rounds",
+                     "absolute, many short rounds": "abs_rounds"}
+
+
+def _pooled(rounds: list, sel: slice) -> float:
+    part = [x for t in rounds[sel] for x in t]
+    return float(np.median(part)) if part else float("nan")
+
+
+def split_half_by_rounds(paired: dict, fractions=(0.25, 0.5, 1.0)) -> list:
+    """(rounds, split-half Kendall of the local ratio on the first `rounds` rounds) per fraction: how the
+    paired reference's self-agreement grows with measuring time."""
+    from costmodels.metrics import kendall
+    out = []
+    for frac in fractions:
+        k = max(2, int(paired["rounds"] * frac))
+        rounds = [t[:k] for t in paired["local_ratio_rounds"] if t]
+        even = np.array([_pooled(t, slice(0, None, 2)) for t in rounds])
+        odd = np.array([_pooled(t, slice(1, None, 2)) for t in rounds])
+        out.append((k, kendall(even, odd) if len(rounds) >= 3 else float("nan")))
+    return out
+
+
+def paired_summary(row: dict) -> dict:
+    """Kendall of every predictor (the measured columns and the models: `row["predicted_s"]`) and of the
+    old absolute end-to-end reference against the paired reference, and the split-half agreement of each
+    reference of the paired measurement (`PAIRED_REFERENCES`); stored in `row`."""
+    from costmodels.metrics import kendall
+    p = row["paired"]
+    p["abs_rounds"] = [[b[1] for b in t] for t in p["blocks"]]
+    measured = np.asarray(row["measured_s"], np.float64)
+    refs = {name: np.array([_pooled(t, slice(None)) for t in p[key]]) for name, key in PAIRED_REFERENCES.items()}
+    ok = np.isfinite(measured) & np.isfinite(refs["local ratio"])
+    ratio = refs["local ratio"]
+    row["paired_spread"] = float(np.nanmax(ratio[ok]) / np.nanmin(ratio[ok]))
+    preds = dict(row["predicted_s"])
+    preds["end to end, absolute (median of rounds)"] = measured.tolist()
+    row["kendall_paired"] = {label: kendall(np.asarray(v, np.float64)[ok], ratio[ok]) for label, v in preds.items()}
+    row["kendall_by_reference"] = {name: {label: kendall(np.asarray(v, np.float64)[ok], ref[ok])
+                                          for label, v in preds.items()} for name, ref in refs.items()}
+    row["split_half_by_reference"] = {}
+    for name, key in PAIRED_REFERENCES.items():
+        rounds = [t for t, o in zip(p[key], ok) if o]
+        even = np.array([_pooled(t, slice(0, None, 2)) for t in rounds])
+        odd = np.array([_pooled(t, slice(1, None, 2)) for t in rounds])
+        row["split_half_by_reference"][name] = kendall(even, odd) if len(rounds) >= 3 else float("nan")
+    row["paired_split_half_kendall"] = row["split_half_by_reference"]["local ratio"]
+    row["paired_min_ratio_split_half_kendall"] = split_half_kendall(
+        [t for t, o in zip(p["min_ratio_rounds"], ok) if o])
+    return row
+
+
+def print_paired(rows: list, args: argparse.Namespace) -> None:
+    """The tables of (b) against the paired reference."""
+    plabels = list(rows[0]["kendall_paired"])
+    p0 = rows[0]["paired"]
+    print(f"\n# (b) against the drift-cancelling reference: each configuration's end-to-end time as a ratio to "
+          f"our default timed beside it (rounds of {p0['pairs']} pairs, blocks of {p0['block_ms']:g} ms; a "
+          f"candidate block over the median of the {2 * LOCAL_WINDOW} reference blocks around it; median over "
+          f"all blocks)\n")
+    print("| program | configurations | rounds | ratio spread | " + " | ".join(plabels)
+          + " | reference, even vs odd rounds | old absolute reference, even vs odd |")
+    print("|---|---:|---:|---:|" + "---:|" * (len(plabels) + 2))
+    for r in rows:
+        print(f"| {r['program']} | {r['configurations']} | {r['paired']['rounds']} | x{r['paired_spread']:.2f} | "
+              + " | ".join(f"{r['kendall_paired'][k]:.3f}" for k in plabels)
+              + f" | {r['paired_split_half_kendall']:.3f} | {r['end_to_end_split_half_kendall']:.3f} |")
+    keys = ["paired_split_half_kendall", "end_to_end_split_half_kendall"]
+    print("| **mean** | | | | " + " | ".join(f"**{np.nanmean([r['kendall_paired'][k] for r in rows]):.3f}**"
+                                           for k in plabels)
+          + " | " + " | ".join(f"**{np.nanmean([r[k] for r in rows]):.3f}**" for k in keys) + " |")
+    print("\nthe same blocks read as other references (mean over programs): split-half agreement, and each "
+          "predictor's Kendall against it\n")
+    names = list(PAIRED_REFERENCES)
+    print("| | " + " | ".join(names) + " |\n|---|" + "---:|" * len(names))
+    print("| reference, even vs odd rounds | " + " | ".join(
+        f"{np.nanmean([r['split_half_by_reference'][n] for r in rows]):.3f}" for n in names) + " |")
+    for k in plabels:
+        print(f"| {k} | " + " | ".join(
+            f"{np.nanmean([r['kendall_by_reference'][n][k] for r in rows]):.3f}" for n in names) + " |")
+    print("\nper program, split-half: " + "; ".join(
+        f"{r['program']} " + ", ".join(f"{n} {r['split_half_by_reference'][n]:.3f}" for n in names)
+        + f", min/min per round {r['paired_min_ratio_split_half_kendall']:.3f}" for r in rows))
+    print("\nsplit-half of the local ratio on the first quarter, half and all of the rounds: " + "; ".join(
+        f"{r['program']} " + ", ".join(f"{k} rounds {v:.3f}" for k, v in split_half_by_rounds(r["paired"]))
+        for r in rows))
+    print("\npaired reference per program: " + ", ".join(
+        f"{r['program']} {r['paired']['rounds']} rounds in {r['paired']['seconds']:.0f} s" for r in rows))
 
 
 def main() -> None:
@@ -220,11 +403,29 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--min-repeat-ms", type=float, default=5.0)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--paired-rounds", type=int, default=12,
+                    help="at least this many rounds of the drift-cancelling reference (ratio to the default "
+                         "timed beside it); 0 with --paired-seconds 0: off")
+    ap.add_argument("--paired-seconds", type=float, default=0.0,
+                    help="and more paired rounds while the paired rounds of a program took less than this")
+    ap.add_argument("--pairs", type=int, default=4, help="reference/candidate block pairs per paired round")
+    ap.add_argument("--block-ms", type=float, default=1.0, help="length of one timed block of the paired reference")
     ap.add_argument("--skip-kernels", action="store_true", help="only (b)")
     ap.add_argument("--labels-only", action="store_true",
                     help="only what the dataset's labels support (label_consistency), then stop")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--from-json", default=None,
+                    help="print the paired tables of (b) again from a --json file (or its .gz) of an earlier run, "
+                         "measuring nothing")
     args = ap.parse_args()
+    if args.from_json:
+        import gzip
+        with (gzip.open if args.from_json.endswith(".gz") else open)(args.from_json, "rt") as f:
+            rows = [paired_summary(r) for r in json.load(f)["programs"] if "paired" in r]
+        if not rows:
+            sys.exit(f"error: {args.from_json} has no paired measurements")
+        print_paired(rows, args)
+        return
 
     from autotune import api
     from hardware.xla import jaxlib_version
@@ -263,7 +464,8 @@ def main() -> None:
     rows = []
     for path in paths:
         row = program_ranking(path, models, args.random, args.searched, args.rounds, args.min_repeat_ms,
-                              args.search_seconds, args.seed)
+                              args.search_seconds, args.seed, args.paired_rounds, args.pairs, args.block_ms,
+                              args.paired_seconds)
         loads.append(_load_avg())
         rows.append(row)
         print(f"{row['program']}: {row['configurations']} configurations ({row['origins']}), runtime spread "
@@ -295,6 +497,8 @@ def main() -> None:
               + f"; mean {np.nanmean([r['end_to_end_split_half_kendall'] for r in rows]):.3f}")
         print("\nend to end / charged kernel sum (median over configurations): "
               + ", ".join(f"{r['program']} x{r['end_to_end_over_charged_sum']:.2f}" for r in rows))
+    if rows and "paired" in rows[0]:
+        print_paired(rows, args)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(out, f, indent=1, default=str)

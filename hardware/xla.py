@@ -21,6 +21,8 @@ Layers
    :func:`optimized_hlo_text`, :func:`cost_analysis`, :func:`random_inputs`, :func:`run_hlo`,
    :func:`time_compiled` (AutoTVM-style :class:`TimingOptions`; programs that donate buffers are
    timed as given, with fresh copies per execution: :func:`donated_parameters`),
+   :func:`time_paired` (a program's time as a ratio to a reference timed in alternating blocks
+   beside it, :class:`PreparedRun`/:func:`paired_ratios`: the VM's drift cancels),
    :func:`verification_inputs` and :func:`output_error` (does a rewritten program compute what the
    original computes) and :func:`xla_fusion_report`.
 3. :class:`XlaEvaluator`: an :class:`~hardware.base.Evaluator` that measures each kernel's
@@ -72,6 +74,7 @@ __all__ = [
     "xla_fusion_report", "strip_metadata", "donated_parameters", "verification_inputs", "output_error",
     "ThunkTiming", "ProgramProfile", "profile_compiled", "thunk_self_times", "InProgramTiming",
     "profile_answer", "attribute_thunks", "configuration_of", "XlaInProgramEvaluator",
+    "PreparedRun", "PairedTiming", "paired_ratios", "time_paired",
 ]
 
 FAULT_ENV = "AUTOTUNE_XLA_TEST_FAULT"
@@ -584,6 +587,98 @@ def time_compiled(compiled: CompiledHlo, inputs: Sequence[np.ndarray],
         if after_repeat is not None:
             after_repeat(i)
     return TimingResult(min(repeats), repeats, number)
+
+
+# ---- paired (drift-cancelling) end-to-end timing ------------------------------------------------
+#
+# On a shared VM the machine's speed drifts over seconds (whole rounds of an interleaved benchmark
+# ran 0.7x to 1.46x of their usual speed, with no job on the machine), so two programs' absolute
+# times taken seconds apart do not rank them reproducibly. A *paired* timing alternates short blocks
+# of a reference program R and a candidate C within milliseconds, R C R C ... R, and takes each
+# candidate block's time over the mean of the two reference blocks around it: the drift, slow
+# against a pair's few milliseconds, cancels in the ratio.
+
+
+class PreparedRun:
+    """A compiled program bound to device-resident inputs, timed in short blocks of ``number``
+    executions (each waited for; donated parameters get fresh copies outside the timed region, as in
+    :func:`time_compiled`)."""
+
+    def __init__(self, compiled: CompiledHlo, inputs: Sequence[np.ndarray]):
+        self.compiled = compiled
+        self._fresh, self._donated = _argument_source(compiled, inputs)
+        self._args = self._fresh() if not self._donated else None
+        self.number = 1
+
+    def block(self, n: Optional[int] = None, warmup: int = 0) -> float:
+        """Seconds per execution over ``n`` (default ``number``) timed executions, after ``warmup``
+        untimed ones."""
+        execute = self.compiled.execute
+        n = max(1, int(self.number if n is None else n))
+        for _ in range(max(0, warmup)):
+            execute(self._fresh() if self._donated else self._args)
+        if self._donated:
+            total = 0.0
+            for _ in range(n):
+                run_args = self._fresh()
+                t0 = time.perf_counter()
+                execute(run_args)
+                total += time.perf_counter() - t0
+            return total / n
+        args = self._args
+        t0 = time.perf_counter()
+        for _ in range(n):
+            execute(args)
+        return (time.perf_counter() - t0) / n
+
+    def calibrate(self, min_block_ms: float, max_number: int = 100_000) -> int:
+        """Set (and return) ``number`` so that a block lasts at least ``min_block_ms`` (the smallest
+        of three estimates, so that one slow execution does not inflate it)."""
+        if min_block_ms <= 0:
+            raise ValueError(f"min_block_ms must be > 0, got {min_block_ms}")
+        self.block(1, warmup=1)
+        per_run = min(self.block(1) for _ in range(3))
+        self.number = int(min(max_number, max(1, math.ceil(min_block_ms / 1e3 / max(per_run, 1e-9)))))
+        return self.number
+
+
+@dataclass
+class PairedTiming:
+    """A candidate's end-to-end time as a ratio to a reference timed beside it (:func:`paired_ratios`)."""
+
+    ratio: float                  # median of the per-pair ratios (candidate / reference)
+    ratios: list[float]           # one per candidate block
+    seconds: list[float]          # the candidate blocks' seconds per execution
+    reference_seconds: list[float]  # the reference blocks' (one more than candidate blocks)
+
+
+def paired_ratios(reference: PreparedRun, candidate: PreparedRun, pairs: int = 4,
+                  warmup: int = 1) -> PairedTiming:
+    """Time ``reference`` and ``candidate`` in alternating blocks, R C R C ... R (``pairs`` candidate
+    blocks, ``pairs + 1`` reference blocks, each of its run's ``number`` executions after ``warmup``
+    untimed ones, so that neither block pays for the other's cache state); each candidate block's
+    time over the mean of the reference blocks just before and after it is one ratio. Calibrate both
+    runs first (:meth:`PreparedRun.calibrate`): a block of about a millisecond keeps a pair within a
+    few milliseconds, where the machine's drift cancels."""
+    if pairs < 1:
+        raise ValueError(f"pairs must be >= 1, got {pairs}")
+    ref = [reference.block(warmup=warmup)]
+    cand: list[float] = []
+    for _ in range(pairs):
+        cand.append(candidate.block(warmup=warmup))
+        ref.append(reference.block(warmup=warmup))
+    ratios = [c / ((ref[k] + ref[k + 1]) / 2) for k, c in enumerate(cand)]
+    return PairedTiming(float(statistics.median(ratios)), ratios, cand, ref)
+
+
+def time_paired(reference: CompiledHlo, candidate: CompiledHlo, inputs: Sequence[np.ndarray], *,
+                pairs: int = 20, min_block_ms: float = 1.0, warmup: int = 1) -> PairedTiming:
+    """A candidate program's end-to-end time relative to a reference program taking the same inputs
+    (:func:`paired_ratios` after calibrating both to blocks of ``min_block_ms``)."""
+    ref, cand = PreparedRun(reference, inputs), PreparedRun(candidate, inputs)
+    ref.calibrate(min_block_ms)
+    cand.calibrate(min_block_ms)
+    return paired_ratios(ref, cand, pairs, warmup)
 
 
 # ---- in-program kernel timing ---------------------------------------------------------------

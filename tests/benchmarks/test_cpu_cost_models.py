@@ -1,7 +1,9 @@
-"""benchmarks/cpu_cost_models.py: the end-to-end split-half agreement (no jax needed)."""
+"""benchmarks/cpu_cost_models.py: the end-to-end split-half agreement and the paired reference (no jax needed)."""
 import math
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -20,3 +22,42 @@ def test_split_half_kendall_agrees_on_stable_times_and_not_on_swapped_ones():
 def test_split_half_kendall_needs_two_rounds_and_three_configurations():
     assert math.isnan(cpu_cost_models.split_half_kendall([[1.0], [2.0], [3.0]]))
     assert math.isnan(cpu_cost_models.split_half_kendall([[1.0, 2.0], [2.0, 3.0]]))
+
+
+class _Clock:
+    t = 0
+
+
+class _FakeRun:
+    """A PreparedRun stand-in on a machine whose speed drifts by up to 2x over a few rounds: every
+    block advances one clock tick and takes base x speed(tick)."""
+
+    def __init__(self, base):
+        self.base, self.number = base, 1
+
+    def calibrate(self, min_block_ms):
+        return 1
+
+    def block(self, n=None, warmup=0):
+        _Clock.t += 1
+        return self.base * (1.5 + 0.5 * math.sin(_Clock.t / 60.0))
+
+
+def test_paired_reference_cancels_drift_and_agrees_with_itself():
+    import numpy as np
+    true = [1.0, 1.15, 1.3, 1.45, 1.6]
+    runs = [_FakeRun(1e-4 * t) for t in true] + [None]  # the last configuration did not compile
+    p = cpu_cost_models.paired_reference(runs, rounds=8, pairs=3, block_ms=0.5)
+    assert p["rounds"] == 8 and p["reference"] == 0 and math.isnan(p["ratio"][-1])
+    absolute = [b for t in p["blocks"][0] for b in t[1]]
+    assert max(absolute) / min(absolute) > 1.5  # the drift: the same program's blocks differ by > 1.5x
+    np.testing.assert_allclose(p["ratio"][:5], true, rtol=0.03)  # local ratio: the drift cancels
+    np.testing.assert_allclose(p["pair_ratio"][:5], true, rtol=0.01)
+    row = {"paired": p, "measured_s": [1e-4 * t for t in true] + [float("nan")],
+           "predicted_s": {"right": true + [0.0], "reversed": true[::-1] + [0.0]}}
+    cpu_cost_models.paired_summary(row)
+    assert row["split_half_by_reference"]["local ratio"] == pytest.approx(1.0)
+    assert row["split_half_by_reference"]["pair ratio"] == pytest.approx(1.0)
+    assert row["kendall_paired"]["right"] == pytest.approx(1.0)
+    assert row["kendall_paired"]["reversed"] == pytest.approx(-1.0)
+    assert abs(row["paired_spread"] - 1.6) < 0.05

@@ -436,3 +436,56 @@ def test_measure_program_checks_outputs_against_a_reference(evaluator):
     wrong = (SMALL / "exp_add.hlo").read_text().replace("exponential(", "tanh(")
     m = evaluator.measure_program(wrong, reference=(SMALL / "exp_add.hlo").read_text())
     assert not m.ok and m.status.startswith("output_mismatch") and m.extra["outputs_match"] is False
+
+
+class _DriftingRun:
+    """A stand-in for PreparedRun: each block takes `base` times a machine speed that drifts by 10%
+    per block (a shared VM's drift, compressed), so absolute times rank nothing."""
+
+    clock = [0]
+
+    def __init__(self, base):
+        self.base = base
+
+    def block(self, n=None, warmup=0):
+        _DriftingRun.clock[0] += 1
+        return self.base * (1.0 + 0.1 * _DriftingRun.clock[0])
+
+
+def test_paired_ratios_cancel_linear_drift():
+    ref, cand = _DriftingRun(1e-4), _DriftingRun(3e-4)
+    res = X.paired_ratios(ref, cand, pairs=5)
+    assert len(res.ratios) == len(res.seconds) == 5 and len(res.reference_seconds) == 6
+    # the candidate's absolute times drift by 40% over the pairs; its ratio to the reference beside it does not
+    assert max(res.seconds) / min(res.seconds) > 1.3
+    np.testing.assert_allclose(res.ratios, 3.0, rtol=1e-12)
+    assert res.ratio == pytest.approx(3.0)
+    with pytest.raises(ValueError, match="pairs must be >= 1"):
+        X.paired_ratios(ref, cand, pairs=0)
+
+
+DOTS = """HloModule dots
+ENTRY e {
+  x = f32[192,192] parameter(0)
+  y = f32[192,192] parameter(1)
+  a = f32[192,192] dot(x, y), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  b = f32[192,192] dot(a, y), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  c = f32[192,192] dot(b, x), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  ROOT d = f32[192,192] dot(c, y), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}"""
+
+ADD192 = ADD.replace("16,32", "192,192")
+
+
+def test_time_paired_ranks_real_programs():
+    inputs = X.random_inputs(ADD192)
+    add, dots = X.compile_hlo(ADD192), X.compile_hlo(DOTS)
+    same = X.time_paired(add, add, inputs, pairs=6, min_block_ms=0.5)
+    assert 0.5 < same.ratio < 2.0  # a program against itself: about 1
+    slower = X.time_paired(add, dots, inputs, pairs=6, min_block_ms=0.5)
+    assert slower.ratio > 3.0  # four 192^3 dots against one 192x192 add
+    assert len(slower.ratios) == 6 and all(r > 0 for r in slower.ratios)
+    run = X.PreparedRun(add, inputs)
+    assert run.calibrate(0.5) > 1 and run.block() > 0
+    with pytest.raises(ValueError, match="min_block_ms"):
+        run.calibrate(0)
