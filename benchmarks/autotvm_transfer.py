@@ -392,9 +392,10 @@ def main(argv: "list | None" = None) -> dict:
         if res.get("evaluator") == "xla":
             print(f"XLA:CPU on {res['machine']}: {res['measurements']} kernel measurements, {res['wall_s']:.0f} s; "
                   f"load average before {res['load_before']}, after {res['load_after']}")
-        hist = next(iter(res["history"].values()))
-        print(f"history per left-out family: e.g. {hist['rows']} rows, {hist['kernels']} kernels, "
-              f"{hist['programs']} programs, machines {hist['machines']}")
+        hist = next(iter(res["history"].values()), None)  # None: no transfer arm ran
+        if hist is not None:
+            print(f"history per left-out family: e.g. {hist['rows']} rows, {hist['kernels']} kernels, "
+                  f"{hist['programs']} programs, machines {hist['machines']}")
     print(f"\n{time.time() - t0:.0f} s total")
     if args.json:
         with open(args.json, "w") as f:
