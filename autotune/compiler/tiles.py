@@ -550,9 +550,8 @@ class _TilingBuilder:
             for m in members:
                 ins = insts[m]
                 if ins.opcode in MATMUL_OPCODES:
-                    self._own_hero_arrays()
                     try:
-                        self._hero(ins, [insts[o].shape for o in comp.operands[m]])
+                        self._shared_hero(ins, m, comp, insts)
                         mset, iset = set(members), set(inputs)
                         lhs_inputs = self._reach(comp, mset, comp.operands[m][0], iset)
                         rhs_inputs = self._reach(comp, mset, comp.operands[m][1], iset)
@@ -596,6 +595,28 @@ class _TilingBuilder:
         self.n_mask.flags.writeable = False
 
     # ---- construction helpers
+    _hero_state: Optional[dict] = None  # the `_HEROES` entry of this kernel's hero (None: not shared)
+
+    def _shared_hero(self, ins, m: int, comp, insts) -> None:
+        """`_hero` of the instruction `ins` (member `m`), shared by every kernel with the same hero
+        instruction and tiled shape (`_HEROES`; the hero's geometry depends on nothing else): the
+        hero's fields and read-only per-dim arrays, its all-rows fallback included."""
+        key = (id(ins), tuple(self.shape.dims), self.mtm, self.target.vector_shape)
+        hit = _HEROES.get(key)
+        if hit is None or hit[0] is not ins:  # (the entry holds `ins`: its id is not reused while cached)
+            self._own_hero_arrays()
+            self._hero(ins, [insts[o].shape for o in comp.operands[m]])
+            if not self.m_mask.any() and not self.n_mask.any():
+                self.m_mask[:] = True
+            for a in (self.m_mask, self.n_mask, self.win, self.stride, self.din):
+                a.flags.writeable = False
+            if len(_HEROES) > 100_000:
+                _HEROES.clear()
+            hit = _HEROES[key] = (ins, {f: getattr(self, f) for f in _HERO_STATE})
+        else:
+            self.__dict__.update(hit[1])
+        self._hero_state = hit[1]
+
     def _own_hero_arrays(self) -> None:
         """Writable per-dim hero arrays of this kernel (in place of the shared read-only ones)."""
         if not self.m_mask.flags.writeable:
@@ -776,6 +797,10 @@ class _TilingBuilder:
                 if len(_DIM_ROWS) > 10_000:
                     _DIM_ROWS.clear()
                 dim_arrays = _DIM_ROWS[key] = self._dim_arrays(fold)
+        elif fold == 0 and self._hero_state is not None:  # shared with the kernels of the same hero
+            dim_arrays = self._hero_state.get("_dim_arrays")
+            if dim_arrays is None:
+                dim_arrays = self._hero_state["_dim_arrays"] = self._dim_arrays(fold)
         else:
             dim_arrays = self._dim_arrays(fold)
         key = (self.inputs, fold == 0)
@@ -883,11 +908,14 @@ _INPUT_ROWS: dict = {}    # (leaf, is_lhs, is_rhs, tiled dims, sublanes, lanes) 
 _INPUT_ARRAYS: dict = {}  # (input rows, unfolded) -> the row's per-input arrays
 _DIM_ROWS: dict = {}      # (tiled dims, minor-to-major, vector shape) -> per-dim arrays of a kernel without hero
 _CANDIDATES: dict = {}    # (tiled dims, unit, max tiles) -> candidate extents and their tile arrays
+_HEROES: dict = {}        # (id(hero instruction), tiled dims, minor-to-major, vector shape) -> (instruction, hero state)
+_HERO_STATE = ("hero", "hero_flops", "K", "K_pad", "m_mask", "n_mask", "n_const", "m_scale", "win", "stride", "din",
+               "rhs_shape", "rhs_fraction", "rhs_kclass")
 
 
 def clear_caches() -> None:
     """Forget every cached tiling description, default tile and shared piece (a cold start)."""
-    for cache in (_INFO_CACHE, _INPUT_ROWS, _INPUT_ARRAYS, _DIM_ROWS, _CANDIDATES, _DEFAULT_TILES):
+    for cache in (_INFO_CACHE, _INPUT_ROWS, _INPUT_ARRAYS, _DIM_ROWS, _CANDIDATES, _HEROES, _DEFAULT_TILES):
         cache.clear()
 
 
