@@ -344,7 +344,7 @@ class TileRows:
 
     def take(self, idx: np.ndarray) -> "TileRows":
         """The stacked rows of items `idx`."""
-        return TileRows(**{f.name: getattr(self, f.name)[idx] for f in fields(self)})
+        return TileRows(**{f.name: np.take(getattr(self, f.name), idx, axis=0) for f in fields(self)})
 
     def first_dims(self, rank: int) -> "TileRows":
         """Stacked rows with the per-dim arrays cut to their first `rank` dims (the trailing padding
@@ -398,11 +398,15 @@ class TilingInfo:
     out_alpha: float           # per-tile write exponent of the output
     row: TileRows              # the numeric row for the vectorized geometry
     _tile_arrays: dict = field(default_factory=dict, repr=False)  # tile -> tile_array (cache)
+    # (per-dim arrays, per-input arrays, scalars) of `row`, the array dicts shared between kernels:
+    # `stack_rows` stacks the rows of many kernels by these (one dictionary look-up per kernel and part)
+    _row_parts: tuple = field(default=(), repr=False)
 
     @classmethod
     def of(cls, kernel: Any, target: Any = "tpu") -> "TilingInfo":
         """Work out the tiling description of a kernel (uncached; `tiling_info` caches)."""
-        return cls(*_get_info_fields(_TilingBuilder(kernel, target)))
+        b = _TilingBuilder(kernel, target)
+        return cls(*_get_info_fields(b), {}, b._row_parts)
 
     # ---- conversions
     def tile_array(self, tile: Optional[TileConfig]) -> np.ndarray:
@@ -809,12 +813,13 @@ class _TilingBuilder:
             if len(_INPUT_ARRAYS) > 100_000:
                 _INPUT_ARRAYS.clear()
             in_arrays = _INPUT_ARRAYS[key] = self._input_arrays(fold)
-        return TileRows(
-            **dim_arrays, **in_arrays, dtype_bytes=float(self.dtype_bytes), out_bytes=self.out_bytes,
-            out_alpha=self.out_alpha, vec_flops=self.vec_flops, hero_flops=self.hero_flops, trans=self.trans_rest,
-            lhs_vec=self.lhs_vec, rhs_vec=self.rhs_vec, lhs_trans=self.lhs_trans, rhs_trans=self.rhs_trans,
-            trivial=float(self.trivial), K_pad=self.K_pad, n_const=self.n_const, m_scale=self.m_scale,
-            is_mxu=float(self.hero is not None), kind=float(self.kind), link_s=self.link_s)
+        # in the order of TileRows' scalar fields (_ROW_SCALARS), lhs_mult last
+        scalars = (float(self.dtype_bytes), self.out_bytes, self.out_alpha, self.vec_flops, self.hero_flops,
+                   self.trans_rest, self.lhs_vec, self.rhs_vec, self.lhs_trans, self.rhs_trans, float(self.trivial),
+                   self.K_pad, self.n_const, self.m_scale, float(self.hero is not None), float(self.kind),
+                   self.link_s, 1.0)
+        self._row_parts = (dim_arrays, in_arrays, scalars)
+        return TileRows(*dim_arrays.values(), *in_arrays.values(), *scalars)
 
     def _dim_arrays(self, fold: int) -> dict:
         """The per-dim arrays of the row (D, U, order, the hero's masks and window), read-only."""
@@ -988,7 +993,7 @@ def _search_default_tiles(infos: Sequence[TilingInfo]) -> list:
     owner = np.repeat(np.arange(len(infos)), counts)
     # Trailing padding dims (extent 1, fully covered) change nothing: keep only the batch's max rank.
     r_eff = max([min(inf.rank, R_MAX) for inf in infos] + [1])
-    b = TileRows.stack([inf.row for inf in infos]).first_dims(r_eff).take(owner)
+    b = stack_rows(infos).first_dims(r_eff).take(owner)
     T = np.concatenate([c[1] for c in cands])[:, :r_eff]
     sub, lanes = spec.vector_shape
     g = io_geometry(b, T, sub, lanes)
@@ -1010,9 +1015,39 @@ _get_row_scalars = attrgetter(*_ROW_SCALARS)
 _get_row_arrays = attrgetter(*_ROW_ARRAYS)
 
 
+def stack_rows(infos: Sequence[TilingInfo]) -> TileRows:
+    """`TileRows.stack` of the infos' rows, from their shared parts: the per-dim and per-input arrays
+    are stacked once per distinct part (`_make_row` shares equal ones) and gathered, the scalars
+    stacked as one array. The same arrays as `TileRows.stack([info.row for info in infos])`."""
+    parts = [inf._row_parts for inf in infos]
+    if not parts or not all(parts):  # a TilingInfo made some other way
+        return TileRows.stack([inf.row for inf in infos])
+    out: dict = {}
+    for k in (0, 1):  # per-dim arrays, then per-input arrays
+        at: dict = {}
+        idx = np.array([at.setdefault(id(p[k]), len(at)) for p in parts], np.int64)
+        first: dict = {}
+        for p, i in zip(parts, idx.tolist()):
+            if i not in first:
+                first[i] = p[k]
+                if len(first) == len(at):
+                    break
+        uniq = [first[i] for i in range(len(at))]
+        for name in uniq[0]:
+            a = np.stack([u[name] for u in uniq])
+            out[name] = a if len(uniq) == len(parts) else np.take(a, idx, axis=0)
+    scalars = np.array([p[2] for p in parts], float).reshape(len(parts), len(_ROW_SCALARS))
+    for j, name in enumerate(_ROW_SCALARS):
+        out[name] = scalars[:, j]
+    return TileRows(**out)
+
+
 def _row_key(info: TilingInfo) -> tuple:
     """A key equal for kernels whose default-tile search is the same: the tiled shape, the row's
     array objects (shared between kernels by `_make_row` when equal) and its scalars."""
+    if info._row_parts:
+        d, i, sc = info._row_parts
+        return (info.dims, info.unit, id(d), id(i), sc)
     r = info.row
     return (info.dims, info.unit, id(r.D), id(r.mmask), id(r.nmask), id(r.win), id(r.stride), id(r.din),
             id(r.in_bytes), _get_row_scalars(r))
@@ -1347,7 +1382,7 @@ def batch_inputs(kernels: Sequence[Any], tiles: Optional[Sequence[Optional[TileC
         idx[i] = j
     # Trailing padding dims (extent 1, fully covered) change nothing: keep only the batch's max rank.
     r_eff = max([min(inf.rank, R_MAX) for inf in infos] + [1])
-    rows = TileRows.stack([inf.row for inf in infos]).first_dims(r_eff) if infos else None
+    rows = stack_rows(infos).first_dims(r_eff) if infos else None
     ks = np.ones(n)
     lm = np.ones(n)
     kp = np.array([infos[j].K_pad for j in idx], float) if n else np.ones(0)
