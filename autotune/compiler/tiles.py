@@ -239,6 +239,9 @@ def _member_work(ins: Any, operand_shapes: Sequence[Shape], xla: Any, module: An
     return flops, trans, net, host
 
 
+_WORK_NODES: dict = {}  # id(computation) -> (computation, its instructions whose opcode is in _WORK_OPCODES)
+
+
 def device_work(kernel: Any) -> DeviceWork:
     """The kernel's `DeviceWork`: `kernel.cost` (negative "unknown" figures as 0), with the members
     whose opcode XLA prices differently from the work a device does re-priced (docs/simulator.md)."""
@@ -246,7 +249,16 @@ def device_work(kernel: Any) -> DeviceWork:
     comp = getattr(kernel, "computation", None)
     space = getattr(kernel, "space", None)
     insts = comp.instructions if comp is not None and space is not None else ()
-    members = [m for m in getattr(kernel, "members", ()) if insts and insts[m].opcode in _WORK_OPCODES]
+    members = []
+    if insts:
+        hit = _WORK_NODES.get(id(comp))
+        if hit is None or hit[0] is not comp:  # (the entry holds `comp`: its id is not reused while cached)
+            if len(_WORK_NODES) > 10_000:
+                _WORK_NODES.clear()
+            hit = _WORK_NODES[id(comp)] = (comp, frozenset(i for i, ins in enumerate(insts)
+                                                          if ins.opcode in _WORK_OPCODES))
+        if hit[1]:
+            members = [m for m in getattr(kernel, "members", ()) if m in hit[1]]
     if not members:
         return DeviceWork(max(cost.flops, 0.0), max(cost.transcendentals, 0.0))
     flops, trans = cost.flops, cost.transcendentals
@@ -396,17 +408,27 @@ class TilingInfo:
     out_elements: float        # elements of the output (all leaves)
     out_bytes: float           # bytes of the output
     out_alpha: float           # per-tile write exponent of the output
-    row: TileRows              # the numeric row for the vectorized geometry
-    _tile_arrays: dict = field(default_factory=dict, repr=False)  # tile -> tile_array (cache)
     # (per-dim arrays, per-input arrays, scalars) of `row`, the array dicts shared between kernels:
     # `stack_rows` stacks the rows of many kernels by these (one dictionary look-up per kernel and part)
-    _row_parts: tuple = field(default=(), repr=False)
+    _row_parts: tuple = field(repr=False)
+    _tile_arrays: dict = field(default_factory=dict, repr=False)  # tile -> tile_array (cache)
+    _row: Optional[TileRows] = field(default=None, repr=False)  # `row`, made on first use
 
     @classmethod
     def of(cls, kernel: Any, target: Any = "tpu") -> "TilingInfo":
         """Work out the tiling description of a kernel (uncached; `tiling_info` caches)."""
         b = _TilingBuilder(kernel, target)
-        return cls(*_get_info_fields(b), {}, b._row_parts)
+        return cls(*_get_info_fields(b), b._row_parts)
+
+    @property
+    def row(self) -> TileRows:
+        """The numeric row for the vectorized geometry (`TileRows`; its arrays read-only, shared)."""
+        r = self._row
+        if r is None:
+            dims, ins, scalars = self._row_parts
+            r = TileRows(*dims.values(), *ins.values(), *scalars)
+            object.__setattr__(self, "_row", r)
+        return r
 
     # ---- conversions
     def tile_array(self, tile: Optional[TileConfig]) -> np.ndarray:
@@ -594,7 +616,7 @@ class _TilingBuilder:
         self.out_elements = float(sum(max(l.elements, 1) for l in out_leaves))
         self.out_bytes = float(sum(max(l.elements, 1) * dtype_bytes(l.dtype) for l in out_leaves))
         self.out_alpha = self._alpha(self.out_elements)
-        self.row = self._make_row()
+        self._make_row()
         self.m_mask.flags.writeable = False
         self.n_mask.flags.writeable = False
 
@@ -788,8 +810,8 @@ class _TilingBuilder:
             punit = (lanes,) + (1,) * (self.rank - 1) if self.rank == 1 else (lanes, sub) + (1,) * (self.rank - 2)
         return InputRow(e * db, e, role, self._alpha(e), perm, punit, db, maxrun)
 
-    def _make_row(self) -> "TileRows":
-        """Fixed-size arrays (R_MAX dims, I_MAX inputs) for the vectorized geometry; the per-dim
+    def _make_row(self) -> None:
+        """`_row_parts` of `TilingInfo.row`: fixed-size arrays (R_MAX dims, I_MAX inputs) for the vectorized geometry; the per-dim
         arrays of a kernel without a hero and the per-input arrays are shared (read-only) by the
         kernels with the same tiled shape or the same input rows (`_DIM_ROWS`, `_INPUT_ARRAYS`)."""
         R = R_MAX
@@ -819,7 +841,6 @@ class _TilingBuilder:
                    self.K_pad, self.n_const, self.m_scale, float(self.hero is not None), float(self.kind),
                    self.link_s, 1.0)
         self._row_parts = (dim_arrays, in_arrays, scalars)
-        return TileRows(*dim_arrays.values(), *in_arrays.values(), *scalars)
 
     def _dim_arrays(self, fold: int) -> dict:
         """The per-dim arrays of the row (D, U, order, the hero's masks and window), read-only."""
@@ -920,7 +941,8 @@ _HERO_STATE = ("hero", "hero_flops", "K", "K_pad", "m_mask", "n_mask", "n_const"
 
 def clear_caches() -> None:
     """Forget every cached tiling description, default tile and shared piece (a cold start)."""
-    for cache in (_INFO_CACHE, _INPUT_ROWS, _INPUT_ARRAYS, _DIM_ROWS, _CANDIDATES, _HEROES, _DEFAULT_TILES):
+    for cache in (_INFO_CACHE, _INPUT_ROWS, _INPUT_ARRAYS, _DIM_ROWS, _CANDIDATES, _HEROES, _WORK_NODES,
+                  _DEFAULT_TILES):
         cache.clear()
 
 
@@ -1019,9 +1041,9 @@ def stack_rows(infos: Sequence[TilingInfo]) -> TileRows:
     """`TileRows.stack` of the infos' rows, from their shared parts: the per-dim and per-input arrays
     are stacked once per distinct part (`_make_row` shares equal ones) and gathered, the scalars
     stacked as one array. The same arrays as `TileRows.stack([info.row for info in infos])`."""
+    if not len(infos):
+        raise ValueError("stack_rows: no tiling descriptions to stack")
     parts = [inf._row_parts for inf in infos]
-    if not parts or not all(parts):  # a TilingInfo made some other way
-        return TileRows.stack([inf.row for inf in infos])
     out: dict = {}
     for k in (0, 1):  # per-dim arrays, then per-input arrays
         at: dict = {}
@@ -1045,12 +1067,8 @@ def stack_rows(infos: Sequence[TilingInfo]) -> TileRows:
 def _row_key(info: TilingInfo) -> tuple:
     """A key equal for kernels whose default-tile search is the same: the tiled shape, the row's
     array objects (shared between kernels by `_make_row` when equal) and its scalars."""
-    if info._row_parts:
-        d, i, sc = info._row_parts
-        return (info.dims, info.unit, id(d), id(i), sc)
-    r = info.row
-    return (info.dims, info.unit, id(r.D), id(r.mmask), id(r.nmask), id(r.win), id(r.stride), id(r.din),
-            id(r.in_bytes), _get_row_scalars(r))
+    d, i, sc = info._row_parts
+    return (info.dims, info.unit, id(d), id(i), sc)
 
 
 def _fitting_indices(footprints: np.ndarray, scratchpad_bytes: float, owner: np.ndarray,
