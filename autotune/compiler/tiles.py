@@ -1056,7 +1056,7 @@ def stack_rows(infos: Sequence[TilingInfo]) -> TileRows:
                     break
         uniq = [first[i] for i in range(len(at))]
         for name in uniq[0]:
-            a = np.stack([u[name] for u in uniq])
+            a = np.array([u[name] for u in uniq])
             out[name] = a if len(uniq) == len(parts) else np.take(a, idx, axis=0)
     scalars = np.array([p[2] for p in parts], float).reshape(len(parts), len(_ROW_SCALARS))
     for j, name in enumerate(_ROW_SCALARS):
@@ -1388,46 +1388,56 @@ def batch_inputs(kernels: Sequence[Any], tiles: Optional[Sequence[Optional[TileC
     many tiles of few kernels costs little. A tile that is None is the kernel's `default_tile`.
     Returns (b, T, ksteps, kpad, infos): b the `TileRows` of the items (`lhs_mult` set)."""
     n = len(kernels)
-    idx = np.empty(n, np.int64)
     uniq: dict = {}
     infos: list = []
-    for i, k in enumerate(kernels):
+    idx_l: list = []
+    for k in kernels:
         h = k.hash
         j = uniq.get(h)
         if j is None:
             j = uniq[h] = len(infos)
             infos.append(tiling_info(k, target))
-        idx[i] = j
+        idx_l.append(j)
+    idx = np.array(idx_l, np.int64)
     # Trailing padding dims (extent 1, fully covered) change nothing: keep only the batch's max rank.
     r_eff = max([min(inf.rank, R_MAX) for inf in infos] + [1])
     rows = stack_rows(infos).first_dims(r_eff) if infos else None
     ks = np.ones(n)
     lm = np.ones(n)
-    kp = np.array([infos[j].K_pad for j in idx], float) if n else np.ones(0)
+    kp = np.array([infos[j].K_pad for j in idx_l], float) if n else np.ones(0)
     tl = list(tiles) if tiles is not None else [None] * n
     dflt: dict = {}
     rows_T = []
+    fast = []  # items whose tile row is their extents padded with 1s, then capped by D (below, as one array)
     for i in range(n):
-        j = idx[i]
+        j = idx_l[i]
         inf = infos[j]
         t = tl[i]
         if t is None:
-            arr = dflt.get(j)
-            if arr is None:
-                td = default_tile(kernels[i], target)
-                arr = dflt[j] = (inf.tile_array(td), td)
-            rows_T.append(arr[0])
-            t = arr[1]
+            t = dflt.get(j)
+            if t is None:
+                t = dflt[j] = default_tile(kernels[i], target)
+        elif isinstance(t, (tuple, list)):
+            t = TileConfig(tuple(t))
+        d = t.dims
+        if len(d) == inf.rank <= R_MAX:  # `TilingInfo.tile_array`, vectorized over the batch
+            rows_T.append(d + _PAD_ONES[len(d)])
+            fast.append(i)
         else:
-            if isinstance(t, (tuple, list)):
-                t = TileConfig(tuple(t))
             rows_T.append(inf.tile_array(t))
         if t.kernel is not None:
             ks[i], kp[i], lm[i] = inf.kernel_steps(t)
     if not n:
         return rows, np.ones((0, R_MAX)), ks, kp, []
+    T = np.array(rows_T, float)[:, :r_eff]
+    if fast:
+        f = np.array(fast, np.int64)
+        T[f] = np.minimum(T[f], np.take(rows.D, idx[f], axis=0))
     b = replace(rows.take(idx), lhs_mult=lm)
-    return b, np.array(rows_T)[:, :r_eff], ks, kp, [infos[j] for j in idx]
+    return b, T, ks, kp, [infos[j] for j in idx_l]
+
+
+_PAD_ONES = tuple((1,) * (R_MAX - r) for r in range(R_MAX + 1))  # padding of a rank-r tile's extents to R_MAX
 
 
 def tiled_time_terms(b: TileRows, T: np.ndarray, ks: np.ndarray, kp: np.ndarray, spec: Any,
