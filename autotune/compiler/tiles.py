@@ -514,6 +514,30 @@ _get_info_fields = attrgetter(*_INFO_FIELDS)  # the builder's values, in the ord
 _SLOT_PERMS = np.tile(np.arange(R_MAX), (P_MAX, 1))  # identity layouts of the P_MAX layout slots
 
 
+def _walk(ops, mset: set, start: int, inputs: set, costs: Optional[list], skip: Any) -> tuple:
+    """Backwards from `start` through kernel members (depth first, `skip`ped nodes not entered):
+    (kernel inputs reached, flops and transcendentals of the members reached, in the order reached,
+    every node reached). The hero's operand walks of `_TilingBuilder`: the inputs behind each
+    operand and the flops of its fused producers (each tile recomputes its operand slice, so the lhs
+    producers run once per column tile and the rhs producers once per row tile)."""
+    out, stack, seen = set(), [start], set()
+    f = t = 0.0
+    while stack:
+        n = stack.pop()
+        if n in seen or n in skip:
+            continue
+        seen.add(n)
+        if n in inputs:
+            out.add(n)
+        if n in mset:
+            if costs is not None:
+                c = costs[n]
+                f += max(c.flops, 0.0)
+                t += max(c.transcendentals, 0.0)
+            stack.extend(ops[n])
+    return out, f, t, seen
+
+
 # --------------------------------------------------------------------------------------------------
 class _TilingBuilder:
     """Works out a kernel's `TilingInfo` (the mutable scratch of `TilingInfo.of`)."""
@@ -579,9 +603,15 @@ class _TilingBuilder:
                     try:
                         self._shared_hero(ins, m, comp, insts)
                         mset, iset = set(members), set(inputs)
-                        lhs_inputs = self._reach(comp, mset, comp.operands[m][0], iset)
-                        rhs_inputs = self._reach(comp, mset, comp.operands[m][1], iset)
-                        self._producer_costs(kernel, comp, mset, comp.operands[m])
+                        costs = self._node_costs(kernel)
+                        ops = comp.operands
+                        lhs_inputs, lf, lt, lseen = _walk(ops, mset, ops[m][0], iset, costs, ())
+                        rhs_inputs, rf, rt, _ = _walk(ops, mset, ops[m][1], iset, costs, ())
+                        if costs is not None:
+                            # each producer counted once: the rhs side skips what the lhs side reached
+                            if not lseen.isdisjoint(mset):
+                                rf, rt = _walk(ops, mset, ops[m][1], iset, costs, lseen)[1:3]
+                            self.lhs_vec, self.lhs_trans, self.rhs_vec, self.rhs_trans = lf, lt, rf, rt
                     except Exception:  # noqa: BLE001 - odd dims: fall back to the generic model
                         self.hero = self.hero or "generic"
                     break
@@ -669,43 +699,15 @@ class _TilingBuilder:
         return max(cands, key=lambda s: (s.rank, s.elements))
 
     @staticmethod
-    def _reach(comp, mset: set, start: int, inputs: set) -> set:
-        """Kernel inputs reached backwards from `start` through kernel members."""
-        out, stack, seen = set(), [start], set()
-        while stack:
-            n = stack.pop()
-            if n in seen:
-                continue
-            seen.add(n)
-            if n in inputs:
-                out.add(n)
-            if n in mset:
-                stack.extend(comp.operands[n])
-        return out
-
-    def _producer_costs(self, kernel, comp, mset: set, operands) -> None:
-        """Flops of the fused producers of the dot/conv operands: each tile recomputes its operand
-        slice, so the lhs producers run once per column tile and the rhs producers once per row tile."""
+    def _node_costs(kernel) -> Optional[list]:
+        """The kernel's computation's per-node costs (None for a duck-typed kernel without them)."""
         try:
             ci = getattr(kernel, "comp", None)
             if ci is None:
                 ci = getattr(kernel, "comp_index")
-            costs = kernel.space.node_costs[ci]
+            return kernel.space.node_costs[ci]
         except Exception:  # noqa: BLE001 - duck-typed kernel without per-node costs
-            return
-        seen: set = set()
-        for side, start in (("lhs", operands[0]), ("rhs", operands[1])):
-            stack, f, t = [start], 0.0, 0.0
-            while stack:
-                n = stack.pop()
-                if n in seen or n not in mset:
-                    continue
-                seen.add(n)
-                f += max(costs[n].flops, 0.0)
-                t += max(costs[n].transcendentals, 0.0)
-                stack.extend(comp.operands[n])
-            setattr(self, side + "_vec", f)
-            setattr(self, side + "_trans", t)
+            return None
 
     def _hero(self, ins, opshapes) -> None:
         out = ins.shape
