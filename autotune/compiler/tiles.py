@@ -777,16 +777,25 @@ class _TilingBuilder:
                    e: float = 1.0) -> "InputRow":
         """The `InputRow` of one input leaf; leaf None: `b` bytes of `e` elements merged from the
         smallest inputs (read like a broadcast)."""
-        sub, lanes = self.target.vector_shape
-        identity, ones = tuple(range(self.rank)), (1,) * self.rank
         if leaf is None:
+            identity, ones = tuple(range(self.rank)), (1,) * self.rank
             return InputRow(b, e, ROLE_OTHER, self._alpha(e), identity, ones, 4, max(b, 1.0))
-        key = (leaf, is_lhs, is_rhs, self.dims, sub, lanes)
+        vs = self.target.vector_shape
+        # by the leaf object first (the shapes of a program's instructions recur: no Shape hashing),
+        # then by its value (equal rows are one object: `_make_row` keys its arrays by the rows' ids)
+        fast = (id(leaf), is_lhs, is_rhs, self.dims, vs)
+        hit = _INPUT_ROWS_BY_ID.get(fast)
+        if hit is not None and hit[0] is leaf:  # (the entry holds `leaf`: its id is not reused while cached)
+            return hit[1]
+        key = (leaf, is_lhs, is_rhs, self.dims, vs[0], vs[1])
         row = _INPUT_ROWS.get(key)
         if row is None:
             if len(_INPUT_ROWS) > 100_000:
                 _INPUT_ROWS.clear()
             row = _INPUT_ROWS[key] = self._leaf_row(leaf, is_lhs, is_rhs)
+        if len(_INPUT_ROWS_BY_ID) > 100_000:
+            _INPUT_ROWS_BY_ID.clear()
+        _INPUT_ROWS_BY_ID[fast] = (leaf, row)
         return row
 
     def _leaf_row(self, leaf: Shape, is_lhs: bool, is_rhs: bool) -> "InputRow":
@@ -831,12 +840,22 @@ class _TilingBuilder:
                 dim_arrays = self._hero_state["_dim_arrays"] = self._dim_arrays(fold)
         else:
             dim_arrays = self._dim_arrays(fold)
-        key = (self.inputs, fold == 0)
-        in_arrays = _INPUT_ARRAYS.get(key)
-        if in_arrays is None:
-            if len(_INPUT_ARRAYS) > 100_000:
-                _INPUT_ARRAYS.clear()
-            in_arrays = _INPUT_ARRAYS[key] = self._input_arrays(fold)
+        # by the rows' ids first (rows from `_INPUT_ROWS` are shared objects: no InputRow hashing), then
+        # by their values
+        fast = (tuple(map(id, self.inputs)), fold == 0)
+        hit = _INPUT_ARRAYS_BY_ID.get(fast)
+        if hit is not None:  # (the entry holds its rows: their ids are not reused while cached)
+            in_arrays = hit[1]
+        else:
+            key = (self.inputs, fold == 0)
+            in_arrays = _INPUT_ARRAYS.get(key)
+            if in_arrays is None:
+                if len(_INPUT_ARRAYS) > 100_000:
+                    _INPUT_ARRAYS.clear()
+                in_arrays = _INPUT_ARRAYS[key] = self._input_arrays(fold)
+            if len(_INPUT_ARRAYS_BY_ID) > 100_000:
+                _INPUT_ARRAYS_BY_ID.clear()
+            _INPUT_ARRAYS_BY_ID[fast] = (self.inputs, in_arrays)
         # in the order of TileRows' scalar fields (_ROW_SCALARS), lhs_mult last
         scalars = (float(self.dtype_bytes), self.out_bytes, self.out_alpha, self.vec_flops, self.hero_flops,
                    self.trans_rest, self.lhs_vec, self.rhs_vec, self.lhs_trans, self.rhs_trans, float(self.trivial),
@@ -934,6 +953,8 @@ _INFO_CACHE: dict = {}
 # Pieces of TilingInfo shared by many kernels of a program (the same leaf shapes and tiled shapes recur):
 _INPUT_ROWS: dict = {}    # (leaf, is_lhs, is_rhs, tiled dims, sublanes, lanes) -> InputRow
 _INPUT_ARRAYS: dict = {}  # (input rows, unfolded) -> the row's per-input arrays
+_INPUT_ROWS_BY_ID: dict = {}    # (id(leaf), is_lhs, is_rhs, tiled dims, vector shape) -> (leaf, InputRow)
+_INPUT_ARRAYS_BY_ID: dict = {}  # (ids of the input rows, unfolded) -> (input rows, per-input arrays)
 _DIM_ROWS: dict = {}      # (tiled dims, minor-to-major, vector shape) -> per-dim arrays of a kernel without hero
 _CANDIDATES: dict = {}    # (tiled dims, unit, max tiles) -> candidate extents and their tile arrays
 _HEROES: dict = {}        # (id(hero instruction), tiled dims, minor-to-major, vector shape) -> (instruction, hero state)
@@ -943,7 +964,8 @@ _HERO_STATE = ("hero", "hero_flops", "K", "K_pad", "m_mask", "n_mask", "n_const"
 
 def clear_caches() -> None:
     """Forget every cached tiling description, default tile and shared piece (a cold start)."""
-    for cache in (_INFO_CACHE, _INPUT_ROWS, _INPUT_ARRAYS, _DIM_ROWS, _CANDIDATES, _HEROES, _WORK_NODES,
+    for cache in (_INFO_CACHE, _INPUT_ROWS, _INPUT_ARRAYS, _INPUT_ROWS_BY_ID, _INPUT_ARRAYS_BY_ID, _DIM_ROWS,
+                  _CANDIDATES, _HEROES, _WORK_NODES,
                   _DEFAULT_TILES):
         cache.clear()
 
