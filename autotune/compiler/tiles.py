@@ -902,22 +902,21 @@ class _TilingBuilder:
     def _input_arrays(self, fold: int) -> dict:
         """The per-input and per-layout-slot arrays of the row, read-only."""
         R, I = R_MAX, I_MAX
-        ins_bytes = np.zeros(I)
-        ins_alpha = np.zeros(I)
-        ins_role = np.zeros(I, np.int64)
-        ins_maxrun = np.ones(I)
+        rows = self.inputs[:I]
+        pad = I - len(rows)
+        roles = [row.role if (fold == 0 or row.role != ROLE_SAME) else ROLE_OTHER for row in rows]
+        ins_bytes = np.array([row.bytes for row in rows] + [0.0] * pad, float)
+        ins_alpha = np.array([row.alpha for row in rows] + [0.0] * pad, float)
+        ins_role = np.array(roles + [0] * pad, np.int64)
+        ins_maxrun = np.array([row.maxrun for row in rows] + [1.0] * pad, float)
         # distinct layouts of the "same" inputs (P_MAX slots): runs and padding are computed per slot
         sl_perm = _SLOT_PERMS.copy()
         sl_punit = np.ones((P_MAX, R))
         sl_dbytes = np.ones(P_MAX)
         ins_slot = np.zeros(I, np.int64)
         slots: list = []
-        for k, row in enumerate(self.inputs[:I]):
-            ins_bytes[k] = row.bytes
-            ins_alpha[k] = row.alpha
-            ins_role[k] = row.role if (fold == 0 or row.role != ROLE_SAME) else ROLE_OTHER
-            ins_maxrun[k] = row.maxrun
-            if ins_role[k] == ROLE_SAME:
+        for k, row in enumerate(rows):
+            if roles[k] == ROLE_SAME:
                 key = (row.perm, row.dbytes)
                 if key not in slots and len(slots) < P_MAX:
                     slots.append(key)
