@@ -1051,7 +1051,17 @@ def _search_default_tiles(infos: Sequence[TilingInfo]) -> list:
     t = tiled_time_terms(b, g["T"], np.ones(len(owner)), kpad, spec, g)["t"]
     pred = np.where(b.trivial > 0, 0.0, t)[keep]  # roofline_seconds of the fitting tiles
     best = keep[_argmin_tiles(pred, np.prod(T[keep], axis=1), owner[keep])]
-    return [TileConfig(c[0][i - s0]) for c, i, s0 in zip(cands, best, starts)]
+    made: dict = {}  # one TileConfig per distinct tile (the ladders' extents are valid ints: no checks)
+    out = []
+    for c, i, s0 in zip(cands, best.tolist(), starts.tolist()):
+        d = c[0][i - s0]
+        t = made.get(d)
+        if t is None:
+            t = made[d] = object.__new__(TileConfig)
+            object.__setattr__(t, "dims", d)
+            object.__setattr__(t, "kernel", None)
+        out.append(t)
+    return out
 
 
 _ROW_SCALARS = tuple(f.name for f in fields(TileRows) if not f.metadata)
