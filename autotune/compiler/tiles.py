@@ -987,8 +987,24 @@ _DEFAULT_TILES: dict = {}
 def canonical_target_name(target: Any) -> str:
     """The canonical spec name of a target (a name, alias, TargetSpec or Target): the key of the
     tiling caches, so that "tpu", "tpu-v3" and the Target share their entries."""
+    global _SPEC_GEN
+    if type(target) is str:  # by name: cached until a spec is registered
+        hit = _TARGET_NAMES.get(target)
+        if hit is not None and hit[0] == _SPEC_GEN[0]:
+            return hit[1]
     from autotune.compiler.targets import get_spec
-    return get_spec(target).name
+    from autotune.compiler.targets.base import SPEC_GENERATION
+    _SPEC_GEN = SPEC_GENERATION
+    name = get_spec(target).name
+    if type(target) is str:
+        if len(_TARGET_NAMES) > 1_000:
+            _TARGET_NAMES.clear()
+        _TARGET_NAMES[target] = (SPEC_GENERATION[0], name)
+    return name
+
+
+_TARGET_NAMES: dict = {}  # target name or alias -> (SPEC_GENERATION when looked up, its canonical spec name)
+_SPEC_GEN: list = [-1]    # autotune.compiler.targets.base.SPEC_GENERATION, bound on the first look-up
 
 
 def default_tile(kernel: Any, target: Any = "tpu") -> "TileConfig":
