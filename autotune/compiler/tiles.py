@@ -551,23 +551,18 @@ class _TilingBuilder:
         comp = getattr(kernel, "computation", None)
         members = list(getattr(kernel, "members", ()))
         insts = comp.instructions if comp is not None else list(getattr(kernel, "instructions", []))
-        self.shape = self._tiled_shape(kernel, comp, members, out_shape)
-        self.dims = tuple(max(int(d), 1) for d in self.shape.dims)
-        self.rank = len(self.dims)
-        self.mtm = tuple(self.shape.minor_to_major()) if self.rank else ()
-        if len(self.mtm) != self.rank or sorted(self.mtm) != list(range(self.rank)):
-            self.mtm = tuple(range(self.rank - 1, -1, -1))
-        self.dtype_bytes = dtype_bytes(self.shape.dtype)
-        # Granularity per logical dim: valid-tile unit and padding unit (TPU tiled layout).
-        unit = [1] * self.rank
-        if self.rank == 1:
-            unit[0] = sub * lanes
-        elif self.rank >= 2:
-            unit[self.mtm[0]] = lanes
-            unit[self.mtm[1]] = sub
-        self.unit = tuple(unit)
-        E = float(math.prod(self.dims)) if self.rank else 1.0
-        self.elements = E
+        # the tiled shape and its layout depend on the root only: shared by the kernels of one root
+        root = getattr(kernel, "root", None)
+        key = (id(comp), root, self.target.vector_shape) if comp is not None and root is not None else None
+        hit = _TILED_SHAPES.get(key) if key is not None else None
+        if hit is None or hit[0] is not comp or hit[1] is not out_shape:  # (the entry holds `comp`: no id reuse)
+            self._shape_fields(kernel, comp, members, out_shape, sub, lanes)
+            if key is not None:
+                if len(_TILED_SHAPES) > 100_000:
+                    _TILED_SHAPES.clear()
+                _TILED_SHAPES[key] = (comp, out_shape, tuple(getattr(self, f) for f in _SHAPE_FIELDS))
+        else:
+            (self.shape, self.dims, self.rank, self.mtm, self.dtype_bytes, self.unit, self.elements) = hit[2]
         cost = kernel.cost
         work = device_work(kernel)
         self.flops = float(work.flops)
@@ -617,7 +612,7 @@ class _TilingBuilder:
                     break
         elif any(op in MATMUL_OPCODES for op in getattr(kernel, "opcodes", [])):
             self.hero = "generic"
-        if self.hero is not None and not self.m_mask.any() and not self.n_mask.any():
+        if self.hero is not None and self._hero_state is None and not self.m_mask.any() and not self.n_mask.any():
             self._own_hero_arrays()
             self.m_mask[:] = True
         self.vec_flops = max(self.flops - self.hero_flops - self.lhs_vec - self.rhs_vec, 0.0)
@@ -651,6 +646,26 @@ class _TilingBuilder:
         self.n_mask.flags.writeable = False
 
     # ---- construction helpers
+    def _shape_fields(self, kernel, comp, members, out_shape: Shape, sub: int, lanes: int) -> None:
+        """The tiled shape and its extents, rank, minor-to-major order, bytes per element, valid-tile
+        unit and elements (`_SHAPE_FIELDS`)."""
+        self.shape = self._tiled_shape(kernel, comp, members, out_shape)
+        self.dims = tuple(max(int(d), 1) for d in self.shape.dims)
+        self.rank = len(self.dims)
+        self.mtm = tuple(self.shape.minor_to_major()) if self.rank else ()
+        if len(self.mtm) != self.rank or sorted(self.mtm) != list(range(self.rank)):
+            self.mtm = tuple(range(self.rank - 1, -1, -1))
+        self.dtype_bytes = dtype_bytes(self.shape.dtype)
+        # Granularity per logical dim: valid-tile unit and padding unit (TPU tiled layout).
+        unit = [1] * self.rank
+        if self.rank == 1:
+            unit[0] = sub * lanes
+        elif self.rank >= 2:
+            unit[self.mtm[0]] = lanes
+            unit[self.mtm[1]] = sub
+        self.unit = tuple(unit)
+        self.elements = float(math.prod(self.dims)) if self.rank else 1.0
+
     _hero_state: Optional[dict] = None  # the `_HEROES` entry of this kernel's hero (None: not shared)
 
     def _shared_hero(self, ins, m: int, comp, insts) -> None:
@@ -956,6 +971,8 @@ _INPUT_ROWS_BY_ID: dict = {}    # (id(leaf), is_lhs, is_rhs, tiled dims, vector 
 _INPUT_ARRAYS_BY_ID: dict = {}  # (ids of the input rows, unfolded) -> (input rows, per-input arrays)
 _DIM_ROWS: dict = {}      # (tiled dims, minor-to-major, vector shape) -> per-dim arrays of a kernel without hero
 _CANDIDATES: dict = {}    # (tiled dims, unit, max tiles) -> candidate extents and their tile arrays
+_TILED_SHAPES: dict = {}  # (id(computation), root, vector shape) -> (computation, output shape, _SHAPE_FIELDS values)
+_SHAPE_FIELDS = ("shape", "dims", "rank", "mtm", "dtype_bytes", "unit", "elements")
 _HEROES: dict = {}        # (id(hero instruction), tiled dims, minor-to-major, vector shape) -> (instruction, hero state)
 _HERO_STATE = ("hero", "hero_flops", "K", "K_pad", "m_mask", "n_mask", "n_const", "m_scale", "win", "stride", "din",
                "rhs_shape", "rhs_fraction", "rhs_kclass")
@@ -964,7 +981,7 @@ _HERO_STATE = ("hero", "hero_flops", "K", "K_pad", "m_mask", "n_mask", "n_const"
 def clear_caches() -> None:
     """Forget every cached tiling description, default tile and shared piece (a cold start)."""
     for cache in (_INFO_CACHE, _INPUT_ROWS, _INPUT_ARRAYS, _INPUT_ROWS_BY_ID, _INPUT_ARRAYS_BY_ID, _DIM_ROWS,
-                  _CANDIDATES, _HEROES, _WORK_NODES,
+                  _CANDIDATES, _HEROES, _WORK_NODES, _TILED_SHAPES,
                   _DEFAULT_TILES):
         cache.clear()
 
