@@ -543,8 +543,7 @@ class _TilingBuilder:
     """Works out a kernel's `TilingInfo` (the mutable scratch of `TilingInfo.of`)."""
 
     def __init__(self, kernel: Any, target: Any):
-        from autotune.compiler.targets import get_spec
-        self.target = get_spec(target)
+        self.target = _spec(target)
         sub, lanes = self.target.vector_shape
         self.hash = kernel.hash
         out_shape = kernel.output_shape
@@ -1020,6 +1019,25 @@ def canonical_target_name(target: Any) -> str:
     return name
 
 
+def _spec(target: Any) -> Any:
+    """`get_spec(target)`, by name cached until a spec is registered."""
+    global _SPEC_GEN
+    if type(target) is str:
+        hit = _TARGET_SPECS.get(target)
+        if hit is not None and hit[0] == _SPEC_GEN[0]:
+            return hit[1]
+    from autotune.compiler.targets import get_spec
+    from autotune.compiler.targets.base import SPEC_GENERATION
+    _SPEC_GEN = SPEC_GENERATION
+    spec = get_spec(target)
+    if type(target) is str:
+        if len(_TARGET_SPECS) > 1_000:
+            _TARGET_SPECS.clear()
+        _TARGET_SPECS[target] = (_SPEC_GEN[0], spec)
+    return spec
+
+
+_TARGET_SPECS: dict = {}  # target name or alias -> (SPEC_GENERATION when looked up, its TargetSpec)
 _TARGET_NAMES: dict = {}  # target name or alias -> (SPEC_GENERATION when looked up, its canonical spec name)
 _SPEC_GEN: list = [-1]    # autotune.compiler.targets.base.SPEC_GENERATION, bound on the first look-up
 
