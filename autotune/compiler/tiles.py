@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import math
 import re
+import weakref
 from dataclasses import dataclass, field, fields, replace
 from operator import attrgetter
 from typing import Any, Optional, Sequence
@@ -239,7 +240,8 @@ def _member_work(ins: Any, operand_shapes: Sequence[Shape], xla: Any, module: An
     return flops, trans, net, host
 
 
-_WORK_NODES: dict = {}  # id(computation) -> (computation, its instructions whose opcode is in _WORK_OPCODES)
+# computation -> its instructions whose opcode is in _WORK_OPCODES (weak: a computation's entry goes with it)
+_WORK_NODES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
 def device_work(kernel: Any) -> DeviceWork:
@@ -251,14 +253,18 @@ def device_work(kernel: Any) -> DeviceWork:
     insts = comp.instructions if comp is not None and space is not None else ()
     members = []
     if insts:
-        hit = _WORK_NODES.get(id(comp))
-        if hit is None or hit[0] is not comp:  # (the entry holds `comp`: its id is not reused while cached)
-            if len(_WORK_NODES) > 10_000:
-                _WORK_NODES.clear()
-            hit = _WORK_NODES[id(comp)] = (comp, frozenset(i for i, ins in enumerate(insts)
-                                                          if ins.opcode in _WORK_OPCODES))
-        if hit[1]:
-            members = [m for m in getattr(kernel, "members", ()) if m in hit[1]]
+        try:
+            work = _WORK_NODES.get(comp)
+        except TypeError:  # a duck-typed computation without weak references: not cached
+            work = None
+        if work is None:
+            work = frozenset(i for i, ins in enumerate(insts) if ins.opcode in _WORK_OPCODES)
+            try:
+                _WORK_NODES[comp] = work
+            except TypeError:
+                pass
+        if work:
+            members = [m for m in getattr(kernel, "members", ()) if m in work]
     if not members:
         return DeviceWork(max(cost.flops, 0.0), max(cost.transcendentals, 0.0))
     flops, trans = cost.flops, cost.transcendentals
@@ -552,16 +558,22 @@ class _TilingBuilder:
         insts = comp.instructions if comp is not None else list(getattr(kernel, "instructions", []))
         # the tiled shape and its layout depend on the root only: shared by the kernels of one root
         root = getattr(kernel, "root", None)
-        key = (id(comp), root, self.target.vector_shape) if comp is not None and root is not None else None
-        hit = _TILED_SHAPES.get(key) if key is not None else None
-        if hit is None or hit[0] is not comp or hit[1] is not out_shape:  # (the entry holds `comp`: no id reuse)
+        per_comp = None
+        if comp is not None and root is not None:
+            try:
+                per_comp = _TILED_SHAPES.get(comp)
+                if per_comp is None:
+                    per_comp = _TILED_SHAPES[comp] = {}
+            except TypeError:  # a duck-typed computation without weak references: not cached
+                per_comp = None
+        key = (root, self.target.vector_shape)
+        hit = per_comp.get(key) if per_comp is not None else None
+        if hit is None or hit[0] is not out_shape:
             self._shape_fields(kernel, comp, members, out_shape, sub, lanes)
-            if key is not None:
-                if len(_TILED_SHAPES) > 100_000:
-                    _TILED_SHAPES.clear()
-                _TILED_SHAPES[key] = (comp, out_shape, tuple(getattr(self, f) for f in _SHAPE_FIELDS))
+            if per_comp is not None:
+                per_comp[key] = (out_shape, tuple(getattr(self, f) for f in _SHAPE_FIELDS))
         else:
-            (self.shape, self.dims, self.rank, self.mtm, self.dtype_bytes, self.unit, self.elements) = hit[2]
+            (self.shape, self.dims, self.rank, self.mtm, self.dtype_bytes, self.unit, self.elements) = hit[1]
         cost = kernel.cost
         work = device_work(kernel)
         self.flops = float(work.flops)
@@ -970,7 +982,8 @@ _INPUT_ROWS_BY_ID: dict = {}    # (id(leaf), is_lhs, is_rhs, tiled dims, vector 
 _INPUT_ARRAYS_BY_ID: dict = {}  # (ids of the input rows, unfolded) -> (input rows, per-input arrays)
 _DIM_ROWS: dict = {}      # (tiled dims, minor-to-major, vector shape) -> per-dim arrays of a kernel without hero
 _CANDIDATES: dict = {}    # (tiled dims, unit, max tiles) -> candidate extents and their tile arrays
-_TILED_SHAPES: dict = {}  # (id(computation), root, vector shape) -> (computation, output shape, _SHAPE_FIELDS values)
+# computation -> {(root, vector shape): (output shape, _SHAPE_FIELDS values)} (weak: goes with the computation)
+_TILED_SHAPES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 _SHAPE_FIELDS = ("shape", "dims", "rank", "mtm", "dtype_bytes", "unit", "elements")
 _HEROES: dict = {}        # (id(hero instruction), tiled dims, minor-to-major, vector shape) -> (instruction, hero state)
 _HERO_STATE = ("hero", "hero_flops", "K", "K_pad", "m_mask", "n_mask", "n_const", "m_scale", "win", "stride", "din",

@@ -136,3 +136,29 @@ def test_target_names_are_cached_until_a_spec_is_registered():
         base._SPEC_ALIASES.update(aliases)
         base.SPEC_GENERATION[0] += 1
     assert tiles.canonical_target_name("tpu") == "tpu-v3"
+
+
+def test_computation_caches_are_weak_and_accept_duck_typed_computations(kernels):
+    import gc
+    import types
+
+    tiles.clear_caches()
+    tiles.tiling_info(kernels[0], "tpu")
+    assert kernels[0].computation in tiles._TILED_SHAPES
+    # a computation that cannot be weakly referenced is priced, just not cached
+    k = kernels[0]
+    comp = types.SimpleNamespace(instructions=k.computation.instructions, operands=k.computation.operands)
+    duck = types.SimpleNamespace(hash="duck", output_shape=k.output_shape, computation=comp, members=k.members,
+                                 root=k.root, inputs=k.inputs, input_shapes=k.input_shapes, cost=k.cost,
+                                 space=k.space, comp=k.comp, fusion_kind=k.fusion_kind, is_trivial=False)
+    info = TilingInfo.of(duck, "tpu")
+    assert info.dims == tiles.tiling_info(k, "tpu").dims
+    # entries go with their computation
+    space = FusionSpace(Program.from_file(str(ROOT / "examples/hlo/bert_small_infer.hlo")), "tpu")
+    ks = [x for x in space.kernels(space.default()) if not x.is_trivial]
+    tiles.tiling_info(ks[0], "tpu")
+    n = len(tiles._TILED_SHAPES)
+    del space, ks
+    gc.collect()  # (the cached descriptions and shared pieces hold no computation)
+    assert len(tiles._TILED_SHAPES) == n - 1
+    tiles.clear_caches()
