@@ -293,8 +293,8 @@ def render_md(res: dict) -> str:
                      f"x{res['ratio']['warm']:.2f} |")
         if "ratio_serial" in res:
             rs = res["ratio_serial"]
-            lines.append(f"| ratio one process / baseline (per round, median) | x{rs['cold']:.2f} | x{rs['cold_cpu']:.2f} | "
-                         f"x{rs['cold_busiest_thread']:.2f} | x{rs['warm']:.2f} |")
+            lines.append(f"| ratio one process / baseline (per round, median) | x{rs['cold']:.2f} | "
+                         f"x{rs['cold_cpu']:.2f} | x{rs['cold_busiest_thread']:.2f} | x{rs['warm']:.2f} |")
         lines += ["", f"feature arrays identical: {res['features_identical']}; predictions identical: "
                       f"{res['predictions_identical']} (max relative difference {res['predictions_max_rel_diff']:.2e})"]
     lines += ["", f"two-process predictions bit-identical to one process's: {res['pipelined_identical_to_serial']}"]

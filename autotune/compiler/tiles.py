@@ -848,9 +848,10 @@ class _TilingBuilder:
         return InputRow(e * db, e, role, self._alpha(e), perm, punit, db, maxrun)
 
     def _make_row(self) -> None:
-        """`_row_parts` of `TilingInfo.row`: fixed-size arrays (R_MAX dims, I_MAX inputs) for the vectorized geometry; the per-dim
-        arrays of a kernel without a hero and the per-input arrays are shared (read-only) by the
-        kernels with the same tiled shape or the same input rows (`_DIM_ROWS`, `_INPUT_ARRAYS`)."""
+        """`_row_parts` of `TilingInfo.row`: fixed-size arrays (R_MAX dims, I_MAX inputs) for the
+        vectorized geometry; the per-dim arrays and the per-input arrays are shared (read-only) by the
+        kernels with the same tiled shape or hero, or the same input rows (`_DIM_ROWS`, `_HEROES`,
+        `_INPUT_ARRAYS`)."""
         R = R_MAX
         fold = len(self.dims) - R + 1 if len(self.dims) > R else 0  # fold the leading (most major) dims into one
         if self.hero is None and fold == 0:
@@ -985,7 +986,8 @@ _CANDIDATES: dict = {}    # (tiled dims, unit, max tiles) -> candidate extents a
 # computation -> {(root, vector shape): (output shape, _SHAPE_FIELDS values)} (weak: goes with the computation)
 _TILED_SHAPES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 _SHAPE_FIELDS = ("shape", "dims", "rank", "mtm", "dtype_bytes", "unit", "elements")
-_HEROES: dict = {}        # (id(hero instruction), tiled dims, minor-to-major, vector shape) -> (instruction, hero state)
+# (id(hero instruction), tiled dims, minor-to-major, vector shape) -> (instruction, hero state)
+_HEROES: dict = {}
 _HERO_STATE = ("hero", "hero_flops", "K", "K_pad", "m_mask", "n_mask", "n_const", "m_scale", "win", "stride", "din",
                "rhs_shape", "rhs_fraction", "rhs_kclass")
 
