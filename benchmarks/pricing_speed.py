@@ -251,6 +251,8 @@ def main(argv: Optional[list] = None) -> dict:
     if "old" in paths:
         res["ratio"] = {k: float(np.median(np.array(rates["new"][k]) / np.array(rates["old"][k])))
                         for k in ("cold", "cold_cpu", "cold_busiest_thread", "warm")}
+        res["ratio_serial"] = {k: float(np.median(np.array(rates["serial"][k]) / np.array(rates["old"][k])))
+                               for k in ("cold", "cold_cpu", "cold_busiest_thread", "warm")}
         go, gn = paths["old"][0].kernel_graphs(kernels, "tpu"), new_features.kernel_graphs(kernels, "tpu")
         same = all(np.array_equal(x.node_feat, y.node_feat) and np.array_equal(x.edge_index, y.edge_index)
                    and np.array_equal(x.opcode, y.opcode) and np.array_equal(x.kernel_feat, y.kernel_feat)
@@ -259,6 +261,8 @@ def main(argv: Optional[list] = None) -> dict:
         res["predictions_identical"] = bool(np.array_equal(preds["old"], preds["new"]))
         res["predictions_max_rel_diff"] = float(np.max(np.abs(preds["old"] - preds["new"]) / np.abs(preds["old"])))
     res["pipelined_identical_to_serial"] = bool(np.array_equal(preds["new"], preds["serial"]))
+    if "old" in paths:
+        res["serial_predictions_identical"] = bool(np.array_equal(preds["old"], preds["serial"]))
     if a.phases:
         res["phases_us_per_kernel"] = phase_breakdown(kernels, model)
     if a.search:
@@ -287,9 +291,15 @@ def render_md(res: dict) -> str:
         lines.append(f"| ratio this tree / baseline (per round, median) | x{res['ratio']['cold']:.2f} | "
                      f"x{res['ratio']['cold_cpu']:.2f} | x{res['ratio']['cold_busiest_thread']:.2f} | "
                      f"x{res['ratio']['warm']:.2f} |")
+        if "ratio_serial" in res:
+            rs = res["ratio_serial"]
+            lines.append(f"| ratio one process / baseline (per round, median) | x{rs['cold']:.2f} | "
+                         f"x{rs['cold_cpu']:.2f} | x{rs['cold_busiest_thread']:.2f} | x{rs['warm']:.2f} |")
         lines += ["", f"feature arrays identical: {res['features_identical']}; predictions identical: "
                       f"{res['predictions_identical']} (max relative difference {res['predictions_max_rel_diff']:.2e})"]
     lines += ["", f"two-process predictions bit-identical to one process's: {res['pipelined_identical_to_serial']}"]
+    if "serial_predictions_identical" in res:
+        lines += [f"one-process predictions bit-identical to the baseline's: {res['serial_predictions_identical']}"]
     if "phases_us_per_kernel" in res:
         ph = res["phases_us_per_kernel"]
         lines += ["", "Cold pricing by phase (this tree, CPU microseconds per kernel, each phase timed alone):", "",

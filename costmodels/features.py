@@ -403,6 +403,32 @@ def geometry_features(kernel: Any, target: Any = "tpu") -> np.ndarray:
     return geometry_matrix([kernel], target)[0]
 
 
+# The per-kernel (Python) columns of geometry_matrix, in the order `_shape_part` + `_tile_part` + hero + rest
+_STATIC_COLS = np.array([_GCOL[c] for c in (
+    ["geo_rank"] + [f"geo_dim_{j}" for j in range(R)] + ["geo_minor_extent", "geo_second_minor_extent",
+                                                           "geo_dtype_bytes"]
+    + [f"geo_tile_{j}" for j in range(R)]
+    + ["geo_has_hero", "geo_hero_conv", "geo_hero_generic", "geo_K", "geo_K_pad", "geo_K_pad_factor", "geo_m_scale",
+       "geo_n_const", "geo_hero_flops"]
+    + ["geo_n_inputs", "geo_vector_flops", "geo_transcendentals", "geo_lhs_producer_flops",
+       "geo_rhs_producer_flops", "geo_trivial"])], np.int64)
+_NO_HERO = (0.0,) * 9
+
+
+def _shape_part(info: Any) -> tuple:
+    """geo_rank, geo_dim_*, the minor extents and geo_dtype_bytes of a tiled shape (0: not set)."""
+    dims = [_l2(d) for d in _fold(info.dims)]
+    return ((float(info.rank),) + tuple(dims) + (0.0,) * (R - len(dims))
+            + (_l2(info.dims[info.mtm[0]]) if info.rank >= 1 else 0.0,
+               _l2(info.dims[info.mtm[1]]) if info.rank >= 2 else 0.0, float(info.dtype_bytes)))
+
+
+def _tile_part(extents: tuple) -> tuple:
+    """geo_tile_* of a tile's extents (the first rank entries of its capped tile row)."""
+    t = [_l2(x) for x in _fold([int(x) for x in extents])]
+    return tuple(t) + (0.0,) * (R - len(t))
+
+
 def geometry_matrix(kernels: Sequence[Any], target: Any = "tpu") -> np.ndarray:
     """[len(kernels), GEOMETRY_DIM] geometry features at the kernels' default tiles, from
     `autotune.compiler.tiles` and the analytical model's tiled terms, vectorized over the kernels; all zero on
@@ -425,36 +451,31 @@ def geometry_matrix(kernels: Sequence[Any], target: Any = "tpu") -> np.ndarray:
     g = io_geometry(b, T, sub, lanes)
     terms = tiled_time_terms(b, T, ks, kp, spec, g)
     fit = scratchpad_fit(g, b.kind, spec.scratchpad_bytes, ks)
-    # ---- per kernel: the static description (TilingInfo)
+    # ---- per kernel: the static description (TilingInfo), as one row of _STATIC_COLS per kernel;
+    # the pieces shared by many kernels (the tiled shape's, the tile's) computed once per batch
+    shape_parts: dict = {}
+    tile_parts: dict = {}
+    static = []
+    Tall = g["T"]
     for i, info in enumerate(infos):
-        row = V[i]
-        row[_GCOL["geo_rank"]] = info.rank
-        for j, d in enumerate(_fold(info.dims)):
-            row[_GCOL[f"geo_dim_{j}"]] = _l2(d)
-        if info.rank >= 1:
-            row[_GCOL["geo_minor_extent"]] = _l2(info.dims[info.mtm[0]])
-        if info.rank >= 2:
-            row[_GCOL["geo_second_minor_extent"]] = _l2(info.dims[info.mtm[1]])
-        row[_GCOL["geo_dtype_bytes"]] = info.dtype_bytes
-        Tt = g["T"][i]
-        for j, t in enumerate(_fold([int(x) for x in Tt[:min(info.rank, len(Tt))]])):
-            row[_GCOL[f"geo_tile_{j}"]] = _l2(t)
-        row[_GCOL["geo_n_inputs"]] = len(getattr(kernels[i], "inputs", ()))
+        sk = (info.dims, info.mtm, info.dtype_bytes)
+        sp = shape_parts.get(sk)
+        if sp is None:
+            sp = shape_parts[sk] = _shape_part(info)
+        tk = tuple(Tall[i, :min(info.rank, Tall.shape[1])].tolist())
+        tp = tile_parts.get(tk)
+        if tp is None:
+            tp = tile_parts[tk] = _tile_part(tk)
         if info.hero is not None:
-            row[_GCOL["geo_has_hero"]] = 1.0
-            row[_GCOL["geo_hero_conv"]] = float(info.hero == "conv")
-            row[_GCOL["geo_hero_generic"]] = float(info.hero == "generic")
-            row[_GCOL["geo_K"]] = _l2(info.K)
-            row[_GCOL["geo_K_pad"]] = _l2(info.K_pad)
-            row[_GCOL["geo_K_pad_factor"]] = float(info.K_pad) / max(float(info.K), 1.0)
-            row[_GCOL["geo_m_scale"]] = math.log2(max(float(info.m_scale), 1e-30))
-            row[_GCOL["geo_n_const"]] = _l2(info.n_const)
-            row[_GCOL["geo_hero_flops"]] = _l2(info.hero_flops)
-        row[_GCOL["geo_vector_flops"]] = _l2(info.vec_flops)
-        row[_GCOL["geo_transcendentals"]] = _l2(info.trans_rest)
-        row[_GCOL["geo_lhs_producer_flops"]] = _l2(info.lhs_vec)
-        row[_GCOL["geo_rhs_producer_flops"]] = _l2(info.rhs_vec)
-        row[_GCOL["geo_trivial"]] = float(info.trivial)
+            hp = (1.0, float(info.hero == "conv"), float(info.hero == "generic"), _l2(info.K), _l2(info.K_pad),
+                  float(info.K_pad) / max(float(info.K), 1.0), math.log2(max(float(info.m_scale), 1e-30)),
+                  _l2(info.n_const), _l2(info.hero_flops))
+        else:
+            hp = _NO_HERO
+        static.append(sp + tp + hp + (float(len(getattr(kernels[i], "inputs", ()))), _l2(info.vec_flops),
+                                      _l2(info.trans_rest), _l2(info.lhs_vec), _l2(info.rhs_vec),
+                                      float(info.trivial)))
+    V[:, _STATIC_COLS] = np.array(static, np.float64)
     # ---- vectorized: shape padding, the default tile, transfers, the matrix unit, the time terms
     put("geo_has_geometry", 1.0)
     D, U = b.D, b.U

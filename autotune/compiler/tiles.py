@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import math
 import re
+import weakref
 from dataclasses import dataclass, field, fields, replace
 from operator import attrgetter
 from typing import Any, Optional, Sequence
@@ -239,6 +240,10 @@ def _member_work(ins: Any, operand_shapes: Sequence[Shape], xla: Any, module: An
     return flops, trans, net, host
 
 
+# computation -> its instructions whose opcode is in _WORK_OPCODES (weak: a computation's entry goes with it)
+_WORK_NODES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
 def device_work(kernel: Any) -> DeviceWork:
     """The kernel's `DeviceWork`: `kernel.cost` (negative "unknown" figures as 0), with the members
     whose opcode XLA prices differently from the work a device does re-priced (docs/simulator.md)."""
@@ -246,7 +251,20 @@ def device_work(kernel: Any) -> DeviceWork:
     comp = getattr(kernel, "computation", None)
     space = getattr(kernel, "space", None)
     insts = comp.instructions if comp is not None and space is not None else ()
-    members = [m for m in getattr(kernel, "members", ()) if insts and insts[m].opcode in _WORK_OPCODES]
+    members = []
+    if insts:
+        try:
+            work = _WORK_NODES.get(comp)
+        except TypeError:  # a duck-typed computation without weak references: not cached
+            work = None
+        if work is None:
+            work = frozenset(i for i, ins in enumerate(insts) if ins.opcode in _WORK_OPCODES)
+            try:
+                _WORK_NODES[comp] = work
+            except TypeError:
+                pass
+        if work:
+            members = [m for m in getattr(kernel, "members", ()) if m in work]
     if not members:
         return DeviceWork(max(cost.flops, 0.0), max(cost.transcendentals, 0.0))
     flops, trans = cost.flops, cost.transcendentals
@@ -344,7 +362,7 @@ class TileRows:
 
     def take(self, idx: np.ndarray) -> "TileRows":
         """The stacked rows of items `idx`."""
-        return TileRows(**{f.name: getattr(self, f.name)[idx] for f in fields(self)})
+        return TileRows(**{f.name: np.take(getattr(self, f.name), idx, axis=0) for f in fields(self)})
 
     def first_dims(self, rank: int) -> "TileRows":
         """Stacked rows with the per-dim arrays cut to their first `rank` dims (the trailing padding
@@ -396,13 +414,27 @@ class TilingInfo:
     out_elements: float        # elements of the output (all leaves)
     out_bytes: float           # bytes of the output
     out_alpha: float           # per-tile write exponent of the output
-    row: TileRows              # the numeric row for the vectorized geometry
+    # (per-dim arrays, per-input arrays, scalars) of `row`, the array dicts shared between kernels:
+    # `stack_rows` stacks the rows of many kernels by these (one dictionary look-up per kernel and part)
+    _row_parts: tuple = field(repr=False)
     _tile_arrays: dict = field(default_factory=dict, repr=False)  # tile -> tile_array (cache)
+    _row: Optional[TileRows] = field(default=None, repr=False)  # `row`, made on first use
 
     @classmethod
     def of(cls, kernel: Any, target: Any = "tpu") -> "TilingInfo":
         """Work out the tiling description of a kernel (uncached; `tiling_info` caches)."""
-        return cls(*_get_info_fields(_TilingBuilder(kernel, target)))
+        b = _TilingBuilder(kernel, target)
+        return cls(*_get_info_fields(b), b._row_parts)
+
+    @property
+    def row(self) -> TileRows:
+        """The numeric row for the vectorized geometry (`TileRows`; its arrays read-only, shared)."""
+        r = self._row
+        if r is None:
+            dims, ins, scalars = self._row_parts
+            r = TileRows(*dims.values(), *ins.values(), *scalars)
+            object.__setattr__(self, "_row", r)
+        return r
 
     # ---- conversions
     def tile_array(self, tile: Optional[TileConfig]) -> np.ndarray:
@@ -488,36 +520,60 @@ _get_info_fields = attrgetter(*_INFO_FIELDS)  # the builder's values, in the ord
 _SLOT_PERMS = np.tile(np.arange(R_MAX), (P_MAX, 1))  # identity layouts of the P_MAX layout slots
 
 
+def _walk(ops, mset: set, start: int, inputs: set, costs: Optional[list], skip: Any) -> tuple:
+    """Backwards from `start` through kernel members (depth first, `skip`ped nodes not entered):
+    (kernel inputs reached, flops and transcendentals of the members reached, in the order reached,
+    every node reached). The hero's operand walks of `_TilingBuilder`: the inputs behind each
+    operand and the flops of its fused producers (each tile recomputes its operand slice, so the lhs
+    producers run once per column tile and the rhs producers once per row tile)."""
+    out, stack, seen = set(), [start], set()
+    f = t = 0.0
+    while stack:
+        n = stack.pop()
+        if n in seen or n in skip:
+            continue
+        seen.add(n)
+        if n in inputs:
+            out.add(n)
+        if n in mset:
+            if costs is not None:
+                c = costs[n]
+                f += max(c.flops, 0.0)
+                t += max(c.transcendentals, 0.0)
+            stack.extend(ops[n])
+    return out, f, t, seen
+
+
 # --------------------------------------------------------------------------------------------------
 class _TilingBuilder:
     """Works out a kernel's `TilingInfo` (the mutable scratch of `TilingInfo.of`)."""
 
     def __init__(self, kernel: Any, target: Any):
-        from autotune.compiler.targets import get_spec
-        self.target = get_spec(target)
+        self.target = _spec(target)
         sub, lanes = self.target.vector_shape
         self.hash = kernel.hash
         out_shape = kernel.output_shape
         comp = getattr(kernel, "computation", None)
         members = list(getattr(kernel, "members", ()))
         insts = comp.instructions if comp is not None else list(getattr(kernel, "instructions", []))
-        self.shape = self._tiled_shape(kernel, comp, members, out_shape)
-        self.dims = tuple(max(int(d), 1) for d in self.shape.dims)
-        self.rank = len(self.dims)
-        self.mtm = tuple(self.shape.minor_to_major()) if self.rank else ()
-        if len(self.mtm) != self.rank or sorted(self.mtm) != list(range(self.rank)):
-            self.mtm = tuple(range(self.rank - 1, -1, -1))
-        self.dtype_bytes = dtype_bytes(self.shape.dtype)
-        # Granularity per logical dim: valid-tile unit and padding unit (TPU tiled layout).
-        unit = [1] * self.rank
-        if self.rank == 1:
-            unit[0] = sub * lanes
-        elif self.rank >= 2:
-            unit[self.mtm[0]] = lanes
-            unit[self.mtm[1]] = sub
-        self.unit = tuple(unit)
-        E = float(math.prod(self.dims)) if self.rank else 1.0
-        self.elements = E
+        # the tiled shape and its layout depend on the root only: shared by the kernels of one root
+        root = getattr(kernel, "root", None)
+        per_comp = None
+        if comp is not None and root is not None:
+            try:
+                per_comp = _TILED_SHAPES.get(comp)
+                if per_comp is None:
+                    per_comp = _TILED_SHAPES[comp] = {}
+            except TypeError:  # a duck-typed computation without weak references: not cached
+                per_comp = None
+        key = (root, self.target.vector_shape)
+        hit = per_comp.get(key) if per_comp is not None else None
+        if hit is None or hit[0] is not out_shape:
+            self._shape_fields(kernel, comp, members, out_shape, sub, lanes)
+            if per_comp is not None:
+                per_comp[key] = (out_shape, tuple(getattr(self, f) for f in _SHAPE_FIELDS))
+        else:
+            (self.shape, self.dims, self.rank, self.mtm, self.dtype_bytes, self.unit, self.elements) = hit[1]
         cost = kernel.cost
         work = device_work(kernel)
         self.flops = float(work.flops)
@@ -550,19 +606,24 @@ class _TilingBuilder:
             for m in members:
                 ins = insts[m]
                 if ins.opcode in MATMUL_OPCODES:
-                    self._own_hero_arrays()
                     try:
-                        self._hero(ins, [insts[o].shape for o in comp.operands[m]])
+                        self._shared_hero(ins, m, comp, insts)
                         mset, iset = set(members), set(inputs)
-                        lhs_inputs = self._reach(comp, mset, comp.operands[m][0], iset)
-                        rhs_inputs = self._reach(comp, mset, comp.operands[m][1], iset)
-                        self._producer_costs(kernel, comp, mset, comp.operands[m])
+                        costs = self._node_costs(kernel)
+                        ops = comp.operands
+                        lhs_inputs, lf, lt, lseen = _walk(ops, mset, ops[m][0], iset, costs, ())
+                        rhs_inputs, rf, rt, _ = _walk(ops, mset, ops[m][1], iset, costs, ())
+                        if costs is not None:
+                            # each producer counted once: the rhs side skips what the lhs side reached
+                            if not lseen.isdisjoint(mset):
+                                rf, rt = _walk(ops, mset, ops[m][1], iset, costs, lseen)[1:3]
+                            self.lhs_vec, self.lhs_trans, self.rhs_vec, self.rhs_trans = lf, lt, rf, rt
                     except Exception:  # noqa: BLE001 - odd dims: fall back to the generic model
                         self.hero = self.hero or "generic"
                     break
         elif any(op in MATMUL_OPCODES for op in getattr(kernel, "opcodes", [])):
             self.hero = "generic"
-        if self.hero is not None and not self.m_mask.any() and not self.n_mask.any():
+        if self.hero is not None and self._hero_state is None and not self.m_mask.any() and not self.n_mask.any():
             self._own_hero_arrays()
             self.m_mask[:] = True
         self.vec_flops = max(self.flops - self.hero_flops - self.lhs_vec - self.rhs_vec, 0.0)
@@ -591,11 +652,53 @@ class _TilingBuilder:
         self.out_elements = float(sum(max(l.elements, 1) for l in out_leaves))
         self.out_bytes = float(sum(max(l.elements, 1) * dtype_bytes(l.dtype) for l in out_leaves))
         self.out_alpha = self._alpha(self.out_elements)
-        self.row = self._make_row()
+        self._make_row()
         self.m_mask.flags.writeable = False
         self.n_mask.flags.writeable = False
 
     # ---- construction helpers
+    def _shape_fields(self, kernel, comp, members, out_shape: Shape, sub: int, lanes: int) -> None:
+        """The tiled shape and its extents, rank, minor-to-major order, bytes per element, valid-tile
+        unit and elements (`_SHAPE_FIELDS`)."""
+        self.shape = self._tiled_shape(kernel, comp, members, out_shape)
+        self.dims = tuple(max(int(d), 1) for d in self.shape.dims)
+        self.rank = len(self.dims)
+        self.mtm = tuple(self.shape.minor_to_major()) if self.rank else ()
+        if len(self.mtm) != self.rank or sorted(self.mtm) != list(range(self.rank)):
+            self.mtm = tuple(range(self.rank - 1, -1, -1))
+        self.dtype_bytes = dtype_bytes(self.shape.dtype)
+        # Granularity per logical dim: valid-tile unit and padding unit (TPU tiled layout).
+        unit = [1] * self.rank
+        if self.rank == 1:
+            unit[0] = sub * lanes
+        elif self.rank >= 2:
+            unit[self.mtm[0]] = lanes
+            unit[self.mtm[1]] = sub
+        self.unit = tuple(unit)
+        self.elements = float(math.prod(self.dims)) if self.rank else 1.0
+
+    _hero_state: Optional[dict] = None  # the `_HEROES` entry of this kernel's hero (None: not shared)
+
+    def _shared_hero(self, ins, m: int, comp, insts) -> None:
+        """`_hero` of the instruction `ins` (member `m`), shared by every kernel with the same hero
+        instruction and tiled shape (`_HEROES`; the hero's geometry depends on nothing else): the
+        hero's fields and read-only per-dim arrays, its all-rows fallback included."""
+        key = (id(ins), tuple(self.shape.dims), self.mtm, self.target.vector_shape)
+        hit = _HEROES.get(key)
+        if hit is None or hit[0] is not ins:  # (the entry holds `ins`: its id is not reused while cached)
+            self._own_hero_arrays()
+            self._hero(ins, [insts[o].shape for o in comp.operands[m]])
+            if not self.m_mask.any() and not self.n_mask.any():
+                self.m_mask[:] = True
+            for a in (self.m_mask, self.n_mask, self.win, self.stride, self.din):
+                a.flags.writeable = False
+            if len(_HEROES) > 100_000:
+                _HEROES.clear()
+            hit = _HEROES[key] = (ins, {f: getattr(self, f) for f in _HERO_STATE})
+        else:
+            self.__dict__.update(hit[1])
+        self._hero_state = hit[1]
+
     def _own_hero_arrays(self) -> None:
         """Writable per-dim hero arrays of this kernel (in place of the shared read-only ones)."""
         if not self.m_mask.flags.writeable:
@@ -622,43 +725,15 @@ class _TilingBuilder:
         return max(cands, key=lambda s: (s.rank, s.elements))
 
     @staticmethod
-    def _reach(comp, mset: set, start: int, inputs: set) -> set:
-        """Kernel inputs reached backwards from `start` through kernel members."""
-        out, stack, seen = set(), [start], set()
-        while stack:
-            n = stack.pop()
-            if n in seen:
-                continue
-            seen.add(n)
-            if n in inputs:
-                out.add(n)
-            if n in mset:
-                stack.extend(comp.operands[n])
-        return out
-
-    def _producer_costs(self, kernel, comp, mset: set, operands) -> None:
-        """Flops of the fused producers of the dot/conv operands: each tile recomputes its operand
-        slice, so the lhs producers run once per column tile and the rhs producers once per row tile."""
+    def _node_costs(kernel) -> Optional[list]:
+        """The kernel's computation's per-node costs (None for a duck-typed kernel without them)."""
         try:
             ci = getattr(kernel, "comp", None)
             if ci is None:
                 ci = getattr(kernel, "comp_index")
-            costs = kernel.space.node_costs[ci]
+            return kernel.space.node_costs[ci]
         except Exception:  # noqa: BLE001 - duck-typed kernel without per-node costs
-            return
-        seen: set = set()
-        for side, start in (("lhs", operands[0]), ("rhs", operands[1])):
-            stack, f, t = [start], 0.0, 0.0
-            while stack:
-                n = stack.pop()
-                if n in seen or n not in mset:
-                    continue
-                seen.add(n)
-                f += max(costs[n].flops, 0.0)
-                t += max(costs[n].transcendentals, 0.0)
-                stack.extend(comp.operands[n])
-            setattr(self, side + "_vec", f)
-            setattr(self, side + "_trans", t)
+            return None
 
     def _hero(self, ins, opshapes) -> None:
         out = ins.shape
@@ -728,16 +803,25 @@ class _TilingBuilder:
                    e: float = 1.0) -> "InputRow":
         """The `InputRow` of one input leaf; leaf None: `b` bytes of `e` elements merged from the
         smallest inputs (read like a broadcast)."""
-        sub, lanes = self.target.vector_shape
-        identity, ones = tuple(range(self.rank)), (1,) * self.rank
         if leaf is None:
+            identity, ones = tuple(range(self.rank)), (1,) * self.rank
             return InputRow(b, e, ROLE_OTHER, self._alpha(e), identity, ones, 4, max(b, 1.0))
-        key = (leaf, is_lhs, is_rhs, self.dims, sub, lanes)
+        vs = self.target.vector_shape
+        # by the leaf object first (the shapes of a program's instructions recur: no Shape hashing),
+        # then by its value (equal rows are one object: `_make_row` keys its arrays by the rows' ids)
+        fast = (id(leaf), is_lhs, is_rhs, self.dims, vs)
+        hit = _INPUT_ROWS_BY_ID.get(fast)
+        if hit is not None and hit[0] is leaf:  # (the entry holds `leaf`: its id is not reused while cached)
+            return hit[1]
+        key = (leaf, is_lhs, is_rhs, self.dims, vs[0], vs[1])
         row = _INPUT_ROWS.get(key)
         if row is None:
             if len(_INPUT_ROWS) > 100_000:
                 _INPUT_ROWS.clear()
             row = _INPUT_ROWS[key] = self._leaf_row(leaf, is_lhs, is_rhs)
+        if len(_INPUT_ROWS_BY_ID) > 100_000:
+            _INPUT_ROWS_BY_ID.clear()
+        _INPUT_ROWS_BY_ID[fast] = (leaf, row)
         return row
 
     def _leaf_row(self, leaf: Shape, is_lhs: bool, is_rhs: bool) -> "InputRow":
@@ -763,10 +847,11 @@ class _TilingBuilder:
             punit = (lanes,) + (1,) * (self.rank - 1) if self.rank == 1 else (lanes, sub) + (1,) * (self.rank - 2)
         return InputRow(e * db, e, role, self._alpha(e), perm, punit, db, maxrun)
 
-    def _make_row(self) -> "TileRows":
-        """Fixed-size arrays (R_MAX dims, I_MAX inputs) for the vectorized geometry; the per-dim
-        arrays of a kernel without a hero and the per-input arrays are shared (read-only) by the
-        kernels with the same tiled shape or the same input rows (`_DIM_ROWS`, `_INPUT_ARRAYS`)."""
+    def _make_row(self) -> None:
+        """`_row_parts` of `TilingInfo.row`: fixed-size arrays (R_MAX dims, I_MAX inputs) for the
+        vectorized geometry; the per-dim arrays and the per-input arrays are shared (read-only) by the
+        kernels with the same tiled shape or hero, or the same input rows (`_DIM_ROWS`, `_HEROES`,
+        `_INPUT_ARRAYS`)."""
         R = R_MAX
         fold = len(self.dims) - R + 1 if len(self.dims) > R else 0  # fold the leading (most major) dims into one
         if self.hero is None and fold == 0:
@@ -776,20 +861,34 @@ class _TilingBuilder:
                 if len(_DIM_ROWS) > 10_000:
                     _DIM_ROWS.clear()
                 dim_arrays = _DIM_ROWS[key] = self._dim_arrays(fold)
+        elif fold == 0 and self._hero_state is not None:  # shared with the kernels of the same hero
+            dim_arrays = self._hero_state.get("_dim_arrays")
+            if dim_arrays is None:
+                dim_arrays = self._hero_state["_dim_arrays"] = self._dim_arrays(fold)
         else:
             dim_arrays = self._dim_arrays(fold)
-        key = (self.inputs, fold == 0)
-        in_arrays = _INPUT_ARRAYS.get(key)
-        if in_arrays is None:
-            if len(_INPUT_ARRAYS) > 100_000:
-                _INPUT_ARRAYS.clear()
-            in_arrays = _INPUT_ARRAYS[key] = self._input_arrays(fold)
-        return TileRows(
-            **dim_arrays, **in_arrays, dtype_bytes=float(self.dtype_bytes), out_bytes=self.out_bytes,
-            out_alpha=self.out_alpha, vec_flops=self.vec_flops, hero_flops=self.hero_flops, trans=self.trans_rest,
-            lhs_vec=self.lhs_vec, rhs_vec=self.rhs_vec, lhs_trans=self.lhs_trans, rhs_trans=self.rhs_trans,
-            trivial=float(self.trivial), K_pad=self.K_pad, n_const=self.n_const, m_scale=self.m_scale,
-            is_mxu=float(self.hero is not None), kind=float(self.kind), link_s=self.link_s)
+        # by the rows' ids first (rows from `_INPUT_ROWS` are shared objects: no InputRow hashing), then
+        # by their values
+        fast = (tuple(map(id, self.inputs)), fold == 0)
+        hit = _INPUT_ARRAYS_BY_ID.get(fast)
+        if hit is not None:  # (the entry holds its rows: their ids are not reused while cached)
+            in_arrays = hit[1]
+        else:
+            key = (self.inputs, fold == 0)
+            in_arrays = _INPUT_ARRAYS.get(key)
+            if in_arrays is None:
+                if len(_INPUT_ARRAYS) > 100_000:
+                    _INPUT_ARRAYS.clear()
+                in_arrays = _INPUT_ARRAYS[key] = self._input_arrays(fold)
+            if len(_INPUT_ARRAYS_BY_ID) > 100_000:
+                _INPUT_ARRAYS_BY_ID.clear()
+            _INPUT_ARRAYS_BY_ID[fast] = (self.inputs, in_arrays)
+        # in the order of TileRows' scalar fields (_ROW_SCALARS), lhs_mult last
+        scalars = (float(self.dtype_bytes), self.out_bytes, self.out_alpha, self.vec_flops, self.hero_flops,
+                   self.trans_rest, self.lhs_vec, self.rhs_vec, self.lhs_trans, self.rhs_trans, float(self.trivial),
+                   self.K_pad, self.n_const, self.m_scale, float(self.hero is not None), float(self.kind),
+                   self.link_s, 1.0)
+        self._row_parts = (dim_arrays, in_arrays, scalars)
 
     def _dim_arrays(self, fold: int) -> dict:
         """The per-dim arrays of the row (D, U, order, the hero's masks and window), read-only."""
@@ -830,22 +929,21 @@ class _TilingBuilder:
     def _input_arrays(self, fold: int) -> dict:
         """The per-input and per-layout-slot arrays of the row, read-only."""
         R, I = R_MAX, I_MAX
-        ins_bytes = np.zeros(I)
-        ins_alpha = np.zeros(I)
-        ins_role = np.zeros(I, np.int64)
-        ins_maxrun = np.ones(I)
+        rows = self.inputs[:I]
+        pad = I - len(rows)
+        roles = [row.role if (fold == 0 or row.role != ROLE_SAME) else ROLE_OTHER for row in rows]
+        ins_bytes = np.array([row.bytes for row in rows] + [0.0] * pad, float)
+        ins_alpha = np.array([row.alpha for row in rows] + [0.0] * pad, float)
+        ins_role = np.array(roles + [0] * pad, np.int64)
+        ins_maxrun = np.array([row.maxrun for row in rows] + [1.0] * pad, float)
         # distinct layouts of the "same" inputs (P_MAX slots): runs and padding are computed per slot
         sl_perm = _SLOT_PERMS.copy()
         sl_punit = np.ones((P_MAX, R))
         sl_dbytes = np.ones(P_MAX)
         ins_slot = np.zeros(I, np.int64)
         slots: list = []
-        for k, row in enumerate(self.inputs[:I]):
-            ins_bytes[k] = row.bytes
-            ins_alpha[k] = row.alpha
-            ins_role[k] = row.role if (fold == 0 or row.role != ROLE_SAME) else ROLE_OTHER
-            ins_maxrun[k] = row.maxrun
-            if ins_role[k] == ROLE_SAME:
+        for k, row in enumerate(rows):
+            if roles[k] == ROLE_SAME:
                 key = (row.perm, row.dbytes)
                 if key not in slots and len(slots) < P_MAX:
                     slots.append(key)
@@ -881,13 +979,24 @@ _INFO_CACHE: dict = {}
 # Pieces of TilingInfo shared by many kernels of a program (the same leaf shapes and tiled shapes recur):
 _INPUT_ROWS: dict = {}    # (leaf, is_lhs, is_rhs, tiled dims, sublanes, lanes) -> InputRow
 _INPUT_ARRAYS: dict = {}  # (input rows, unfolded) -> the row's per-input arrays
+_INPUT_ROWS_BY_ID: dict = {}    # (id(leaf), is_lhs, is_rhs, tiled dims, vector shape) -> (leaf, InputRow)
+_INPUT_ARRAYS_BY_ID: dict = {}  # (ids of the input rows, unfolded) -> (input rows, per-input arrays)
 _DIM_ROWS: dict = {}      # (tiled dims, minor-to-major, vector shape) -> per-dim arrays of a kernel without hero
 _CANDIDATES: dict = {}    # (tiled dims, unit, max tiles) -> candidate extents and their tile arrays
+# computation -> {(root, vector shape): (output shape, _SHAPE_FIELDS values)} (weak: goes with the computation)
+_TILED_SHAPES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_SHAPE_FIELDS = ("shape", "dims", "rank", "mtm", "dtype_bytes", "unit", "elements")
+# (id(hero instruction), tiled dims, minor-to-major, vector shape) -> (instruction, hero state)
+_HEROES: dict = {}
+_HERO_STATE = ("hero", "hero_flops", "K", "K_pad", "m_mask", "n_mask", "n_const", "m_scale", "win", "stride", "din",
+               "rhs_shape", "rhs_fraction", "rhs_kclass")
 
 
 def clear_caches() -> None:
     """Forget every cached tiling description, default tile and shared piece (a cold start)."""
-    for cache in (_INFO_CACHE, _INPUT_ROWS, _INPUT_ARRAYS, _DIM_ROWS, _CANDIDATES, _DEFAULT_TILES):
+    for cache in (_INFO_CACHE, _INPUT_ROWS, _INPUT_ARRAYS, _INPUT_ROWS_BY_ID, _INPUT_ARRAYS_BY_ID, _DIM_ROWS,
+                  _CANDIDATES, _HEROES, _WORK_NODES, _TILED_SHAPES,
+                  _DEFAULT_TILES):
         cache.clear()
 
 
@@ -909,8 +1018,43 @@ _DEFAULT_TILES: dict = {}
 def canonical_target_name(target: Any) -> str:
     """The canonical spec name of a target (a name, alias, TargetSpec or Target): the key of the
     tiling caches, so that "tpu", "tpu-v3" and the Target share their entries."""
+    global _SPEC_GEN
+    if type(target) is str:  # by name: cached until a spec is registered
+        hit = _TARGET_NAMES.get(target)
+        if hit is not None and hit[0] == _SPEC_GEN[0]:
+            return hit[1]
     from autotune.compiler.targets import get_spec
-    return get_spec(target).name
+    from autotune.compiler.targets.base import SPEC_GENERATION
+    _SPEC_GEN = SPEC_GENERATION
+    name = get_spec(target).name
+    if type(target) is str:
+        if len(_TARGET_NAMES) > 1_000:
+            _TARGET_NAMES.clear()
+        _TARGET_NAMES[target] = (SPEC_GENERATION[0], name)
+    return name
+
+
+def _spec(target: Any) -> Any:
+    """`get_spec(target)`, by name cached until a spec is registered."""
+    global _SPEC_GEN
+    if type(target) is str:
+        hit = _TARGET_SPECS.get(target)
+        if hit is not None and hit[0] == _SPEC_GEN[0]:
+            return hit[1]
+    from autotune.compiler.targets import get_spec
+    from autotune.compiler.targets.base import SPEC_GENERATION
+    _SPEC_GEN = SPEC_GENERATION
+    spec = get_spec(target)
+    if type(target) is str:
+        if len(_TARGET_SPECS) > 1_000:
+            _TARGET_SPECS.clear()
+        _TARGET_SPECS[target] = (_SPEC_GEN[0], spec)
+    return spec
+
+
+_TARGET_SPECS: dict = {}  # target name or alias -> (SPEC_GENERATION when looked up, its TargetSpec)
+_TARGET_NAMES: dict = {}  # target name or alias -> (SPEC_GENERATION when looked up, its canonical spec name)
+_SPEC_GEN: list = [-1]    # autotune.compiler.targets.base.SPEC_GENERATION, bound on the first look-up
 
 
 def default_tile(kernel: Any, target: Any = "tpu") -> "TileConfig":
@@ -960,7 +1104,7 @@ def _search_default_tiles(infos: Sequence[TilingInfo]) -> list:
     owner = np.repeat(np.arange(len(infos)), counts)
     # Trailing padding dims (extent 1, fully covered) change nothing: keep only the batch's max rank.
     r_eff = max([min(inf.rank, R_MAX) for inf in infos] + [1])
-    b = TileRows.stack([inf.row for inf in infos]).first_dims(r_eff).take(owner)
+    b = stack_rows(infos).first_dims(r_eff).take(owner)
     T = np.concatenate([c[1] for c in cands])[:, :r_eff]
     sub, lanes = spec.vector_shape
     g = io_geometry(b, T, sub, lanes)
@@ -973,7 +1117,17 @@ def _search_default_tiles(infos: Sequence[TilingInfo]) -> list:
     t = tiled_time_terms(b, g["T"], np.ones(len(owner)), kpad, spec, g)["t"]
     pred = np.where(b.trivial > 0, 0.0, t)[keep]  # roofline_seconds of the fitting tiles
     best = keep[_argmin_tiles(pred, np.prod(T[keep], axis=1), owner[keep])]
-    return [TileConfig(c[0][i - s0]) for c, i, s0 in zip(cands, best, starts)]
+    made: dict = {}  # one TileConfig per distinct tile (the ladders' extents are valid ints: no checks)
+    out = []
+    for c, i, s0 in zip(cands, best.tolist(), starts.tolist()):
+        d = c[0][i - s0]
+        t = made.get(d)
+        if t is None:
+            t = made[d] = object.__new__(TileConfig)
+            object.__setattr__(t, "dims", d)
+            object.__setattr__(t, "kernel", None)
+        out.append(t)
+    return out
 
 
 _ROW_SCALARS = tuple(f.name for f in fields(TileRows) if not f.metadata)
@@ -982,12 +1136,38 @@ _get_row_scalars = attrgetter(*_ROW_SCALARS)
 _get_row_arrays = attrgetter(*_ROW_ARRAYS)
 
 
+def stack_rows(infos: Sequence[TilingInfo]) -> TileRows:
+    """`TileRows.stack` of the infos' rows, from their shared parts: the per-dim and per-input arrays
+    are stacked once per distinct part (`_make_row` shares equal ones) and gathered, the scalars
+    stacked as one array. The same arrays as `TileRows.stack([info.row for info in infos])`."""
+    if not len(infos):
+        raise ValueError("stack_rows: no tiling descriptions to stack")
+    parts = [inf._row_parts for inf in infos]
+    out: dict = {}
+    for k in (0, 1):  # per-dim arrays, then per-input arrays
+        at: dict = {}
+        idx = np.array([at.setdefault(id(p[k]), len(at)) for p in parts], np.int64)
+        first: dict = {}
+        for p, i in zip(parts, idx.tolist()):
+            if i not in first:
+                first[i] = p[k]
+                if len(first) == len(at):
+                    break
+        uniq = [first[i] for i in range(len(at))]
+        for name in uniq[0]:
+            a = np.array([u[name] for u in uniq])
+            out[name] = a if len(uniq) == len(parts) else np.take(a, idx, axis=0)
+    scalars = np.array([p[2] for p in parts], float).reshape(len(parts), len(_ROW_SCALARS))
+    for j, name in enumerate(_ROW_SCALARS):
+        out[name] = scalars[:, j]
+    return TileRows(**out)
+
+
 def _row_key(info: TilingInfo) -> tuple:
     """A key equal for kernels whose default-tile search is the same: the tiled shape, the row's
     array objects (shared between kernels by `_make_row` when equal) and its scalars."""
-    r = info.row
-    return (info.dims, info.unit, id(r.D), id(r.mmask), id(r.nmask), id(r.win), id(r.stride), id(r.din),
-            id(r.in_bytes), _get_row_scalars(r))
+    d, i, sc = info._row_parts
+    return (info.dims, info.unit, id(d), id(i), sc)
 
 
 def _fitting_indices(footprints: np.ndarray, scratchpad_bytes: float, owner: np.ndarray,
@@ -1307,46 +1487,56 @@ def batch_inputs(kernels: Sequence[Any], tiles: Optional[Sequence[Optional[TileC
     many tiles of few kernels costs little. A tile that is None is the kernel's `default_tile`.
     Returns (b, T, ksteps, kpad, infos): b the `TileRows` of the items (`lhs_mult` set)."""
     n = len(kernels)
-    idx = np.empty(n, np.int64)
     uniq: dict = {}
     infos: list = []
-    for i, k in enumerate(kernels):
+    idx_l: list = []
+    for k in kernels:
         h = k.hash
         j = uniq.get(h)
         if j is None:
             j = uniq[h] = len(infos)
             infos.append(tiling_info(k, target))
-        idx[i] = j
+        idx_l.append(j)
+    idx = np.array(idx_l, np.int64)
     # Trailing padding dims (extent 1, fully covered) change nothing: keep only the batch's max rank.
     r_eff = max([min(inf.rank, R_MAX) for inf in infos] + [1])
-    rows = TileRows.stack([inf.row for inf in infos]).first_dims(r_eff) if infos else None
+    rows = stack_rows(infos).first_dims(r_eff) if infos else None
     ks = np.ones(n)
     lm = np.ones(n)
-    kp = np.array([infos[j].K_pad for j in idx], float) if n else np.ones(0)
+    kp = np.array([infos[j].K_pad for j in idx_l], float) if n else np.ones(0)
     tl = list(tiles) if tiles is not None else [None] * n
     dflt: dict = {}
     rows_T = []
+    fast = []  # items whose tile row is their extents padded with 1s, then capped by D (below, as one array)
     for i in range(n):
-        j = idx[i]
+        j = idx_l[i]
         inf = infos[j]
         t = tl[i]
         if t is None:
-            arr = dflt.get(j)
-            if arr is None:
-                td = default_tile(kernels[i], target)
-                arr = dflt[j] = (inf.tile_array(td), td)
-            rows_T.append(arr[0])
-            t = arr[1]
+            t = dflt.get(j)
+            if t is None:
+                t = dflt[j] = default_tile(kernels[i], target)
+        elif isinstance(t, (tuple, list)):
+            t = TileConfig(tuple(t))
+        d = t.dims
+        if len(d) == inf.rank <= R_MAX:  # `TilingInfo.tile_array`, vectorized over the batch
+            rows_T.append(d + _PAD_ONES[len(d)])
+            fast.append(i)
         else:
-            if isinstance(t, (tuple, list)):
-                t = TileConfig(tuple(t))
             rows_T.append(inf.tile_array(t))
         if t.kernel is not None:
             ks[i], kp[i], lm[i] = inf.kernel_steps(t)
     if not n:
         return rows, np.ones((0, R_MAX)), ks, kp, []
+    T = np.array(rows_T, float)[:, :r_eff]
+    if fast:
+        f = np.array(fast, np.int64)
+        T[f] = np.minimum(T[f], np.take(rows.D, idx[f], axis=0))
     b = replace(rows.take(idx), lhs_mult=lm)
-    return b, np.array(rows_T)[:, :r_eff], ks, kp, [infos[j] for j in idx]
+    return b, T, ks, kp, [infos[j] for j in idx_l]
+
+
+_PAD_ONES = tuple((1,) * (R_MAX - r) for r in range(R_MAX + 1))  # padding of a rank-r tile's extents to R_MAX
 
 
 def tiled_time_terms(b: TileRows, T: np.ndarray, ks: np.ndarray, kp: np.ndarray, spec: Any,

@@ -108,7 +108,7 @@ class Kernel(KernelRef):
     def opcodes(self) -> list[str]:
         return [i.opcode for i in self.instructions]
 
-    @property
+    @cached_property
     def fusion_kind(self) -> str:
         return self.space.fusion_kind(self.comp, self.root, self.members)
 

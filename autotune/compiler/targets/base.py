@@ -139,6 +139,7 @@ class Target:
 
 _SPECS: dict[str, Callable[[], TargetSpec]] = {}
 _SPEC_ALIASES: dict[str, str] = {}
+SPEC_GENERATION = [0]  # bumped by every register_spec: caches of name lookups check it
 
 
 def _key(name: str) -> str:
@@ -210,6 +211,7 @@ def register_spec(name: str, factory: Callable[[], TargetSpec], aliases: tuple[s
     _SPECS[name] = factory
     for n in (name, *aliases):
         _SPEC_ALIASES[_key(n)] = name
+    SPEC_GENERATION[0] += 1
 
 
 def list_specs() -> list[str]:
