@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import io
 import os
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Optional, Sequence
 
@@ -545,23 +546,43 @@ def _usable_cores() -> int:
         return os.cpu_count() or 1
 
 
+_FLUSH = threading.local()  # .depth: nesting depth of torch_threads blocks flushing subnormal floats, per thread
+
+
 class torch_threads:
     """Run torch ops with `n` intra-op threads, restoring the previous setting afterwards. Our graphs
     are small: on a loaded 2-core machine two OpenMP threads spin against each other and run up to
-    100x slower than one (benchmarks/gnn_speed.py), so the model uses 1 thread by default."""
+    100x slower than one (benchmarks/gnn_speed.py), so the model uses 1 thread by default.
 
-    def __init__(self, n: Optional[int]):
+    Inside the block subnormal floats are flushed to zero (`torch.set_flush_denormal`, x86 SSE FTZ/DAZ of
+    the calling thread; the model's one intra-op thread by default), switched off again when the outermost
+    block exits. Weight decay drives unused weights and Adam's first moments into the subnormal range,
+    where every multiply takes a slow microcode path: a training with `--weight-decay 1e-4` ran 3x slower
+    per epoch by its 4th epoch (49,187 of 214,337 weights subnormal), and the same training with flushing
+    gives the same losses (BENCHMARKS.md, issue 17, 2026-11-27)."""
+
+    def __init__(self, n: Optional[int], flush_denormal: bool = True):
         self.n = n
         self.prev = None
+        self.flush = flush_denormal
 
     def __enter__(self) -> "torch_threads":
         if self.n:
             self.prev = torch.get_num_threads()
             if self.prev != self.n:
                 torch.set_num_threads(self.n)
+        if self.flush:
+            depth = getattr(_FLUSH, "depth", 0)
+            if depth == 0:
+                torch.set_flush_denormal(True)
+            _FLUSH.depth = depth + 1
         return self
 
     def __exit__(self, *exc: Any) -> None:
+        if self.flush:
+            _FLUSH.depth -= 1
+            if _FLUSH.depth == 0:
+                torch.set_flush_denormal(False)
         if self.n and self.prev is not None and self.prev != self.n:
             torch.set_num_threads(self.prev)
 

@@ -479,3 +479,33 @@ def test_training_is_reproducible(fusion_ds):
         m.fit(fusion_ds, epochs=2, progress=False, seed=3, select="mape", lr_schedule="cosine", large_weight=10.0)
     for (k, x), (_, y) in zip(a.net.state_dict().items(), b.net.state_dict().items()):
         assert torch.equal(x, y), k
+
+
+def _flushing() -> bool:
+    """Whether this thread flushes subnormal floats to zero now (a subnormal times one reads as zero)."""
+    tiny = torch.tensor([1e-40], dtype=torch.float32)
+    return bool((tiny * 1.0)[0] == 0)
+
+
+def test_subnormals_flushed_in_training_and_inference_only(fusion_ds, kernels):
+    """Weight decay drives weights and Adam moments into the subnormal range, where CPU arithmetic is many
+    times slower: training and inference flush them to zero, and leave the setting off afterwards."""
+    from costmodels.gnn.model import torch_threads
+    if not torch.set_flush_denormal(False):
+        pytest.skip("this CPU cannot flush subnormal floats")
+    assert not _flushing()
+    with torch_threads(1):
+        assert _flushing()
+        with torch_threads(1):
+            assert _flushing()
+        assert _flushing()  # the inner block does not switch it off under the outer one
+    assert not _flushing()
+    with torch_threads(1, flush_denormal=False):
+        assert not _flushing()
+    seen = []
+    m = GnnCostModel("fusion", **TINY)
+    m.fit(fusion_ds, epochs=1, progress=False, weight_decay=1e-4, log=lambda rec: seen.append(_flushing()))
+    assert seen == [True]
+    assert not _flushing()
+    m.predict(kernels[:2])
+    assert not _flushing()
