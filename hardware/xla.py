@@ -74,7 +74,7 @@ __all__ = [
     "xla_fusion_report", "strip_metadata", "donated_parameters", "verification_inputs", "output_error",
     "ThunkTiming", "ProgramProfile", "profile_compiled", "thunk_self_times", "InProgramTiming",
     "profile_answer", "attribute_thunks", "configuration_of", "XlaInProgramEvaluator",
-    "PreparedRun", "PairedTiming", "paired_ratios", "time_paired",
+    "PreparedRun", "PairedTiming", "paired_ratios", "time_paired", "time_paired_for",
 ]
 
 FAULT_ENV = "AUTOTUNE_XLA_TEST_FAULT"
@@ -681,6 +681,33 @@ def time_paired(reference: CompiledHlo, candidate: CompiledHlo, inputs: Sequence
     return paired_ratios(ref, cand, pairs, warmup)
 
 
+
+def time_paired_for(reference: CompiledHlo, candidate: CompiledHlo, inputs: Sequence[np.ndarray],
+                    seconds: float, *, pairs: int = 4, min_block_ms: float = 1.0, warmup: int = 1,
+                    clock: Callable[[], float] = time.perf_counter) -> PairedTiming:
+    """:func:`time_paired` for about ``seconds`` of wall time (calibration excluded): rounds of
+    :func:`paired_ratios` (``pairs`` candidate blocks each, R C R C ... R) until ``seconds`` are
+    spent, at least one round. The ratios of all rounds, in order; ``reference_seconds`` holds each
+    round's ``pairs + 1`` reference blocks one round after the other."""
+    if seconds is None or not seconds >= 0:
+        raise ValueError(f"seconds must be >= 0, got {seconds}")
+    ref, cand = PreparedRun(reference, inputs), PreparedRun(candidate, inputs)
+    ref.calibrate(min_block_ms)
+    cand.calibrate(min_block_ms)
+    start = clock()
+    ratios: list[float] = []
+    secs: list[float] = []
+    refs: list[float] = []
+    while True:
+        p = paired_ratios(ref, cand, pairs, warmup)
+        ratios += p.ratios
+        secs += p.seconds
+        refs += p.reference_seconds
+        if clock() - start >= seconds:
+            break
+    return PairedTiming(float(statistics.median(ratios)), ratios, secs, refs)
+
+
 # ---- in-program kernel timing ---------------------------------------------------------------
 #
 # On XLA:CPU the sum of standalone kernel times is not a program's runtime (each standalone kernel
@@ -1160,6 +1187,49 @@ def _measure_in_process(req: dict) -> dict:
             "compile_s": compiled.compile_seconds, **extra}
 
 
+
+def _paired_in_process(req: dict) -> dict:
+    """A paired timing request (worker side): ``text`` (the candidate) against ``paired_with`` (the
+    reference), both compiled with the request's options (cached), on the candidate's
+    :func:`verification_inputs`, for ``seconds`` (:func:`time_paired_for`)."""
+    fault = req.get("fault")
+    if fault == "crash":
+        os._exit(_CRASH_EXIT_CODE)
+    if fault == "hang":
+        while True:
+            time.sleep(3600)
+    opts = (req.get("disable_fusion", False), req.get("xla_flags"), True)
+    try:
+        reference = _compile_cached(req["paired_with"], *opts)
+        candidate = _compile_cached(req["text"], *opts)
+    except Exception as exc:
+        return {"status": f"compile_error: {_first_line(exc)}"}
+    try:
+        inputs = verification_inputs(req["text"], req.get("seed", 0))
+    except Exception as exc:
+        return {"status": f"unsupported: {_first_line(exc)}"}
+    try:
+        p = time_paired_for(reference, candidate, inputs, float(req["seconds"]), pairs=int(req.get("pairs", 4)),
+                            min_block_ms=float(req.get("min_block_ms", 1.0)))
+    except Exception as exc:
+        return {"status": f"runtime_error: {_first_line(exc)}"}
+    return {"status": "ok", "ratio": p.ratio, "ratios": p.ratios,
+            "candidate_s": float(statistics.median(p.seconds)),
+            "reference_s": float(statistics.median(p.reference_seconds))}
+
+
+def _paired_request(req: dict) -> Measurement:
+    """One paired timing as a MeasurementPool task: ``seconds`` is the median ratio candidate /
+    reference, ``extra`` the per-pair ``ratios`` and both programs' median block times."""
+    try:
+        resp = _paired_in_process(req)
+    except Exception as exc:
+        resp = {"status": f"worker_error: {type(exc).__name__}: {_first_line(exc)}"}
+    if resp.get("status") != "ok":
+        return Measurement.failure(resp.get("status", "worker_error: no status"))
+    return Measurement(float(resp["ratio"]), extra={k: resp[k] for k in ("ratios", "candidate_s", "reference_s")})
+
+
 def _result_elements(line: str) -> Optional[int]:
     """Elements of an instruction's array result, from its printed text (None for tuples)."""
     m = re.match(r"\s*(?:ROOT\s+)?%?[\w.\-]+ = \w+\[([\d,]*)\]", line)
@@ -1428,6 +1498,32 @@ class XlaEvaluator(Evaluator):
             options["xla_flags"] = dict(xla_flags)
         req = self._request(hlo_text, hashlib.sha1(hlo_text.encode()).hexdigest(), _faults_from_env(), **options)
         return self._pool.map(_measure_request, [req])[0]
+
+    def measure_paired(self, reference_text: str, hlo_text: str, seconds: float, *,
+                       disable_fusion: Optional[bool] = None, xla_flags: Optional[dict[str, Any]] = None,
+                       pairs: int = 4, min_block_ms: float = 1.0) -> Measurement:
+        """``hlo_text``'s end-to-end time relative to ``reference_text``'s (taking the same inputs),
+        timed beside it: :func:`time_paired_for` in one worker for about ``seconds`` (at most a third
+        of ``timeout_s``, so that a request never times out for its length; call again for more).
+        ``seconds`` of the answer: the median ratio candidate / reference; ``extra["ratios"]``: one
+        per pair, in order; ``candidate_s``/``reference_s``: the median block times. Compile
+        options as :meth:`measure_program`. Outputs are not compared (time programs checked by
+        :meth:`measure_program` first). Fault-hook key: the sha1 hex digest of ``hlo_text``."""
+        if self.budget.exhausted:
+            self.budget_exhausted = True
+            return Measurement.failure("budget_exhausted")
+        if not self.hand_fusions and (_HAND_FUSION.search(hlo_text) or _HAND_FUSION.search(reference_text)):
+            return Measurement.failure(f"unsupported: hand-made fusion instructions do not compile through "
+                                       f"jaxlib's {self.platform} plugin")
+        self.measured += 1
+        options: dict = {"paired_with": reference_text, "pairs": pairs, "min_block_ms": min_block_ms,
+                         "seconds": max(0.0, min(float(seconds), self.timeout_s / 3))}
+        if disable_fusion is not None:
+            options["disable_fusion"] = disable_fusion
+        if xla_flags is not None:
+            options["xla_flags"] = dict(xla_flags)
+        req = self._request(hlo_text, hashlib.sha1(hlo_text.encode()).hexdigest(), _faults_from_env(), **options)
+        return self._pool.map(_paired_request, [req])[0]
 
     def measure_in_program(self, space: Any, cfg: Any, kernels: Optional[Sequence[Any]] = None, *,
                            runs: Optional[int] = None, reference: Optional[str] = None) -> InProgramTiming:
