@@ -489,3 +489,17 @@ def test_time_paired_ranks_real_programs():
     assert run.calibrate(0.5) > 1 and run.block() > 0
     with pytest.raises(ValueError, match="min_block_ms"):
         run.calibrate(0)
+
+
+def test_evaluator_measure_paired_real_programs():
+    with X.XlaEvaluator(target="cpu") as ev:
+        slower = ev.measure_paired(ADD192, DOTS, 0.3, min_block_ms=0.5)
+        assert slower.ok, slower.status
+        assert slower.seconds > 3.0 and len(slower.extra["ratios"]) >= 4  # four dots against one add
+        assert slower.extra["candidate_s"] > slower.extra["reference_s"] > 0
+        same = ev.measure_paired(ADD192, ADD192, 0.2, min_block_ms=0.5)
+        assert same.ok and 0.5 < same.seconds < 2.0
+        bad = ev.measure_paired(ADD192, "HloModule broken\nENTRY e { ROOT x = f32[] bogus() }", 0.1)
+        assert bad.status.startswith("compile_error")
+        ev.budget = Budget(0.0)
+        assert ev.measure_paired(ADD192, DOTS, 0.1).status == "budget_exhausted"
