@@ -24,7 +24,11 @@ after the search (paper section 7):
   (`autotune.compiler.kernel.emit_fused_text`), compiled with `EMITTED_CPU_COMPILE_OPTIONS` and run end to
   end; its outputs must match the original program's on the same random inputs
   (`hardware.xla.output_error`), and the candidates race the default configuration's program
-  (`autotune.tuning.verification.race_programs`). The winner's text is what fused.hlo holds, byte for byte.
+  (`autotune.tuning.verification.race_programs`). Where the evaluator times two programs side by side
+  (`measure_paired`), the race has `1 - paired_share` of the hardware budget and its winner is then
+  timed beside the default for the rest (`confirm_paired`: drift-cancelling pairs); the reported speedup
+  is that paired one with its interval, and the winner is kept only if the interval is above 1 (else the
+  default, with one warning). The kept program's text is what fused.hlo holds, byte for byte.
 * any other evaluator (the TPU simulator): every kernel of the candidate configuration - exactly
   the kernels of its fused.hlo - is measured, times its multiplicity, summed.
 * a tile space: the default tile and the top predicted tiles race on the evaluator
