@@ -96,10 +96,10 @@ def main() -> None:
 
             def remeasure(text):  # speedup of `text` over our default, timed beside it, with its interval
                 if text == default_hdr:
-                    return {"speedup": 1.0, "interval": [1.0, 1.0], "pairs": 0, "status": "the default itself"}
+                    return {"speedup": 1.0, "interval": [1.0, 1.0], "ratios": 0, "status": "the default itself"}
                 c = confirm_paired(lambda s: ev.measure_paired(default_hdr, text, s, **EMITTED_CPU_COMPILE_OPTIONS),
                                    args.remeasure_seconds)
-                return {"speedup": c.speedup, "interval": c.speedup_interval, "pairs": len(c.ratios),
+                return {"speedup": c.speedup, "interval": c.speedup_interval, "ratios": len(c.ratios),
                         "status": c.status}
             re_race = remeasure(race_text)
             re_written = re_race if race_text == res.fused_text else remeasure(res.fused_text)
@@ -108,7 +108,7 @@ def main() -> None:
                          "verification": ver, "warnings": res.warnings, "claimed_speedup": claimed,
                          "winner": ver.get("winner"), "race_winner": race_winner,
                          "race_claim": ver.get("race_speedup"), "paired_claim": paired.get("speedup"),
-                         "paired_claim_interval": paired.get("speedup_interval"), "paired_pairs": paired.get("pairs"),
+                         "paired_claim_interval": paired.get("speedup_interval"), "paired_ratios": paired.get("ratios"),
                          "remeasured_race_winner": re_race, "remeasured_written": re_written,
                          "times": times, "min_s": best,
                          "tuned_vs_xla": best["xla_default"] / best["tuned"],
@@ -146,13 +146,13 @@ def main() -> None:
     def fx(x):
         return f"{x:.3f}x" if x else "-"
     print(f"\n## Claimed against re-measured (paired with our default, {args.remeasure_seconds:g} s each, 95% intervals)\n")
-    print("| program | race winner | claimed by the race (before) | paired claim (after) | its interval | pairs "
+    print("| program | race winner | claimed by the race (before) | paired claim (after) | its interval | block ratios "
           "| written | race winner re-measured | its interval | written re-measured | its interval |")
     print("|---|---|---:|---:|---|---:|---|---:|---|---:|---|")
     for r in done:
         a, b = r["remeasured_race_winner"], r["remeasured_written"]
         print(f"| {r['program']} | {r['race_winner']} | {fx(r['race_claim'])} | {fx(r['paired_claim'])} | "
-              f"{iv(r['paired_claim_interval'])} | {r['paired_pairs'] or '-'} | {r['winner']} | {fx(a['speedup'])} | "
+              f"{iv(r['paired_claim_interval'])} | {r['paired_ratios'] or '-'} | {r['winner']} | {fx(a['speedup'])} | "
               f"{iv(a['interval'])} | {fx(b['speedup'])} | {iv(b['interval'])} |")
     if args.json:
         json.dump({"args": vars(args), "rows": rows}, open(args.json, "w"), indent=1, default=str)

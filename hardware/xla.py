@@ -687,8 +687,16 @@ def time_paired_for(reference: CompiledHlo, candidate: CompiledHlo, inputs: Sequ
                     clock: Callable[[], float] = time.perf_counter) -> PairedTiming:
     """:func:`time_paired` for about ``seconds`` of wall time (calibration excluded): rounds of
     :func:`paired_ratios` (``pairs`` candidate blocks each, R C R C ... R) until ``seconds`` are
-    spent, at least one round. The ratios of all rounds, in order; ``reference_seconds`` holds each
-    round's ``pairs + 1`` reference blocks one round after the other."""
+    spent, at least one round; ``reference_seconds`` holds each round's ``pairs + 1`` reference
+    blocks one round after the other.
+
+    ``ratios`` here are *single-block* ratios, two per candidate block: over the reference block
+    before it and over the one after it (in order). A block over the mean of two is biased low on a
+    loaded machine, whose noise is a few long interruptions: the mean of two blocks catches one more
+    often than a single block does, so a program paired with itself measured 0.98 (load 10) to
+    0.73 (load 14) that way (BENCHMARKS.md, 2026-11-27); a single block over a single block has median
+    1 for identical programs whatever the noise, and a linear drift still cancels (the two ratios
+    err by as much in opposite directions)."""
     if seconds is None or not seconds >= 0:
         raise ValueError(f"seconds must be >= 0, got {seconds}")
     ref, cand = PreparedRun(reference, inputs), PreparedRun(candidate, inputs)
@@ -700,7 +708,7 @@ def time_paired_for(reference: CompiledHlo, candidate: CompiledHlo, inputs: Sequ
     refs: list[float] = []
     while True:
         p = paired_ratios(ref, cand, pairs, warmup)
-        ratios += p.ratios
+        ratios += [c / r for k, c in enumerate(p.seconds) for r in p.reference_seconds[k:k + 2]]
         secs += p.seconds
         refs += p.reference_seconds
         if clock() - start >= seconds:
@@ -1215,7 +1223,8 @@ def _paired_in_process(req: dict) -> dict:
         return {"status": f"runtime_error: {_first_line(exc)}"}
     return {"status": "ok", "ratio": p.ratio, "ratios": p.ratios,
             "candidate_s": float(statistics.median(p.seconds)),
-            "reference_s": float(statistics.median(p.reference_seconds))}
+            "reference_s": float(statistics.median(p.reference_seconds)),
+            "candidate_blocks": p.seconds, "reference_blocks": p.reference_seconds, "pairs": int(req.get("pairs", 4))}
 
 
 def _paired_request(req: dict) -> Measurement:
@@ -1227,7 +1236,8 @@ def _paired_request(req: dict) -> Measurement:
         resp = {"status": f"worker_error: {type(exc).__name__}: {_first_line(exc)}"}
     if resp.get("status") != "ok":
         return Measurement.failure(resp.get("status", "worker_error: no status"))
-    return Measurement(float(resp["ratio"]), extra={k: resp[k] for k in ("ratios", "candidate_s", "reference_s")})
+    return Measurement(float(resp["ratio"]), extra={k: resp[k] for k in ("ratios", "candidate_s", "reference_s",
+                                                                         "candidate_blocks", "reference_blocks", "pairs")})
 
 
 def _result_elements(line: str) -> Optional[int]:
@@ -1505,8 +1515,10 @@ class XlaEvaluator(Evaluator):
         """``hlo_text``'s end-to-end time relative to ``reference_text``'s (taking the same inputs),
         timed beside it: :func:`time_paired_for` in one worker for about ``seconds`` (at most a third
         of ``timeout_s``, so that a request never times out for its length; call again for more).
-        ``seconds`` of the answer: the median ratio candidate / reference; ``extra["ratios"]``: one
-        per pair, in order; ``candidate_s``/``reference_s``: the median block times. Compile
+        ``seconds`` of the answer: the median ratio candidate / reference; ``extra["ratios"]``: two
+        per candidate block (over the reference block before it, and after it), in order;
+        ``candidate_blocks``/``reference_blocks``: the blocks' seconds per execution (``pairs`` and
+        ``pairs + 1`` per round, round after round); ``candidate_s``/``reference_s``: the median block times. Compile
         options as :meth:`measure_program`. Outputs are not compared (time programs checked by
         :meth:`measure_program` first). Fault-hook key: the sha1 hex digest of ``hlo_text``."""
         if self.budget.exhausted:

@@ -463,7 +463,7 @@ def _paired_note(report: dict, result: Any) -> str:
     paired = result.verification.get("paired") or {}
     lo, hi = report["measured_speedup_interval"]
     return (f"; measured (end to end, paired with the default) x{report['measured_speedup']:.3f} "
-            f"({paired.get('confidence', 0.95):.0%} interval {lo:.3f}-{hi:.3f}, {paired.get('pairs')} pairs; race "
+            f"({paired.get('confidence', 0.95):.0%} interval {lo:.3f}-{hi:.3f}, {paired.get('ratios')} block ratios; race "
             f"medians {report['measured_default_s'] * 1e3:.4g} ms -> {report['measured_best_s'] * 1e3:.4g} ms)")
 
 

@@ -1053,8 +1053,9 @@ class Tuner:
                     "program byte for byte" + (
                         f"; the race had {1 - self.paired_share:.0%} of the hardware budget, then its winner was timed "
                         "beside the default for the rest (paired: short alternating blocks D W D W ... D, each "
-                        "winner block over the mean of the default blocks around it, so that the machine's drift "
-                        "cancels), and kept only if the whole "
+                        "winner block over the default block before it and over the one after it, so that the "
+                        "machine's drift cancels; the median ratio, with a block-bootstrap interval), and kept only "
+                        "if the whole "
                         f"{self.paired_confidence:.0%} interval of the paired speedup is above 1, else fused.hlo "
                         "holds the default's program" if paired else "")),
             "programs_timed": len(race.entries), "timings": race.timings, "race_rounds": race.rounds,
@@ -1116,11 +1117,11 @@ class Tuner:
         if check.status != "ok":
             why = f"the paired timing failed ({check.status})"
         elif check.low is None:
-            why = f"{len(check.ratios)} pairs are too few for an interval"
+            why = f"{len(check.ratios)} block ratios are too few for an interval"
         else:
             lo, hi = check.speedup_interval
             why = (f"paired x{check.speedup:.3f}, {check.confidence:.0%} interval [{lo:.3f}, {hi:.3f}], "
-                   f"{len(check.ratios)} pairs")
+                   f"{len(check.ratios)} block ratios")
         race_txt = f" (x{race_speedup:.3f} by race medians)" if race_speedup else ""
         ver["kept_default"] = f"prediction {winner}{race_txt} not shown faster than the default: {why}"
         self._warn(result, f"the race's winner, prediction {winner}{race_txt}, is not shown faster than the default "

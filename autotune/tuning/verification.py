@@ -28,7 +28,7 @@ Absolute times of interleaved rounds still drift with the machine between the ro
 speedup re-measured at 1.00x, BENCHMARKS.md), so where the evaluator can time two programs side by
 side (XLA:CPU: ``measure_paired``), the race's winner is confirmed by :func:`confirm_paired`: the
 winner and the baseline timed in short alternating blocks, R C R C ... R, each winner block over the
-mean of the baseline blocks around it (the drift cancels), for a share of the budget; the speedup is
+baseline block before it and over the one after it (the drift cancels), for a share of the budget; the speedup is
 the median of those ratios with a block-bootstrap confidence interval (:func:`median_interval`), and
 the winner is kept only if the whole interval says faster (:attr:`PairedCheck.faster`).
 """
@@ -161,20 +161,22 @@ def race_tiles(kernel: Any, space: Any, tiles: Iterable[Any], evaluator: Any, se
 
 # ---- paired confirmation of a race's winner --------------------------------------------------
 
-def median_interval(values: "list[float]", confidence: float = 0.95, *, block: int = 4, resamples: int = 2000,
-                    seed: int = 0, min_values: int = 8) -> tuple:
+def median_interval(values: "list[float]", confidence: float = 0.95, *, block: Optional[int] = None,
+                    resamples: int = 2000, seed: int = 0, min_values: int = 8) -> tuple:
     """A bootstrap confidence interval of the median of ``values``: consecutive runs of ``block``
     values are resampled together (the ratios of one paired round share reference blocks and the
-    machine state, so single values are not independent), ``resamples`` times, and the interval is
-    the central ``confidence`` of the resampled medians. Fewer than ``min_values`` values: (None,
-    None), no interval (nothing can be shown from them)."""
+    machine state, and a load phase lasts longer than a round, so single values are not
+    independent; default: 8, one round of 4 pairs, or a twentieth of the values if that is more),
+    ``resamples`` times, and the interval is the central ``confidence`` of the resampled medians.
+    Fewer than ``min_values`` values: (None, None), no interval (nothing can be shown from them)."""
     import numpy as np
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must be in (0, 1), got {confidence}")
     vals = np.asarray([float(v) for v in values], dtype=float)
     if len(vals) < max(2, min_values) or not np.all(np.isfinite(vals)):
         return None, None
-    block = max(1, min(int(block), len(vals) // 2))
+    block = max(8, len(vals) // 20) if block is None else int(block)
+    block = max(1, min(block, len(vals) // 2))
     starts = np.arange(0, len(vals), block)
     chunks = [vals[i:i + block] for i in starts]
     rng = np.random.default_rng(seed)
@@ -186,8 +188,8 @@ def median_interval(values: "list[float]", confidence: float = 0.95, *, block: i
 
 @dataclass
 class PairedCheck:
-    """A candidate timed beside the baseline (:func:`confirm_paired`): ratios candidate / baseline,
-    one per pair; ``ratio`` their median, ``low``/``high`` its confidence interval (None: too few
+    """A candidate timed beside the baseline (:func:`confirm_paired`): ratios candidate / baseline
+    (block over neighbouring block); ``ratio`` their median, ``low``/``high`` its confidence interval (None: too few
     pairs, or none); ``status`` "ok" or why the timing failed or did not run."""
 
     status: str
@@ -213,7 +215,7 @@ class PairedCheck:
         return [1.0 / self.high, 1.0 / self.low] if self.low and self.high else None
 
     def as_dict(self) -> dict:
-        return {"status": self.status, "pairs": len(self.ratios), "ratio": self.ratio,
+        return {"status": self.status, "ratios": len(self.ratios), "ratio": self.ratio,
                 "ratio_interval": [self.low, self.high] if self.low is not None else None,
                 "speedup": self.speedup, "speedup_interval": self.speedup_interval,
                 "confidence": self.confidence, "faster": self.faster, "seconds": round(self.seconds, 3),
@@ -221,12 +223,12 @@ class PairedCheck:
 
 
 def confirm_paired(measure_paired: Callable[[float], Any], seconds: Optional[float], *, confidence: float = 0.95,
-                   default_seconds: float = 2.0, min_request_s: float = 0.05, block: int = 4,
+                   default_seconds: float = 2.0, min_request_s: float = 0.05, block: Optional[int] = None,
                    clock: Callable[[], float] = time.monotonic) -> PairedCheck:
     """Time a candidate beside the baseline for ``seconds`` (None: ``default_seconds``).
 
     ``measure_paired(s)`` times for about ``s`` seconds and answers a Measurement whose
-    ``extra["ratios"]`` are the per-pair ratios candidate / baseline (``XlaEvaluator.measure_paired``);
+    ``extra["ratios"]`` are ratios candidate / baseline of neighbouring blocks (``XlaEvaluator.measure_paired``);
     it is called again while more than ``min_request_s`` of the budget is left (an evaluator may
     cap one request's length), at least once if any budget is left. A failed request ends the check
     with its status (the ratios so far are kept in ``ratios`` but not used); no budget left at all:
