@@ -75,6 +75,7 @@ __all__ = [
     "ThunkTiming", "ProgramProfile", "profile_compiled", "thunk_self_times", "InProgramTiming",
     "profile_answer", "attribute_thunks", "configuration_of", "XlaInProgramEvaluator",
     "PreparedRun", "PairedTiming", "paired_ratios", "time_paired", "time_paired_for",
+    "neighbour_ratios",
 ]
 
 FAULT_ENV = "AUTOTUNE_XLA_TEST_FAULT"
@@ -682,6 +683,12 @@ def time_paired(reference: CompiledHlo, candidate: CompiledHlo, inputs: Sequence
 
 
 
+def neighbour_ratios(p: PairedTiming) -> list[float]:
+    """Two single-block ratios per candidate block of one :func:`paired_ratios` round: over the
+    reference block before it, and over the one after it (in order; see :func:`time_paired_for`)."""
+    return [c / r for k, c in enumerate(p.seconds) for r in p.reference_seconds[k:k + 2]]
+
+
 def time_paired_for(reference: CompiledHlo, candidate: CompiledHlo, inputs: Sequence[np.ndarray],
                     seconds: float, *, pairs: int = 4, min_block_ms: float = 1.0, warmup: int = 1,
                     clock: Callable[[], float] = time.perf_counter) -> PairedTiming:
@@ -708,7 +715,7 @@ def time_paired_for(reference: CompiledHlo, candidate: CompiledHlo, inputs: Sequ
     refs: list[float] = []
     while True:
         p = paired_ratios(ref, cand, pairs, warmup)
-        ratios += [c / r for k, c in enumerate(p.seconds) for r in p.reference_seconds[k:k + 2]]
+        ratios += neighbour_ratios(p)
         secs += p.seconds
         refs += p.reference_seconds
         if clock() - start >= seconds:
