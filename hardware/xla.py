@@ -695,7 +695,8 @@ def time_paired_for(reference: CompiledHlo, candidate: CompiledHlo, inputs: Sequ
     """:func:`time_paired` for about ``seconds`` of wall time (calibration excluded): rounds of
     :func:`paired_ratios` (``pairs`` candidate blocks each, R C R C ... R) until ``seconds`` are
     spent, at least one round; ``reference_seconds`` holds each round's ``pairs + 1`` reference
-    blocks one round after the other.
+    blocks one round after the other. Both programs run on the same input buffers (unless one
+    donates them) and the same number of executions per block.
 
     ``ratios`` here are *single-block* ratios, two per candidate block: over the reference block
     before it and over the one after it (in order). A block over the mean of two is biased low on a
@@ -707,8 +708,11 @@ def time_paired_for(reference: CompiledHlo, candidate: CompiledHlo, inputs: Sequ
     if seconds is None or not seconds >= 0:
         raise ValueError(f"seconds must be >= 0, got {seconds}")
     ref, cand = PreparedRun(reference, inputs), PreparedRun(candidate, inputs)
-    ref.calibrate(min_block_ms)
-    cand.calibrate(min_block_ms)
+    if not ref._donated and not cand._donated:
+        cand._args = ref._args  # the same input buffers: no difference of placement between the two
+    # the same executions per block for both (calibrated on the slower): blocks of different lengths
+    # catch interruptions differently, which biases the median of their ratios
+    cand.number = ref.number = max(ref.calibrate(min_block_ms), cand.calibrate(min_block_ms))
     start = clock()
     ratios: list[float] = []
     secs: list[float] = []
