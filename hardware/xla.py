@@ -660,7 +660,11 @@ def paired_ratios(reference: PreparedRun, candidate: PreparedRun, pairs: int = 4
     untimed ones, so that neither block pays for the other's cache state); each candidate block's
     time over the mean of the reference blocks just before and after it is one ratio. Calibrate both
     runs first (:meth:`PreparedRun.calibrate`): a block of about a millisecond keeps a pair within a
-    few milliseconds, where the machine's drift cancels."""
+    few milliseconds, where the machine's drift cancels.
+
+    The median of these ratios is biased low on a loaded machine (a block over the mean of two
+    catches fewer interruptions than a block over a block: a program against itself measured 0.95
+    to 0.97, BENCHMARKS.md 2026-11-27); :func:`neighbour_ratios` of the same blocks is not."""
     if pairs < 1:
         raise ValueError(f"pairs must be >= 1, got {pairs}")
     ref = [reference.block(warmup=warmup)]
