@@ -192,3 +192,13 @@ def test_confirm_paired_budget_and_status():
     one = confirm_paired(measure, 0.1, clock=lambda: clock[0])  # too few pairs for an interval
     assert one.requests == 1 and one.low is None and not one.faster
     assert PairedCheck("ok", [], 0.95, 0.0, 0).as_dict()["faster"] is False
+
+
+def test_cli_line_says_paired_speedup_and_interval():
+    from autotune.cli.app import _paired_note
+    t, result, default_text = _tuned()
+    _verify(t, result, _DriftingMachine(default_text, other_s=0.8e-3))
+    note = _paired_note(_result_report({}, result), result)
+    lo, hi = result.measured_speedup_interval
+    assert note.startswith(f"; measured (end to end, paired with the default) x{result.measured_speedup:.3f} ")
+    assert f"95% interval {lo:.3f}-{hi:.3f}" in note and "block ratios" in note and "race medians" in note
