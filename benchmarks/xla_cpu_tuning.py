@@ -10,8 +10,15 @@ order rotates each round), time (a) the original program compiled by XLA with it
 ratios measured side by side, and the speedup the tuner claimed in its verification beside the one
 re-measured in the rounds (how much of a claimed speedup holds up).
 
+The claims: the race's (default / winner of the race's medians of absolute timings, what the tuner
+reported before paired verification) and the paired one (the race's winner timed beside the default,
+with its 95% interval; the tuner keeps the winner only if the interval is above 1). Re-measured after
+the tuner, for `--remeasure-seconds` each: the race's winner right after the tuner (its compiled programs) and
+after the rounds, and the written program, each timed beside our default (`XlaEvaluator.measure_paired`), the speedup with its interval (`median_interval`).
+
     python benchmarks/xla_cpu_tuning.py [--programs a.hlo b.hlo ...] [--search-seconds 20]
-        [--hw-seconds 10] [--verify 8] [--rounds 5] [--cost-model analytical|xgboost|gnn|FILE] [--json OUT]
+        [--hw-seconds 10] [--verify 8] [--rounds 5] [--remeasure-seconds 10]
+        [--cost-model analytical|xgboost|gnn|FILE] [--json OUT]
 """
 from __future__ import annotations
 
@@ -37,6 +44,8 @@ def main() -> None:
     ap.add_argument("--hw-seconds", type=float, default=10.0, help="the tuner's verification budget")
     ap.add_argument("--verify", type=int, default=8, help="top predicted configurations verified end to end")
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--remeasure-seconds", type=float, default=10.0,
+                    help="paired re-measurement of the race's winner (and the written program) against our default")
     ap.add_argument("--cost-model", default="analytical")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", default=None)
@@ -46,6 +55,7 @@ def main() -> None:
     from autotune.compiler.kernel import EMITTED_CPU_COMPILE_OPTIONS, emit_fused_text
     from autotune.compiler.program import Program
     from autotune.tuning.tuner import Tuner
+    from autotune.tuning.verification import confirm_paired
     from autotune import api
     from hardware.xla import XlaEvaluator, jaxlib_version
     from search.base import get_strategy
@@ -70,6 +80,20 @@ def main() -> None:
                 rows.append({"program": name, "verification": ver, "warnings": res.warnings})
                 continue
             default_text = emit_fused_text(space, space.default())
+            default_hdr = emit_fused_text(space, space.default(), header=True)  # as the tuner emits it
+            claimed = res.measured_speedup
+            race_winner = ver.get("race_winner", ver.get("winner"))
+            race_text = (res.fused_text if race_winner == ver.get("winner") else
+                         emit_fused_text(space, tuner.top_predicted()[race_winner][1], header=True))
+
+            def remeasure(text):  # speedup of `text` over our default, timed beside it, with its interval
+                if text == default_hdr:
+                    return {"speedup": 1.0, "interval": [1.0, 1.0], "ratios": 0, "status": "the default itself"}
+                c = confirm_paired(lambda s: ev.measure_paired(default_hdr, text, s, **EMITTED_CPU_COMPILE_OPTIONS),
+                                   args.remeasure_seconds)
+                return {"speedup": c.speedup, "interval": c.speedup_interval, "ratios": len(c.ratios),
+                        "status": c.status}
+            early = remeasure(race_text)  # right after the tuner, on its compiled programs
             times: dict = {"xla_default": [], "ours_default": [], "tuned": []}
             programs = [("xla_default", original, {}), ("ours_default", default_text, EMITTED_CPU_COMPILE_OPTIONS),
                         ("tuned", res.fused_text, EMITTED_CPU_COMPILE_OPTIONS)]
@@ -78,16 +102,24 @@ def main() -> None:
                     m = ev.measure_program(text, **opts)
                     times[key].append(m.seconds if m.ok else float("nan"))
             best = {k: min(v) for k, v in times.items()}
-            claimed = res.measured_default / res.measured_best if res.measured_default and res.measured_best else None
+            re_race = remeasure(race_text)
+            re_written = re_race if race_text == res.fused_text else remeasure(res.fused_text)
+            paired = ver.get("paired") or {}
             rows.append({"program": name, "predicted_speedup": res.speedup, "evaluations": res.evaluations,
                          "verification": ver, "warnings": res.warnings, "claimed_speedup": claimed,
-                         "winner": ver.get("winner"), "times": times, "min_s": best,
+                         "winner": ver.get("winner"), "race_winner": race_winner,
+                         "race_claim": ver.get("race_speedup"), "paired_claim": paired.get("speedup"),
+                         "paired_claim_interval": paired.get("speedup_interval"), "paired_ratios": paired.get("ratios"),
+                         "remeasured_race_winner": re_race, "remeasured_written": re_written,
+                         "remeasured_race_winner_early": early,
+                         "times": times, "min_s": best,
                          "tuned_vs_xla": best["xla_default"] / best["tuned"],
                          "tuned_vs_ours_default": best["ours_default"] / best["tuned"],
                          "ours_default_vs_xla": best["xla_default"] / best["ours_default"]})
             print(f"{name}: xla {best['xla_default'] * 1e3:.3f} ms, ours-default {best['ours_default'] * 1e3:.3f} ms, "
                   f"tuned {best['tuned'] * 1e3:.3f} ms (claimed x{claimed or float('nan'):.3f}, winner "
-                  f"{ver.get('winner')})", file=sys.stderr)
+                  f"{ver.get('winner')}, race winner {race_winner}: race x{ver.get('race_speedup') or float('nan'):.3f}, "
+                  f"paired {paired}; re-measured {re_race} / written {re_written})", file=sys.stderr)
     finally:
         ev.close()
     done = [r for r in rows if "min_s" in r]
@@ -110,6 +142,22 @@ def main() -> None:
         print(f"| **median** | | | | **{statistics.median(r['tuned_vs_xla'] for r in done):.3f}x** | "
               f"**{statistics.median(r['tuned_vs_ours_default'] for r in done):.3f}x** | "
               f"**{statistics.median(r['claimed_speedup'] for r in done):.3f}x** | |")
+    def iv(x):
+        return f"{x[0]:.3f}-{x[1]:.3f}" if x else "-"
+
+    def fx(x):
+        return f"{x:.3f}x" if x else "-"
+    print(f"\n## Claimed against re-measured (paired with our default, {args.remeasure_seconds:g} s each, 95% intervals)\n")
+    print("| program | race winner | claimed by the race (before) | paired claim (after) | its interval | block ratios "
+          "| written | race winner re-measured right after | its interval | race winner re-measured after the rounds "
+          "| its interval | written re-measured | its interval |")
+    print("|---|---|---:|---:|---|---:|---|---:|---|---:|---|---:|---|")
+    for r in done:
+        a, b, e = r["remeasured_race_winner"], r["remeasured_written"], r["remeasured_race_winner_early"]
+        print(f"| {r['program']} | {r['race_winner']} | {fx(r['race_claim'])} | {fx(r['paired_claim'])} | "
+              f"{iv(r['paired_claim_interval'])} | {r['paired_ratios'] or '-'} | {r['winner']} | {fx(e['speedup'])} | "
+              f"{iv(e['interval'])} | {fx(a['speedup'])} | "
+              f"{iv(a['interval'])} | {fx(b['speedup'])} | {iv(b['interval'])} |")
     if args.json:
         json.dump({"args": vars(args), "rows": rows}, open(args.json, "w"), indent=1, default=str)
 

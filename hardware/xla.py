@@ -74,7 +74,8 @@ __all__ = [
     "xla_fusion_report", "strip_metadata", "donated_parameters", "verification_inputs", "output_error",
     "ThunkTiming", "ProgramProfile", "profile_compiled", "thunk_self_times", "InProgramTiming",
     "profile_answer", "attribute_thunks", "configuration_of", "XlaInProgramEvaluator",
-    "PreparedRun", "PairedTiming", "paired_ratios", "time_paired",
+    "PreparedRun", "PairedTiming", "paired_ratios", "time_paired", "time_paired_for",
+    "neighbour_ratios",
 ]
 
 FAULT_ENV = "AUTOTUNE_XLA_TEST_FAULT"
@@ -659,7 +660,11 @@ def paired_ratios(reference: PreparedRun, candidate: PreparedRun, pairs: int = 4
     untimed ones, so that neither block pays for the other's cache state); each candidate block's
     time over the mean of the reference blocks just before and after it is one ratio. Calibrate both
     runs first (:meth:`PreparedRun.calibrate`): a block of about a millisecond keeps a pair within a
-    few milliseconds, where the machine's drift cancels."""
+    few milliseconds, where the machine's drift cancels.
+
+    The median of these ratios is biased low on a loaded machine (a block over the mean of two
+    catches fewer interruptions than a block over a block: a program against itself measured 0.95
+    to 0.97, BENCHMARKS.md 2026-11-27); :func:`neighbour_ratios` of the same blocks is not."""
     if pairs < 1:
         raise ValueError(f"pairs must be >= 1, got {pairs}")
     ref = [reference.block(warmup=warmup)]
@@ -679,6 +684,51 @@ def time_paired(reference: CompiledHlo, candidate: CompiledHlo, inputs: Sequence
     ref.calibrate(min_block_ms)
     cand.calibrate(min_block_ms)
     return paired_ratios(ref, cand, pairs, warmup)
+
+
+
+def neighbour_ratios(p: PairedTiming) -> list[float]:
+    """Two single-block ratios per candidate block of one :func:`paired_ratios` round: over the
+    reference block before it, and over the one after it (in order; see :func:`time_paired_for`)."""
+    return [c / r for k, c in enumerate(p.seconds) for r in p.reference_seconds[k:k + 2]]
+
+
+def time_paired_for(reference: CompiledHlo, candidate: CompiledHlo, inputs: Sequence[np.ndarray],
+                    seconds: float, *, pairs: int = 4, min_block_ms: float = 1.0, warmup: int = 1,
+                    clock: Callable[[], float] = time.perf_counter) -> PairedTiming:
+    """:func:`time_paired` for about ``seconds`` of wall time (calibration excluded): rounds of
+    :func:`paired_ratios` (``pairs`` candidate blocks each, R C R C ... R) until ``seconds`` are
+    spent, at least one round; ``reference_seconds`` holds each round's ``pairs + 1`` reference
+    blocks one round after the other. Both programs run on the same input buffers (unless one
+    donates them) and the same number of executions per block.
+
+    ``ratios`` here are *single-block* ratios, two per candidate block: over the reference block
+    before it and over the one after it (in order). A block over the mean of two is biased low on a
+    loaded machine, whose noise is a few long interruptions: the mean of two blocks catches one more
+    often than a single block does, so a program paired with itself measured 0.98 (load 10) to
+    0.73 (load 14) that way (BENCHMARKS.md, 2026-11-27); a single block over a single block has median
+    1 for identical programs whatever the noise, and a linear drift still cancels (the two ratios
+    err by as much in opposite directions)."""
+    if seconds is None or not seconds >= 0:
+        raise ValueError(f"seconds must be >= 0, got {seconds}")
+    ref, cand = PreparedRun(reference, inputs), PreparedRun(candidate, inputs)
+    if not ref._donated and not cand._donated:
+        cand._args = ref._args  # the same input buffers: no difference of placement between the two
+    # the same executions per block for both (calibrated on the slower): blocks of different lengths
+    # catch interruptions differently, which biases the median of their ratios
+    cand.number = ref.number = max(ref.calibrate(min_block_ms), cand.calibrate(min_block_ms))
+    start = clock()
+    ratios: list[float] = []
+    secs: list[float] = []
+    refs: list[float] = []
+    while True:
+        p = paired_ratios(ref, cand, pairs, warmup)
+        ratios += neighbour_ratios(p)
+        secs += p.seconds
+        refs += p.reference_seconds
+        if clock() - start >= seconds:
+            break
+    return PairedTiming(float(statistics.median(ratios)), ratios, secs, refs)
 
 
 # ---- in-program kernel timing ---------------------------------------------------------------
@@ -1160,6 +1210,51 @@ def _measure_in_process(req: dict) -> dict:
             "compile_s": compiled.compile_seconds, **extra}
 
 
+
+def _paired_in_process(req: dict) -> dict:
+    """A paired timing request (worker side): ``text`` (the candidate) against ``paired_with`` (the
+    reference), both compiled with the request's options (cached), on the candidate's
+    :func:`verification_inputs`, for ``seconds`` (:func:`time_paired_for`)."""
+    fault = req.get("fault")
+    if fault == "crash":
+        os._exit(_CRASH_EXIT_CODE)
+    if fault == "hang":
+        while True:
+            time.sleep(3600)
+    opts = (req.get("disable_fusion", False), req.get("xla_flags"), True)
+    try:
+        reference = _compile_cached(req["paired_with"], *opts)
+        candidate = _compile_cached(req["text"], *opts)
+    except Exception as exc:
+        return {"status": f"compile_error: {_first_line(exc)}"}
+    try:
+        inputs = verification_inputs(req["text"], req.get("seed", 0))
+    except Exception as exc:
+        return {"status": f"unsupported: {_first_line(exc)}"}
+    try:
+        p = time_paired_for(reference, candidate, inputs, float(req["seconds"]), pairs=int(req.get("pairs", 4)),
+                            min_block_ms=float(req.get("min_block_ms", 1.0)))
+    except Exception as exc:
+        return {"status": f"runtime_error: {_first_line(exc)}"}
+    return {"status": "ok", "ratio": p.ratio, "ratios": p.ratios,
+            "candidate_s": float(statistics.median(p.seconds)),
+            "reference_s": float(statistics.median(p.reference_seconds)),
+            "candidate_blocks": p.seconds, "reference_blocks": p.reference_seconds, "pairs": int(req.get("pairs", 4))}
+
+
+def _paired_request(req: dict) -> Measurement:
+    """One paired timing as a MeasurementPool task: ``seconds`` is the median ratio candidate /
+    reference, ``extra`` the per-pair ``ratios`` and both programs' median block times."""
+    try:
+        resp = _paired_in_process(req)
+    except Exception as exc:
+        resp = {"status": f"worker_error: {type(exc).__name__}: {_first_line(exc)}"}
+    if resp.get("status") != "ok":
+        return Measurement.failure(resp.get("status", "worker_error: no status"))
+    return Measurement(float(resp["ratio"]), extra={k: resp[k] for k in ("ratios", "candidate_s", "reference_s",
+                                                                         "candidate_blocks", "reference_blocks", "pairs")})
+
+
 def _result_elements(line: str) -> Optional[int]:
     """Elements of an instruction's array result, from its printed text (None for tuples)."""
     m = re.match(r"\s*(?:ROOT\s+)?%?[\w.\-]+ = \w+\[([\d,]*)\]", line)
@@ -1428,6 +1523,34 @@ class XlaEvaluator(Evaluator):
             options["xla_flags"] = dict(xla_flags)
         req = self._request(hlo_text, hashlib.sha1(hlo_text.encode()).hexdigest(), _faults_from_env(), **options)
         return self._pool.map(_measure_request, [req])[0]
+
+    def measure_paired(self, reference_text: str, hlo_text: str, seconds: float, *,
+                       disable_fusion: Optional[bool] = None, xla_flags: Optional[dict[str, Any]] = None,
+                       pairs: int = 4, min_block_ms: float = 1.0) -> Measurement:
+        """``hlo_text``'s end-to-end time relative to ``reference_text``'s (taking the same inputs),
+        timed beside it: :func:`time_paired_for` in one worker for about ``seconds`` (at most a third
+        of ``timeout_s``, so that a request never times out for its length; call again for more).
+        ``seconds`` of the answer: the median ratio candidate / reference; ``extra["ratios"]``: two
+        per candidate block (over the reference block before it, and after it), in order;
+        ``candidate_blocks``/``reference_blocks``: the blocks' seconds per execution (``pairs`` and
+        ``pairs + 1`` per round, round after round); ``candidate_s``/``reference_s``: the median block times. Compile
+        options as :meth:`measure_program`. Outputs are not compared (time programs checked by
+        :meth:`measure_program` first). Fault-hook key: the sha1 hex digest of ``hlo_text``."""
+        if self.budget.exhausted:
+            self.budget_exhausted = True
+            return Measurement.failure("budget_exhausted")
+        if not self.hand_fusions and (_HAND_FUSION.search(hlo_text) or _HAND_FUSION.search(reference_text)):
+            return Measurement.failure(f"unsupported: hand-made fusion instructions do not compile through "
+                                       f"jaxlib's {self.platform} plugin")
+        self.measured += 1
+        options: dict = {"paired_with": reference_text, "pairs": pairs, "min_block_ms": min_block_ms,
+                         "seconds": max(0.0, min(float(seconds), self.timeout_s / 3))}
+        if disable_fusion is not None:
+            options["disable_fusion"] = disable_fusion
+        if xla_flags is not None:
+            options["xla_flags"] = dict(xla_flags)
+        req = self._request(hlo_text, hashlib.sha1(hlo_text.encode()).hexdigest(), _faults_from_env(), **options)
+        return self._pool.map(_paired_request, [req])[0]
 
     def measure_in_program(self, space: Any, cfg: Any, kernels: Optional[Sequence[Any]] = None, *,
                            runs: Optional[int] = None, reference: Optional[str] = None) -> InProgramTiming:

@@ -64,8 +64,13 @@ def _result_report(meta: dict, result: Any) -> dict:
                                      else result.measured_best_predicted),
         "measured_default_s": result.measured_default,
         "measured_best_s": result.measured_best,
-        "measured_speedup": (result.measured_default / result.measured_best
+        # paired (the winner timed beside the default) where the verification did that, else the race's ratio
+        "measured_speedup": (result.measured_speedup if hasattr(result, "measured_speedup") else
+                             result.measured_default / result.measured_best
                              if result.measured_default and result.measured_best else None),
+        "measured_speedup_interval": getattr(result, "measured_speedup_interval", None),
+        "measured_speedup_method": ("paired" if getattr(result, "measured_speedup_interval", None) else
+                                    "race medians" if result.measured_default and result.measured_best else None),
         "verification": result.verification,
         "evaluations": result.evaluations,
         "kernel_evaluations": result.kernel_evaluations,

@@ -24,7 +24,11 @@ after the search (paper section 7):
   (`autotune.compiler.kernel.emit_fused_text`), compiled with `EMITTED_CPU_COMPILE_OPTIONS` and run end to
   end; its outputs must match the original program's on the same random inputs
   (`hardware.xla.output_error`), and the candidates race the default configuration's program
-  (`autotune.tuning.verification.race_programs`). The winner's text is what fused.hlo holds, byte for byte.
+  (`autotune.tuning.verification.race_programs`). Where the evaluator times two programs side by side
+  (`measure_paired`), the race has `1 - paired_share` of the hardware budget and its winner is then
+  timed beside the default for the rest (`confirm_paired`: drift-cancelling pairs); the reported speedup
+  is that paired one with its interval, and the winner is kept only if the interval is above 1 (else the
+  default, with one warning). The kept program's text is what fused.hlo holds, byte for byte.
 * any other evaluator (the TPU simulator): every kernel of the candidate configuration - exactly
   the kernels of its fused.hlo - is measured, times its multiplicity, summed.
 * a tile space: the default tile and the top predicted tiles race on the evaluator
@@ -113,6 +117,8 @@ class TuningResult:
     verification: dict = field(default_factory=lambda: dict(NOT_VERIFIED))  # what was verified and how
     warnings: list = field(default_factory=list)        # one line each: every failed or skipped step
     fused_text: Optional[str] = None                    # the exact program verified end to end
+    # the race's winner timed beside the default (end to end, where the evaluator can): verification["paired"]
+    paired: Optional[dict] = None
 
     @property
     def verification_failed(self) -> bool:
@@ -122,6 +128,23 @@ class TuningResult:
     @property
     def speedup(self) -> float:
         return self.default_cost / self.best_cost if self.best_cost > 0 else float("nan")
+
+    @property
+    def measured_speedup(self) -> Optional[float]:
+        """The verified speedup over the default: the paired one where the winner was timed beside the
+        default and kept (1.0 where the default was kept instead), else default / best of the race."""
+        if self.paired is not None and self.paired.get("faster"):
+            return self.paired["speedup"]
+        if self.measured_default and self.measured_best:
+            return self.measured_default / self.measured_best
+        return None
+
+    @property
+    def measured_speedup_interval(self) -> Optional[list]:
+        """The paired speedup's confidence interval, where the kept winner has one."""
+        if self.paired is not None and self.paired.get("faster"):
+            return self.paired["speedup_interval"]
+        return None
 
 
 def _memoize_costs(pricer: Any, memo: dict, keys: Sequence, costs: Any, what: str) -> None:
@@ -409,8 +432,14 @@ class Tuner:
                  on_config: Optional[Callable[[FusionConfig, float], None]] = None,
                  include_default: bool = True, fingerprint: Optional[dict] = None,
                  reference_text: Optional[str] = None, verify_rounds: int = 5,
-                 callbacks: Sequence[Callback] = (), finalists: int = 2, overhead_s: float = 0.0):
+                 callbacks: Sequence[Callback] = (), finalists: int = 2, overhead_s: float = 0.0,
+                 paired_share: float = 0.4, paired_confidence: float = 0.95):
         from hardware.base import Budget
+
+        if not 0 < paired_share < 1:
+            raise TuningError(f"paired_share must be in (0, 1), got {paired_share}")
+        if not 0 < paired_confidence < 1:
+            raise TuningError(f"paired_confidence must be in (0, 1), got {paired_confidence}")
 
         self.space = space
         self.cost_model = cost_model
@@ -437,6 +466,10 @@ class Tuner:
         self.reference_text = reference_text
         self.verify_rounds = verify_rounds  # race rounds after screening (end to end; tile repeats)
         self.finalists = finalists          # candidates raced against the default after screening
+        # End to end on an evaluator that times two programs side by side (measure_paired): the share of
+        # the hardware budget kept for timing the race's winner beside the default, and the interval's level.
+        self.paired_share = float(paired_share)
+        self.paired_confidence = float(paired_confidence)
         self.resumed_from: Optional[dict] = None
         self.cost = space_cost(space, cost_model)
         self.callbacks = self._default_callbacks() + list(callbacks)
@@ -942,11 +975,16 @@ class Tuner:
                                f"({base.status if base is not None else 'not timed'}): no measured speedup")
 
     def _verify_end_to_end(self, result: TuningResult, seconds: Optional[float]) -> None:
-        """Race the emitted programs of the top predictions against the default's (module docstring)."""
+        """Race the emitted programs of the top predictions against the default's (module docstring);
+        where the evaluator times programs side by side (``measure_paired``), the race gets
+        ``1 - paired_share`` of the budget and its winner is then timed beside the default for the
+        rest (`confirm_paired`): it is kept only if the paired speedup's interval is above 1."""
         from autotune.compiler.kernel import EMITTED_CPU_COMPILE_OPTIONS, emit_fused_text
         from autotune.tuning.verification import race_programs
         from hardware.xla import OUTPUT_TOL, OUTPUT_TOL_16BIT
+        started = time.monotonic()
         ev = self.evaluator
+        paired = hasattr(ev, "measure_paired")
         space = self.space
         reference = self.reference_text if self.reference_text is not None else space.program.module.to_text()
         emitted: dict = {}    # text -> (rank or "default", FusionConfig, predicted seconds)
@@ -977,7 +1015,8 @@ class Tuner:
         def time_program(text: str, first: bool) -> Any:
             return ev.measure_program(text, reference=reference if first else None, **EMITTED_CPU_COMPILE_OPTIONS)
 
-        race = race_programs(time_program, candidates(), seconds, baseline=default_text,
+        race_seconds = seconds * (1 - self.paired_share) if paired and seconds is not None else seconds
+        race = race_programs(time_program, candidates(), race_seconds, baseline=default_text,
                              max_rounds=self.verify_rounds, min_rounds=min(2, self.verify_rounds))
         for text, e in race.entries.items():
             rank, cfg, pred = emitted[text]
@@ -1011,7 +1050,14 @@ class Tuner:
                     "fastest and the default timed again, interleaved, for at least two rounds and until the budget "
                     f"is spent or {self.verify_rounds} rounds are done (the default and the best prediction are "
                     "always timed); the lowest median over a program's timings wins, and fused.hlo holds that "
-                    "program byte for byte"),
+                    "program byte for byte" + (
+                        f"; the race had {1 - self.paired_share:.0%} of the hardware budget, then its winner was timed "
+                        "beside the default for the rest (paired: short alternating blocks D W D W ... D, each "
+                        "winner block over the default block before it and over the one after it, so that the "
+                        "machine's drift cancels; the median ratio, with a block-bootstrap interval), and kept only "
+                        "if the whole "
+                        f"{self.paired_confidence:.0%} interval of the paired speedup is above 1, else fused.hlo "
+                        "holds the default's program" if paired else "")),
             "programs_timed": len(race.entries), "timings": race.timings, "race_rounds": race.rounds,
             "winner": (emitted[race.winner][0] if race.winner is not None else None),
             "fused_hlo_sha256": _sha256(race.winner) if race.winner is not None else None,
@@ -1032,3 +1078,51 @@ class Tuner:
         if first is not None and first["status"] != "ok":
             self._warn(result, f"the best predicted configuration failed verification ({first['status']}); "
                                "fused.hlo holds the best verified program")
+        if paired and base is not None and base.ok:
+            remaining = None if seconds is None else max(0.0, seconds - (time.monotonic() - started))
+            self._confirm_paired(result, race, emitted, default_text, remaining)
+
+    def _confirm_paired(self, result: TuningResult, race: Any, emitted: dict, default_text: str,
+                        seconds: Optional[float]) -> None:
+        """Time the race's winner beside the default (`confirm_paired`); keep the default's program
+        unless the paired speedup is above 1 beyond its interval (one warning line otherwise)."""
+        from autotune.compiler.kernel import EMITTED_CPU_COMPILE_OPTIONS
+        from autotune.tuning.verification import confirm_paired
+        ev = self.evaluator
+        ver = result.verification
+        race_speedup = (result.measured_default / result.measured_best
+                        if result.measured_default and result.measured_best else None)
+        ver["race_speedup"] = race_speedup
+        if race.winner == default_text:
+            ver["paired"] = {"status": "not needed: the default won the race"}
+            return
+        winner = emitted[race.winner][0]
+        check = confirm_paired(
+            lambda s: ev.measure_paired(default_text, race.winner, s, **EMITTED_CPU_COMPILE_OPTIONS),
+            seconds, confidence=self.paired_confidence)
+        ver["paired"] = {"candidate": winner, **check.as_dict()}
+        if check.faster:
+            result.paired = ver["paired"]
+            return
+        # not shown faster: the default's program is written, and said once
+        rank, cfg, pred = emitted[default_text]
+        result.fused_text = default_text
+        result.measured_best = result.measured_default
+        result.measured_best_config = cfg
+        result.measured_best_predicted = pred
+        result.paired = ver["paired"]
+        ver["winner"] = "default"
+        ver["race_winner"] = winner
+        ver["fused_hlo_sha256"] = _sha256(default_text)
+        if check.status != "ok":
+            why = f"the paired timing failed ({check.status})"
+        elif check.low is None:
+            why = f"{len(check.ratios)} block ratios are too few for an interval"
+        else:
+            lo, hi = check.speedup_interval
+            why = (f"paired x{check.speedup:.3f}, {check.confidence:.0%} interval [{lo:.3f}, {hi:.3f}], "
+                   f"{len(check.ratios)} block ratios")
+        race_txt = f" (x{race_speedup:.3f} by race medians)" if race_speedup else ""
+        ver["kept_default"] = f"prediction {winner}{race_txt} not shown faster than the default: {why}"
+        self._warn(result, f"the race's winner, prediction {winner}{race_txt}, is not shown faster than the default "
+                           f"when timed beside it ({why}): fused.hlo holds the default configuration's program")

@@ -23,6 +23,14 @@ end-to-end fusion verification, encoded tiles for tile verification.
 
 A timing that fails (compile or run error, outputs that differ from the original program's, a
 crash) drops that program from the race with its reason; it is never the winner.
+
+Absolute times of interleaved rounds still drift with the machine between the rounds (a 1.25x race
+speedup re-measured at 1.00x, BENCHMARKS.md), so where the evaluator can time two programs side by
+side (XLA:CPU: ``measure_paired``), the race's winner is confirmed by :func:`confirm_paired`: the
+winner and the baseline timed in short alternating blocks, R C R C ... R, each winner block over the
+baseline block before it and over the one after it (the drift cancels), for a share of the budget; the speedup is
+the median of those ratios with a block-bootstrap confidence interval (:func:`median_interval`), and
+the winner is kept only if the whole interval says faster (:attr:`PairedCheck.faster`).
 """
 from __future__ import annotations
 
@@ -32,7 +40,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Optional
 
-__all__ = ["RaceEntry", "Race", "race_programs", "race_tiles"]
+__all__ = ["RaceEntry", "Race", "race_programs", "race_tiles", "PairedCheck", "median_interval", "confirm_paired"]
 
 # time_program(text, first) -> a hardware.base.Measurement; `first` is True for a program's first
 # timing (where the caller checks its outputs against the original program's).
@@ -149,3 +157,106 @@ def race_tiles(kernel: Any, space: Any, tiles: Iterable[Any], evaluator: Any, se
                              finalists=finalists, max_rounds=repeats, min_rounds=repeats)
     finally:
         evaluator.store = store
+
+
+# ---- paired confirmation of a race's winner --------------------------------------------------
+
+def median_interval(values: "list[float]", confidence: float = 0.95, *, block: Optional[int] = None,
+                    resamples: int = 2000, seed: int = 0, min_values: int = 8) -> tuple:
+    """A bootstrap confidence interval of the median of ``values``: consecutive runs of ``block``
+    values are resampled together (the ratios of one paired round share reference blocks and the
+    machine state, and a load phase lasts longer than a round, so single values are not
+    independent; default: 8, one round of 4 pairs, or a twentieth of the values if that is more),
+    ``resamples`` times, and the interval is the central ``confidence`` of the resampled medians.
+    Fewer than ``min_values`` values: (None, None), no interval (nothing can be shown from them)."""
+    import numpy as np
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+    vals = np.asarray([float(v) for v in values], dtype=float)
+    if len(vals) < max(2, min_values) or not np.all(np.isfinite(vals)):
+        return None, None
+    block = max(8, len(vals) // 20) if block is None else int(block)
+    block = max(1, min(block, len(vals) // 2))
+    starts = np.arange(0, len(vals), block)
+    chunks = [vals[i:i + block] for i in starts]
+    rng = np.random.default_rng(seed)
+    picks = rng.integers(0, len(chunks), size=(resamples, len(chunks)))
+    meds = np.array([np.median(np.concatenate([chunks[j] for j in row])) for row in picks])
+    tail = (1 - confidence) / 2 * 100
+    return float(np.percentile(meds, tail)), float(np.percentile(meds, 100 - tail))
+
+
+@dataclass
+class PairedCheck:
+    """A candidate timed beside the baseline (:func:`confirm_paired`): ratios candidate / baseline
+    (block over neighbouring block); ``ratio`` their median, ``low``/``high`` its confidence interval (None: too few
+    pairs, or none); ``status`` "ok" or why the timing failed or did not run."""
+
+    status: str
+    ratios: list
+    confidence: float
+    seconds: float                     # wall seconds the check took
+    requests: int                      # paired timings asked of the evaluator
+    ratio: Optional[float] = None
+    low: Optional[float] = None
+    high: Optional[float] = None
+
+    @property
+    def faster(self) -> bool:
+        """The whole interval below 1: the candidate is faster than the baseline beyond the noise."""
+        return self.status == "ok" and self.high is not None and self.high < 1.0
+
+    @property
+    def speedup(self) -> Optional[float]:
+        return 1.0 / self.ratio if self.ratio else None
+
+    @property
+    def speedup_interval(self) -> Optional[list]:
+        return [1.0 / self.high, 1.0 / self.low] if self.low and self.high else None
+
+    def as_dict(self) -> dict:
+        return {"status": self.status, "ratios": len(self.ratios), "ratio": self.ratio,
+                "ratio_interval": [self.low, self.high] if self.low is not None else None,
+                "speedup": self.speedup, "speedup_interval": self.speedup_interval,
+                "confidence": self.confidence, "faster": self.faster, "seconds": round(self.seconds, 3),
+                "requests": self.requests}
+
+
+def confirm_paired(measure_paired: Callable[[float], Any], seconds: Optional[float], *, confidence: float = 0.95,
+                   default_seconds: float = 2.0, min_request_s: float = 0.05, block: Optional[int] = None,
+                   clock: Callable[[], float] = time.monotonic) -> PairedCheck:
+    """Time a candidate beside the baseline for ``seconds`` (None: ``default_seconds``).
+
+    ``measure_paired(s)`` times for about ``s`` seconds and answers a Measurement whose
+    ``extra["ratios"]`` are ratios candidate / baseline of neighbouring blocks (``XlaEvaluator.measure_paired``);
+    it is called again while more than ``min_request_s`` of the budget is left (an evaluator may
+    cap one request's length), at least once if any budget is left. A failed request ends the check
+    with its status (the ratios so far are kept in ``ratios`` but not used); no budget left at all:
+    status "skipped: no hardware budget left"."""
+    start = clock()
+    limit = default_seconds if seconds is None else float(seconds)
+    ratios: list = []
+    status = "ok"
+    n = 0
+    while True:
+        left = limit - (clock() - start)
+        if n == 0 and left <= 0:
+            status = "skipped: no hardware budget left for the paired timing"
+            break
+        if n and left <= min_request_s:
+            break
+        m = measure_paired(left)
+        n += 1
+        if not m.ok:
+            status = m.status
+            break
+        got = list((getattr(m, "extra", {}) or {}).get("ratios") or [])
+        if not got:
+            status = "failed: the paired timing returned no ratios"
+            break
+        ratios += [float(r) for r in got]
+    check = PairedCheck(status, ratios, confidence, clock() - start, n)
+    if status == "ok" and ratios:
+        check.ratio = float(statistics.median(ratios))
+        check.low, check.high = median_interval(ratios, confidence, block=block)
+    return check

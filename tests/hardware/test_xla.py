@@ -489,3 +489,41 @@ def test_time_paired_ranks_real_programs():
     assert run.calibrate(0.5) > 1 and run.block() > 0
     with pytest.raises(ValueError, match="min_block_ms"):
         run.calibrate(0)
+
+
+def test_evaluator_measure_paired_real_programs():
+    with X.XlaEvaluator(target="cpu") as ev:
+        slower = ev.measure_paired(ADD192, DOTS, 0.3, min_block_ms=0.5)
+        assert slower.ok, slower.status
+        assert slower.seconds > 3.0 and len(slower.extra["ratios"]) >= 4  # four dots against one add
+        assert slower.extra["candidate_s"] > slower.extra["reference_s"] > 0
+        same = ev.measure_paired(ADD192, ADD192, 0.2, min_block_ms=0.5)
+        assert same.ok and 0.5 < same.seconds < 2.0
+        bad = ev.measure_paired(ADD192, "HloModule broken\nENTRY e { ROOT x = f32[] bogus() }", 0.1)
+        assert bad.status.startswith("compile_error")
+        ev.budget = Budget(0.0)
+        assert ev.measure_paired(ADD192, DOTS, 0.1).status == "budget_exhausted"
+
+
+class _SpikyRun:
+    """A stand-in for PreparedRun on a loaded machine: a block takes `base` plus interruptions of
+    exponentially distributed length (right-skewed noise, the same for both programs)."""
+
+    def __init__(self, base, rng):
+        self.base, self.rng = base, rng
+
+    def block(self, n=None, warmup=0):
+        return self.base * (1.0 + self.rng.exponential(0.3))
+
+
+def test_neighbour_ratios_are_unbiased_for_identical_programs():
+    rng = np.random.default_rng(0)
+    mean_of_two, single = [], []
+    for _ in range(400):
+        p = X.paired_ratios(_SpikyRun(1e-4, rng), _SpikyRun(1e-4, rng), pairs=4)
+        mean_of_two += p.ratios
+        single += X.neighbour_ratios(p)
+        assert len(X.neighbour_ratios(p)) == 8
+    # a block over the mean of its two neighbours is biased low under spiky noise; a block over one is not
+    assert np.median(mean_of_two) < 0.98  # 0.970 in expectation
+    assert abs(np.median(single) - 1.0) < 0.01
