@@ -1515,14 +1515,20 @@ class XlaEvaluator(Evaluator):
                 f"unsupported: hand-made fusion instructions do not compile through jaxlib's "
                 f"{self.platform} plugin (mhlo.fusion is not StableHLO); time configurations end to "
                 f"end on the cpu backend")
-        self.measured += 1
-        options: dict = {"inputs": "verification", "cache": True, "reference": reference}
+        req = self._program_request(hlo_text, disable_fusion, xla_flags,
+                                    inputs="verification", cache=True, reference=reference)
+        return self._pool.map(_measure_request, [req])[0]
+
+    def _program_request(self, hlo_text: str, disable_fusion: Optional[bool],
+                         xla_flags: Optional[dict[str, Any]], **options: Any) -> dict:
+        """The request of one whole-program timing (`measure_program`, `measure_paired`): the compile
+        options given override the evaluator's; counted as one measurement; keyed by the text's sha1."""
         if disable_fusion is not None:
             options["disable_fusion"] = disable_fusion
         if xla_flags is not None:
             options["xla_flags"] = dict(xla_flags)
-        req = self._request(hlo_text, hashlib.sha1(hlo_text.encode()).hexdigest(), _faults_from_env(), **options)
-        return self._pool.map(_measure_request, [req])[0]
+        self.measured += 1
+        return self._request(hlo_text, hashlib.sha1(hlo_text.encode()).hexdigest(), _faults_from_env(), **options)
 
     def measure_paired(self, reference_text: str, hlo_text: str, seconds: float, *,
                        disable_fusion: Optional[bool] = None, xla_flags: Optional[dict[str, Any]] = None,
@@ -1542,14 +1548,9 @@ class XlaEvaluator(Evaluator):
         if not self.hand_fusions and (_HAND_FUSION.search(hlo_text) or _HAND_FUSION.search(reference_text)):
             return Measurement.failure(f"unsupported: hand-made fusion instructions do not compile through "
                                        f"jaxlib's {self.platform} plugin")
-        self.measured += 1
-        options: dict = {"paired_with": reference_text, "pairs": pairs, "min_block_ms": min_block_ms,
-                         "seconds": max(0.0, min(float(seconds), self.timeout_s / 3))}
-        if disable_fusion is not None:
-            options["disable_fusion"] = disable_fusion
-        if xla_flags is not None:
-            options["xla_flags"] = dict(xla_flags)
-        req = self._request(hlo_text, hashlib.sha1(hlo_text.encode()).hexdigest(), _faults_from_env(), **options)
+        req = self._program_request(hlo_text, disable_fusion, xla_flags, paired_with=reference_text, pairs=pairs,
+                                    min_block_ms=min_block_ms,
+                                    seconds=max(0.0, min(float(seconds), self.timeout_s / 3)))
         return self._pool.map(_paired_request, [req])[0]
 
     def measure_in_program(self, space: Any, cfg: Any, kernels: Optional[Sequence[Any]] = None, *,
