@@ -318,7 +318,7 @@ class GnnCostModel(CostModel):
 
     def fit_scalers(self, graphs: Sequence[KernelGraph], tile_feat: np.ndarray) -> None:
         self.node_scaler = FeatureScaler().fit([g.node_feat for g in graphs])
-        self.kernel_scaler = FeatureScaler().fit(np.stack([self._kernel_row(g) for g in graphs]))
+        self.kernel_scaler = FeatureScaler().fit(self._kernel_rows(graphs))
         tf = np.asarray(tile_feat, np.float32).reshape(-1, TILE_DIM)
         self.tile_scaler = FeatureScaler().fit(tf if len(tf) else np.zeros((1, TILE_DIM), np.float32))
         self._prep_cache.clear()
