@@ -1,5 +1,6 @@
-"""The attention corpus of issue 17 (examples/hlo_attention/) and the fusion split file that places it
-(benchmarks/results/fusion_split_attention.json). Needs no jax."""
+"""The attention corpus of issue 17 (examples/hlo_attention/) and the fusion split files that place it
+(benchmarks/results/fusion_split_attention.json, and fusion_split_attention_enc.json with the padding-masked
+encoder family roberta in training). Needs no jax."""
 import json
 import pathlib
 
@@ -8,6 +9,7 @@ from autotune.tuning.dataset import read_split_file
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 ATT = ROOT / "examples" / "hlo_attention"
 SPLIT = ROOT / "benchmarks" / "results" / "fusion_split_attention.json"
+SPLIT_ENC = ROOT / "benchmarks" / "results" / "fusion_split_attention_enc.json"
 
 
 def _manifest(folder):
@@ -17,7 +19,7 @@ def _manifest(folder):
 def test_manifest_matches_files_and_counts(example_module):
     count_hlo = example_module("hlo_count.py").count_hlo
     entries = _manifest(ATT)
-    assert {e["family"] for e in entries.values()} == {"gpt", "vit", "t5"}
+    assert {e["family"] for e in entries.values()} == {"gpt", "vit", "t5", "roberta"}
     assert sorted(entries) == sorted(p.stem for p in ATT.glob("*.hlo"))
     for name, e in entries.items():
         text = (ATT / e["file"]).read_text()
@@ -26,18 +28,30 @@ def test_manifest_matches_files_and_counts(example_module):
         assert e["name"] == f"{e['family']}_{e['size']}_{e['mode']}"
 
 
-def test_split_places_every_program_and_keeps_test_families_out_of_training():
-    split = read_split_file(str(SPLIT))
-    programs = {p.stem for p in (ROOT / "examples" / "hlo").glob("*.hlo")} | {p.stem for p in ATT.glob("*.hlo")}
-    assert programs == set(split)
+def _families(split):
     fams = {}
     for name, s in split.items():
         fams.setdefault(name.split("_")[0], set()).add(s)
     assert all(len(s) == 1 for s in fams.values()), fams       # a family lies wholly in one split
-    by = {f: next(iter(s)) for f, s in fams.items()}
-    assert {f for f, s in by.items() if s == "test"} == {"bert", "recommender"}
-    assert {f for f, s in by.items() if s == "validation"} == {"resnet", "vae", "vit", "t5"}
-    assert by["gpt"] == "train"
+    return {f: next(iter(s)) for f, s in fams.items()}
+
+
+def test_split_places_every_program_and_keeps_test_families_out_of_training():
+    """The split of B0-B2 places every program but roberta's (added later; the sweep builds that dataset
+    without them); the _enc split places every program, roberta in training, and is otherwise the same."""
+    split = read_split_file(str(SPLIT))
+    split_enc = read_split_file(str(SPLIT_ENC))
+    programs = {p.stem for p in (ROOT / "examples" / "hlo").glob("*.hlo")} | {p.stem for p in ATT.glob("*.hlo")}
+    roberta = {p for p in programs if p.startswith("roberta_")}
+    assert len(roberta) == 4
+    assert programs - roberta == set(split)
+    assert programs == set(split_enc)
+    assert {p: s for p, s in split_enc.items() if p not in roberta} == split
+    for by in (_families(split), _families(split_enc)):
+        assert {f for f, s in by.items() if s == "test"} == {"bert", "recommender"}
+        assert {f for f, s in by.items() if s == "validation"} == {"resnet", "vae", "vit", "t5"}
+        assert by["gpt"] == "train"
+    assert _families(split_enc)["roberta"] == "train"
 
 
 def test_attention_families_show_their_idioms():
@@ -49,3 +63,15 @@ def test_attention_families_show_their_idioms():
     assert "rsqrt(" in t5 and "f32[4,4,12,20]" in t5             # (batch, heads, target, source) logits
     vit = (ATT / "vit_small_infer.hlo").read_text()
     assert "convolution(" in vit and "window={size=8x8 stride=8x8}" in vit
+
+
+def test_roberta_has_bert_like_padding_mask_only():
+    """roberta: the padding mask alone selects the (batch, heads, query, key) logits: 5 heads of 20
+    positions (bert small: 2 heads of 16), with no causal iota compare and no 4-d `and` of masks as in
+    gpt; no token-type embedding (bert's gather from a (2, d) segment table)."""
+    rob = (ATT / "roberta_small_infer.hlo").read_text()
+    assert "f32[6,5,20,20]{3,2,1,0} select(" in rob
+    assert "iota(" not in rob and "pred[6,1,20,20]" not in rob
+    gpt = (ATT / "gpt_small_infer.hlo").read_text()
+    assert "pred[4,1,24,24]{3,2,1,0} and(" in gpt                # gpt: causal and padding, combined
+    assert "f32[2,80]" not in rob
