@@ -92,4 +92,8 @@ done
 wait
 echo "all done in $(( $(date +%s) - T0 )) s"
 for f in "$L"/train_*.log; do echo "== $f"; tail -6 "$f"; done
-$PY benchmarks/results/gnn_attention_corpus_wd/summarize.py "$OUT"/validation_*.json 2>&1 | tee "$L/summary.log"
+if ls "$OUT"/validation_*.json > /dev/null 2>&1; then
+  $PY benchmarks/results/gnn_attention_corpus_wd/summarize.py "$OUT"/validation_*.json 2>&1 | tee "$L/summary.log"
+else
+  echo "no model finished: nothing to evaluate"
+fi
