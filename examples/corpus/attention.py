@@ -6,7 +6,9 @@ more than one family. These families are generated into examples/hlo_attention/ 
 automatic family split and benchmarks stay as they were); benchmarks/results/fusion_split_attention.json
 places them: gpt in training, vit and t5 in validation (so that choices are made on families that have
 attention), bert and recommender stay the test families. roberta came later (issue 17, the padding-only
-mask lead): benchmarks/results/fusion_split_attention_enc.json adds it to the training split.
+mask lead): it is generated into examples/hlo_encoder/ (so that examples/hlo_attention/ and every command
+built on it stay as they were), and benchmarks/results/fusion_split_attention_enc.json adds it to the
+training split.
 """
 from __future__ import annotations
 
@@ -182,7 +184,7 @@ register(Family(
     "roberta", "RoBERTa-style encoder: padding mask only, post-LN blocks, offset learned positions, no token "
                "types, MLM head only",
     roberta_forward, lambda out, tg, cfg: nn.softmax_xent(out, tg["labels"], tg["weights"]), roberta_batch,
-    corpus="attention",
+    corpus="encoder",
     sizes={
         "small": dict(layers=3, hidden=80, heads=5, ffn=240, vocab=1200, max_len=40, seq=20, batch=6),
         "medium": dict(layers=5, hidden=160, heads=5, ffn=640, vocab=2400, max_len=64, seq=40, batch=3),

@@ -1,13 +1,16 @@
 #!/bin/bash
-# Issue 17, the padding-only-mask training family (roberta, examples/hlo_attention): one device call on a
+# Issue 17, the padding-only-mask training family (roberta, examples/hlo_encoder): one device call on a
 # lent machine's CPU (16 cores; the GPU is unused, the GNN trains on the CPU, one thread a training).
 #
 #   cd <copy of the enc17 worktree> && OUT=/some/dir bash benchmarks/results/gnn_encoder_family/device_sweep.sh
 #
-# 1. builds, in parallel (two chains; the two builds of one chain write one directory, which a build locks):
-#      DS/fusion_enc  = examples/hlo + examples/hlo_attention, split fusion_split_attention_enc.json (roberta in training)
-#      DS/fusion_attn = the same with fusion_split_attention.json (the corpus of B0-B2, for the extra seeds B3, B4)
-# 2. trains at once, `timeout 420` each (less if the builds took more than 30 s) (the recipe = `autotune train`'s defaults):
+# 1. builds, in parallel (two chains; the builds of one chain write one directory, which a build locks):
+#      DS/fusion_enc  = examples/hlo + examples/hlo_attention + examples/hlo_encoder, split
+#                       fusion_split_attention_enc.json (roberta in training)
+#      DS/fusion_attn = examples/hlo + examples/hlo_attention, split fusion_split_attention.json (the corpus and
+#                       commands of B0-B2, for the extra seeds B3, B4)
+# 2. trains at once, `timeout 420` each, less if the builds took more than 30 s (the recipe = `autotune train`'s
+#    defaults):
 #      E0-E4  the recipe on DS/fusion_enc, seeds 0-4
 #      W0-W2  the recipe with --weight-decay 1e-4 on DS/fusion_enc, seeds 0-2
 #      B3, B4 the recipe on DS/fusion_attn, seeds 3, 4 (pairs for E3, E4; B0-B2 exist:
@@ -32,27 +35,27 @@ T0=$(date +%s)
 } 2>&1 | tee "$L/env.log"
 
 if [ "${SWEEP_TINY:-0}" = 1 ]; then
-  SEL_HLO="--program mlp_mixer_small_infer --program resnet_small_infer"
-  SEL_ATT="--program roberta_small_infer --program gpt_small_infer --program t5_small_infer"
-  SEL_ATT_OLD="--program gpt_small_infer --program t5_small_infer"
+  SEL_hlo="--program mlp_mixer_small_infer --program resnet_small_infer"
+  SEL_hlo_attention="--program gpt_small_infer --program t5_small_infer"
+  SEL_hlo_encoder="--program roberta_small_infer"
   TRAIN_EXTRA="--epochs 1"; TLIMIT=120
 else
-  SEL_HLO=""; SEL_ATT=""; TRAIN_EXTRA=""; TLIMIT=420
-  # fusion_split_attention.json does not place roberta: DS/fusion_attn takes the other attention programs
-  SEL_ATT_OLD=$(for f in examples/hlo_attention/*.hlo; do n=$(basename "$f" .hlo)
-                case $n in roberta_*) ;; *) printf -- '--program %s ' "$n" ;; esac; done)
+  SEL_hlo=""; SEL_hlo_attention=""; SEL_hlo_encoder=""; TRAIN_EXTRA=""; TLIMIT=420
 fi
 
-build() {  # build DIR SPLITFILE SELECTION: both program folders into DIR, one after the other
-  $PY -m autotune.cli dataset build --programs examples/hlo $SEL_HLO --task fusion --evaluator sim \
-      --configs-per-program 8 --split-file "$2" --out "$1" && \
-  $PY -m autotune.cli dataset build --programs examples/hlo_attention $3 --task fusion --evaluator sim \
-      --configs-per-program 8 --split-file "$2" --out "$1"
+build() {  # build DIR SPLITFILE FOLDER...: the folders' programs into DIR, one after the other (a build locks DIR)
+  local dir=$1 split=$2 d sel; shift 2
+  for d in "$@"; do
+    sel=SEL_$d
+    $PY -m autotune.cli dataset build --programs examples/$d ${!sel} --task fusion --evaluator sim \
+        --configs-per-program 8 --split-file "$split" --out "$dir" || return 1
+  done
 }
 rm -rf DS/fusion_enc DS/fusion_attn
-build DS/fusion_enc benchmarks/results/fusion_split_attention_enc.json "$SEL_ATT" > "$L/build_enc.log" 2>&1 &
+build DS/fusion_enc benchmarks/results/fusion_split_attention_enc.json hlo hlo_attention hlo_encoder \
+    > "$L/build_enc.log" 2>&1 &
 PID_ENC=$!
-build DS/fusion_attn benchmarks/results/fusion_split_attention.json "$SEL_ATT_OLD" > "$L/build_attn.log" 2>&1 &
+build DS/fusion_attn benchmarks/results/fusion_split_attention.json hlo hlo_attention > "$L/build_attn.log" 2>&1 &
 PID_ATTN=$!
 wait $PID_ENC; RC_ENC=$?
 wait $PID_ATTN; RC_ATTN=$?
