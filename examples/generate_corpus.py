@@ -3,6 +3,7 @@
 
     python examples/generate_corpus.py [--out examples/hlo] [--only NAME ...] [--no-run]
     python examples/generate_corpus.py --corpus attention     # gpt, vit, t5 -> examples/hlo_attention
+    python examples/generate_corpus.py --corpus encoder       # roberta -> examples/hlo_encoder
 
 NAME is a family (``resnet``), a family and size (``resnet_small``) or a full program name
 (``resnet_small_train``).  Mode ``infer`` is the forward pass (greedy/autoregressive decoding for
@@ -130,10 +131,11 @@ def generate_one(family, size, mode, out_dir, run=True):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--corpus", default="hlo", choices=("hlo", "attention"),
-                    help="which families: hlo (examples/hlo, the default) or attention (gpt, vit, t5: the "
-                         "extra training and validation families of issue 17, examples/hlo_attention)")
-    ap.add_argument("--out", default=None, help="output directory (default: examples/hlo or examples/hlo_attention)")
+    ap.add_argument("--corpus", default="hlo", choices=("hlo", "attention", "encoder"),
+                    help="which families: hlo (examples/hlo, the default), attention (gpt, vit, t5: the "
+                         "extra training and validation families of issue 17, examples/hlo_attention) or "
+                         "encoder (roberta, a padding-masked encoder: examples/hlo_encoder)")
+    ap.add_argument("--out", default=None, help="output directory (default: examples/hlo or examples/hlo_<corpus>)")
     ap.add_argument("--only", nargs="+", metavar="NAME",
                     help="families, family_size or full program names to (re)generate")
     ap.add_argument("--no-run", action="store_true", help="skip compiling and running each program")

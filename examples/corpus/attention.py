@@ -1,10 +1,14 @@
-"""Attention families beyond bert: gpt (causal decoder), vit (vision transformer), t5 (encoder-decoder).
+"""Attention families beyond bert: gpt (causal decoder), vit (vision transformer), t5 (encoder-decoder),
+roberta (padding-masked encoder).
 
 Issue 17's corpus lead: the fusion cost models must see attention, normalization and softmax kernels of
 more than one family. These families are generated into examples/hlo_attention/ (not examples/hlo/, whose
 automatic family split and benchmarks stay as they were); benchmarks/results/fusion_split_attention.json
 places them: gpt in training, vit and t5 in validation (so that choices are made on families that have
-attention), bert and recommender stay the test families.
+attention), bert and recommender stay the test families. roberta came later (issue 17, the padding-only
+mask lead): it is generated into examples/hlo_encoder/ (so that examples/hlo_attention/ and every command
+built on it stay as they were), and benchmarks/results/fusion_split_attention_enc.json adds it to the
+training split.
 """
 from __future__ import annotations
 
@@ -141,5 +145,48 @@ register(Family(
     sizes={
         "small": dict(layers=2, hidden=64, heads=4, ffn=256, vocab=600, src_len=20, tgt_len=12, batch=4),
         "medium": dict(layers=3, hidden=128, heads=8, ffn=512, vocab=1200, src_len=40, tgt_len=24, batch=2),
+    },
+))
+
+
+# =========================================================================== RoBERTa-style encoder
+def roberta_forward(cx, inputs, cfg):
+    """Bert-like by design (a post-LN encoder whose only attention mask is the padding mask), but not
+    bert: no token types, positions offset by 2 as in RoBERTa, no pooler or next-sentence head, other
+    depths, widths, head counts and sequence lengths, and an MLP width ratio of its own."""
+    tokens, pad = inputs["tokens"], inputs["pad"]
+    b, t = tokens.shape
+    d = cfg["hidden"]
+    word = cx.param("embed/word", (cfg["vocab"], d), "normal")
+    pos = cx.param("embed/position", (cfg["max_len"] + 2, d), "normal")
+    x = nn.layernorm(cx, "embed/ln", jnp.take(word, tokens, axis=0) + pos[None, 2:2 + t])
+    mask = (pad > 0)[:, None, None, :]                                  # (B, 1, 1, T): padding only
+    for i in range(cfg["layers"]):
+        with cx.scope(f"layer{i}"):
+            x = nn.layernorm(cx, "ln1", x + nn.attention(cx, "attn", x, x, cfg["heads"], mask))
+            h = nn.gelu(nn.dense(cx, "fc1", x, cfg["ffn"]))
+            x = nn.layernorm(cx, "ln2", x + nn.dense(cx, "fc2", h, d))
+    h = nn.layernorm(cx, "lm/ln", nn.gelu(nn.dense(cx, "lm/dense", x, d)))
+    return jnp.dot(h, word.T) + cx.param("lm/bias", (cfg["vocab"],), "zeros")   # MLM head only
+
+
+def roberta_batch(rng, cfg):
+    b, t = cfg["batch"], cfg["seq"]
+    tokens = rng.randint((b, t), 0, cfg["vocab"], np.int32)
+    lengths = rng.randint((b, 1), t // 3, t + 1)
+    pad = (np.arange(t)[None, :] < lengths).astype(np.int32)
+    labels = rng.randint((b, t), 0, cfg["vocab"], np.int32)
+    weights = (rng.uniform((b, t)) < 0.15).astype(np.float32) * pad     # dynamic masking: 15% of tokens
+    return {"tokens": tokens, "pad": pad}, {"labels": labels, "weights": weights}
+
+
+register(Family(
+    "roberta", "RoBERTa-style encoder: padding mask only, post-LN blocks, offset learned positions, no token "
+               "types, MLM head only",
+    roberta_forward, lambda out, tg, cfg: nn.softmax_xent(out, tg["labels"], tg["weights"]), roberta_batch,
+    corpus="encoder",
+    sizes={
+        "small": dict(layers=3, hidden=80, heads=5, ffn=240, vocab=1200, max_len=40, seq=20, batch=6),
+        "medium": dict(layers=5, hidden=160, heads=5, ffn=640, vocab=2400, max_len=64, seq=40, batch=3),
     },
 ))

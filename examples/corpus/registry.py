@@ -16,7 +16,7 @@ class Family:
     make_batch: Callable  # make_batch(key, cfg) -> (inputs dict, targets dict)
     sizes: dict[str, dict[str, Any]]  # size name -> config; cfg["modes"] may restrict modes
     infer: Callable | None = None  # optional separate inference forward (e.g. greedy decoding)
-    corpus: str = "hlo"  # which corpus folder: "hlo" (examples/hlo) or "attention" (examples/hlo_attention)
+    corpus: str = "hlo"  # which corpus folder: "hlo" (examples/hlo), else examples/hlo_<corpus>
 
     def modes(self, size):
         return tuple(self.sizes[size].get("modes", MODES))
