@@ -39,7 +39,11 @@ What it adds to textbook annealing, each for a reason:
   x1.022 without group moves, x1.048 / x1.071 / x1.059 / x1.035 with a group move for 5% / 20% / 50% /
   100% of grouped edges' moves; 200 layers x1.004 without, x1.029 / x1.014 at 5% / 20%. Both optima
   are g = 0.94 (F = 63 and 271). 0 turns them off (the proposals are then those of the search before
-  group moves, draw for draw);
+  group moves, draw for draw), and so does a space of fewer than `group_min_edges` (5,000) edges: on
+  the corpus' small programs (250-3,000 edges, 1,000 configurations, GNN, two seeds each;
+  benchmarks/group_moves_small.py) group moves gave a lower simulated speedup in 8 of 12 seed-matched
+  pairs (0.96-1.008 of the search without them): where a minute visits every edge many times, the
+  one-edge moves they displace are worth more;
 - chain restarts: a chain that made no improvement in `patience` proposals, or that cannot find
   an unvisited neighbor, restarts from the global best;
 - persistence: chains, visited set and the position in the temperature schedule survive across
@@ -66,7 +70,8 @@ class SimulatedAnnealing(Strategy):
     an already visited proposal), `init_random` (share of chains starting at random configurations
     rather than perturbed defaults), `start` ("random": every chain starts at a random configuration,
     as the paper's search from a random configuration), `group_moves` (the share of edge flips made by
-    group moves over classes of equivalent edges; 0: none). The first step proposes the chains'
+    group moves over classes of equivalent edges; 0: none), `group_min_edges` (spaces with fewer edges
+    get no group moves). The first step proposes the chains'
     starting points.
     """
 
@@ -75,7 +80,7 @@ class SimulatedAnnealing(Strategy):
     def __init__(self, space: Any, seed: Optional[int] = None, n_chains: int = 64, t_start: float = 0.003,
                  t_end: float = 3e-5, n_steps: int = 300, eps: float = 0.05, patience: int = 8,
                  retries: int = 8, init_random: float = 0.25, start: str = "default", group_moves: float = 0.94,
-                 **params: Any):
+                 group_min_edges: int = 5000, **params: Any):
         super().__init__(space, seed, **params)
         if start not in ("default", "random"):
             raise ValueError(f"start must be 'default' or 'random', not {start!r}")
@@ -96,6 +101,7 @@ class SimulatedAnnealing(Strategy):
         self.init_random = float(init_random)
         self.start = start
         self.group_moves = float(group_moves)
+        self.group_min_edges = int(group_min_edges)
         self._group_p: Optional[float] = None  # probability of a group move (`_group_probability`)
         self.n_group_moves = 0
         self.heads: list = [None] * self.n_chains          # chain heads (None: not started yet)
@@ -166,7 +172,8 @@ class SimulatedAnnealing(Strategy):
             if self._large():
                 return self._walk(self.best.config if self.best.config is not None else head)
             return self.space.random(self.rng)
-        if self.group_moves > 0 and self.rng.random() < self._group_probability():
+        p_group = self._group_probability() if self.group_moves > 0 else 0.0
+        if p_group > 0 and self.rng.random() < p_group:  # (no draw without group moves: the same stream)
             self.n_group_moves += 1
             return self.space.group_neighbor(head, self.rng)
         return self.space.neighbor(head, self.rng)
@@ -177,9 +184,10 @@ class SimulatedAnnealing(Strategy):
         make a share g = `group_moves` of the flips; 0 for spaces without group moves."""
         if self._group_p is None:
             n = getattr(self.space, "n_edges", 0)
-            groups = self.space.edge_groups() if n and hasattr(self.space, "group_neighbor") else []
+            groups = (self.space.edge_groups() if n >= max(1, self.group_min_edges) and hasattr(self.space, "group_neighbor")
+                      else [])
             sizes = np.array([len(g) for g in groups], dtype=float)
-            if not len(sizes) or self.group_moves <= 0:
+            if not len(sizes) or self.group_moves <= 0 or n < self.group_min_edges:
                 self._group_p = 0.0
             else:
                 share = sizes.sum() / n

@@ -132,15 +132,29 @@ def test_group_moves_keep_kernel_sets_digests_and_prices_exact(stack, bert, seed
 def test_annealing_makes_group_moves_only_when_asked(stack):
     from search.annealing import SimulatedAnnealing
     for gm, expect in ((0.0, False), (0.94, True)):
-        strat = SimulatedAnnealing(stack, seed=0, n_chains=4, group_moves=gm)
+        strat = SimulatedAnnealing(stack, seed=0, n_chains=4, group_moves=gm, group_min_edges=0)
         pc = ProgramCost(stack, _kernel_cost)
         for _ in range(40):
             cfgs = strat.ask(4)
             strat.tell(cfgs, pc(cfgs))
         assert (strat.n_group_moves > 0) == expect
         assert strat.state_dict()["n_group_moves"] == strat.n_group_moves
-    p = SimulatedAnnealing(stack, seed=0)._group_probability()
+    p = SimulatedAnnealing(stack, seed=0, group_min_edges=0)._group_probability()
     assert 0.0 < p < 1.0
+    # a space of fewer than group_min_edges edges (the default 5,000) gets none: the search is the one
+    # without group moves, proposal for proposal
+    assert SimulatedAnnealing(stack, seed=0)._group_probability() == 0.0
+    runs = []
+    for gm in (0.94, 0.0):
+        strat = SimulatedAnnealing(stack, seed=3, n_chains=4, group_moves=gm)
+        pc = ProgramCost(stack, _kernel_cost)
+        keys = []
+        for _ in range(20):
+            cfgs = strat.ask(4)
+            strat.tell(cfgs, pc(cfgs))
+            keys += [c.key() for c in cfgs]
+        runs.append(keys)
+    assert runs[0] == runs[1]
     with pytest.raises(ValueError, match="group_moves"):
         SimulatedAnnealing(stack, seed=0, group_moves=1.5)
 
@@ -155,7 +169,7 @@ def test_group_moves_find_what_one_edge_moves_miss_on_a_deep_stack():
     for gm in (0.0, 0.94):
         best = []
         for seed in range(3):
-            strat = SimulatedAnnealing(sp, seed=seed, n_chains=8, group_moves=gm)
+            strat = SimulatedAnnealing(sp, seed=seed, n_chains=8, group_moves=gm, group_min_edges=0)
             pc = ProgramCost(sp, _exp_add_cost)
             for _ in range(12):
                 cfgs = strat.ask(8)
