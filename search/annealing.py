@@ -39,11 +39,14 @@ What it adds to textbook annealing, each for a reason:
   x1.022 without group moves, x1.048 / x1.071 / x1.059 / x1.035 with a group move for 5% / 20% / 50% /
   100% of grouped edges' moves; 200 layers x1.004 without, x1.029 / x1.014 at 5% / 20%. Both optima
   are g = 0.94 (F = 63 and 271). 0 turns them off (the proposals are then those of the search before
-  group moves, draw for draw), and so does a space of fewer than `group_min_edges` (5,000) edges: on
+  group moves, draw for draw), and so does a space of fewer than `group_min_edges` (12,000) edges: on
   the corpus' small programs (250-3,000 edges, 1,000 configurations, GNN, two seeds each;
   benchmarks/group_moves_small.py) group moves gave a lower simulated speedup in 8 of 12 seed-matched
-  pairs (0.96-1.008 of the search without them): where a minute visits every edge many times, the
-  one-edge moves they displace are worth more;
+  pairs (0.96-1.008 of the search without them), on its three of 5,000-10,000 edges (resnet_medium_train,
+  efficientnet_medium_train, resnet_large_train; 20 s searches) in 5 of 6 (0.994-1.008): where a search
+  visits every edge many times, the one-edge moves they displace are worth more. Every corpus program
+  (at most 10,261 edges) is searched as before; the 48- and 200-layer transformers (15,027 and 62,755)
+  get them;
 - chain restarts: a chain that made no improvement in `patience` proposals, or that cannot find
   an unvisited neighbor, restarts from the global best;
 - persistence: chains, visited set and the position in the temperature schedule survive across
@@ -80,7 +83,7 @@ class SimulatedAnnealing(Strategy):
     def __init__(self, space: Any, seed: Optional[int] = None, n_chains: int = 64, t_start: float = 0.003,
                  t_end: float = 3e-5, n_steps: int = 300, eps: float = 0.05, patience: int = 8,
                  retries: int = 8, init_random: float = 0.25, start: str = "default", group_moves: float = 0.94,
-                 group_min_edges: int = 5000, **params: Any):
+                 group_min_edges: int = 12000, **params: Any):
         super().__init__(space, seed, **params)
         if start not in ("default", "random"):
             raise ValueError(f"start must be 'default' or 'random', not {start!r}")

@@ -141,7 +141,7 @@ def test_annealing_makes_group_moves_only_when_asked(stack):
         assert strat.state_dict()["n_group_moves"] == strat.n_group_moves
     p = SimulatedAnnealing(stack, seed=0, group_min_edges=0)._group_probability()
     assert 0.0 < p < 1.0
-    # a space of fewer than group_min_edges edges (the default 5,000) gets none: the search is the one
+    # a space of fewer than group_min_edges edges (the default 12,000) gets none: the search is the one
     # without group moves, proposal for proposal
     assert SimulatedAnnealing(stack, seed=0)._group_probability() == 0.0
     runs = []
