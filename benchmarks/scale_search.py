@@ -14,6 +14,10 @@ shared machine falls on both alike), each in a fresh process, and reports per ru
         [--models default analytical] [--seeds 0 1 2] [--budget 60] [--hw-budget 10] [--moves 2000]
         [--md benchmarks/results/scale_search.md] [--json out.json]
 
+A model may carry annealing parameters after "@" (`default@group_moves=0`: the GNN search without
+group moves, passed as `--strategy-param group_moves=0`): the variants run interleaved with the others,
+and the summary adds the per-seed ratio of each model's measured speedup to its variant's.
+
 A program is a path or FAMILY:SIZE (generated with examples/scale/generate.py into examples/scale/
 when missing; needs jax). Summary rows give the median over seeds of each (program, model) and the
 per-seed ratio of the default (GNN) search's measured speedup to the analytical search's.
@@ -49,14 +53,25 @@ def resolve_program(spec: str) -> str:
     return program_path(family, int(size))
 
 
+def split_model(spec: str) -> tuple:
+    """"MODEL@K=V,K=V" -> (MODEL, ["K=V", ...]) (strategy parameters of a model variant)."""
+    name, _, params = spec.partition("@")
+    return name, [p for p in params.split(",") if p]
+
+
 def run_fusion(program: str, model: str, seed: int, budget: float, hw_budget: float) -> dict:
     """One `autotune fusion` run in a fresh process: wall time, peak memory and its report."""
+    spec = model
+    model, params = split_model(spec)
+    load = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as out:
         cmd = [sys.executable, "-m", "autotune.cli", "fusion", program, "--budget", f"{budget:g}s",
                "--hw-budget", f"{hw_budget:g}s", "--evaluator", "sim", "--store", "none", "--no-progress",
                "--seed", str(seed), "--out", out]
         if model != "default":
             cmd += ["--cost-model", model]
+        for kv in params:
+            cmd += ["--strategy-param", kv]
         with open(Path(out) / "stderr.txt", "w+") as err:
             t0 = time.perf_counter()
             p = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=err, text=True)
@@ -65,7 +80,8 @@ def run_fusion(program: str, model: str, seed: int, budget: float, hw_budget: fl
             p.returncode = os.waitstatus_to_exitcode(status)
             err.seek(0)
             stderr = err.read()
-        row = {"program": Path(program).name, "model": model, "seed": seed, "budget_s": budget,
+        row = {"program": Path(program).name, "model": spec, "seed": seed, "load_start": load,
+               "load_end": os.getloadavg()[0], "budget_s": budget,
                "hw_budget_s": hw_budget, "wall_s": wall, "wall_over_budget": wall / budget, "exit": p.returncode,
                "peak_mb": usage.ru_maxrss / 1024}
         rep = Path(out) / "report.json"
@@ -139,18 +155,30 @@ def summarize(rows: list) -> list:
         for r in rows:
             if r["program"] == prog and "error" not in r and r.get("measured_speedup"):
                 by_seed.setdefault(r["seed"], {})[r["model"]] = r["measured_speedup"]
-        ratios = [d["default"] / d["analytical"] for d in by_seed.values() if "default" in d and "analytical" in d]
-        if ratios:
-            out.append({"program": prog, "model": "default / analytical (measured speedup, per seed)",
-                        "ratios": ratios, "ratio_median": float(np.median(ratios))})
+        pairs = []
+        for m in models:  # the GNN against the analytical model, for the plain runs and each variant
+            name, params = split_model(m)
+            if name == "default":
+                other = "@".join(["analytical"] + ([",".join(params)] if params else []))
+                if other in models:
+                    pairs.append((m, other))
+        for m in models:  # each model against its variants
+            if "@" in m and split_model(m)[0] in models:
+                pairs.append((split_model(m)[0], m))
+        for a, b in pairs:
+            ratios = [d[a] / d[b] for d in by_seed.values() if a in d and b in d]
+            if ratios:
+                out.append({"program": prog, "model": f"{a} / {b} (measured speedup, per seed)",
+                            "ratios": ratios, "ratio_median": float(np.median(ratios))})
     return out
 
 
 def render_md(res: dict) -> str:
     lines = [f"`autotune fusion --budget {res['budget_s']:g}s --hw-budget {res['hw_budget_s']:g}s --evaluator sim` "
              f"(annealing), seeds {', '.join(map(str, res['seeds']))}, each run a fresh process",
-             "", "| program | model | seed | wall s | wall / budget | configurations | predicted | measured (sim) | peak MB |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+             "", "| program | model | seed | wall s | wall / budget | configurations | predicted | measured (sim) | peak MB "
+                 "| load (start, end) |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---|"]
     for r in res["runs"]:
         if "error" in r:
             lines.append(f"| {r['program']} | {r['model']} | {r['seed']} | {r['wall_s']:.1f} | "
@@ -158,7 +186,8 @@ def render_md(res: dict) -> str:
             continue
         ms = f"x{r['measured_speedup']:.3f}" if r.get("measured_speedup") else "-"
         lines.append(f"| {r['program']} | {r['model']} | {r['seed']} | {r['wall_s']:.1f} | {r['wall_over_budget']:.3f} | "
-                     f"{r['evaluations']:,} | x{r['predicted_speedup']:.3f} | {ms} | {r['peak_mb']:,.0f} |")
+                     f"{r['evaluations']:,} | x{r['predicted_speedup']:.3f} | {ms} | {r['peak_mb']:,.0f} | "
+                     f"{r.get('load_start', float('nan')):.1f}, {r.get('load_end', float('nan')):.1f} |")
     lines += ["", "| program | model | wall / budget (median, max) | configurations (median) | predicted (median) | "
                   "measured (median) |", "|---|---|---:|---:|---:|---:|"]
     for s in res["summary"]:

@@ -35,9 +35,12 @@ INTERRUPTED_EXIT = 130
 OUTPUT_SECONDS_PER_LOAD_SECOND = 1.25
 OUTPUT_FIXED_SECONDS = 0.2
 OUTPUT_PLOTS = 2.0  # search.png, in drawings of a small plot timed at start-up (the machine's current speed)
-# The least share of the search budget (--budget less --hw-budget) the search gets when start-up
-# used more (a tiny budget on a loaded machine): the run then ends late, with a warning saying so.
-MIN_SEARCH_SHARE = 0.1
+# A --budget that start-up, verification and writing the outputs use up leaves the search nothing: it
+# cannot be held (the run would end late, having searched nothing), so it is refused with one line naming
+# the budget this program needs (exit 2), as soon as that is known: after parsing the program when parsing
+# alone used it up, else after start-up, before the search. The budget named leaves the search this much:
+MIN_SEARCH_SECONDS = 1.0
+NEEDED_BUDGET_MARGIN = 1.2  # the budget named: what this start-up needed, with room for the machine's load
 
 
 def _is_main_program() -> bool:
@@ -360,29 +363,59 @@ def _command_start() -> float:
     return time.monotonic() - (_process_age() if _is_main_program() else 0.0)
 
 
+def _needed_budget(used_s: float, reserve_s: float, hw: float, total: float, model_name: Optional[str]) -> int:
+    """Whole seconds of --budget this program needs on this machine now: start-up (`used_s`), writing the
+    outputs, the least search and verification (a tenth of the budget when --hw-budget is the default)."""
+    need = used_s + reserve_s + MIN_SEARCH_SECONDS
+    if hw > 0 and model_name != "hardware":
+        need = need / 0.9 if hw == total / 10 else need + hw
+    return int(math.ceil(need * NEEDED_BUDGET_MARGIN))
+
+
+def _budget_too_short(budget_text: str, need: int, startup_s: float, load_s: float, reserve_s: float,
+                      verify_s: float, early: bool) -> UserError:
+    verify = f", verification {verify_s:.1f}s" if verify_s > 0 else ""
+    return UserError(f"--budget {budget_text} is too short for this program: start-up {'alone ' if early else ''}took "
+                     f"{startup_s:.1f}s (parsing {load_s:.1f}s), writing the outputs needs about {reserve_s:.1f}s"
+                     f"{verify}, leaving nothing for the search; give it --budget "
+                     f"{need}s or more" + (" (at least: the fusion space and the cost model are not built yet)"
+                                           if early else ""))
+
+
+def _check_budget_after_parse(total: Optional[float], hw: float, model_spec: Optional[str], started: float,
+                              load_s: float, budget_text: str) -> None:
+    """Refuse a --budget that parsing the program alone (with the outputs' reserve) used up, before the
+    fusion space, the cost model and the search are built (the rest of start-up only adds to it)."""
+    if total is None:
+        return
+    model_name = (model_spec or "").strip().lower()
+    verify_s = hw if hw > 0 and model_name != "hardware" else 0.0
+    used = time.monotonic() - started
+    reserve_s = OUTPUT_FIXED_SECONDS + OUTPUT_SECONDS_PER_LOAD_SECOND * load_s
+    if total - used - reserve_s - verify_s <= 0:
+        need = _needed_budget(used, reserve_s, hw, total, model_name)
+        raise _budget_too_short(budget_text, need, used, load_s, reserve_s, verify_s, early=True)
+
+
 def _search_budget(total: Optional[float], hw: float, model_name: str, started: float, load_s: float,
                    budget_text: str) -> tuple:
-    """(search seconds, the report's budget_split, a warning or None): --budget is the whole command's
-    wall clock, so the search gets what start-up (so far), hardware verification and writing the
-    outputs (estimated from this program's parse time and a timed small plot) do not."""
+    """(search seconds, the report's budget_split): --budget is the whole command's wall clock, so the
+    search gets what start-up (so far), hardware verification and writing the outputs (estimated from
+    this program's parse time and a timed small plot) do not; a budget that leaves nothing is refused
+    (UserError naming the budget this program needs)."""
     if total is None:
-        return None, None, None
+        return None, None
     plot_s = _time_a_plot()  # importing and warming up the plot is start-up; one more drawing is timed
     verify_s = hw if hw > 0 and model_name != "hardware" else 0.0
     startup_s = time.monotonic() - started
     reserve_s = OUTPUT_FIXED_SECONDS + OUTPUT_PLOTS * plot_s + OUTPUT_SECONDS_PER_LOAD_SECOND * load_s
     search_budget = total - startup_s - reserve_s - verify_s
+    if search_budget <= 0:
+        need = _needed_budget(startup_s, reserve_s, hw, total, model_name)
+        raise _budget_too_short(budget_text, need, startup_s, load_s, reserve_s, verify_s, early=False)
     note = {"startup_s": round(startup_s, 3), "parse_s": round(load_s, 3), "output_reserve_s": round(reserve_s, 3),
             "search_budget_s": round(search_budget, 3)}
-    floor = MIN_SEARCH_SHARE * (total - verify_s)
-    if search_budget >= floor:
-        return search_budget, note, None
-    warning = (f"--budget {budget_text}: start-up took {startup_s:.1f}s (parsing {load_s:.1f}s) and writing the "
-               f"outputs needs about {reserve_s:.1f}s, leaving {max(search_budget, 0.0):.1f}s; the search got "
-               f"{floor:.1f}s ({MIN_SEARCH_SHARE:.0%} of the search budget) and the run may end up to "
-               f"{floor - search_budget:.1f}s late")
-    note["search_budget_s"] = round(floor, 3)
-    return floor, note, warning
+    return search_budget, note
 
 
 def _stamp_wall(out: Path, report: dict, started: float) -> None:
@@ -416,7 +449,15 @@ def _run_tuner(space: Any, model: Any, model_name: str, strat: Any, strategy: st
     from hardware.base import Budget
     from autotune.tuning.tuner import Tuner, program_fingerprint
 
-    search_budget, budget_note, budget_warning = _search_budget(total, hw, model_name, started, load_s, budget_text)
+    try:
+        search_budget, budget_note = _search_budget(total, hw, model_name, started, load_s, budget_text)
+    except UserError as err:
+        if _is_main_program():  # refused after start-up: say so now, without freeing the model's heap object by object
+            ev.close()
+            err.show()
+            sys.stderr.flush()
+            os._exit(err.exit_code)
+        raise
     strategy_name = getattr(type(strat), "name", strategy)
     fingerprint = {"program": program_sha or program_fingerprint(space), "target": target, "cost_model": model_identity(model_name),
                    "strategy": strategy_name, "evaluator": ev_name, "seed": seed}
@@ -443,8 +484,6 @@ def _run_tuner(space: Any, model: Any, model_name: str, strat: Any, strategy: st
         budget_note["search_s"] = round(result.elapsed_s, 3)
         budget_note["verification_s"] = result.verification.get("seconds", 0.0) if result.verification else 0.0
         budget_note["search_and_verification_end_s"] = round(time.monotonic() - started, 3)
-    if budget_warning:
-        result.warnings.insert(0, budget_warning)
     if note:
         result.warnings.insert(0, note)
     if hw <= 0:
@@ -633,6 +672,7 @@ def fusion(program: str, budget: str, cost_model: Optional[str], strategy: str, 
         raise UserError(f"--hw-budget {hw_budget} leaves nothing of --budget {budget} for the search")
     if resume_dir:
         Tuner.read_checkpoint(resume_dir)  # a missing or corrupt checkpoint fails before any work
+    _check_budget_after_parse(total, hw, cost_model, started, load_s, budget)
     out = Path(resume_dir) if resume_dir and not out_dir else _run_dir(program, out_dir, "fusion")
     _output_dir(out, "--out")
     ev = make_evaluator(evaluator, target, store, seed, scheduler=scheduler, workers=workers)
@@ -724,6 +764,7 @@ def layout(program: str, budget: str, cost_model: Optional[str], strategy: str, 
         raise UserError(f"--hw-budget {hw_budget} leaves nothing of --budget {budget} for the search")
     if resume_dir:
         Tuner.read_checkpoint(resume_dir)
+    _check_budget_after_parse(total, hw, spec, started, load_s, budget)
     out = Path(resume_dir) if resume_dir and not out_dir else _run_dir(program, out_dir, "layout")
     _output_dir(out, "--out")
     ev = make_evaluator(evaluator, target, store, seed)

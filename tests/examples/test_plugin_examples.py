@@ -22,7 +22,7 @@ PROGRAM = str(ROOT / "tests" / "fixtures" / "hlo" / "small" / "dot_add.hlo")
 def test_plugin_example_runs_through_fusion(tmp_path, monkeypatch, option, value, report_key, expected):
     monkeypatch.chdir(ROOT)
     out = tmp_path / "run"
-    args = ["fusion", PROGRAM, "--budget", "3s", "--store", "none", "--no-progress", "--out", str(out), option, value]
+    args = ["fusion", PROGRAM, "--budget", "20s", "--max-evals", "128", "--store", "none", "--no-progress", "--out", str(out), option, value]
     if option != "--cost-model":
         args += ["--cost-model", "analytical"]
     try:

@@ -1,5 +1,15 @@
 """Search moves over a fusion space: random configurations, one-edge flips with their incremental
-kernel delta, crossover and mutation (a FusionSpace base class; the Space interface strategies use)."""
+kernel delta, group moves over structurally equivalent edges, crossover and mutation (a FusionSpace
+base class; the Space interface strategies use).
+
+Group moves (`edge_groups`, `group_neighbor`): programs users have are deep stacks of repeated layers,
+so a 200-layer transformer's 62,755 fusible edges fall into a few hundred classes of ~200 edges that
+look the same (the same producer and consumer instructions with the same neighbourhood, one per
+layer). A one-edge move changes one layer; a search of a minute makes fewer moves than there are
+edges. A group move sets a whole class (or a random part of it) to the opposite of one member's
+value in one step, each flip checked for legality as a one-edge move is (an illegal flip is
+skipped), so one good decision is applied to every layer at once; the kernels it creates are equal
+across layers, so a cost model memoized by kernel hash prices a handful of new kernels."""
 from __future__ import annotations
 
 from bisect import bisect_left
@@ -8,6 +18,7 @@ from typing import TYPE_CHECKING, Optional
 import numpy as np
 
 from autotune.compiler.fusion.config import FusionConfig
+from autotune.compiler.fusion.kernels import KernelRef
 
 if TYPE_CHECKING:  # pragma: no cover
     from autotune.compiler.fusion.state import FusionState
@@ -15,10 +26,40 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["SearchMoves"]
 
 
+class _Overlay:
+    """A parent state's kernel map with a few changes on top ({key: KernelRef or None}): what
+    `flip_delta` reads as the parent of each flip of a group move."""
+
+    __slots__ = ("base", "changes")
+
+    def __init__(self, base) -> None:
+        self.base = base
+        self.changes: dict = {}
+
+    def get(self, key, default=None):
+        ch = self.changes
+        if key in ch:
+            v = ch[key]
+            return default if v is None else v
+        return self.base.get(key, default)
+
+
+class _OverlayState:
+    __slots__ = ("kernels",)
+
+    def __init__(self, kernels: _Overlay) -> None:
+        self.kernels = kernels
+
+
 class SearchMoves:
     """Configuration moves of a FusionSpace (uses its structure queries and `repair`)."""
 
     _zobrist: Optional[tuple] = None
+    _edge_groups: Optional[list] = None
+
+    # Rounds of neighbourhood refinement in an edge's signature (Weisfeiler-Lehman over operands
+    # and users): 2 tells apart edges whose producers or consumers feed or read different things.
+    GROUP_ROUNDS = 2
 
     def _zobrist_table(self) -> tuple:
         """(128-bit random value per edge as Python ints, the same as two uint64 arrays), seeded: the
@@ -167,6 +208,105 @@ class SearchMoves:
             bits[e] ^= 1
         child = FusionConfig(bits, parent=cfg, flips=())
         child.digest = cfg.digest
+        return child
+
+    def node_classes(self, rounds: Optional[int] = None) -> list:
+        """Per computation, per instruction: a structural class id (an int), equal for instructions
+        with the same signature (opcode, shape, attributes) whose operands and users are, for
+        `rounds` rounds, of equal classes (Weisfeiler-Lehman refinement; operands in order, users as
+        a sorted multiset). The same instruction of two identical layers gets the same class."""
+        rounds = self.GROUP_ROUNDS if rounds is None else rounds
+        out = []
+        for ci, comp in enumerate(self.program.computations):
+            h = list(self.signatures[ci])
+            ops, users = comp.operands, comp.users
+            for _ in range(rounds):
+                h = [hash((h[n], tuple(h[o] for o in ops[n]), tuple(sorted(h[u] for u in users[n]))))
+                     for n in range(len(h))]
+            out.append(h)
+        return out
+
+    def edge_groups(self) -> list:
+        """Classes of structurally equivalent fusible edges with at least two members, as arrays of
+        edge ids (largest first, ties by first edge): an edge's class is its producer's and its
+        consumer's `node_classes` and the computation's multiplicity. Computed once per space."""
+        if self._edge_groups is None:
+            cls = self.node_classes()
+            groups: dict = {}
+            for e in range(self.n_edges):
+                ci = self.edge_comp[e]
+                key = (cls[ci][self.edge_prod[e]], cls[ci][self.edge_cons[e]], self.multiplicity[ci])
+                groups.setdefault(key, []).append(e)
+            found = [np.array(g, np.intp) for g in groups.values() if len(g) > 1]
+            found.sort(key=lambda g: (-len(g), int(g[0])))
+            self._edge_groups = found
+        return self._edge_groups
+
+    def _group_cumsum(self) -> np.ndarray:
+        cum = getattr(self, "_group_cum", None)
+        if cum is None:
+            cum = self._group_cum = np.cumsum([len(g) for g in self.edge_groups()])
+        return cum
+
+    def grouped_edges(self) -> int:
+        """Edges that belong to an `edge_groups` class."""
+        return sum(len(g) for g in self.edge_groups())
+
+    def group_neighbor(self, cfg: FusionConfig, rng: np.random.Generator,
+                       group: Optional[int] = None, fraction: Optional[float] = None) -> FusionConfig:
+        """A group move: an edge drawn from the grouped edges (so larger classes more often, or class
+        `group`), then its class set to the opposite of that edge's value, every member whose value
+        differs flipped one at a time and checked like a one-edge move (an illegal flip is skipped).
+        With probability 1/2 the whole class moves, else a random `fraction` (uniform) of it. The child
+        carries the combined kernel delta from `cfg`, so the tuner prices it incrementally. Without
+        groups, or without `cfg`'s kernel set cached, a one-edge `neighbor` move."""
+        groups = self.edge_groups()
+        parent = self._state_cache.get(cfg.key())
+        if not groups or parent is None:
+            return self.neighbor(cfg, rng)
+        self._state_cache.move_to_end(cfg.key())
+        if group is None:
+            cum = self._group_cumsum()
+            pick = int(rng.integers(int(cum[-1])))
+            group = int(np.searchsorted(cum, pick, side="right"))
+            edges = groups[group]
+            e0 = int(edges[pick - (int(cum[group - 1]) if group else 0)])
+        else:
+            edges = groups[group]
+            e0 = int(edges[rng.integers(len(edges))])
+        bits = bytearray(cfg.bits)
+        target = bits[e0] ^ 1
+        todo = np.array([e for e in edges.tolist() if bits[e] != target], np.intp)
+        if fraction is None:
+            fraction = 1.0 if rng.random() < 0.5 else float(rng.uniform(0.0, 1.0))
+        if fraction < 1.0 and len(todo) > 1:
+            k = max(1, int(round(fraction * len(todo))))
+            todo = np.sort(rng.choice(todo, size=k, replace=False))
+        overlay = _Overlay(parent.kernels)
+        state = _OverlayState(overlay)
+        changes = overlay.changes
+        applied = []
+        for e in todo.tolist():
+            bits[e] ^= 1
+            delta = self.flip_delta(bits, e, state)
+            if delta is None:
+                bits[e] ^= 1
+                continue
+            applied.append(e)
+            for k, mem in delta.items():
+                changes[k] = None if mem is None else KernelRef(k[0], k[1], mem, None, True, self)
+        if not applied:
+            child = FusionConfig(bits, parent=cfg, flips=())
+            child.digest = cfg.digest
+            return child
+        child = FusionConfig(bits, parent=cfg, flips=tuple(applied),
+                             delta={k: (None if v is None else v.members) for k, v in changes.items()})
+        if cfg.digest is not None:
+            z = self._zobrist_table()[0]
+            d = cfg.digest
+            for e in applied:
+                d ^= z[e]
+            child.digest = d
         return child
 
     def crossover(self, a: FusionConfig, b: FusionConfig, rng: np.random.Generator) -> FusionConfig:

@@ -121,9 +121,10 @@ class FusionState:
         return cls(space, bits, kernels)
 
     def derive(self, cfg: FusionConfig) -> "FusionState":
-        """State of `cfg`, whose parent is this state's configuration, changed by `cfg.flips`."""
+        """State of `cfg`, whose parent is this state's configuration, changed by `cfg.flips` (by its
+        kernel delta when it has one: a one-edge or a group move)."""
         sp = self.space
-        if cfg.delta is not None and len(cfg.flips) == 1:
+        if cfg.delta is not None and cfg.flips:
             updates = {k: (None if mem is None else KernelRef(k[0], k[1], mem, None, True, sp))
                        for k, mem in cfg.delta.items()}
             return FusionState(sp, cfg.bits, self.kernels.derive(updates))

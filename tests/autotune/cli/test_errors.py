@@ -53,12 +53,12 @@ def paths(tmp_path_factory):
     p["bad_json"] = d / "bad.json"
     p["bad_json"].write_text("{not json")
     p["run"] = d / "run"
-    r = invoke("fusion", EXP_ADD, "--budget", "3s", "--hw-budget", "0", "--cost-model", "analytical",
-               "--store", "none", "--no-progress", "--out", p["run"])
+    r = invoke("fusion", EXP_ADD, "--budget", "30s", "--max-evals", "50", "--hw-budget", "0", "--cost-model",
+               "analytical", "--store", "none", "--no-progress", "--out", p["run"])
     assert r.exit_code == 0, r.output
     p["other_config"] = d / "dot_add_config.json"
-    r = invoke("fusion", DOT_ADD, "--budget", "3s", "--hw-budget", "0", "--cost-model", "analytical",
-               "--store", "none", "--no-progress", "--out", d / "dot_run")
+    r = invoke("fusion", DOT_ADD, "--budget", "30s", "--max-evals", "50", "--hw-budget", "0", "--cost-model",
+               "analytical", "--store", "none", "--no-progress", "--out", d / "dot_run")
     assert r.exit_code == 0, r.output
     shutil.copy(d / "dot_run" / "best_config.json", p["other_config"])
     # a program with the same fusible edges as exp_add but other arithmetic (a resume must notice)

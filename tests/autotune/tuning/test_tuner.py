@@ -93,9 +93,11 @@ def test_fusion_command_holds_its_budget(tmp_path):
     within a few percent of it and writes every output."""
     out = tmp_path / "held"
     t0 = time.monotonic()
-    r = _cli("fusion", SMALL, "--budget", "6s", "--hw-budget", "1s", "--out", str(out), "--store", "none",
+    r = _cli("fusion", SMALL, "--budget", "10s", "--hw-budget", "1s", "--out", str(out), "--store", "none",
              "--cost-model", "analytical", "--no-progress")
     wall = time.monotonic() - t0
+    if r.returncode == 2 and "is too short for this program" in r.stderr:
+        pytest.skip(f"a machine so loaded that start-up ate the 10 s budget: {r.stderr.strip()}")
     assert r.returncode == 0, r.stderr
     rep = json.loads((out / "report.json").read_text())
     assert rep["stopped_by"] == "budget" and rep["evaluations"] > 0
@@ -104,11 +106,37 @@ def test_fusion_command_holds_its_budget(tmp_path):
     assert split["parse_s"] <= split["startup_s"] and split["search_s"] == pytest.approx(rep["elapsed_s"], abs=1e-3)
     assert 0 < split["verification_s"] == rep["verification"]["seconds"]
     assert split["search_and_verification_end_s"] + split["outputs_s"] == pytest.approx(rep["wall_s"], abs=2e-3)
-    if split["startup_s"] + split["output_reserve_s"] + 1.0 < 6.0 * 0.9:
-        assert rep["wall_s"] <= 6.0 * 1.05 and wall <= 6.0 * 1.05 + 0.5  # + the interpreter's exit
-    else:  # a machine so loaded that start-up ate the budget: the run says so in one warning line
-        assert any("start-up took" in w for w in rep["warnings"]), rep["warnings"]
+    assert split["search_budget_s"] > 0  # a budget that leaves nothing is refused (below)
+    assert rep["wall_s"] <= 10.0 * 1.05 and wall <= 10.0 * 1.05 + 0.5  # + the interpreter's exit
     assert {"report.json", "best_config.json", "fused.hlo", "search.png", "log.jsonl"} <= {f.name for f in out.iterdir()}
+
+
+def test_a_budget_start_up_uses_up_is_refused_naming_the_budget_needed(tmp_path):
+    """A --budget that start-up and writing the outputs use up (nothing left for the search) is bad
+    input: one line naming the budget this program needs, exit 2, no search run, no results claimed;
+    a budget of that size then runs. The second form is refused after start-up (the cost model
+    loaded), before the search, when start-up left nothing."""
+    import re
+    from click.testing import CliRunner
+    from autotune.cli import app
+    out = tmp_path / "run"
+    r = _cli("fusion", SMALL, "--budget", "0.3s", "--out", str(out), "--store", "none", "--cost-model", "analytical")
+    assert r.returncode == 2, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "--budget 0.3s is too short for this program" in lines[0], r.stderr
+    need = int(re.search(r"give it --budget (\d+)s or more", lines[0]).group(1))
+    assert need >= 1 and not (out / "report.json").exists()
+    # after start-up (in-process: the command's clock starts now, so parsing alone does not use it up)
+    res = CliRunner().invoke(app.main, ["fusion", SMALL, "--budget", "1.5s", "--hw-budget", "0.4s", "--out",
+                                        str(tmp_path / "run2"), "--store", "none", "--cost-model", "analytical"])
+    if res.exit_code == 0:  # start-up and the outputs' reserve left something: a (short) search ran
+        assert json.loads((tmp_path / "run2" / "report.json").read_text())["budget_split"]["search_budget_s"] > 0
+    else:
+        assert res.exit_code == 2 and "is too short for this program" in res.output, res.output
+        assert not (tmp_path / "run2" / "report.json").exists()
+    ok = _cli("fusion", SMALL, "--budget", f"{max(need, 4)}s", "--out", str(tmp_path / "run3"), "--store", "none",
+              "--cost-model", "analytical", "--no-progress")
+    assert ok.returncode == 0 or "is too short" in ok.stderr, ok.stderr  # (load can change between the runs)
 
 
 def test_seeded_runs_are_reproducible(space):
@@ -196,8 +224,8 @@ def _cli(*args, **kw):
 
 def test_fusion_command_outputs(tmp_path):
     out = tmp_path / "run"
-    r = _cli("fusion", SMALL, "--budget", "6s", "--hw-budget", "2s", "--out", str(out), "--store", "none",
-             "--cost-model", "analytical", "--seed", "1")
+    r = _cli("fusion", SMALL, "--budget", "20s", "--hw-budget", "2s", "--max-evals", "200", "--out", str(out),
+             "--store", "none", "--cost-model", "analytical", "--seed", "1")
     assert r.returncode == 0, r.stderr
     rep = json.loads((out / "report.json").read_text())
     for key in ("program", "target", "cost_model", "strategy", "evaluator", "budget_s", "default_cost_s",
@@ -219,10 +247,12 @@ def test_fusion_command_outputs(tmp_path):
 def test_default_hw_budget_is_a_tenth_of_the_budget(tmp_path):
     """The README's `autotune fusion PROG --budget 1m` form: no --hw-budget, verification gets B/10."""
     out = tmp_path / "run"
-    r = _cli("fusion", SMALL, "--budget", "4s", "--out", str(out), "--store", "none", "--cost-model", "analytical")
+    r = _cli("fusion", SMALL, "--budget", "10s", "--out", str(out), "--store", "none", "--cost-model", "analytical")
+    if r.returncode == 2 and "is too short for this program" in r.stderr:
+        pytest.skip(f"a machine so loaded that start-up ate the 10 s budget: {r.stderr.strip()}")
     assert r.returncode == 0, r.stderr
     rep = json.loads((out / "report.json").read_text())
-    assert rep["hw_budget_s"] == pytest.approx(0.4) and rep["measured_best_s"] is not None
+    assert rep["hw_budget_s"] == pytest.approx(1.0) and rep["measured_best_s"] is not None
 
 
 def test_sigterm_keeps_results(tmp_path):
@@ -290,7 +320,7 @@ def test_shipped_xgboost_out_of_the_box(tmp_path):
     """`--cost-model xgboost` means the shipped XGBoost model; a model file for another task or target
     is refused in one line that names both."""
     out = tmp_path / "x"
-    r = _cli("fusion", SMALL, "--budget", "10s", "--hw-budget", "1s", "--max-evals", "64", "--out", str(out),
+    r = _cli("fusion", SMALL, "--budget", "30s", "--hw-budget", "1s", "--max-evals", "64", "--out", str(out),
              "--store", "none", "--cost-model", "xgboost", "--seed", "1")
     assert r.returncode == 0, r.stderr
     rep = json.loads((out / "report.json").read_text())
@@ -302,15 +332,15 @@ def test_shipped_xgboost_out_of_the_box(tmp_path):
     assert "task fusion, target tpu; this needs task tile, target tpu" in r.stderr
     if importlib.util.find_spec("jaxlib") is None:  # the cpu target's evaluator needs jax
         return
-    r = _cli("fusion", SMALL, "--target", "cpu", "--evaluator", "xla", "--cost-model", shipped, "--budget", "2s",
+    r = _cli("fusion", SMALL, "--target", "cpu", "--evaluator", "xla", "--cost-model", shipped, "--budget", "30s",
              "--out", str(tmp_path / "c"), "--store", "none")
     assert r.returncode == 2 and "task fusion, target tpu; this needs task fusion, target cpu" in r.stderr, r.stderr
 
 
 def test_custom_strategy_through_cli(tmp_path):
     out = tmp_path / "custom"
-    r = _cli("fusion", SMALL, "--strategy", "examples/custom_strategy.py:HillClimb", "--budget", "4s",
-             "--hw-budget", "0", "--out", str(out), "--store", "none", "--cost-model", "analytical")
+    r = _cli("fusion", SMALL, "--strategy", "examples/custom_strategy.py:HillClimb", "--budget", "20s",
+             "--max-evals", "100", "--hw-budget", "0", "--out", str(out), "--store", "none", "--cost-model", "analytical")
     assert r.returncode == 0, r.stderr
     rep = json.loads((out / "report.json").read_text())
     assert rep["strategy"] == "hillclimb"
@@ -340,25 +370,25 @@ def test_resume_continues_with_the_remaining_budget(tmp_path):
     out = tmp_path / "run"
     base = ["fusion", SMALL, "--hw-budget", "0", "--cost-model", "analytical", "--store", "none", "--no-progress",
             "--seed", "2"]
-    r = CliRunner().invoke(main, base + ["--budget", "2s", "--out", str(out)])
+    r = CliRunner().invoke(main, base + ["--budget", "8s", "--out", str(out)])
     assert r.exit_code == 0, r.output
     first = json.loads((out / "report.json").read_text())
     # --budget covers the whole command: the search got what start-up and the outputs left of it
     split = first["budget_split"]
-    assert split["search_budget_s"] < 2.0 and first["resumed_from"] is None
+    assert split["search_budget_s"] < 8.0 and first["resumed_from"] is None
     assert first["elapsed_s"] == pytest.approx(split["search_budget_s"], abs=0.5)
     # the whole budget is spent: resuming with the same --budget is refused (one line, exit 2)
-    r = CliRunner().invoke(main, base + ["--budget", "2s", "--resume", str(out)])
+    r = CliRunner().invoke(main, base + ["--budget", "8s", "--resume", str(out)])
     assert r.exit_code == 2 and "already used" in r.stderr and len(r.stderr.splitlines()) == 1
     # a larger --budget continues for what is left of it, and says so
-    r = CliRunner().invoke(main, base + ["--budget", "5s", "--resume", str(out)])
+    r = CliRunner().invoke(main, base + ["--budget", "12s", "--resume", str(out)])
     assert r.exit_code == 0, r.output
     assert "resuming" in r.stderr and "left" in r.stderr
     rep = json.loads((out / "report.json").read_text())
     assert rep["resumed_from"]["evaluations"] == first["evaluations"]
-    assert 0 < rep["resumed_from"]["remaining_s"] < 3.0 + 0.05
+    assert 0 < rep["resumed_from"]["remaining_s"] < 4.0 + 0.05
     assert rep["evaluations"] > first["evaluations"]
-    assert first["wall_s"] + rep["wall_s"] < 5.0 + 0.5  # both sessions together hold the 5 s
+    assert first["wall_s"] + rep["wall_s"] < 12.0 + 0.5  # both sessions together hold the 12 s
 
 
 def test_fingerprint_names_what_differs(space, tmp_path):
