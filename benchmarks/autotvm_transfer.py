@@ -289,6 +289,8 @@ def run_arm_paired(problem: Problem, arm: str, seed: int, trials: int, ev: Any, 
     params = dict(params)
     if name == "model-based":
         params.update(FUSION_SA)
+    if name == "genetic":
+        params.update(XLA_PAIRED_GENETIC)
     if prior_model is not None:  # a kernel-sum model against end-to-end trials: not the same units
         params["prior"] = transfer_prior(problem.space, prior_model, same_units=False)
     strat = get_strategy(name)(problem.space, seed=seed, **params)
@@ -357,13 +359,22 @@ def best_known_paired(problem: Problem, ev: Any, cache: dict, reference: str, lo
             "open": bool(best["high"] is not None and best["high"] < 1 / NEAR)}
 
 
+XLA_PAIRED_ORDER = ("model-based", "model-based + diversity", "model-based + transfer", "random", "genetic")
+# with 20 trials, genetic search's first generation of 32 (its default) would be all it does: uniformly
+# random configurations, the random arm again; a population of 8 evolves within the cap
+XLA_PAIRED_GENETIC = {"population": 8, "elite": 2}
+
+
 def run_xla_paired(programs, seeds: int, trials: int, log: Callable, arms: tuple = ARMS,
-                   history_s: float = 60.0) -> dict:
+                   history_s: float = 60.0, deadline_s: Optional[float] = None) -> dict:
     """The fusion comparison on real XLA:CPU with paired end-to-end trials (comment above): phase 1, the
     arms without history; the history, standalone kernel measurements of each program's configurations
     that phase 1 measured (in the order measured, `history_s` per program), recorded in one store; phase
     2, model-based + transfer with a global kernel model of the other families' history; then the best
-    known of each program (`best_known_paired`)."""
+    known of each program (`best_known_paired`). Seed after seed, every arm (XLA_PAIRED_ORDER, transfer
+    last) on every program; the history is built before the first transfer run, from what the arms of
+    seed 0 measured; after `deadline_s` of wall time no further seed starts (every arm then has the same
+    fewer runs, and the result says so), and the best known is still measured."""
     from autotune.tuning.history import fit_global_model, load_history
     from autotune.tuning.store import MemoryStore
     from hardware.xla import TimingOptions, XlaEvaluator
@@ -398,30 +409,30 @@ def run_xla_paired(programs, seeds: int, trials: int, log: Callable, arms: tuple
                     order[p.name].append(cache["configs"][k])
             runs[arm][(p.name, s)] = {"keys": keys, "prior_weight": weight}
 
-        for arm in [a for a in arms if not a.endswith("+ transfer")]:
-            for s in range(seeds):
-                for p in probs:
-                    one(p, arm, s)
-            loads.append(load_average())
-            log(f"xla paired: {arm} done ({time.time() - t0:.0f} s, load {loads[-1]})")
         history_info: dict = {}
-        transfer_arms = [a for a in arms if a.endswith("+ transfer")]
-        if transfer_arms:
-            for p in probs:
-                n = kernel_history(p, order[p.name], kev, store, history_s)
-                log(f"history: {p.name}: {n} kernels measured standalone ({time.time() - t0:.0f} s)")
-            models = {}
-            for p in probs:
-                excluded = {q.sha for q in probs if q.family == p.family}
-                hist = load_history(store, "fusion", "cpu", kev.store_namespace, kev.machine, excluded)
-                models[p.family] = fit_global_model(hist, seed=0)
-                history_info[p.family] = hist.describe()
-            for arm in transfer_arms:
-                for s in range(seeds):
+        models: dict = {}
+        skipped: dict = {}
+        ordered = [a for a in XLA_PAIRED_ORDER if a in arms] + [a for a in arms if a not in XLA_PAIRED_ORDER]
+        ordered = [a for a in ordered if not a.endswith("+ transfer")] + [a for a in ordered if a.endswith("+ transfer")]
+        for s in range(seeds):
+            if deadline_s is not None and time.time() - t0 > deadline_s:
+                skipped = {arm: list(range(s, seeds)) for arm in ordered}
+                log(f"xla paired: seeds {s}..{seeds - 1} skipped: past the deadline")
+                break
+            for arm in ordered:
+                if arm.endswith("+ transfer") and not models:  # the history: what the arms before measured
                     for p in probs:
-                        one(p, arm, s, models[p.family])
+                        n = kernel_history(p, order[p.name], kev, store, history_s)
+                        log(f"history: {p.name}: {n} kernels measured standalone ({time.time() - t0:.0f} s)")
+                    for p in probs:
+                        excluded = {q.sha for q in probs if q.family == p.family}
+                        hist = load_history(store, "fusion", "cpu", kev.store_namespace, kev.machine, excluded)
+                        models[p.family] = fit_global_model(hist, seed=0)
+                        history_info[p.family] = hist.describe()
+                for p in probs:
+                    one(p, arm, s, models[p.family] if arm.endswith("+ transfer") else None)
                 loads.append(load_average())
-                log(f"xla paired: {arm} done ({time.time() - t0:.0f} s, load {loads[-1]})")
+                log(f"xla paired: seed {s} {arm} done ({time.time() - t0:.0f} s, load {loads[-1]})")
         best = {p.name: best_known_paired(p, ev, caches[p.name], refs[p.name], log) for p in probs}
         loads.append(load_average())
         trial_walls = [v[1].get("wall_s") for c in caches.values() for k, v in c.items()
@@ -433,6 +444,7 @@ def run_xla_paired(programs, seeds: int, trials: int, log: Callable, arms: tuple
         kev.close()
     open_problems = [p.name for p in probs if best[p.name]["open"]]
     result: dict = {"kind": "fusion", "evaluator": "xla", "target": "cpu", "trial_cost": "paired",
+                    "arm_order": ordered, "skipped_seeds": skipped, "genetic_params": XLA_PAIRED_GENETIC,
                     "paired_trial_s": PAIRED_TRIAL_S, "remeasure_s": REMEASURE_S, "trials": trials, "seeds": seeds,
                     "batch": XLA_PAIRED_BATCH, "problems": [p.name for p in probs],
                     "families": sorted({p.family for p in probs}), "history": history_info,
@@ -448,6 +460,8 @@ def run_xla_paired(programs, seeds: int, trials: int, log: Callable, arms: tuple
                     "load_before": load_before, "load_after": loads[-1]}
     for arm in arms:
         per_run, ratio_curves = [], {}
+        if not runs[arm]:
+            continue
         for (name, seed), r in runs[arm].items():
             final = best[name]["final"]
             curve = [final.get(k, math.inf) for k in r["keys"]]
@@ -528,7 +542,8 @@ def plot(results: list, path: str) -> None:
         ax.set_ylabel("best so far / best known (median over runs)")
         n = len(res.get("open_problems") or res["problems"])
         subset = f" of {len(res['problems'])} (default not within 2%)" if n < len(res["problems"]) else ""
-        ax.set_title(f"{res['kind']}: {n}{subset} {'programs' if res['kind'] == 'fusion' else 'kernels'}, "
+        kind = "XLA:CPU fusion, paired end-to-end trials" if res.get("trial_cost") == "paired" else res["kind"]
+        ax.set_title(f"{kind}: {n}{subset} {'programs' if res['kind'] == 'fusion' else 'kernels'}, "
                      f"{res['seeds']} seeds", fontsize=10)
         ax.set_xscale("log")
         top = max(max((v.get("open_median_curve") or v["median_curve"])[:3] or [1.1]) for v in res["arms"].values())
@@ -553,6 +568,9 @@ def main(argv: "list | None" = None) -> dict:
     ap.add_argument("--xla-paired", action="store_true",
                     help="fusion on real XLA:CPU with paired end-to-end trials (PairedProgramCost): programs "
                          "XLA_PAIRED_PROGRAMS, the five arms, the best known by the rule of best_known_paired")
+    ap.add_argument("--deadline-seconds", type=float, default=None,
+                    help="--xla-paired: no further seed starts after this much wall time (the best known is still "
+                         "measured)")
     ap.add_argument("--history-seconds", type=float, default=60.0,
                     help="--xla-paired: standalone kernel measurements per program for the transfer history")
     ap.add_argument("--programs", nargs="+", default=None,
@@ -588,7 +606,8 @@ def main(argv: "list | None" = None) -> dict:
     for kind in (["xla-paired"] if args.xla_paired else ["xla"] if args.xla else args.spaces):
         if kind == "xla-paired":
             res = run_xla_paired(args.programs or XLA_PAIRED_PROGRAMS, seeds, args.xla_trials, log,
-                                 arms=tuple(args.arms) if args.arms else ARMS, history_s=args.history_seconds)
+                                 arms=tuple(args.arms) if args.arms else ARMS, history_s=args.history_seconds,
+                                 deadline_s=args.deadline_seconds)
             kind = "fusion"
         elif kind == "xla":
             res = run_xla(args.programs or XLA_PROGRAMS, seeds, args.xla_trials, log)
