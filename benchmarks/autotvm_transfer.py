@@ -350,6 +350,7 @@ def best_known_paired(problem: Problem, ev: Any, cache: dict, reference: str, lo
     best = ok[best_key] if best_key is not None else {"ratio": 1.0, "low": None, "high": None}
     final = dict(ratio_of)
     final.update({k: v["ratio"] for k, v in ok.items()})
+    final.update({k: math.inf for k, v in remeasured.items() if v["status"].startswith("output_mismatch")})
     final[space.config_digest(space.default())] = 1.0
     log(f"{problem.name}: best known ratio {best['ratio']:.4f} [{best['low']}, {best['high']}] "
         f"(x{1 / best['ratio']:.3f} over the default), {len(cands)} candidates re-measured")
