@@ -77,6 +77,7 @@ class PairedProgramCost:
         self.trial_wall_s = 0.0       # wall time of those requests (compilation included)
         self._default_text: Optional[str] = None
         self.default_s: Optional[float] = None
+        self.default_status = "ok"    # why the default's program could not be timed, if it could not
 
     # ---- the default: timed once, absolutely, its outputs checked
     def _emit(self, cfg: Any) -> str:
@@ -87,12 +88,17 @@ class PairedProgramCost:
         if self._default_text is not None:
             return
         text = self._emit(self.space.default())
+        self._default_text = text
         if "default_s" not in self.cache:
             m = self.evaluator.measure_program(text, reference=self.reference_text, **self.compile_options)
-            if not m.ok:
-                raise RuntimeError(f"paired trials: the default configuration's program could not be timed: {m.status}")
-            self.cache["default_s"] = float(m.seconds)
-        self._default_text = text
+            # a default that cannot be timed (budget, crash, wrong outputs) leaves nothing to pair with: every
+            # configuration then costs inf, with that status (report.json: trial_cost.default_status)
+            self.cache["default_s"] = float(m.seconds) if m.ok else m.status
+        if isinstance(self.cache["default_s"], str):
+            self.default_status = self.cache["default_s"]
+            self.records[self.config_key(self.space.default())] = {"status": self.default_status, "default": True}
+            self.config_cost[self.config_key(self.space.default())] = math.inf
+            return
         self.default_s = float(self.cache["default_s"])
         self.records[self.config_key(self.space.default())] = {"ratio": 1.0, "status": "ok", "default": True,
                                                                 "seconds": self.default_s}
@@ -110,6 +116,9 @@ class PairedProgramCost:
         return float(self.records[self.config_key(c)].get("ratio", math.inf))
 
     def _trial(self, cfg: Any) -> tuple:
+        if self.default_s is None:
+            return math.inf, {"status": f"not timed: the default configuration's program could not be: "
+                                        f"{self.default_status}"}
         t0 = time.monotonic()
         try:
             text = self._emit(cfg)
@@ -150,4 +159,4 @@ class PairedProgramCost:
                                                 "cost = the median of the block ratios (each candidate block over "
                                                 "the default block before and after it) x the default's time"),
                 "seconds_per_trial": self.seconds, "compile_options": self.compile_options,
-                "default_s": self.default_s, "trials": self.trials, "trial_wall_s": round(self.trial_wall_s, 3)}
+                "default_s": self.default_s, "default_status": self.default_status, "trials": self.trials, "trial_wall_s": round(self.trial_wall_s, 3)}

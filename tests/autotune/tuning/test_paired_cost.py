@@ -83,6 +83,17 @@ def test_failures_cost_inf_and_the_cache_is_shared(space):
     assert math.isinf(other([c])[0]) and len(ev.paired_calls) == 1 and ev.program_calls == 1  # ... not re-timed
 
 
+def test_a_default_that_cannot_be_timed_fails_every_trial(space):
+    class _NoDefault(_PairedMachine):
+        def measure_program(self, text, reference=None, **opts):
+            return Measurement.failure("budget_exhausted")
+    ev = _NoDefault()
+    cost = PairedProgramCost(space, ev, 0.1)
+    out = cost([space.default(), space.random(np.random.default_rng(0))])
+    assert np.all(np.isinf(out)) and not ev.paired_calls
+    assert cost.describe()["default_status"] == "budget_exhausted"
+
+
 def test_rejects_an_evaluator_that_cannot_pair(space):
     with pytest.raises(ValueError, match="measure_paired"):
         PairedProgramCost(space, object())
