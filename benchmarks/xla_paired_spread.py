@@ -1,6 +1,12 @@
+"""Which programs' fusion choices matter end to end on XLA:CPU (issue 19): per program, the default paired
+with itself twice, 8 configurations 1-4 neighbour moves from the default and one uniformly random one, each a
+paired end-to-end trial against the default (XlaEvaluator.measure_paired, SECONDS each; ratio < 1 = faster).
+
+    nice -n -10 python benchmarks/xla_paired_spread.py mlp_mixer_small_infer,bert_small_infer,gnn_small_infer [SECONDS]
+"""
 import sys, time, os, statistics
 import numpy as np
-sys.path.insert(0, "/work/wt/tvm19")
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from autotune.compiler.fusion import FusionSpace
 from autotune.compiler.program import Program
 from autotune.compiler.kernel import EMITTED_CPU_COMPILE_OPTIONS, emit_fused_text
