@@ -251,6 +251,244 @@ def run_xla(programs, seeds: int, trials: int, log: Callable) -> dict:
     return res
 
 
+# ---- real XLA:CPU with paired end-to-end trials (--xla-paired) -------------------------------------
+#
+# A trial's cost is the configuration's whole emitted program timed beside the default's
+# (autotune/tuning/paired_cost.py, `PairedProgramCost`): the paired median ratio, in about
+# PAIRED_TRIAL_S of alternating blocks plus the program's compilation. The best known and "within 2%"
+# follow a rule fixed before the run (`best_known_paired`):
+#   1. the candidates: the BEST_CANDIDATES configurations with the lowest trial ratios per program (any
+#      arm, any seed), and every other one whose trial ratio is within NEAR x NEAR of the lowest;
+#   2. each candidate's outputs are checked against the original program's, and it is re-timed beside
+#      the default for REMEASURE_S (its ratio: the median of the block ratios; a 95% block-bootstrap
+#      interval, `median_interval`);
+#   3. the best known r* is the lowest re-measured ratio of a candidate whose outputs match;
+#   4. a configuration is within 2% when its ratio (the re-measured one if it was re-measured, else its
+#      trial ratio) is <= NEAR x r*; a run gets there at its first such trial;
+#   5. a program is open (it separates the strategies) only when the default is not within 2%: the
+#      upper end of r*'s interval is below 1 / NEAR.
+# The noise of one trial is measured on the default against itself (SELF_TRIALS trials).
+PAIRED_TRIAL_S = 0.3
+REMEASURE_S = 3.0
+BEST_CANDIDATES = 8
+SELF_TRIALS = 8
+XLA_PAIRED_PROGRAMS = ("mlp_mixer_small_infer", "bert_small_infer", "gnn_small_infer")
+XLA_PAIRED_BATCH = 4
+
+
+def run_arm_paired(problem: Problem, arm: str, seed: int, trials: int, ev: Any, cache: dict,
+                   prior_model: Any = None, batch: int = XLA_PAIRED_BATCH, reference: Optional[str] = None) -> list:
+    """One tuning run through the Tuner whose trials are paired end-to-end timings (`PairedProgramCost`
+    sharing `cache` with the other runs of the problem); returns the configurations measured, in order
+    (the default first) and the pricer."""
+    from autotune.tuning.history import transfer_prior
+    from autotune.tuning.paired_cost import PairedProgramCost
+    from autotune.tuning.tuner import Tuner
+    from search.base import get_strategy
+    name, params = ARM_STRATEGY[arm]
+    params = dict(params)
+    if name == "model-based":
+        params.update(FUSION_SA)
+    if name == "genetic":
+        params.update(XLA_PAIRED_GENETIC)
+    if prior_model is not None:  # a kernel-sum model against end-to-end trials: not the same units
+        params["prior"] = transfer_prior(problem.space, prior_model, same_units=False)
+    strat = get_strategy(name)(problem.space, seed=seed, **params)
+    pricer = PairedProgramCost(problem.space, ev, PAIRED_TRIAL_S, reference_text=reference, cache=cache)
+    measured: list = [problem.space.default()]
+    tuner = Tuner(problem.space, pricer, strat, budget=None, max_evaluations=trials - 1, batch_size=batch,
+                  progress=False, on_config=lambda c, v: measured.append(c))
+    tuner.run()
+    return measured, pricer, getattr(strat, "prior_weight", None)
+
+
+def kernel_history(problem: Problem, configs: list, kev: Any, store: Any, seconds: float) -> int:
+    """Standalone kernel measurements of `configs` (in order, for about `seconds`) recorded as the
+    problem's history in `store` (what a kernel-sum run leaves there); returns the kernels measured."""
+    from autotune.tuning.history import HistoryRecorder, RecordingCostModel
+    from autotune.tuning.tuner import ProgramCost
+    from costmodels.base import EvaluatorCostModel
+    model = RecordingCostModel(EvaluatorCostModel(kev), HistoryRecorder(store, "cpu", problem.sha, problem.program))
+    cost = ProgramCost(problem.space, model.predict)
+    t0 = time.time()
+    for c in configs:
+        if time.time() - t0 > seconds:
+            break
+        cost([c])
+    return cost.kernels_priced
+
+
+def best_known_paired(problem: Problem, ev: Any, cache: dict, reference: str, log: Callable) -> dict:
+    """The rule of the comment above: re-measure the candidates, the best known and its interval."""
+    from autotune.compiler.kernel import EMITTED_CPU_COMPILE_OPTIONS, emit_fused_text
+    from autotune.tuning.verification import median_interval
+    space = problem.space
+    trial = {k: v for k, v in cache.items() if k not in ("default_s", "configs") and math.isfinite(v[0])
+             and v[1].get("ratio")}
+    ratio_of = {k: v[1]["ratio"] for k, v in trial.items()}
+    order = sorted(ratio_of, key=ratio_of.get)
+    lowest = ratio_of[order[0]] if order else 1.0
+    cands = [k for i, k in enumerate(order) if i < BEST_CANDIDATES or ratio_of[k] <= NEAR * NEAR * lowest]
+    configs = cache.get("configs", {})
+    default_text = emit_fused_text(space, space.default(), header=True)
+    remeasured: dict = {}
+    for k in cands:
+        text = emit_fused_text(space, configs[k], header=True)
+        chk = ev.measure_program(text, reference=reference, **EMITTED_CPU_COMPILE_OPTIONS)
+        if not chk.ok:
+            remeasured[k] = {"status": chk.status, "trial_ratio": ratio_of[k]}
+            continue
+        m = ev.measure_paired(default_text, text, REMEASURE_S, **EMITTED_CPU_COMPILE_OPTIONS)
+        if not m.ok:
+            remeasured[k] = {"status": m.status, "trial_ratio": ratio_of[k]}
+            continue
+        lo, hi = median_interval(m.extra["ratios"])
+        remeasured[k] = {"status": "ok", "trial_ratio": ratio_of[k], "ratio": float(m.seconds), "low": lo, "high": hi,
+                         "ratios": len(m.extra["ratios"])}
+    ok = {k: v for k, v in remeasured.items() if v["status"] == "ok"}
+    best_key = min(ok, key=lambda k: ok[k]["ratio"]) if ok else None
+    best = ok[best_key] if best_key is not None else {"ratio": 1.0, "low": None, "high": None}
+    final = dict(ratio_of)
+    final.update({k: v["ratio"] for k, v in ok.items()})
+    final.update({k: math.inf for k, v in remeasured.items() if v["status"].startswith("output_mismatch")})
+    final[space.config_digest(space.default())] = 1.0
+    log(f"{problem.name}: best known ratio {best['ratio']:.4f} [{best['low']}, {best['high']}] "
+        f"(x{1 / best['ratio']:.3f} over the default), {len(cands)} candidates re-measured")
+    return {"best_ratio": best["ratio"], "best_interval": [best["low"], best["high"]], "final": final,
+            "remeasured": [{"trial_ratio": v["trial_ratio"], **{x: v.get(x) for x in ("status", "ratio", "low", "high", "ratios")}}
+                           for v in remeasured.values()],
+            "open": bool(best["high"] is not None and best["high"] < 1 / NEAR)}
+
+
+XLA_PAIRED_ORDER = ("model-based", "model-based + diversity", "model-based + transfer", "random", "genetic")
+# with 20 trials, genetic search's first generation of 32 (its default) would be all it does: uniformly
+# random configurations, the random arm again; a population of 8 evolves within the cap
+XLA_PAIRED_GENETIC = {"population": 8, "elite": 2}
+
+
+def run_xla_paired(programs, seeds: int, trials: int, log: Callable, arms: tuple = ARMS,
+                   history_s: float = 60.0, deadline_s: Optional[float] = None) -> dict:
+    """The fusion comparison on real XLA:CPU with paired end-to-end trials (comment above): phase 1, the
+    arms without history; the history, standalone kernel measurements of each program's configurations
+    that phase 1 measured (in the order measured, `history_s` per program), recorded in one store; phase
+    2, model-based + transfer with a global kernel model of the other families' history; then the best
+    known of each program (`best_known_paired`). Seed after seed, every arm (XLA_PAIRED_ORDER, transfer
+    last) on every program; the history is built before the first transfer run, from what the arms of
+    seed 0 measured; after `deadline_s` of wall time no further seed starts (every arm then has the same
+    fewer runs, and the result says so), and the best known is still measured."""
+    from autotune.tuning.history import fit_global_model, load_history
+    from autotune.tuning.store import MemoryStore
+    from hardware.xla import TimingOptions, XlaEvaluator
+    from autotune.compiler.kernel import EMITTED_CPU_COMPILE_OPTIONS, emit_fused_text
+    ev = XlaEvaluator("cpu", seed=0)
+    store = MemoryStore()
+    kev = XlaEvaluator("cpu", store=store, seed=0, timing=TimingOptions(repeat=3, min_repeat_ms=5.0, warmup=1))
+    load_before, t0 = load_average(), time.time()
+    loads = [load_before]
+    try:
+        probs = fusion_problems(programs, "cpu")
+        refs = {p.name: open(os.path.join(ROOT, "examples", "hlo", p.name + ".hlo")).read() for p in probs}
+        caches: dict = {p.name: {"configs": {}} for p in probs}
+        runs: dict = {arm: {} for arm in arms}
+        order: dict = {p.name: [] for p in probs}  # configurations in the order phase 1 measured them
+        # the noise of one trial: the default against itself
+        self_ratios = {}
+        for p in probs:
+            dt = emit_fused_text(p.space, p.space.default(), header=True)
+            self_ratios[p.name] = [float(ev.measure_paired(dt, dt, PAIRED_TRIAL_S, **EMITTED_CPU_COMPILE_OPTIONS).seconds)
+                                   for _ in range(SELF_TRIALS)]
+            log(f"{p.name}: default against itself, {SELF_TRIALS} trials: "
+                + " ".join(f"{r:.3f}" for r in self_ratios[p.name]))
+
+        def one(p, arm, s, prior=None):
+            cache = caches[p.name]
+            measured, pricer, weight = run_arm_paired(p, arm, s, trials, ev, cache, prior, reference=refs[p.name])
+            keys = [p.space.config_digest(c) for c in measured]
+            for k, c in zip(keys, measured):
+                if k not in cache["configs"]:
+                    cache["configs"][k] = p.space.decode(p.space.encode(c))
+                    order[p.name].append(cache["configs"][k])
+            runs[arm][(p.name, s)] = {"keys": keys, "prior_weight": weight}
+
+        history_info: dict = {}
+        models: dict = {}
+        skipped: dict = {}
+        ordered = [a for a in XLA_PAIRED_ORDER if a in arms] + [a for a in arms if a not in XLA_PAIRED_ORDER]
+        ordered = [a for a in ordered if not a.endswith("+ transfer")] + [a for a in ordered if a.endswith("+ transfer")]
+        for s in range(seeds):
+            if deadline_s is not None and time.time() - t0 > deadline_s:
+                skipped = {arm: list(range(s, seeds)) for arm in ordered}
+                log(f"xla paired: seeds {s}..{seeds - 1} skipped: past the deadline")
+                break
+            for arm in ordered:
+                if arm.endswith("+ transfer") and not models:  # the history: what the arms before measured
+                    for p in probs:
+                        n = kernel_history(p, order[p.name], kev, store, history_s)
+                        log(f"history: {p.name}: {n} kernels measured standalone ({time.time() - t0:.0f} s)")
+                    for p in probs:
+                        excluded = {q.sha for q in probs if q.family == p.family}
+                        hist = load_history(store, "fusion", "cpu", kev.store_namespace, kev.machine, excluded)
+                        models[p.family] = fit_global_model(hist, seed=0)
+                        history_info[p.family] = hist.describe()
+                for p in probs:
+                    one(p, arm, s, models[p.family] if arm.endswith("+ transfer") else None)
+                loads.append(load_average())
+                log(f"xla paired: seed {s} {arm} done ({time.time() - t0:.0f} s, load {loads[-1]})")
+        best = {p.name: best_known_paired(p, ev, caches[p.name], refs[p.name], log) for p in probs}
+        loads.append(load_average())
+        trial_walls = [v[1].get("wall_s") for c in caches.values() for k, v in c.items()
+                       if k not in ("default_s", "configs") and v[1].get("wall_s")]
+        failures = [v[1]["status"] for c in caches.values() for k, v in c.items()
+                    if k not in ("default_s", "configs") and v[1].get("status") != "ok"]
+    finally:
+        ev.close()
+        kev.close()
+    open_problems = [p.name for p in probs if best[p.name]["open"]]
+    result: dict = {"kind": "fusion", "evaluator": "xla", "target": "cpu", "trial_cost": "paired",
+                    "arm_order": ordered, "skipped_seeds": skipped, "genetic_params": XLA_PAIRED_GENETIC,
+                    "paired_trial_s": PAIRED_TRIAL_S, "remeasure_s": REMEASURE_S, "trials": trials, "seeds": seeds,
+                    "batch": XLA_PAIRED_BATCH, "problems": [p.name for p in probs],
+                    "families": sorted({p.family for p in probs}), "history": history_info,
+                    "best_known": {k: v["best_ratio"] for k, v in best.items()},
+                    "best_known_detail": {k: {x: v[x] for x in ("best_ratio", "best_interval", "remeasured", "open")}
+                                          for k, v in best.items()},
+                    "default": {p.name: 1.0 for p in probs}, "default_s": {k: c.get("default_s") for k, c in caches.items()},
+                    "self_ratios": self_ratios, "open_problems": open_problems, "arms": {},
+                    "distinct_configurations": {k: len(c["configs"]) for k, c in caches.items()},
+                    "trial_wall_s_median": float(np.median(trial_walls)) if trial_walls else None,
+                    "trial_failures": failures[:20], "n_trial_failures": len(failures),
+                    "machine": ev.machine, "wall_s": time.time() - t0, "loads": loads,
+                    "load_before": load_before, "load_after": loads[-1]}
+    for arm in arms:
+        per_run, ratio_curves = [], {}
+        if not runs[arm]:
+            continue
+        for (name, seed), r in runs[arm].items():
+            final = best[name]["final"]
+            curve = [final.get(k, math.inf) for k in r["keys"]]
+            per_run.append({"problem": name, "seed": seed, "trials_to_near": trials_to_near(curve, best[name]["best_ratio"]),
+                            "speedup_at_cap": 1.0 / min(curve), "prior_weight": r["prior_weight"], "ratios": curve})
+            if len(curve) >= trials:
+                ratio_curves[(name, seed)] = np.minimum.accumulate(curve)[:trials] / best[name]["best_ratio"]
+        all_ratio = np.array(list(ratio_curves.values()))
+        open_ratio = np.array([c for (n, _), c in ratio_curves.items() if n in open_problems])
+        hits = [r["trials_to_near"] for r in per_run]
+        open_hits = [r["trials_to_near"] for r in per_run if r["problem"] in open_problems]
+        result["arms"][arm] = {
+            "median_trials": median_trials(hits, trials), "reached": float(np.mean([h is not None for h in hits])),
+            "runs": len(hits), "median_speedup_over_default": float(np.median([r["speedup_at_cap"] for r in per_run])),
+            "open_median_trials": median_trials(open_hits, trials) if open_hits else None,
+            "open_reached": float(np.mean([h is not None for h in open_hits])) if open_hits else None,
+            "open_runs": len(open_hits),
+            "median_best_over_known_at_cap": float(np.median(all_ratio[:, -1])) if len(all_ratio) else None,
+            "median_curve": np.median(all_ratio, axis=0).tolist() if len(all_ratio) else [],
+            "open_median_curve": np.median(open_ratio, axis=0).tolist() if len(open_ratio) else [],
+            "per_problem_median_trials": {p.name: median_trials([r["trials_to_near"] for r in per_run
+                                                                if r["problem"] == p.name], trials) for p in probs},
+            "per_run": per_run}
+    return result
+
+
 def fmt_trials(v: float, cap: int) -> str:
     return f"> {cap}" if not math.isfinite(v) else f"{v:g}"
 
@@ -305,7 +543,8 @@ def plot(results: list, path: str) -> None:
         ax.set_ylabel("best so far / best known (median over runs)")
         n = len(res.get("open_problems") or res["problems"])
         subset = f" of {len(res['problems'])} (default not within 2%)" if n < len(res["problems"]) else ""
-        ax.set_title(f"{res['kind']}: {n}{subset} {'programs' if res['kind'] == 'fusion' else 'kernels'}, "
+        kind = "XLA:CPU fusion, paired end-to-end trials" if res.get("trial_cost") == "paired" else res["kind"]
+        ax.set_title(f"{kind}: {n}{subset} {'programs' if res['kind'] == 'fusion' else 'kernels'}, "
                      f"{res['seeds']} seeds", fontsize=10)
         ax.set_xscale("log")
         top = max(max((v.get("open_median_curve") or v["median_curve"])[:3] or [1.1]) for v in res["arms"].values())
@@ -327,6 +566,14 @@ def main(argv: "list | None" = None) -> dict:
                     help="fusion on real XLA:CPU (--evaluator xla --target cpu): XLA_PROGRAMS, arms XLA_ARMS; "
                          "a configuration's cost is its kernels' measurements (each measured once, through the store)")
     ap.add_argument("--xla-trials", type=int, default=32)
+    ap.add_argument("--xla-paired", action="store_true",
+                    help="fusion on real XLA:CPU with paired end-to-end trials (PairedProgramCost): programs "
+                         "XLA_PAIRED_PROGRAMS, the five arms, the best known by the rule of best_known_paired")
+    ap.add_argument("--deadline-seconds", type=float, default=None,
+                    help="--xla-paired: no further seed starts after this much wall time (the best known is still "
+                         "measured)")
+    ap.add_argument("--history-seconds", type=float, default=60.0,
+                    help="--xla-paired: standalone kernel measurements per program for the transfer history")
     ap.add_argument("--programs", nargs="+", default=None,
                     help="fusion programs of examples/hlo (default FUSION_PROGRAMS; with --xla XLA_PROGRAMS)")
     ap.add_argument("--extra-arms", action="store_true",
@@ -357,8 +604,13 @@ def main(argv: "list | None" = None) -> dict:
     seeds = 2 if args.quick else args.seeds
     results = []
     t0 = time.time()
-    for kind in (["xla"] if args.xla else args.spaces):
-        if kind == "xla":
+    for kind in (["xla-paired"] if args.xla_paired else ["xla"] if args.xla else args.spaces):
+        if kind == "xla-paired":
+            res = run_xla_paired(args.programs or XLA_PAIRED_PROGRAMS, seeds, args.xla_trials, log,
+                                 arms=tuple(args.arms) if args.arms else ARMS, history_s=args.history_seconds,
+                                 deadline_s=args.deadline_seconds)
+            kind = "fusion"
+        elif kind == "xla":
             res = run_xla(args.programs or XLA_PROGRAMS, seeds, args.xla_trials, log)
             kind = "fusion"
         elif kind == "fusion":
@@ -389,7 +641,19 @@ def main(argv: "list | None" = None) -> dict:
         for arm, v in res["arms"].items():
             print(f"  {arm}: " + ", ".join(f"{k} {fmt_trials(x, res['trials'])}"
                                             for k, x in v["per_problem_median_trials"].items()))
-        if res.get("evaluator") == "xla":
+        if res.get("trial_cost") == "paired":
+            print(f"XLA:CPU on {res['machine']}, paired end-to-end trials of {res['paired_trial_s']} s "
+                  f"(median wall per trial {res['trial_wall_s_median']:.2f} s, compilation included), "
+                  f"{res['distinct_configurations']} distinct configurations, {res['n_trial_failures']} failed; "
+                  f"{res['wall_s']:.0f} s; load averages {res['loads']}")
+            for name, d in res["best_known_detail"].items():
+                lo, hi = d["best_interval"]
+                sr = res["self_ratios"][name]
+                print(f"  {name}: default {res['default_s'][name] * 1e3:.3f} ms; best known ratio {d['best_ratio']:.4f} "
+                      f"(x{1 / d['best_ratio']:.3f}; 95% {lo} - {hi}); {'open' if d['open'] else 'NOT open'}; "
+                      f"default vs itself per trial: median {statistics.median(sr):.4f}, "
+                      f"range {min(sr):.4f}-{max(sr):.4f}")
+        elif res.get("evaluator") == "xla":
             print(f"XLA:CPU on {res['machine']}: {res['measurements']} kernel measurements, {res['wall_s']:.0f} s; "
                   f"load average before {res['load_before']}, after {res['load_after']}")
         hist = next(iter(res["history"].values()), None)  # None: no transfer arm ran

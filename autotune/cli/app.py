@@ -641,13 +641,21 @@ def _setup_transfer(spec: str, task: str, target: str, ev: Any, strategy_cls: An
               help="xla: measure on a dask.distributed cluster (tcp://HOST:PORT) instead of local workers.")
 @click.option("--workers", default=1, show_default=True, type=click.IntRange(1, 256),
               help="xla: parallel local measuring processes.")
+@click.option("--trial-cost", "trial_cost", default="kernel-sum", show_default=True,
+              type=click.Choice(["kernel-sum", "paired"]),
+              help="With --cost-model hardware: what a hardware trial costs a configuration. kernel-sum = its "
+                   "kernels' standalone measurements summed (recorded in the store as history); paired = its whole "
+                   "emitted program timed end to end beside the default's (XLA:CPU, alternating blocks, the drift "
+                   "cancels): the default's time x the paired ratio.")
+@click.option("--trial-seconds", "trial_seconds", default=0.3, show_default=True, type=click.FloatRange(0.01, 60),
+              help="--trial-cost paired: seconds of paired timing per configuration (its compilation comes on top).")
 @_transfer_options
 @_friendly
 def fusion(program: str, budget: str, cost_model: Optional[str], strategy: str, evaluator: Optional[str],
            target: str, hw_budget: Optional[str], top_k: int, seed: int, out_dir: Optional[str], resume_dir: Optional[str],
            store: Optional[str], batch_size: int, max_evals: Optional[int], no_progress: bool,
-           scheduler: Optional[str], workers: int, strategy_param: tuple, transfer: str,
-           history_any_machine: bool) -> None:
+           scheduler: Optional[str], workers: int, trial_cost: str, trial_seconds: float, strategy_param: tuple,
+           transfer: str, history_any_machine: bool) -> None:
     """Search fusion configurations of PROGRAM with a cost model, verify the best on hardware.
 
     Exit status 3 when no configuration could be verified (outputs are still written)."""
@@ -680,12 +688,24 @@ def fusion(program: str, budget: str, cost_model: Optional[str], strategy: str, 
         model, model_name = make_cost_model(cost_model, "fusion", target, ev)
         program_sha = program_fingerprint(space)
         measuring = model_name == "hardware"
+        paired = trial_cost == "paired"
+        if paired and not measuring:
+            raise UserError("--trial-cost paired: applies with --cost-model hardware (the search measures every "
+                            "configuration)")
+        if paired and (not hasattr(ev, "measure_paired") or not getattr(ev, "hand_fusions", False)):
+            raise UserError(f"--trial-cost paired: needs an evaluator that times whole emitted programs side by side "
+                            f"(--evaluator xla on the cpu backend), not {ev_name}")
         global_model, transfer_info, transfer_warnings = _setup_transfer(
             transfer, "fusion", target, ev, strategy_cls, measuring, program_sha, history_any_machine, seed)
         if global_model is not None:
             from autotune.tuning.history import transfer_prior
-            params["prior"] = transfer_prior(space, global_model)
-        if measuring and getattr(ev, "store", None) is not None:  # every measured kernel becomes history
+            # paired trials are end-to-end times, the global model's kernel sums another scale: the prior is
+            # then standardized and weighted by its correlation with the trials
+            params["prior"] = transfer_prior(space, global_model, same_units=not paired)
+        if paired:
+            from autotune.tuning.paired_cost import PairedProgramCost
+            model = PairedProgramCost(space, ev, trial_seconds, reference_text=Path(program).read_text())
+        elif measuring and getattr(ev, "store", None) is not None:  # every measured kernel becomes history
             from autotune.tuning.history import HistoryRecorder, RecordingCostModel
             model = RecordingCostModel(model, HistoryRecorder(ev.store, target, program_sha, Path(program).name))
         strat = _make_strategy(strategy_cls, space, seed, params)
@@ -695,12 +715,16 @@ def fusion(program: str, budget: str, cost_model: Optional[str], strategy: str, 
                                   resume_dir=resume_dir, note=no_edges, started=started, load_s=load_s,
                                   budget_text=budget, program_sha=program_sha,
                                   fingerprint_extra={"strategy_params": _params_fingerprint(params),
-                                                     "transfer": api.transfer_fingerprint(transfer_info)})
+                                                     "transfer": api.transfer_fingerprint(transfer_info),
+                                                     **({"trial_cost": "paired"} if paired else {})})
         result.warnings.extend(transfer_warnings)
         if getattr(strat, "prior_weight", None) is not None:
             transfer_info["prior_weight_last_fit"] = strat.prior_weight
         meta["strategy_params"] = {k: v for k, v in params.items() if k != "prior"}
         meta["transfer"] = transfer_info
+        meta["trial_cost"] = (model.describe() if paired else
+                              {"trial_cost": "kernel-sum", "how": "each kernel measured standalone, the "
+                               "configuration's cost their sum"} if measuring else None)
         report = write_fusion_outputs(out, space, result, meta)
         _stamp_wall(out, report, started)
     finally:

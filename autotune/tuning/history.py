@@ -170,10 +170,14 @@ def fit_global_model(history: History, seed: int = 0) -> Any:
     return model.fit_matrix(history.X, history.log_runtime, history.groups)
 
 
-def transfer_prior(space: Any, model: Any) -> Callable[[Sequence[Any]], np.ndarray]:
+def transfer_prior(space: Any, model: Any, same_units: bool = True) -> Callable[[Sequence[Any]], np.ndarray]:
     """A cost model as the model-based strategy's prior over a space (lower = predicted faster):
     fusion, the log of the predicted program time (`ProgramCost`, memoized per kernel); tiles, the
-    model's value of each tile of the space's kernel (log seconds, or a rank score)."""
+    model's value of each tile of the space's kernel (log seconds, or a rank score).
+
+    `same_units=False`: the trials measure something else than the model predicts (paired end-to-end
+    trials against a kernel-sum model, autotune/tuning/paired_cost.py): the prior is then not added to
+    the local model as it is but standardized and weighted by its correlation with the measurements."""
     from autotune.tuning.tuner import is_fusion_space, space_cost
     cost = space_cost(space, model)
     log_seconds = is_fusion_space(space) or bool(getattr(model, "predicts_absolute", True))
@@ -182,5 +186,5 @@ def transfer_prior(space: Any, model: Any) -> Callable[[Sequence[Any]], np.ndarr
         values = cost(configs)
         return np.log(np.maximum(values, 1e-30)) if log_seconds else values
 
-    prior.log_seconds = log_seconds  # type: ignore[attr-defined]  # the strategy adds it to its model as is
+    prior.log_seconds = log_seconds and same_units  # type: ignore[attr-defined]  # the strategy adds it as is
     return prior

@@ -409,7 +409,11 @@ class LearnedLayoutCost:
 
 
 def space_cost(space: Any, cost_model: Any) -> "ProgramCost | TileCost | LayoutCost | LearnedLayoutCost":
-    """The memoized pricing of a space's configurations with a cost model (or a bare function)."""
+    """The memoized pricing of a space's configurations with a cost model (or a bare function); a
+    configuration-level pricer (`prices_configurations`, e.g. paired end-to-end trials,
+    autotune/tuning/paired_cost.py) is used as it is."""
+    if getattr(cost_model, "prices_configurations", False):
+        return cost_model
     if is_layout_space(space) and hasattr(cost_model, "predict_layouts"):
         return LearnedLayoutCost(space, cost_model)
     fn = cost_model.predict if hasattr(cost_model, "predict") else cost_model

@@ -57,3 +57,55 @@ def test_arms_and_slow_arms_on_fusion_spaces():
     for arm in ("model-based (gnn)", "model-based (gnn) + transfer"):
         assert [r["problem"] for r in res["arms"][arm]["per_run"]] == ["vae_small_infer"]
     assert res["history"]["vae"]["program_names"] == ["autoencoder_small_infer"]
+
+
+class _RemeasureMachine:
+    """measure_paired answers a fixed ratio per emitted text (its re-measurement), with 40 block ratios
+    around it; measure_program fails the texts in `wrong` (outputs that differ)."""
+
+    def __init__(self, ratio_of_text: dict, wrong: set = frozenset()):
+        self.ratio_of_text, self.wrong = ratio_of_text, wrong
+        self.paired = 0
+
+    def measure_program(self, text, reference=None, **opts):
+        from hardware.base import Measurement
+        return Measurement.failure("output_mismatch: differ") if text in self.wrong else Measurement(1e-3)
+
+    def measure_paired(self, ref, text, seconds, **opts):
+        from hardware.base import Measurement
+        self.paired += 1
+        r = self.ratio_of_text[text]
+        return Measurement(r, extra={"ratios": [r * (1 + 0.001 * ((i % 5) - 2)) for i in range(40)]})
+
+
+def test_best_known_paired_follows_the_rule():
+    """The best known is the lowest *re-measured* ratio among the lowest trial ratios (a lucky trial does
+    not set it; a configuration whose outputs differ never does); a configuration is judged by its
+    re-measured ratio when it has one; the program is open only when the best's interval is below 1/1.02."""
+    import numpy as np
+    from autotune.compiler.fusion import FusionSpace
+    from autotune.compiler.kernel import emit_fused_text
+    from autotune.compiler.program import Program
+    prog = os.path.join(REPO, "tests", "fixtures", "hlo", "small", "two_outputs.hlo")
+    space = FusionSpace(Program.from_file(prog), "cpu")
+    p = B.Problem("fusion", "two_outputs", "two_outputs", space, None, "sha")
+    rng = np.random.default_rng(0)
+    cfgs = {}
+    while len(cfgs) < 4:
+        c = space.random(rng)
+        if space.config_digest(c) != space.config_digest(space.default()):
+            cfgs[space.config_digest(c)] = c
+    keys = list(cfgs)
+    trial = dict(zip(keys, [0.80, 0.90, 0.95, 1.10]))     # the 0.80 was a lucky trial ...
+    again = dict(zip(keys, [0.97, 0.91, 0.93, 1.10]))     # ... re-measured at 0.97
+    texts = {k: emit_fused_text(space, c, header=True) for k, c in cfgs.items()}
+    cache = {"configs": cfgs, "default_s": 1e-3, **{k: (trial[k] * 1e-3, {"status": "ok", "ratio": trial[k]}) for k in keys}}
+    ev = _RemeasureMachine({texts[k]: again[k] for k in keys}, wrong={texts[keys[1]]})
+    best = B.best_known_paired(p, ev, cache, "orig", log=lambda m: None)
+    assert best["best_ratio"] == pytest.approx(0.93)  # keys[1] (0.91) computes something else: never the best
+    assert best["final"][keys[0]] == pytest.approx(0.97) and best["final"][keys[2]] == pytest.approx(0.93)
+    assert best["open"] and best["best_interval"][1] < 1 / B.NEAR
+    assert math.isinf(best["final"][keys[1]])  # wrong outputs: never within 2%, whatever its trial said
+    final = [best["final"][k] for k in (keys[0], keys[1], keys[2])]
+    assert B.trials_to_near([1.0] + final, best["best_ratio"]) == 4  # the lucky trial's 0.80 does not count
+    assert B.trials_to_near([1.0] + [trial[k] for k in keys[:3]], min(trial.values())) == 2  # as it would raw

@@ -127,3 +127,14 @@ def test_fusion_with_the_fine_tuned_gnn_as_local_model(tmp_path):
     assert r.exit_code == 0, r.output
     assert rep["strategy_params"]["model"] == "gnn" and rep["evaluations"] == 24
     assert "model='gnn'" in rep["fingerprint"]["strategy_params"]
+
+
+def test_trial_cost_paired_needs_hardware_trials_on_xla(tmp_path):
+    """--trial-cost paired times whole programs side by side: a one-line error without --cost-model
+    hardware or on an evaluator that cannot (the simulator)."""
+    r = CliRunner().invoke(main, ["fusion", PROG, "--cost-model", "analytical", "--trial-cost", "paired",
+                                  "--budget", "10s", "--no-progress", "--store", "none", "--out", str(tmp_path / "a")])
+    assert r.exit_code == 2 and "--trial-cost paired: applies with --cost-model hardware" in r.output
+    r = CliRunner().invoke(main, ["fusion", PROG, "--cost-model", "hardware", "--trial-cost", "paired",
+                                  "--budget", "10s", "--no-progress", "--store", "none", "--out", str(tmp_path / "b")])
+    assert r.exit_code == 2 and "--evaluator xla on the cpu backend" in r.output

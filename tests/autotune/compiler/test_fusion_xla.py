@@ -155,3 +155,18 @@ def test_race_winner_is_timed_beside_the_default(monkeypatch):
     else:
         assert hi >= 1.0 and result.fused_text == default_text and ver["winner"] == "default"
         assert sum("not shown faster" in w for w in result.warnings) == 1
+
+
+def test_paired_trials_cost_the_search_end_to_end(tmp_path):
+    """`--trial-cost paired`: every configuration the search measures is its whole emitted program timed
+    beside the default's; report.json says so, and the default costs its own end-to-end time."""
+    r, out = _fusion(tmp_path, DONATED, "--cost-model", "hardware", "--evaluator", "xla", "--trial-cost", "paired",
+                     "--trial-seconds", "0.02", "--max-evals", "4", "--strategy", "model-based", "--hw-budget", "0", "--budget", "90s",
+                     "--transfer", "none")
+    assert r.exit_code == 0, r.output
+    rep = json.loads((out / "report.json").read_text())
+    tc = rep["trial_cost"]
+    assert tc["trial_cost"] == "paired" and tc["seconds_per_trial"] == 0.02 and tc["default_s"] > 0
+    assert rep["evaluations"] == tc["trials"] == 4  # each a paired timing; the default, timed once absolutely,
+    # is priced before the search and is no evaluation
+    assert rep["default_cost_s"] == pytest.approx(tc["default_s"])
