@@ -438,9 +438,18 @@ class LayoutSpace:
     WINDOW_HOPS = 0          # the first window: the moved node, its operand, and their default-fusion kernels
     WINDOW_ROUNDS = 8        # growths (around what a window could not decide) before pricing from scratch
     WINDOW_GROW_HOPS = 1     # hops added around each undecided instruction per growth (then their kernels)
-    WINDOW_MAX_SHARE = 0.5   # a window over this share of its computation: price from scratch instead
+    WINDOW_MAX_SHARE = 0.15  # a window over this share of its computation: price from scratch instead
     WINDOW_KERNEL_MAX = 200  # original kernels up to this many instructions join a window whole
     WINDOW_FAN_OUT = 16      # the window does not grow through an instruction with more users
+
+    @property
+    def walks(self) -> bool:
+        """Whether a search should start its chains with walks of moves from the default (and the best)
+        rather than random configurations: where a move is priced incrementally (`move_delta`: tpu rules,
+        a computation of at least WINDOW_MIN_COMPUTATION instructions) and a random configuration is a
+        rewrite of the whole program (search/annealing.py reads it)."""
+        return self.supports_move_delta() and any(len(self.program.computations[nd.comp]) >= self.WINDOW_MIN_COMPUTATION
+                                                  for nd in self.nodes)
 
     def supports_move_delta(self) -> bool:
         """Whether `move_delta` may price moves: the tpu fusion rules, whose default-fusion facts are
@@ -482,18 +491,18 @@ class LayoutSpace:
             cache.move_to_end(key)
         return memo
 
-    def _seed_layout_memo(self, parent: LayoutConfig, cfg: LayoutConfig, ci: int, moved: Optional[LayoutNode]) -> None:
-        """Start cfg's `config_layout` memo from its parent's: all of it when the move changed an operand's
-        layout (no instruction's own layout changes), else all but what takes its layout from the moved
-        node's output (through elementwise users of the same dims)."""
+    def _seed_layout_memo(self, parent: LayoutConfig, cfg: LayoutConfig, ci: int, moved: list) -> None:
+        """Start cfg's `config_layout` memo from its parent's: all of it when only operand layouts moved
+        (no instruction's own layout changes), else all but what takes its layout from a moved output
+        (through elementwise users of the same dims)."""
         pm = self._layout_memo(parent, ci)
         key = (cfg.key(), ci)
         if key in self._layout_memos:
             return
-        if moved is None:
+        if not moved:
             memo = pm
         else:
-            down = self._layout_downstream(ci, moved.node)
+            down = frozenset().union(*(self._layout_downstream(ci, n) for n in moved))
             memo = {k: v for k, v in pm.items() if k not in down}
         self._layout_memos[key] = memo
         if len(self._layout_memos) > 64:
@@ -667,31 +676,42 @@ class LayoutSpace:
                  for n2, b in enumerate(base) if b in remat}
         return kernels, users, first
 
-    def move_delta(self, parent: LayoutConfig, cfg: LayoutConfig) -> Optional[tuple]:
-        """(kernels removed, kernels added) from the parent's kernel set to cfg's, for cfg one move
-        (`neighbor`: one tensor) from `parent`; None where no window decides it (price from scratch).
+    def move_delta(self, parent: LayoutConfig, cfg: LayoutConfig, slots: Optional[Sequence[int]] = None) -> Optional[tuple]:
+        """(kernels removed, kernels added) from the parent's kernel set to cfg's, for cfg a few moves
+        from `parent` that changed the tensors `slots` (default: cfg.flips, one `neighbor` move), all in
+        one computation; None where no window decides it (then price cfg from scratch).
 
-        Exactness: every default-fusion fact of the tpu rules at an instruction whose operands and
-        users all lie in the window (an *inner* one) is computed from the window, except two chain
-        facts: hero_upstream (taken from the original program: layouts change no opcode, and a
-        layout copy is elementwise) and output_fused (a chain of single-user elementwise ops: an
-        inner instruction such a chain reaches from outside the window is not inner). The kernels that
-        differ between the two windows are the move's changed kernels when none of them has a member
-        or an input that is not inner and the frontier's output_fused facts agree: a change reaching
-        past the window crosses the frontier and shows there. Else the window grows."""
-        if len(cfg.flips) != 1 or cfg.parent is not parent or not self.supports_move_delta():
+        The window: the moved nodes (and the operand whose layout a move changed) with their kernels
+        under the original program's default fusion, grown around what it cannot decide. Exactness:
+        every default-fusion fact of the tpu rules at an instruction whose operands and users all lie
+        in the window (an *inner* one) is computed from the window, except two chain facts, which are
+        taken from the whole program: hero_upstream (layouts change no opcode, and a layout copy is
+        elementwise, so it passes its value's on) and output_fused (a layout copy passes it on exactly
+        where its value has a single user, so an original instruction's is the original program's).
+        The kernels that differ between the two windows, after the default fusion's repair and after
+        the copies are cut out, are the moves' changed kernels when none of them holds a stub or a
+        frontier member (what lies outside may fuse into it) or reads a frontier value with users
+        outside (whether it fuses into its users depends on all of them); broadcasts of constants at
+        the frontier are exempt where their users in the window are the same under both. A change
+        reaching past the window crosses the frontier and shows there; then the window grows."""
+        slots = tuple(cfg.flips) if slots is None else tuple(slots)
+        if not slots or not self.supports_move_delta():
             return None
-        if len(self.program.computations[self.nodes[self.slot_node[cfg.flips[0]]].comp]) < self.WINDOW_MIN_COMPUTATION:
-            return None  # a small computation is repriced whole faster than two windows of it
-        slot = cfg.flips[0]
-        nd = self.nodes[self.slot_node[slot]]
-        t = slot - nd.offset
-        ci = nd.comp
+        nds = [self.nodes[self.slot_node[sl]] for sl in slots]
+        ci = nds[0].comp
         comp = self.program.computations[ci]
-        centers = {nd.node}
-        if t >= 1:
-            centers.add(comp.operands[nd.node][t - 1])
-        self._seed_layout_memo(parent, cfg, ci, nd if t == 0 else None)
+        if any(nd.comp != ci for nd in nds) or len(comp) < self.WINDOW_MIN_COMPUTATION:
+            return None  # (a small computation is repriced whole faster than two windows of it)
+        centers = set()
+        outputs = []
+        for sl, nd in zip(slots, nds):
+            t = sl - nd.offset
+            centers.add(nd.node)
+            if t >= 1:
+                centers.add(comp.operands[nd.node][t - 1])
+            else:
+                outputs.append(nd.node)
+        self._seed_layout_memo(parent, cfg, ci, outputs)
         win = self._with_kernels(ci, self._ball(ci, centers, self.WINDOW_HOPS))
         if "window_stats" not in self.__dict__:
             self.window_stats = []

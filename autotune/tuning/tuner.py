@@ -324,6 +324,8 @@ class LayoutCost:
     which rewrites a window around the moved node rather than the whole program); the rest of the
     program's price is reused. `incremental=False` prices every configuration from scratch."""
 
+    MAX_CHAIN = 64  # moves back to a priced configuration (a walk from one)
+
     def __init__(self, space: LayoutSpace, kernel_cost: Callable[[list], np.ndarray], incremental: bool = True):
         self.space = space
         self.kernel_cost = kernel_cost
@@ -342,10 +344,17 @@ class LayoutCost:
         kernel_sets: dict = {}
         deltas: dict = {}
         for k, c in fresh.items():
-            parent = getattr(c, "parent", None)
+            # a configuration a move (or a short walk of moves) from a priced one: from that one
+            parent, slots, node = None, [], c
+            while self.incremental and getattr(node, "parent", None) is not None and len(slots) < self.MAX_CHAIN:
+                slots.extend(node.flips)
+                node = node.parent
+                if node.key() in self.config_cost:
+                    parent = node
+                    break
             d = None
-            if self.incremental and parent is not None and math.isfinite(self.config_cost.get(parent.key(), math.inf)):
-                d = self.space.move_delta(parent, c)
+            if parent is not None and math.isfinite(self.config_cost[parent.key()]):
+                d = self.space.move_delta(parent, c, slots)
             if d is None:
                 kernel_sets[k] = self.space.kernels(c)
             else:
