@@ -627,7 +627,8 @@ class LayoutSpace:
         insts = comp.instructions
         memo = self._layout_memo(cfg, ci)
         out = []
-        for k, m in enumerate(sorted(win | stubs)):
+        order = sorted(win | stubs)
+        for k, m in enumerate(order):
             ins = insts[m]
             if m in win:
                 out.append(ins)
@@ -637,27 +638,32 @@ class LayoutSpace:
                 lay = self.config_layout(cfg, ci, m, memo)
                 shape = ins.shape if lay is None or lay == tuple(ins.shape.minor_to_major()) else _with_layout(ins.shape, lay)
                 out.append(HloInstruction(ins.name, "parameter", shape, [], parameter_number=k))
-        sinks = [insts[m] for m in sorted(frontier) if m == comp.root or any(u not in win for u in comp.users[m])]
-        root = HloInstruction("layout.window.root", "tuple", Shape("tuple", tuple_shapes=tuple(i.shape for i in sinks)),
-                              [i.name for i in sinks], is_root=True)
+        sinks = [m for m in sorted(frontier) if m == comp.root or any(u not in win for u in comp.users[m])]
+        root = HloInstruction("layout.window.root", "tuple", Shape("tuple", tuple_shapes=tuple(insts[m].shape for m in sinks)),
+                              [insts[m].name for m in sinks], is_root=True)
         out.append(root)
-        hlo = _HC(comp.hlo.name, out, True, {})
-        sub = Computation(hlo, comp.multiplicity, comp.kind, in_loop=comp.in_loop)
+        # the window as `_rewrite_computation` reads a computation (instructions, operand indices, root)
+        pos = {m: k for k, m in enumerate(order)}
+        operands = [[pos[o] for o in comp.operands[m]] if m in win else [] for m in order] + [[pos[m] for m in sinks]]
+        sub = _WindowComputation(out, operands, len(out) - 1, _HC(comp.hlo.name, out, True, {}))
+        gf = self._graph_facts(ci)
+        if "others" not in gf:
+            module = self.program.module
+            gf["others"] = [c for c in module.computations if c.name != comp.hlo.name]
+            gf["other_names"] = frozenset(i.name for c in gf["others"] for i in c.instructions)
+        others = gf["others"]
         module = self.program.module
-        others = [c for c in module.computations if c.name != comp.hlo.name]
-        conf_nodes = self._graph_facts(ci)["config_nodes"]
+        conf_nodes = gf["config_nodes"]
         key = cfg.key()
         chosen = {}
-        for n2, ins in enumerate(sub.instructions):
-            nd = conf_nodes.get(comp.index.get(ins.name, -1)) if ins.opcode in CONFIGURABLE_OPCODES else None
-            if nd is not None and nd.instruction == ins.name:
-                chosen[(0, n2)] = tuple(ch[key[nd.offset + t]] for t, ch in enumerate(nd.choices))
-        used = {i.name for i in out} | {i.name for c in others for i in c.instructions}
-        new_hlo = self._rewrite_computation(0, sub, chosen, used)
+        for k, m in enumerate(order):
+            nd = conf_nodes.get(m) if m in win else None
+            if nd is not None:
+                chosen[(0, k)] = tuple(ch[key[nd.offset + t]] for t, ch in enumerate(nd.choices))
+        new_hlo = self._rewrite_computation(0, sub, chosen, _Names({i.name for i in out}, gf["other_names"]))
         new_comp = Computation(new_hlo, comp.multiplicity, comp.kind, in_loop=comp.in_loop)
         prog = Program(module=HloModule(module.name, others + [new_hlo], dict(module.attrs), module.tables,
                                         module.percent, module.filename), computations=[new_comp])
-        gf = self._graph_facts(ci)
         hero, of = gf["hero_up"], gf["output_fused"]
         ninst = new_comp.instructions
         base = [_base_name(i.name) for i in ninst]
@@ -798,6 +804,30 @@ def kernel_class(kernel) -> int:
     if root.opcode in ("convolution", "dot", "reduce"):
         return KERNEL_CLASSES.index(root.opcode)
     return 4 if root.opcode in ELEMENTWISE else 5
+
+
+class _WindowComputation:
+    """A window of a computation as `LayoutSpace._rewrite_computation` reads it."""
+
+    __slots__ = ("instructions", "operands", "root", "hlo")
+
+    def __init__(self, instructions: list, operands: list, root: int, hlo: HloComputation):
+        self.instructions, self.operands, self.root, self.hlo = instructions, operands, root, hlo
+
+
+class _Names:
+    """Names in use: a window's own (growing) and the rest of the module's (fixed)."""
+
+    __slots__ = ("own", "rest")
+
+    def __init__(self, own: set, rest: frozenset):
+        self.own, self.rest = own, rest
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.own or name in self.rest
+
+    def add(self, name: str) -> None:
+        self.own.add(name)
 
 
 def _default_kernels(prog: Program, target: Target, hero_up: Optional[list] = None,
