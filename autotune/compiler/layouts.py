@@ -588,9 +588,9 @@ class LayoutSpace:
         of `around` (default: of win): a layout's kernels are mostly those, cut at the copies."""
         f = self._graph_facts(ci)
         if "kernel_of" not in f:
-            from autotune.compiler.fusion import FusionSpace
             kernel_of: dict = {}
-            for k in _default_kernels(self.program, self.compilation_target)[1]:
+            ofs = self._orig_fs  # (built by _graph_facts) the original program has no layout copies
+            for k in ofs.kernels(ofs.default()):
                 if k.comp != ci or len(k.members) > self.WINDOW_KERNEL_MAX:
                     continue
                 mem = frozenset(k.members)
