@@ -618,9 +618,11 @@ class LayoutSpace:
         return win, frontier, stubs
 
     def _window_kernels(self, cfg: LayoutConfig, ci: int, win: set, frontier: set, stubs: set) -> tuple:
-        """(kernels, output_fused by instruction name) of the window rewritten under cfg: stubs are
-        parameters in their rewritten layout (scalar constants stay constants), window members with a
-        user outside (and the root) feed a tuple root."""
+        """(kernels, users, first) of the window rewritten under cfg and fused by default: the final
+        kernels, the users of each frontier broadcast of constants and of its re-emitted copies (by name
+        and layout), and the kernels of the default fusion before the copies are cut out. Stubs are
+        parameters in their rewritten layout (scalar constants stay constants); window members with a
+        user outside (and the computation's root) feed a tuple root."""
         from autotune.compiler.hlo import HloComputation as _HC
         from autotune.compiler.targets.fusion_rules import default_facts
         comp = self.program.computations[ci]
@@ -719,8 +721,6 @@ class LayoutSpace:
                 outputs.append(nd.node)
         self._seed_layout_memo(parent, cfg, ci, outputs)
         win = self._with_kernels(ci, self._ball(ci, centers, self.WINDOW_HOPS))
-        if "window_stats" not in self.__dict__:
-            self.window_stats = []
         for _ in range(self.WINDOW_ROUNDS):
             win, frontier, stubs = self._close(ci, win)
             if len(win) > self.WINDOW_MAX_SHARE * len(comp):
@@ -752,10 +752,7 @@ class LayoutSpace:
                 if _hero_reads(k, remat):
                     bad |= members
             if not bad:
-                self.window_stats.append((len(win), _ + 1))
                 return removed, added
-            if getattr(self, "_debug_windows", False):
-                print("  round", _, len(win), "bad", sorted(bad)[:6], len(bad), "rem/add", len(removed), len(added))
             # grow the window around what it could not decide
             index = comp.index
             grow = [index[b] for b in bad if b in index]
