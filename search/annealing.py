@@ -138,7 +138,8 @@ class SimulatedAnnealing(Strategy):
     LARGE_SPACE_EDGES = 2000
 
     def _large(self) -> bool:
-        return getattr(self.space, "n_edges", 0) > self.LARGE_SPACE_EDGES
+        # (a layout space says so itself: where its moves are priced incrementally, LayoutSpace.walks)
+        return getattr(self.space, "n_edges", 0) > self.LARGE_SPACE_EDGES or bool(getattr(self.space, "walks", False))
 
     def _walk(self, start: Any, max_steps: int = 8) -> Any:
         """A random walk of 1..max_steps (log-uniform) neighbor moves from `start`."""

@@ -316,24 +316,51 @@ class TileCost:
 class LayoutCost:
     """Program cost of layout configurations: the kernels of the program rewritten with the layouts
     (`LayoutSpace.kernels`: copies included, shapes carrying the layouts) priced by `kernel_cost`,
-    memoized by canonical kernel hash (a move changes the few kernels around one node), times
-    their multiplicity, summed."""
+    memoized by canonical kernel hash, times their multiplicity, summed.
 
-    def __init__(self, space: LayoutSpace, kernel_cost: Callable[[list], np.ndarray]):
+    A configuration one move from a priced parent (`space.neighbor`: `parent` and `flips` set, as
+    ProgramCost's fusion moves) is priced incrementally, as ProgramCost prices a fusion move: the
+    parent's cost minus the kernels the move removes plus those it adds (`LayoutSpace.move_delta`,
+    which rewrites a window around the moved node rather than the whole program); the rest of the
+    program's price is reused. `incremental=False` prices every configuration from scratch."""
+
+    MAX_CHAIN = 64  # moves back to a priced configuration (a walk from one)
+
+    def __init__(self, space: LayoutSpace, kernel_cost: Callable[[list], np.ndarray], incremental: bool = True):
         self.space = space
         self.kernel_cost = kernel_cost
+        self.incremental = incremental
         self.memo: dict = {}                          # kernel hash -> seconds
         self.config_cost: dict[bytes, float] = {}
         self.config_terms: dict[bytes, np.ndarray] = {}  # the cost split by `KERNEL_CLASSES`
         self.kernel_calls = 0
         self.kernels_priced = 0
+        self.moves_incremental = 0                    # configurations priced by a move's delta
+        self.moves_from_scratch = 0
 
     def __call__(self, cfgs: Sequence[Any]) -> np.ndarray:
         keys = [self.space.encode(c) for c in cfgs]
         fresh = {k: c for k, c in zip(keys, cfgs) if k not in self.config_cost}
-        kernel_sets = {k: self.space.kernels(c) for k, c in fresh.items()}
+        kernel_sets: dict = {}
+        deltas: dict = {}
+        for k, c in fresh.items():
+            # a configuration a move (or a short walk of moves) from a priced one: from that one
+            parent, slots, node = None, [], c
+            while self.incremental and getattr(node, "parent", None) is not None and len(slots) < self.MAX_CHAIN:
+                slots.extend(node.flips)
+                node = node.parent
+                if node.key() in self.config_cost:
+                    parent = node
+                    break
+            d = None
+            if parent is not None and math.isfinite(self.config_cost[parent.key()]):
+                d = self.space.move_delta(parent, c, slots)
+            if d is None:
+                kernel_sets[k] = self.space.kernels(c)
+            else:
+                deltas[k] = (parent.key(), d)
         todo: dict = {}
-        for ks in kernel_sets.values():
+        for ks in list(kernel_sets.values()) + [r + a for _, (r, a) in deltas.values()]:
             for kern in ks:
                 if kern.hash not in self.memo:
                     todo.setdefault(kern.hash, kern)
@@ -345,6 +372,21 @@ class LayoutCost:
                 terms[kernel_class(kern)] += self.memo[kern.hash] * kern.multiplicity
             self.config_terms[k] = terms
             self.config_cost[k] = float(sum(self.memo[kern.hash] * kern.multiplicity for kern in ks))
+            self.moves_from_scratch += 1
+        for k, (pk, (removed, added)) in deltas.items():
+            terms = self.config_terms[pk].copy()
+            cost = self.config_cost[pk]
+            for sign, ks in ((-1.0, removed), (1.0, added)):
+                for kern in ks:
+                    v = self.memo[kern.hash] * kern.multiplicity
+                    terms[kernel_class(kern)] += sign * v
+                    cost += sign * v
+            self.config_terms[k] = terms
+            self.config_cost[k] = float(cost)
+            self.moves_incremental += 1
+        for c in fresh.values():  # priced: the derivation history is no longer needed
+            if getattr(c, "parent", None) is not None:
+                c.parent.detach()
         return np.array([self.config_cost[k] for k in keys], dtype=float)
 
     def terms(self, cfgs: Sequence[Any]) -> np.ndarray:

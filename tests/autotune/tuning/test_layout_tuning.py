@@ -217,3 +217,37 @@ def test_layout_command_refuses_models_of_another_task_or_target(tmp_path):
     r = _cli("layout", str(VAE), "--target", "cpu", "--cost-model", "xgboost", "--budget", "10s",
              "--out", str(tmp_path / "c"))
     assert r.returncode == 2 and "no shipped xgboost model for task 'layout' and target 'cpu'" in r.stderr
+
+
+@pytest.mark.parametrize("name,seed", [("resnet_small_infer", 0), ("inception_small_infer", 1), ("bert_small_train", 2)])
+def test_incremental_layout_pricing_equals_from_scratch(name, seed):
+    """A move (or a short walk of moves) priced by LayoutSpace.move_delta's windows costs exactly what
+    the whole rewritten program costs, over random configurations and moves; the windows decide most
+    moves (the size threshold lowered so that these small programs use them)."""
+    space = LayoutSpace(load_program(ROOT / "examples" / "hlo" / f"{name}.hlo"), "tpu")
+    space.WINDOW_MIN_COMPUTATION = 0
+    space.WINDOW_MAX_SHARE = 0.5
+    inc, ref = LayoutCost(space, _sim), LayoutCost(space, _sim, incremental=False)
+    rng = np.random.default_rng(seed)
+    head = space.random(rng, p=0.3)
+    inc([head])
+    for step in range(14):
+        cfg = head
+        for _ in range(1 if step % 3 else 3):  # every third proposal: a walk of three moves
+            cfg = space.neighbor(cfg, rng)
+        got, want = inc([cfg])[0], ref([cfg])[0]
+        assert got == pytest.approx(want, rel=1e-9), (name, step)
+        np.testing.assert_allclose(inc.config_terms[cfg.key()], ref.config_terms[cfg.key()], rtol=1e-9, atol=1e-15)
+        if rng.random() < 0.6:
+            head = cfg
+    assert inc.moves_incremental >= 7  # most moves by a window, not from scratch
+
+
+def test_layout_walks_and_small_programs_from_scratch(vae):
+    """A small computation is priced from scratch (the window would cost more); a large one's space
+    asks the annealer for walks from the default instead of random starting configurations."""
+    assert vae.move_delta(vae.default(), vae.neighbor(vae.default(), np.random.default_rng(0))) is None
+    assert not vae.walks
+    big = LayoutSpace(load_program(ROOT / "examples" / "hlo" / "resnet_medium_train.hlo"), "tpu")
+    assert big.walks
+    assert not LayoutSpace(load_program(ROOT / "examples" / "hlo" / "resnet_medium_train.hlo"), "cpu").walks
