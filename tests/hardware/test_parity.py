@@ -41,7 +41,8 @@ xla = pytest.mark.xla
 @pytest.mark.parametrize("name,target", [("keepdims_logsumexp", "cpu"), ("keepdims_logsumexp", "tpu"),
                                          ("dus_shifted_window", "tpu"), ("dus_kv_update", "tpu"),
                                          ("dot_slice_dus", "tpu"), ("dropout_rbg", "cpu"),
-                                         ("dropout_rbg", "tpu"), ("loop_rotate_transpose", "cpu")])
+                                         ("dropout_rbg", "tpu"), ("loop_rotate_transpose", "cpu"),
+                                         ("batched_embed_tanh", "cpu"), ("batched_embed_tanh", "tpu")])
 def test_emitted_fixture_matches_original(name, target):
     pytest.importorskip("jax")
     from hardware.parity import check_program
