@@ -436,6 +436,7 @@ def verification_inputs(text_or_shapes: Union[str, Sequence[Shape]], seed: int =
 # Tolerance of output_error: f32/f64 (and complex) outputs, and 16-bit floats.
 OUTPUT_TOL = 1e-4
 OUTPUT_TOL_16BIT = 1e-2
+ZERO_OUTPUT_SCALE = 1e-2  # the magnitude an all-zero reference output is measured against
 
 
 _16BIT_FLOAT = re.compile(r"(?<![\w.])(?:bf16|f16|f8e\w*|f4e\w*|f6e\w*)\[")
@@ -460,7 +461,7 @@ def output_error(out: Sequence[Any], ref: Sequence[Any], low_precision: bool = F
     reference array: a relative error, except that elements tiny compared with the rest of their
     array (cancellations, e.g. gradients summing to ~0) are measured against 1% of the array's
     magnitude (f32 re-association error in a fused reduction scales with the summed terms, not with
-    the possibly ~0 result). Within tolerance: err <= :data:`OUTPUT_TOL` (1e-4; 1e-2 for 16-bit
+    the possibly ~0 result); an all-zero reference array against :data:`ZERO_OUTPUT_SCALE`. Within tolerance: err <= :data:`OUTPUT_TOL` (1e-4; 1e-2 for 16-bit
     floats, and for every float output of a program that computes in 16-bit floats: `low_precision`,
     see :func:`computes_in_16bit`), non-finite elements at the same places; integer/bool outputs
     must be equal; a different number of outputs or shapes is an infinite error.
@@ -487,7 +488,11 @@ def output_error(out: Sequence[Any], ref: Sequence[Any], low_precision: bool = F
         if not fin.any():
             continue
         mag = np.abs(b64[fin])
-        denom = np.maximum(mag, max(1e-2 * float(mag.max()), 1e-30))
+        # An output that is exactly zero everywhere (imag(conj(z) * z), a gradient that vanishes)
+        # has no scale of its own: rounding noise there (~1e-11 from a re-associated or FMA-contracted
+        # product) is measured against an absolute 1e-2, so it passes up to 1e-6 (f32) / 1e-4 (16-bit).
+        floor = 1e-2 * float(mag.max()) if mag.max() > 0 else ZERO_OUTPUT_SCALE
+        denom = np.maximum(mag, max(floor, 1e-30))
         e = float(np.max(np.abs(a64[fin] - b64[fin]) / denom))
         worst = max(worst, e)
         ok = ok and e <= tol

@@ -45,6 +45,17 @@ def test_program_computing_in_bf16_gets_the_16bit_tolerance_on_f32_outputs():
     assert not computes_in_16bit("HloModule jit_bf16_mlp\nENTRY e {\n  ROOT p = f32[2]{0} parameter(0)\n}\n")
 
 
+def test_all_zero_output_tolerates_rounding_noise_only():
+    """imag(conj(c) @ ... * c) of a complex matmul is exactly 0 in XLA's default compile and ~1e-11 in
+    a fused one (found by a user program: every configuration of it failed verification)."""
+    from hardware.xla import output_error
+    ref = [np.zeros((4, 3), np.float32)]
+    assert output_error([np.full((4, 3), 3.5e-11, np.float32)], ref)[1] is True
+    assert output_error([np.full((4, 3), 1e-3, np.float32)], ref)[1] is False
+    assert output_error([np.full((4, 3), 1e-3, np.float32)], [np.full((4, 3), 1e-3, np.float32) * 0])[1] is False
+    assert output_error(ref, ref) == (0.0, True)
+
+
 # ---- on XLA:CPU: programs that broke emission (issue 16), and a check that can fail
 
 xla = pytest.mark.xla
