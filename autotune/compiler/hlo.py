@@ -905,10 +905,11 @@ class _Parser:
             self.ws()
             if self.pos >= self.n:
                 break
-            if _TABLE_HEAD.match(self.text, self.pos):
+            m = _COMP_AFTER_TABLE.search(self.text, self.pos) if _TABLE_HEAD.match(self.text, self.pos) else None
+            if _TABLE_HEAD.match(self.text, self.pos) and (m is None or m.start(1) > self.pos):
                 # Stack-frame tables: at the end (JAX) or between the header and the computations
-                # (`compile().as_text()`); a table block runs up to the next computation head.
-                m = _COMP_AFTER_TABLE.search(self.text, self.pos)
+                # (`compile().as_text()`); a table block runs up to the next computation head (a
+                # computation named like a table, `FileNames.1 (...`, is a computation: no loop).
                 end = m.start(1) if m else self.n
                 block = self.text[self.pos:end].strip()
                 self._validate_tables(block)

@@ -41,3 +41,12 @@ def test_custom_call_called_computations_must_exist():
     bad = text.replace("called_computations={%compare-greater-than.1.clone}", "called_computations={%nope}")
     with pytest.raises(Exception, match="nope"):
         parse_hlo(bad)
+
+
+def test_computation_named_like_a_stack_frame_table_parses():
+    """A computation whose name starts with a table keyword (found by the parser fuzz test: the
+    parser looped forever on it, reading an empty table block at the same place)."""
+    text = ("HloModule m\n\nFileNames.1 (p: f32[]) -> f32[] {\n  ROOT p = f32[] parameter(0)\n}\n\n"
+            "ENTRY e {\n  x = f32[] parameter(0)\n  ROOT c = f32[] call(x), to_apply=FileNames.1\n}\n")
+    module = parse_hlo(text)
+    assert [c.name for c in module.computations][0] == "FileNames.1"
