@@ -87,7 +87,7 @@ def parity(original: str, others: list[str]) -> None:
     """In-process (run it in a subprocess): compile and run the original and each other program on
     the original's random inputs. Prints ``STAGE path`` before each compile (so that a crash names
     the program) and ``RESULT path outcome`` after each comparison."""
-    from hardware.xla import compile_hlo, output_error, random_inputs
+    from hardware.xla import compile_hlo, computes_in_16bit, output_error, random_inputs
     text = Path(original).read_text()
     print("STAGE", original, flush=True)
     inputs = random_inputs(text, seed=0)
@@ -100,7 +100,7 @@ def parity(original: str, others: list[str]) -> None:
             first = (str(e).strip().splitlines() or [""])[0][:250]
             print("RESULT", path, f"error: {type(e).__name__}: {first}", flush=True)
             continue
-        err, ok = output_error(got, ref)
+        err, ok = output_error(got, ref, low_precision=computes_in_16bit(Path(original).read_text()))
         result = (f"ok (max err {err:.1e})" if ok else f"mismatch: max err {err:.3g}"
                   + (f" ({len(got)} outputs, original has {len(ref)})" if len(got) != len(ref) else ""))
         print("RESULT", path, result, flush=True)

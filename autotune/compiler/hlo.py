@@ -401,13 +401,15 @@ _ATTR_PARSERS = {
     "padding": parse_padding, "to_apply": parse_name, "calls": parse_name_list,
     "condition": parse_name, "body": parse_name, "branch_computations": parse_name_list,
     "true_computation": parse_name, "false_computation": parse_name,
+    "called_computations": parse_name_list,
     "select": parse_name, "scatter": parse_name, "is_stable": parse_bool,
     "indices_are_sorted": parse_bool, "unique_indices": parse_bool, "largest": parse_bool,
 }
 
 # Attributes whose values name computations (in the order XLA prints them).
 CALLED_COMPUTATION_ATTRS = ("calls", "to_apply", "condition", "body", "branch_computations",
-                            "true_computation", "false_computation", "select", "scatter")
+                            "true_computation", "false_computation", "select", "scatter",
+                            "called_computations")  # custom-call's (e.g. the TopK comparator of XLA dumps)
 
 # Which opcodes may name computations, with which attributes (XLA's parser allows no others), and the
 # attributes each needs: {opcode: (allowed attributes, required attributes)}.
@@ -417,7 +419,7 @@ CALLED_BY_OPCODE: dict = {
         "reduce-scatter", "collective-reduce", "scan")},
     "fusion": (("calls",), ("calls",)), "async-start": (("calls",), ("calls",)),
     "async-update": (("calls",), ()), "async-done": (("calls",), ()),
-    "custom-call": (("to_apply", "calls"), ()),
+    "custom-call": (("to_apply", "calls", "called_computations"), ()),
     "while": (("condition", "body"), ("condition", "body")),
     "conditional": (("branch_computations", "true_computation", "false_computation"), ()),
     "select-and-scatter": (("select", "scatter"), ("select", "scatter")),
@@ -903,10 +905,11 @@ class _Parser:
             self.ws()
             if self.pos >= self.n:
                 break
-            if _TABLE_HEAD.match(self.text, self.pos):
+            m = _COMP_AFTER_TABLE.search(self.text, self.pos) if _TABLE_HEAD.match(self.text, self.pos) else None
+            if _TABLE_HEAD.match(self.text, self.pos) and (m is None or m.start(1) > self.pos):
                 # Stack-frame tables: at the end (JAX) or between the header and the computations
-                # (`compile().as_text()`); a table block runs up to the next computation head.
-                m = _COMP_AFTER_TABLE.search(self.text, self.pos)
+                # (`compile().as_text()`); a table block runs up to the next computation head (a
+                # computation named like a table, `FileNames.1 (...`, is a computation: no loop).
                 end = m.start(1) if m else self.n
                 block = self.text[self.pos:end].strip()
                 self._validate_tables(block)

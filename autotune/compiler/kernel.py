@@ -284,6 +284,19 @@ def _rearrange_of(ins: HloInstruction, by_name: dict) -> Optional[_Rearrange]:
                 and ins.parsed.get("collapsed_slice_dims") and not ins.parsed.get("operand_batching_dims")
                 and sizes != ins.shape.dims and math.prod(sizes) == ins.shape.elements):
             return _Rearrange("reshape", sizes, ins.shape.dims, virtual=True)
+        # A batched gather of rows (an embedding lookup of [B, T] ids): GatherSimplifier flattens
+        # the index batch dims into one, N, gathers [N, slice_sizes...] and reshapes that to the
+        # output when the offset dims are its trailing dims (else a transpose follows: left alone).
+        # Gathers of scalars (no offset dims) stay as they are there (seen on XLA:CPU 0.10.2).
+        ivd = ins.parsed.get("index_vector_dim", idx.rank)
+        offs = tuple(ins.parsed.get("offset_dims", ()))
+        rank = ins.shape.rank
+        batch = tuple(d for k, d in enumerate(idx.dims) if k != ivd) if not idx.is_tuple else ()
+        if (sizes and offs and batch and math.prod(batch) > 1 and not ins.parsed.get("operand_batching_dims")
+                and offs == tuple(range(rank - len(offs), rank)) and batch == ins.shape.dims[:rank - len(offs)]):
+            src = (math.prod(batch),) + sizes
+            if src != ins.shape.dims and math.prod(src) == ins.shape.elements:
+                return _Rearrange("reshape", src, ins.shape.dims, virtual=True)
         return None
     if ins.opcode == "broadcast" and ins.operands:
         # AlgebraicSimplifier turns a broadcast that only inserts size-1 dims into a reshape.

@@ -1088,7 +1088,9 @@ class Tuner:
             "platform": getattr(ev, "platform", None),
             "compile_options": EMITTED_CPU_COMPILE_OPTIONS,
             "inputs": f"hardware.xla.verification_inputs (seed {getattr(ev, 'seed', 0)})",
-            "output_tolerance": {"float": OUTPUT_TOL, "16-bit float": OUTPUT_TOL_16BIT, "integer": "exact"},
+            "output_tolerance": {"float": OUTPUT_TOL, "16-bit float": OUTPUT_TOL_16BIT,
+                                 "float of a program computing in 16-bit floats": OUTPUT_TOL_16BIT,
+                                 "integer": "exact"},
             "how": ("each candidate emitted exactly as fused.hlo is written, compiled with compile_options and "
                     "run end to end; its outputs compared with the original program's on the same inputs "
                     "(a mismatch fails it); the default configuration's program timed first, the best "

@@ -32,6 +32,30 @@ def test_summarize_counts_failures_by_kind():
                  "fusions_total": 5}
 
 
+def test_program_computing_in_bf16_gets_the_16bit_tolerance_on_f32_outputs():
+    from hardware.xla import OUTPUT_TOL_16BIT, computes_in_16bit, output_error
+    ref = [np.array([0.3125, 0.8633], np.float32)]
+    got = [np.array([0.3145, 0.8594], np.float32)]  # one bf16 ulp apart
+    assert output_error(got, ref)[1] is False
+    err, ok = output_error(got, ref, low_precision=True)
+    assert ok and err < OUTPUT_TOL_16BIT
+    assert output_error([ref[0] * 1.02], ref, low_precision=True)[1] is False
+    text = open(os.path.join(FIXTURES, "bf16_layernorm_grad.hlo")).read()
+    assert computes_in_16bit(text) and not computes_in_16bit(text.replace("bf16[", "f32["))
+    assert not computes_in_16bit("HloModule jit_bf16_mlp\nENTRY e {\n  ROOT p = f32[2]{0} parameter(0)\n}\n")
+
+
+def test_all_zero_output_tolerates_rounding_noise_only():
+    """imag(conj(c) @ ... * c) of a complex matmul is exactly 0 in XLA's default compile and ~1e-11 in
+    a fused one (found by a user program: every configuration of it failed verification)."""
+    from hardware.xla import output_error
+    ref = [np.zeros((4, 3), np.float32)]
+    assert output_error([np.full((4, 3), 3.5e-11, np.float32)], ref)[1] is True
+    assert output_error([np.full((4, 3), 1e-3, np.float32)], ref)[1] is False
+    assert output_error([np.full((4, 3), 1e-3, np.float32)], [np.full((4, 3), 1e-3, np.float32) * 0])[1] is False
+    assert output_error(ref, ref) == (0.0, True)
+
+
 # ---- on XLA:CPU: programs that broke emission (issue 16), and a check that can fail
 
 xla = pytest.mark.xla
@@ -41,7 +65,9 @@ xla = pytest.mark.xla
 @pytest.mark.parametrize("name,target", [("keepdims_logsumexp", "cpu"), ("keepdims_logsumexp", "tpu"),
                                          ("dus_shifted_window", "tpu"), ("dus_kv_update", "tpu"),
                                          ("dot_slice_dus", "tpu"), ("dropout_rbg", "cpu"),
-                                         ("dropout_rbg", "tpu"), ("loop_rotate_transpose", "cpu")])
+                                         ("dropout_rbg", "tpu"), ("loop_rotate_transpose", "cpu"),
+                                         ("batched_embed_tanh", "cpu"), ("batched_embed_tanh", "tpu"),
+                                         ("bf16_layernorm_grad", "tpu")])
 def test_emitted_fixture_matches_original(name, target):
     pytest.importorskip("jax")
     from hardware.parity import check_program

@@ -1,0 +1,52 @@
+"""Programs written like users write them (not for the tests) that once broke a command.
+
+Each fixture is the smallest program showing the pattern; see the docstring of each test for the
+JAX program that found it.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from autotune.compiler.fusion import FusionSpace
+from autotune.compiler.hlo import parse_hlo
+from autotune.compiler.kernel import emit_fused_text
+from autotune.compiler.program import Program
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "hlo"
+
+
+@pytest.mark.parametrize("target", ["cpu", "tpu"])
+def test_custom_call_called_computations_survive_emission(target):
+    """XLA dumps (``compile().as_text()``) print TopK as a custom-call naming its comparator with
+    ``called_computations={...}`` (found by a lax.top_k beam search under while_loop). The
+    comparator is a called computation: emission keeps it, and XLA parses what we wrote."""
+    path = FIXTURES / "topk_comparator_opt.hlo"
+    module = parse_hlo(path.read_text())
+    cc = next(i for i in module.entry.instructions if i.opcode == "custom-call")
+    assert cc.called_computations() == ["compare-greater-than.1.clone"]
+    space = FusionSpace(Program.from_file(str(path)), target)
+    for cfg in (space.default(), space.unfused()):
+        text = emit_fused_text(space, cfg, header=True)
+        assert "compare-greater-than.1.clone (" in text  # the comparator's definition is kept
+        parse_hlo(text)
+        pytest.importorskip("jax")
+        from hardware.xla import parse_hlo_text
+        parse_hlo_text(text)
+
+
+def test_custom_call_called_computations_must_exist():
+    text = (FIXTURES / "topk_comparator_opt.hlo").read_text()
+    bad = text.replace("called_computations={%compare-greater-than.1.clone}", "called_computations={%nope}")
+    with pytest.raises(Exception, match="nope"):
+        parse_hlo(bad)
+
+
+def test_computation_named_like_a_stack_frame_table_parses():
+    """A computation whose name starts with a table keyword (found by the parser fuzz test: the
+    parser looped forever on it, reading an empty table block at the same place)."""
+    text = ("HloModule m\n\nFileNames.1 (p: f32[]) -> f32[] {\n  ROOT p = f32[] parameter(0)\n}\n\n"
+            "ENTRY e {\n  x = f32[] parameter(0)\n  ROOT c = f32[] call(x), to_apply=FileNames.1\n}\n")
+    module = parse_hlo(text)
+    assert [c.name for c in module.computations][0] == "FileNames.1"
