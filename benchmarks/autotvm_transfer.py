@@ -204,23 +204,31 @@ def run_space(kind: str, problems: list, seeds: int, trials: int, log: Callable,
                  "speedup_at_cap": p_default[name] / min(c)} for (name, seed), c in curves[arm].items()]
         ratio = {key: np.minimum.accumulate(c)[:trials] / best[key[0]] for key, c in curves[arm].items()
                  if len(c) >= trials}
-        open_ratio = np.array([r for (name, _), r in ratio.items() if name in open_problems])
-        all_ratio = np.array(list(ratio.values()))
-        hits = [r["trials_to_near"] for r in runs]
-        open_hits = [r["trials_to_near"] for r in runs if r["problem"] in open_problems]
-        per_problem = {p.name: median_trials([r["trials_to_near"] for r in runs if r["problem"] == p.name], trials)
-                       for p in problems if any(r["problem"] == p.name for r in runs)}
-        result["arms"][arm] = {"median_trials": median_trials(hits, trials),
-                               "median_speedup_over_default": float(np.median([r["speedup_at_cap"] for r in runs])),
-                               "reached": float(np.mean([h is not None for h in hits])), "runs": len(hits),
-                               "open_median_trials": median_trials(open_hits, trials) if open_hits else None,
-                               "open_reached": float(np.mean([h is not None for h in open_hits])) if open_hits else None,
-                               "open_runs": len(open_hits),
-                               "median_best_over_known_at_cap": float(np.median(all_ratio[:, -1])) if len(all_ratio) else None,
-                               "median_curve": np.median(all_ratio, axis=0).tolist() if len(all_ratio) else [],
-                               "open_median_curve": np.median(open_ratio, axis=0).tolist() if len(open_ratio) else [],
-                               "per_problem_median_trials": per_problem, "per_run": runs}
+        names = [p.name for p in problems if any(r["problem"] == p.name for r in runs)]
+        result["arms"][arm] = arm_summary(runs, ratio, open_problems, names, trials)
     return result
+
+
+def arm_summary(runs: list, ratio_curves: dict, open_problems: list, problem_names: list, trials: int) -> dict:
+    """One arm's row of the results: trials to within NEAR of the best known (all problems and the open
+    ones), speedups, median best-so-far curves, per problem (`problem_names`) and per run."""
+    all_ratio = np.array(list(ratio_curves.values()))
+    open_ratio = np.array([c for (name, _), c in ratio_curves.items() if name in open_problems])
+    hits = [r["trials_to_near"] for r in runs]
+    open_hits = [r["trials_to_near"] for r in runs if r["problem"] in open_problems]
+    return {"median_trials": median_trials(hits, trials),
+            "median_speedup_over_default": float(np.median([r["speedup_at_cap"] for r in runs])),
+            "reached": float(np.mean([h is not None for h in hits])), "runs": len(hits),
+            "open_median_trials": median_trials(open_hits, trials) if open_hits else None,
+            "open_reached": float(np.mean([h is not None for h in open_hits])) if open_hits else None,
+            "open_runs": len(open_hits),
+            "median_best_over_known_at_cap": float(np.median(all_ratio[:, -1])) if len(all_ratio) else None,
+            "median_curve": np.median(all_ratio, axis=0).tolist() if len(all_ratio) else [],
+            "open_median_curve": np.median(open_ratio, axis=0).tolist() if len(open_ratio) else [],
+            "per_problem_median_trials": {name: median_trials([r["trials_to_near"] for r in runs
+                                                               if r["problem"] == name], trials)
+                                          for name in problem_names},
+            "per_run": runs}
 
 
 def load_average() -> "list | None":
@@ -470,22 +478,7 @@ def run_xla_paired(programs, seeds: int, trials: int, log: Callable, arms: tuple
                             "speedup_at_cap": 1.0 / min(curve), "prior_weight": r["prior_weight"], "ratios": curve})
             if len(curve) >= trials:
                 ratio_curves[(name, seed)] = np.minimum.accumulate(curve)[:trials] / best[name]["best_ratio"]
-        all_ratio = np.array(list(ratio_curves.values()))
-        open_ratio = np.array([c for (n, _), c in ratio_curves.items() if n in open_problems])
-        hits = [r["trials_to_near"] for r in per_run]
-        open_hits = [r["trials_to_near"] for r in per_run if r["problem"] in open_problems]
-        result["arms"][arm] = {
-            "median_trials": median_trials(hits, trials), "reached": float(np.mean([h is not None for h in hits])),
-            "runs": len(hits), "median_speedup_over_default": float(np.median([r["speedup_at_cap"] for r in per_run])),
-            "open_median_trials": median_trials(open_hits, trials) if open_hits else None,
-            "open_reached": float(np.mean([h is not None for h in open_hits])) if open_hits else None,
-            "open_runs": len(open_hits),
-            "median_best_over_known_at_cap": float(np.median(all_ratio[:, -1])) if len(all_ratio) else None,
-            "median_curve": np.median(all_ratio, axis=0).tolist() if len(all_ratio) else [],
-            "open_median_curve": np.median(open_ratio, axis=0).tolist() if len(open_ratio) else [],
-            "per_problem_median_trials": {p.name: median_trials([r["trials_to_near"] for r in per_run
-                                                                if r["problem"] == p.name], trials) for p in probs},
-            "per_run": per_run}
+        result["arms"][arm] = arm_summary(per_run, ratio_curves, open_problems, [p.name for p in probs], trials)
     return result
 
 
