@@ -19,6 +19,7 @@ import numpy as np
 
 from autotune.compiler.fusion.config import FusionConfig
 from autotune.compiler.fusion.kernels import KernelRef
+from autotune.compiler.fusion.state import KernelMap
 
 if TYPE_CHECKING:  # pragma: no cover
     from autotune.compiler.fusion.state import FusionState
@@ -26,28 +27,12 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["SearchMoves"]
 
 
-class _Overlay:
-    """A parent state's kernel map with a few changes on top ({key: KernelRef or None}): what
-    `flip_delta` reads as the parent of each flip of a group move."""
-
-    __slots__ = ("base", "changes")
-
-    def __init__(self, base) -> None:
-        self.base = base
-        self.changes: dict = {}
-
-    def get(self, key, default=None):
-        ch = self.changes
-        if key in ch:
-            v = ch[key]
-            return default if v is None else v
-        return self.base.get(key, default)
-
-
 class _OverlayState:
+    """What `flip_delta` reads as the parent of each flip of a group move: the parent state's kernel
+    map under a KernelMap whose changes ({key: KernelRef or None}) the move fills as it goes."""
     __slots__ = ("kernels",)
 
-    def __init__(self, kernels: _Overlay) -> None:
+    def __init__(self, kernels: KernelMap) -> None:
         self.kernels = kernels
 
 
@@ -282,9 +267,8 @@ class SearchMoves:
         if fraction < 1.0 and len(todo) > 1:
             k = max(1, int(round(fraction * len(todo))))
             todo = np.sort(rng.choice(todo, size=k, replace=False))
-        overlay = _Overlay(parent.kernels)
-        state = _OverlayState(overlay)
-        changes = overlay.changes
+        state = _OverlayState(KernelMap(parent.kernels))
+        changes = state.kernels.changes
         applied = []
         for e in todo.tolist():
             bits[e] ^= 1
