@@ -363,11 +363,16 @@ def _command_start() -> float:
     return time.monotonic() - (_process_age() if _is_main_program() else 0.0)
 
 
+def _verification_seconds(hw: float, model_name: Optional[str]) -> float:
+    """The part of --budget kept for verifying the best on hardware (none when the search itself measures)."""
+    return hw if hw > 0 and model_name != "hardware" else 0.0
+
+
 def _needed_budget(used_s: float, reserve_s: float, hw: float, total: float, model_name: Optional[str]) -> int:
     """Whole seconds of --budget this program needs on this machine now: start-up (`used_s`), writing the
     outputs, the least search and verification (a tenth of the budget when --hw-budget is the default)."""
     need = used_s + reserve_s + MIN_SEARCH_SECONDS
-    if hw > 0 and model_name != "hardware":
+    if _verification_seconds(hw, model_name) > 0:
         need = need / 0.9 if hw == total / 10 else need + hw
     return int(math.ceil(need * NEEDED_BUDGET_MARGIN))
 
@@ -389,7 +394,7 @@ def _check_budget_after_parse(total: Optional[float], hw: float, model_spec: Opt
     if total is None:
         return
     model_name = (model_spec or "").strip().lower()
-    verify_s = hw if hw > 0 and model_name != "hardware" else 0.0
+    verify_s = _verification_seconds(hw, model_name)
     used = time.monotonic() - started
     reserve_s = OUTPUT_FIXED_SECONDS + OUTPUT_SECONDS_PER_LOAD_SECOND * load_s
     if total - used - reserve_s - verify_s <= 0:
@@ -406,7 +411,7 @@ def _search_budget(total: Optional[float], hw: float, model_name: str, started: 
     if total is None:
         return None, None
     plot_s = _time_a_plot()  # importing and warming up the plot is start-up; one more drawing is timed
-    verify_s = hw if hw > 0 and model_name != "hardware" else 0.0
+    verify_s = _verification_seconds(hw, model_name)
     startup_s = time.monotonic() - started
     reserve_s = OUTPUT_FIXED_SECONDS + OUTPUT_PLOTS * plot_s + OUTPUT_SECONDS_PER_LOAD_SECOND * load_s
     search_budget = total - startup_s - reserve_s - verify_s
