@@ -188,10 +188,9 @@ class SimulatedAnnealing(Strategy):
         make a share g = `group_moves` of the flips; 0 for spaces without group moves."""
         if self._group_p is None:
             n = getattr(self.space, "n_edges", 0)
-            groups = (self.space.edge_groups() if n >= max(1, self.group_min_edges) and hasattr(self.space, "group_neighbor")
-                      else [])
-            sizes = np.array([len(g) for g in groups], dtype=float)
-            if not len(sizes) or self.group_moves <= 0 or n < self.group_min_edges:
+            on = self.group_moves > 0 and n >= max(1, self.group_min_edges) and hasattr(self.space, "group_neighbor")
+            sizes = np.array([len(g) for g in self.space.edge_groups()] if on else [], dtype=float)
+            if not len(sizes):
                 self._group_p = 0.0
             else:
                 share = sizes.sum() / n
