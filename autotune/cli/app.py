@@ -24,6 +24,7 @@ from autotune import api
 from autotune.cli.errors import OneLineErrorsGroup, UserError
 from autotune.cli.errors import friendly as _friendly
 from autotune.compiler.targets import UnknownTargetError, get_target, target_names
+from autotune.tuning.paired_cost import DEFAULT_TRIAL_SECONDS, TRIAL_COSTS
 
 _XLA_EVALUATORS = ("xla", "xla-inprogram")  # evaluators that run programs on this machine's XLA
 MEASUREMENT_FAILED_EXIT = 3   # hardware measurement failed / nothing verified (outputs are written)
@@ -646,13 +647,13 @@ def _setup_transfer(spec: str, task: str, target: str, ev: Any, strategy_cls: An
               help="xla: measure on a dask.distributed cluster (tcp://HOST:PORT) instead of local workers.")
 @click.option("--workers", default=1, show_default=True, type=click.IntRange(1, 256),
               help="xla: parallel local measuring processes.")
-@click.option("--trial-cost", "trial_cost", default="kernel-sum", show_default=True,
-              type=click.Choice(["kernel-sum", "paired"]),
+@click.option("--trial-cost", "trial_cost", default=TRIAL_COSTS[0], show_default=True,
+              type=click.Choice(list(TRIAL_COSTS)),
               help="With --cost-model hardware: what a hardware trial costs a configuration. kernel-sum = its "
                    "kernels' standalone measurements summed (recorded in the store as history); paired = its whole "
                    "emitted program timed end to end beside the default's (XLA:CPU, alternating blocks, the drift "
                    "cancels): the default's time x the paired ratio.")
-@click.option("--trial-seconds", "trial_seconds", default=0.3, show_default=True, type=click.FloatRange(0.01, 60),
+@click.option("--trial-seconds", "trial_seconds", default=DEFAULT_TRIAL_SECONDS, show_default=True, type=click.FloatRange(0.01, 60),
               help="--trial-cost paired: seconds of paired timing per configuration (its compilation comes on top).")
 @_transfer_options
 @_friendly

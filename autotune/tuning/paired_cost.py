@@ -33,8 +33,8 @@ import numpy as np
 
 __all__ = ["PairedProgramCost", "TRIAL_COSTS", "DEFAULT_TRIAL_SECONDS"]
 
-TRIAL_COSTS = ("kernel-sum", "paired")
-DEFAULT_TRIAL_SECONDS = 0.25  # paired timing per trial (compilation of the emitted program comes on top)
+TRIAL_COSTS = ("kernel-sum", "paired")  # `--trial-cost` choices
+DEFAULT_TRIAL_SECONDS = 0.3  # paired timing per trial, `--trial-seconds`' default (compilation comes on top)
 
 
 class PairedProgramCost:
