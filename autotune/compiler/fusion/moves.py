@@ -41,6 +41,7 @@ class SearchMoves:
 
     _zobrist: Optional[tuple] = None
     _edge_groups: Optional[list] = None
+    _group_cum: Optional[np.ndarray] = None  # cumulative class sizes of `edge_groups` (drawing a grouped edge)
 
     # Rounds of neighbourhood refinement in an edge's signature (Weisfeiler-Lehman over operands
     # and users): 2 tells apart edges whose producers or consumers feed or read different things.
@@ -228,10 +229,9 @@ class SearchMoves:
         return self._edge_groups
 
     def _group_cumsum(self) -> np.ndarray:
-        cum = getattr(self, "_group_cum", None)
-        if cum is None:
-            cum = self._group_cum = np.cumsum([len(g) for g in self.edge_groups()])
-        return cum
+        if self._group_cum is None:
+            self._group_cum = np.cumsum([len(g) for g in self.edge_groups()])
+        return self._group_cum
 
     def grouped_edges(self) -> int:
         """Edges that belong to an `edge_groups` class."""
