@@ -17,6 +17,7 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from autotune.compiler.fusion import FusionConfig, FusionSpace, Kernel, KernelRef
+from autotune.compiler.fused_folds import fold_fused_body
 from autotune.compiler.gc_pause import gc_paused
 from autotune.compiler.hlo import HloComputation, HloInstruction, HloModule, Shape
 from autotune.compiler.opcodes import NODE_FUSIBLE, is_scalar_constant
@@ -128,6 +129,13 @@ def emit_fused_module(space: "FusionSpace", cfg: "FusionConfig", metadata: bool 
                 if not metadata:
                     c.attrs.pop("metadata", None)
                 body.append(c)
+            body, kept = fold_fused_body(body)
+            inputs = [inputs[k] for k in kept]
+            if next(b for b in body if b.is_root).opcode == "parameter":  # folded to an input: no fusion
+                out.append(HloInstruction(ins.name, "copy", ins.shape, [insts[inputs[0]].name],
+                                          {"metadata": ins.attrs["metadata"]} if metadata and "metadata" in ins.attrs
+                                          else {}, is_root=ins.is_root))
+                continue
             fcomp = HloComputation(fname, body)
             fused_here.append(fcomp)
             attrs = {"kind": kind or space.rules.fusion_kind(comp, n, ref.members), "calls": fname}

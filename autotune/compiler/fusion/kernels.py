@@ -13,6 +13,7 @@ from itertools import chain
 from typing import TYPE_CHECKING, Optional, Sequence
 
 from autotune.compiler.analysis import Cost
+from autotune.compiler.fused_folds import fold_fused_body
 from autotune.compiler.hlo import HloComputation, HloInstruction, HloModule, Shape, reachable_computations
 from autotune.compiler.opcodes import NODE_FUSIBLE
 
@@ -175,14 +176,13 @@ class Kernel(KernelRef):
             inputs += consts
             consts = []
         names: dict[int, str] = {}
-        params: list[str] = []
+        body: list[HloInstruction] = []
         for k, i in enumerate(inputs):
             names[i] = f"p{k}"
-            params.append(f"  p{k} = {insts[i].shape.to_text()} parameter({k})")
-        body: list[str] = []
+            body.append(HloInstruction(f"p{k}", "parameter", insts[i].shape, [], parameter_number=k))
         for k, c in enumerate(consts):
             names[c] = f"c{k}"
-            body.append(f"  c{k} = {insts[c].shape.to_text()} constant({insts[c].literal})")
+            body.append(HloInstruction(f"c{k}", "constant", insts[c].shape, [], literal=insts[c].literal))
         called: list[str] = []
         for k, m in enumerate(self.members):
             names[m] = f"i{k}"
@@ -191,7 +191,16 @@ class Kernel(KernelRef):
                                 is_root=(m == self.root))
             new.attrs.pop("metadata", None)
             called.extend(new.called_computations())
-            body.append("  " + new.to_text(percent=False))
+            body.append(new)
+        if fused:  # what XLA folds inside a fusion, folded here (no parameter left unread)
+            body, kept = fold_fused_body(body)
+            inputs = [inputs[k] for k in kept]
+            if next(b for b in body if b.is_root).opcode == "parameter":
+                fused = False  # the kernel folds to its input (x + 0): XLA:CPU aborts on an identity fusion
+                root = next(b for b in body if b.is_root)
+                body = [root.copy(name="p0", parameter_number=0, is_root=False),
+                        HloInstruction("i0", "copy", self.output_shape, ["p0"], is_root=True)]
+        lines = ["  " + b.to_text(percent=False) for b in body]
         attached = attached_computations(module, called)
         out = [f"HloModule kernel_{self.hash}", ""]
         for c in attached:
@@ -199,8 +208,7 @@ class Kernel(KernelRef):
             out.append("")
         if fused:
             out.append("fused_kernel {")
-            out.extend(params)
-            out.extend(body)
+            out.extend(lines)
             out.append("}")
             out.append("")
             out.append("ENTRY main {")
@@ -211,8 +219,7 @@ class Kernel(KernelRef):
             out.append("}")
         else:
             out.append("ENTRY main {")
-            out.extend(params)
-            out.extend(body)
+            out.extend(lines)
             out.append("}")
         return "\n".join(out) + "\n"
 
