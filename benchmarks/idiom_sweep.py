@@ -22,7 +22,7 @@ last line>``, ``traceback: <exception line>``, ``crash: <signal or Check failed 
 have written the file failed.
 
 Usage: python benchmarks/idiom_sweep.py [--programs a,b] [--budget 10s] [--out findings.md]
-       [--json rows.json] [--jobs 1]
+       [--json rows.json] [--jobs 1] [--dir FOLDER  (every *.hlo there instead of examples/idioms)]
 """
 from __future__ import annotations
 
@@ -136,9 +136,9 @@ def run_parity(original: str, others: list[str], timeout: float = CLI_TIMEOUT_S)
     return results
 
 
-def sweep_program(name: str, work: str, budget: str, env: dict) -> list[dict]:
-    """Every command on one program; rows of {program, command, outcome, seconds}."""
-    path = str(IDIOMS / f"{name}.hlo")
+def sweep_program(name: str, work: str, budget: str, env: dict, folder: Path = IDIOMS) -> list[dict]:
+    """Every command on one program (`folder`/`name`.hlo); rows of {program, command, outcome, seconds}."""
+    path = str(folder / f"{name}.hlo")
     rel = os.path.relpath(path, ROOT)
     emitted = os.path.join(work, f"{name}.emit.hlo")
     run_dir = os.path.join(work, f"{name}.fusion")
@@ -200,28 +200,34 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default="", help="write the markdown table here (default: stdout)")
     ap.add_argument("--json", default="", help="also write the rows as JSON")
     ap.add_argument("--jobs", type=int, default=1, help="programs swept in parallel")
+    ap.add_argument("--dir", default="", help="sweep every *.hlo of this folder instead (your own programs)")
     a = ap.parse_args(argv)
-    manifest = json.loads((IDIOMS / "manifest.json").read_text())
-    names = [e["name"] for e in manifest]
+    folder = Path(a.dir).resolve() if a.dir else IDIOMS
+    if a.dir:
+        names = sorted(p.stem for p in folder.glob("*.hlo"))
+        if not names:
+            ap.error(f"no .hlo files in {a.dir}")
+    else:
+        names = [e["name"] for e in json.loads((IDIOMS / "manifest.json").read_text())]
     if a.programs:
         want = a.programs.split(",")
         unknown = sorted(set(want) - set(names))
         if unknown:
-            ap.error(f"not in examples/idioms/manifest.json: {', '.join(unknown)}")
+            ap.error(f"not in {'the folder' if a.dir else 'examples/idioms/manifest.json'}: {', '.join(unknown)}")
         names = [n for n in names if n in want]
     work = tempfile.mkdtemp(prefix="idiom_sweep_")
     env = dict(os.environ, AUTOTUNE_STORE=os.path.join(work, "measurements.sqlite"))
     t0 = time.perf_counter()
     rows: list[dict] = []
     with ThreadPoolExecutor(max_workers=max(1, a.jobs)) as pool:
-        for program_rows in pool.map(lambda n: sweep_program(n, work, a.budget, env), names):
+        for program_rows in pool.map(lambda n: sweep_program(n, work, a.budget, env, folder), names):
             rows += program_rows
             worst = next((r for r in program_rows if not r["outcome"].startswith("ok")), None)
             print(f"{program_rows[0]['program']:32s} "
                   + ("ok" if worst is None else f"{worst['command'].split()[0]}: {worst['outcome'][:120]}"),
                   file=sys.stderr, flush=True)
     header = (f"# Idiom corpus sweep\n\n`python benchmarks/idiom_sweep.py --budget {a.budget}` over "
-              f"{len(names)} programs of examples/idioms/ in {time.perf_counter() - t0:.0f}s.")
+              f"{len(names)} programs of {a.dir or 'examples/idioms/'} in {time.perf_counter() - t0:.0f}s.")
     text = markdown(rows, header)
     if a.out:
         Path(a.out).write_text(text + "\n")

@@ -186,12 +186,16 @@ def _wrap_transposes_into_reshapes(out: list[HloInstruction], fused_here: list[H
     returns a's elements unpermuted; the XLA fusion pass normally fuses the copy first). That
     dropped the rbg dropout key's transpose (wrong random bits; relative error 8.8e-3 on its
     gradients, the original program compiled with the same options too). Inside a fusion the
-    transpose reads a parameter, whose layout XLA:CPU keeps, and is computed as written."""
+    transpose reads a parameter, whose layout XLA:CPU keeps, and is computed as written.
+    Not for bf16 and 8-bit floats: XLA:CPU's float normalization computes such a transpose in f32,
+    through converts inside the fusion that have no layout, and aborts ("Check failed:
+    input_shape.has_layout()", jax.nn.dot_product_attention in bf16); plain, a bf16 transpose read by
+    a reshape keeps its permutation (checked with the emission's compile options)."""
     by_name = {i.name: i for i in out}
     readers = {n for i in out if i.opcode in ("reshape", "bitcast") for n in i.operands}
     result = []
     for ins in out:
-        if ins.opcode != "transpose" or ins.name not in readers:
+        if ins.opcode != "transpose" or ins.name not in readers or _cpu_normalized_float(ins.shape.dtype):
             result.append(ins)
             continue
         operand = by_name[ins.operands[0]]
@@ -206,6 +210,11 @@ def _wrap_transposes_into_reshapes(out: list[HloInstruction], fused_here: list[H
         result.append(HloInstruction(ins.name, "fusion", ins.shape, [operand.name], attrs, {"calls": (fname,)},
                                      is_root=ins.is_root))
     return result
+
+
+def _cpu_normalized_float(dtype: str) -> bool:
+    """Element types XLA:CPU computes in f32 (FloatNormalization) for ops it lacks in that type."""
+    return dtype == "bf16" or dtype.startswith(("f8", "f6", "f4"))
 
 
 # --------------------------------------------------------------------------------------------------

@@ -50,3 +50,14 @@ def test_computation_named_like_a_stack_frame_table_parses():
             "ENTRY e {\n  x = f32[] parameter(0)\n  ROOT c = f32[] call(x), to_apply=FileNames.1\n}\n")
     module = parse_hlo(text)
     assert [c.name for c in module.computations][0] == "FileNames.1"
+
+
+def test_bf16_attention_output_transpose_compiles_on_xla_cpu():
+    """jax.nn.dot_product_attention in bf16 ends in transpose -> reshape; emission wrapped such a
+    transpose in a fusion of its own (for u32 that keeps its permutation under the emission's
+    options), and XLA:CPU aborted on the bf16 one ("Check failed: input_shape.has_layout()")."""
+    pytest.importorskip("jax")
+    from hardware.parity import check_program
+    results = check_program(str(FIXTURES / "dot_product_attention_bf16.hlo"), "cpu", specs=("default", "random:0"),
+                            modes=("xla", "measure"), timeout=300)
+    assert [r.status for r in results] == ["ok"] * 4, [(r.config, r.mode, r.status) for r in results]
