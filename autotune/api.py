@@ -205,7 +205,7 @@ def new_model(kind: str, task: str, target: str, **options: Any) -> Any:
                             graph_features=options.get("kernel_features", True),
                             geometry_features=options.get("geometry_features"),
                             residual=options.get("residual"), head_layers=options.get("head_layers"),
-                            head_hidden=options.get("head_hidden"),
+                            head_hidden=options.get("head_hidden"), ple_bins=options.get("ple_bins"),
                             embedding=options.get("embedding"), dropout=options.get("dropout"))
     if key == "xgboost":
         from costmodels.xgb import XgbCostModel
