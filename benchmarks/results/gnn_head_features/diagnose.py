@@ -5,7 +5,10 @@ reduce; other), kernels >= 5 us: MAPE and signed mean error of the shipped GNN, 
 tiled analytical time `geo_t` (the GNN's residual baseline); and how much of the GNN's prediction moves when
 the graph part of its head input is replaced by the training mean (the head on kernel features alone).
 
-    PYTHONPATH=. python benchmarks/results/gnn_head_features/diagnose.py DS [--train]
+    PYTHONPATH=. python benchmarks/results/gnn_head_features/diagnose.py DS [SPLIT [GNN_MODEL]]
+(SPLIT default validation; the test split only for a model adopted on validation. GNN_MODEL default: the shipped
+file. With a model whose head has more inputs than the graph vector and the kernel features, the last two
+columns replace the graph part / the kernel part, piecewise-linear columns included, by its mean.)
 """
 import sys
 import numpy as np
@@ -19,7 +22,7 @@ from costmodels.xgb import XgbCostModel
 
 torch.set_num_threads(1)
 ds = Dataset.open(sys.argv[1])
-gnn = GnnCostModel.load("costmodels/shipped/gnn_fusion_tpu.pt")
+gnn = GnnCostModel.load(sys.argv[3] if len(sys.argv) > 3 else "costmodels/shipped/gnn_fusion_tpu.pt")
 xgb = XgbCostModel.load("costmodels/shipped/xgb_fusion_tpu.json")
 OP = {k: OPCODE_INDEX[k] for k in ("compare", "select", "and", "dot", "convolution", "reduce", "broadcast")}
 
