@@ -229,7 +229,11 @@ def gnn_training_options(task: str, options: dict) -> dict:
     from costmodels.gnn import FUSION_RECIPE
     if task != "fusion" or options.get("loss") not in (None, "mse"):
         return dict(options)
-    return {**options, **{k: v for k, v in FUSION_RECIPE.items() if options.get(k) is None}}
+    out = {**options, **{k: v for k, v in FUSION_RECIPE.items() if options.get(k) is None}}
+    if options.get("ple_bins") is None and (out.get("geometry_features") is False
+                                            or out.get("kernel_features") is False):
+        out["ple_bins"] = 0  # the recipe's piecewise-linear encoding is of the geometry features: none to encode
+    return out
 
 
 def train_model(kind: str, dataset: Any, progress: bool = False, **options: Any) -> Any:

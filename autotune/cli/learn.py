@@ -146,7 +146,8 @@ def build(programs_dir: str, task: str, evaluator: str, target: str, configs_per
               help="GNN: dropout rate in training, after every encoder layer and of the reduced graph vector [default: 0].")
 @click.option("--ple-bins", type=click.IntRange(0, 256), default=None,
               help="GNN: also give the head a piecewise-linear encoding of the geometry groups tile, dot and "
-                   "analytical on N training-quantile bins per column [default: 0, off].")
+                   "analytical on N training-quantile bins per column, 0: off [default: 8 for fusion with the "
+                   "geometry features, else 0].")
 @click.option("--draws", type=click.Choice(["families", "kernels"]), default=None,
               help="GNN training examples: every model family equally likely per draw (the paper's), or every "
                    "kernel [default: families].")
