@@ -51,8 +51,8 @@ from costmodels.base import CostModel, check_model_scope, register_cost_model
 from costmodels.gnn.layers import (DirectedSAGEConv, GATConv, GraphBatch, collate_prepared, scatter_max, scatter_mean,
                                   scatter_sum, to_padded)
 
-__all__ = ["GnnNet", "GnnCostModel", "DEFAULT_CONFIG", "LEGACY_CONFIG", "ENCODERS", "REDUCTIONS", "FORMAT_VERSION", "PLE_GROUPS", "ple_columns",
-           "mlp_head"]
+__all__ = ["GnnNet", "GnnCostModel", "DEFAULT_CONFIG", "LEGACY_CONFIG", "ENCODERS", "REDUCTIONS", "FORMAT_VERSION",
+           "PLE_GROUPS", "ple_columns", "mlp_head"]
 
 FORMAT_VERSION = 1
 ENCODERS = ("sage", "gat", "none")
@@ -68,7 +68,7 @@ DEFAULT_CONFIG: dict = {
     "residual": False, "head_layers": 1, "head_hidden": None, "ple_bins": 0, "ple_groups": None,
 }
 # geometry groups (`GEOMETRY_GROUPS`) encoded piecewise-linearly by default (config ple_bins > 0): the groups
-# XGBoost's fusion predictions come from (SHAP, BENCHMARKS.md issue 17, "Piecewise-linear geometry in the head")
+# XGBoost's fusion predictions come from (SHAP, BENCHMARKS.md, "Piecewise-linear geometry in the GNN head")
 PLE_GROUPS = ("tile", "dot", "analytical")
 # Values of config keys added after a model format was in use, for files saved without them.
 LEGACY_CONFIG: dict = {"residual": False, "head_layers": 1, "head_hidden": None, "ple_bins": 0, "ple_groups": None}
