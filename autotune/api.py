@@ -205,7 +205,7 @@ def new_model(kind: str, task: str, target: str, **options: Any) -> Any:
                             graph_features=options.get("kernel_features", True),
                             geometry_features=options.get("geometry_features"),
                             residual=options.get("residual"), head_layers=options.get("head_layers"),
-                            head_hidden=options.get("head_hidden"),
+                            head_hidden=options.get("head_hidden"), ple_bins=options.get("ple_bins"),
                             embedding=options.get("embedding"), dropout=options.get("dropout"))
     if key == "xgboost":
         from costmodels.xgb import XgbCostModel
@@ -229,7 +229,11 @@ def gnn_training_options(task: str, options: dict) -> dict:
     from costmodels.gnn import FUSION_RECIPE
     if task != "fusion" or options.get("loss") not in (None, "mse"):
         return dict(options)
-    return {**options, **{k: v for k, v in FUSION_RECIPE.items() if options.get(k) is None}}
+    out = {**options, **{k: v for k, v in FUSION_RECIPE.items() if options.get(k) is None}}
+    if options.get("ple_bins") is None and (out.get("geometry_features") is False
+                                            or out.get("kernel_features") is False):
+        out["ple_bins"] = 0  # the recipe's piecewise-linear encoding is of the geometry features: none to encode
+    return out
 
 
 def train_model(kind: str, dataset: Any, progress: bool = False, **options: Any) -> Any:

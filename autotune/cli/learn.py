@@ -11,7 +11,8 @@ They are plain click commands (not attached to a group here); autotune/cli/app.p
                    [--loss rank|listmle|mse] [--no-static-features] [--edge-direction both|in|out]
                    [--no-kernel-features] [--[no-]geometry-features] [--[no-]residual] [--hidden H] [--layers K]
                    [--head-layers L] [--head-hidden W] [--batch-size B] [--lr LR] [--lr-schedule constant|cosine] [--weight-decay W]
-                   [--large-kernel-weight W] [--select loss|mape] [--draws families|kernels] [--dropout P]     (GNN)
+                   [--large-kernel-weight W] [--select loss|mape] [--draws families|kernels] [--dropout P]
+                   [--ple-bins N]                                                                              (GNN)
                    [--segments K] [--prune-hops H] [--configs-per-step C]  (layout GNN)
     autotune evaluate --data DIR [--task fusion|tile|layout] [--cost-model M ...] [--train K ...] [--split test|validation|train|all] [--json]
 
@@ -143,6 +144,10 @@ def build(programs_dir: str, task: str, evaluator: str, target: str, configs_per
               help="GNN: stop after this many epochs without a better validation value (default 5).")
 @click.option("--dropout", type=click.FloatRange(0.0, 1.0, max_open=True), default=None,
               help="GNN: dropout rate in training, after every encoder layer and of the reduced graph vector [default: 0].")
+@click.option("--ple-bins", type=click.IntRange(0, 256), default=None,
+              help="GNN: also give the head a piecewise-linear encoding of the geometry groups tile, dot and "
+                   "analytical on N training-quantile bins per column, 0: off [default: 8 for fusion with the "
+                   "geometry features, else 0].")
 @click.option("--draws", type=click.Choice(["families", "kernels"]), default=None,
               help="GNN training examples: every model family equally likely per draw (the paper's), or every "
                    "kernel [default: families].")
@@ -164,7 +169,7 @@ def train(model: str, task: str, data_dir: str, out_path: str, seed: int, epochs
           edge_direction: Optional[str], no_kernel_features: bool, geometry_features: Optional[bool],
           residual: Optional[bool], head_layers: Optional[int], head_hidden: Optional[int], large_weight: Optional[float], select: Optional[str],
           lr_schedule: Optional[str], weight_decay: Optional[float], patience: Optional[int],
-          dropout: Optional[float], draws: Optional[str], n_estimators: Optional[int],
+          dropout: Optional[float], ple_bins: Optional[int], draws: Optional[str], n_estimators: Optional[int],
           max_depth: Optional[int], min_runtime_us: Optional[float], threads: Optional[int], segments: Optional[int],
           prune_hops: Optional[int], configs_per_step: Optional[int]) -> None:
     """Train a GNN or XGBoost cost model on a dataset's train split (validation for model selection).
@@ -185,6 +190,7 @@ def train(model: str, task: str, data_dir: str, out_path: str, seed: int, epochs
                 max_depth=max_depth, min_runtime_us=min_runtime_us, nthread=threads, geometry_features=geometry_features,
                 residual=residual, head_layers=head_layers, head_hidden=head_hidden, large_weight=large_weight, select=select,
                 lr_schedule=lr_schedule, weight_decay=weight_decay, patience=patience, dropout=dropout, draws=draws,
+                ple_bins=ple_bins,
                 segments=segments, prune_hops=prune_hops, configs_per_step=configs_per_step)
     if model == "gnn":  # one line per epoch: a long training can be followed from its log
         opts["log"] = lambda rec: click.echo(f"epoch {rec['epoch']}: train loss {rec['train_loss']:.4g}, validation "

@@ -11,6 +11,9 @@
       (config dropout: in training, dropout after every encoder layer and of the reduced vector)
       (++ scaled kernel-level features `KERNEL_FEATURE_NAMES`, config graph_features, and the kernel's
           default-tile geometry `GEOMETRY_FEATURE_NAMES`, config geometry_features; costmodels.features)
+      (++ a piecewise-linear encoding of the geometry groups `ple_groups`, config ple_bins > 0: each scaled column x
+          becomes ple_bins values clip((x - lo_j) / (hi_j - lo_j), 0, 1) over bins [lo_j, hi_j] between quantiles of
+          the training kernels (Gorishniy et al., NeurIPS 2022): the thresholds a tree model splits on, as inputs)
       (++ scaled tile features again, the late join; config late_join; tile task only)
       -> MLP head (config head_layers hidden layers of width head_hidden, default hidden) -> one value: log seconds (loss "mse",
          fusion) or a rank score (loss "rank", tiles)
@@ -32,7 +35,8 @@ import torch
 from torch import nn
 import torch.nn.functional as F
 
-from costmodels.features import (FEATURE_VERSION, GEOMETRY_DIM, KERNEL_FEATURE_NAMES, NODE_DIM, NUM_OPCODES,
+from costmodels.features import (FEATURE_VERSION, GEOMETRY_DIM, GEOMETRY_FEATURE_NAMES, GEOMETRY_GROUPS,
+                               KERNEL_FEATURE_NAMES, NODE_DIM, NUM_OPCODES,
                                STATIC_COLUMNS, TILE_DIM, FeatureScaler, KernelGraph, finish_kernel_graphs,
                                geometry_analytical_seconds, kernel_graph, kernel_graphs, start_kernel_graphs,
                                tile_features, uncached_count)
@@ -48,7 +52,7 @@ from costmodels.gnn.layers import (DirectedSAGEConv, GATConv, GraphBatch, collat
                                   scatter_sum, to_padded)
 
 __all__ = ["GnnNet", "GnnCostModel", "DEFAULT_CONFIG", "LEGACY_CONFIG", "ENCODERS", "REDUCTIONS", "FORMAT_VERSION",
-           "mlp_head"]
+           "PLE_GROUPS", "ple_columns", "mlp_head"]
 
 FORMAT_VERSION = 1
 ENCODERS = ("sage", "gat", "none")
@@ -61,10 +65,22 @@ DEFAULT_CONFIG: dict = {
     "hidden": 64, "embedding": 32, "edge_direction": "both", "aggr": "mean", "heads": 4,
     "transformer_layers": 1, "loss": None, "rank_loss": "hinge", "margin": 0.1, "static_features": True,
     "dropout": 0.0, "graph_features": True, "late_join": True, "geometry_features": False,
-    "residual": False, "head_layers": 1, "head_hidden": None,
+    "residual": False, "head_layers": 1, "head_hidden": None, "ple_bins": 0, "ple_groups": None,
 }
+# geometry groups (`GEOMETRY_GROUPS`) encoded piecewise-linearly by default (config ple_bins > 0): the groups
+# XGBoost's fusion predictions come from (SHAP, BENCHMARKS.md, "Piecewise-linear geometry in the GNN head")
+PLE_GROUPS = ("tile", "dot", "analytical")
 # Values of config keys added after a model format was in use, for files saved without them.
-LEGACY_CONFIG: dict = {"residual": False, "head_layers": 1, "head_hidden": None}
+LEGACY_CONFIG: dict = {"residual": False, "head_layers": 1, "head_hidden": None, "ple_bins": 0, "ple_groups": None}
+
+
+def ple_columns(cfg: dict) -> list:
+    """Columns of the kernel-level input (`KERNEL_FEATURE_NAMES` then `GEOMETRY_FEATURE_NAMES`) that config
+    ple_bins encodes piecewise-linearly: those of the geometry groups `ple_groups` (default `PLE_GROUPS`)."""
+    if not int(cfg.get("ple_bins") or 0):
+        return []
+    names = {n: KDIM + i for i, n in enumerate(GEOMETRY_FEATURE_NAMES)}
+    return [names[n] for grp in (cfg.get("ple_groups") or PLE_GROUPS) for n in GEOMETRY_GROUPS[grp]]
 
 
 def kernel_dim(cfg: dict) -> int:
@@ -100,6 +116,18 @@ def normalize_config(cfg: dict) -> dict:
     if out["head_hidden"] is not None and int(out["head_hidden"]) < 1:
         raise ValueError(f"head width must be >= 1, not {out['head_hidden']}")
     out["residual"] = bool(out["residual"])
+    out["ple_bins"] = int(out["ple_bins"] or 0)
+    if out["ple_bins"] < 0:
+        raise ValueError(f"piecewise-linear bins must be >= 0, not {out['ple_bins']}")
+    if out["ple_bins"]:
+        if not out["geometry_features"] or not out["graph_features"]:
+            raise ValueError("piecewise-linear encoding (ple_bins) encodes the geometry features: it needs "
+                             "geometry_features and graph_features")
+        groups = list(out["ple_groups"] or PLE_GROUPS)
+        bad = [g for g in groups if g not in GEOMETRY_GROUPS]
+        if bad:
+            raise ValueError(f"unknown geometry group {bad[0]!r} for ple_groups (known: {', '.join(GEOMETRY_GROUPS)})")
+        out["ple_groups"] = groups
     if out["residual"] and out["loss"] != "mse":
         raise ValueError("a residual over the analytical model needs loss mse (rank scores have no scale)")
     return out
@@ -136,7 +164,14 @@ class GnnNet(nn.Module):
         cols = (list(range(kd)) if cfg.get("graph_features", True) else []) + \
             (list(range(kd, kd + TILE_DIM)) if cfg.get("late_join", True) and cfg["task"] == "tile" else [])
         self.register_buffer("gcols", torch.tensor(cols, dtype=torch.long), persistent=False)
-        self.gdim = len(cols)
+        pcols = ple_columns(cfg)
+        nb = int(cfg.get("ple_bins") or 0)
+        self.register_buffer("ple_cols", torch.tensor(pcols, dtype=torch.long), persistent=False)
+        # bin lower edges and widths [columns, bins], fitted on the training split (`set_ple_bins`); saved (only
+        # when used: files of models without the encoding have no such entries)
+        self.register_buffer("ple_lo", torch.zeros((len(pcols), nb)), persistent=bool(pcols))
+        self.register_buffer("ple_w", torch.ones((len(pcols), nb)), persistent=bool(pcols))
+        self.gdim = len(cols) + len(pcols) * nb
         if red == "node":
             self.head = mlp_head(H, HH, int(cfg["head_layers"]))
             self.ghead = nn.Linear(self.gdim, 1) if self.gdim else None
@@ -154,10 +189,26 @@ class GnnNet(nn.Module):
                 rd = H
             self.head = mlp_head(rd + self.gdim, HH, int(cfg["head_layers"]))
 
+    def set_ple_bins(self, scaled_rows: np.ndarray) -> None:
+        """Fit the piecewise-linear bins on scaled kernel-level rows of the training split: per encoded column,
+        `ple_bins` bins between its quantiles (a bin of zero width becomes a step at its edge)."""
+        if not len(self.ple_cols):
+            return
+        nb = self.ple_lo.shape[1]
+        x = np.asarray(scaled_rows, np.float64)[:, self.ple_cols.numpy()]
+        q = np.quantile(x, np.linspace(0.0, 1.0, nb + 1), axis=0).T  # [columns, bins + 1]
+        self.ple_lo.copy_(torch.from_numpy(q[:, :-1]).float())
+        self.ple_w.copy_(torch.from_numpy(np.maximum(np.diff(q, axis=1), 1e-6)).float())
+
     def _gfeat(self, b: GraphBatch) -> torch.Tensor:
         if b.gfeat is None:
             return torch.zeros((b.num_graphs, self.gdim), dtype=b.x.dtype)
-        return b.gfeat.index_select(1, self.gcols)
+        g = b.gfeat.index_select(1, self.gcols)
+        if not len(self.ple_cols):
+            return g
+        x = b.gfeat.index_select(1, self.ple_cols)
+        enc = ((x.unsqueeze(-1) - self.ple_lo) / self.ple_w).clamp_(0.0, 1.0)
+        return torch.cat([g, enc.reshape(len(x), -1)], dim=1)
 
     def node_embeddings(self, b: GraphBatch) -> torch.Tensor:
         """[N, H] node embeddings: the input layer and the encoder layers (before the reduction)."""
@@ -318,7 +369,9 @@ class GnnCostModel(CostModel):
 
     def fit_scalers(self, graphs: Sequence[KernelGraph], tile_feat: np.ndarray) -> None:
         self.node_scaler = FeatureScaler().fit([g.node_feat for g in graphs])
-        self.kernel_scaler = FeatureScaler().fit(self._kernel_rows(graphs))
+        rows = self._kernel_rows(graphs)
+        self.kernel_scaler = FeatureScaler().fit(rows)
+        self.net.set_ple_bins(self.kernel_scaler.transform(rows))
         tf = np.asarray(tile_feat, np.float32).reshape(-1, TILE_DIM)
         self.tile_scaler = FeatureScaler().fit(tf if len(tf) else np.zeros((1, TILE_DIM), np.float32))
         self._prep_cache.clear()

@@ -47,9 +47,11 @@ DRAWS = ("families", "kernels")
 # default-tile geometry before the head, a residual over the tiled analytical time, kernels >= 5 us weighted
 # 10x, the epoch with the lowest validation MAPE of kernels >= 5 us kept, cosine-annealed lr 0.002 over 25
 # epochs and a 2-layer head of width 256 (BENCHMARKS.md, "GNN accuracy work (issue 17, continued)" and
-# "The recipe as the default").
+# "The recipe as the default"), which also gets a piecewise-linear encoding of the geometry groups tile, dot and
+# analytical on 8 quantile bins per column ("Piecewise-linear geometry in the GNN head").
 FUSION_RECIPE: dict = {"geometry_features": True, "residual": True, "large_weight": 10.0, "select": "mape",
-                       "lr_schedule": "cosine", "lr": 2e-3, "head_layers": 2, "head_hidden": 256, "epochs": 25}
+                       "lr_schedule": "cosine", "lr": 2e-3, "head_layers": 2, "head_hidden": 256, "epochs": 25,
+                       "ple_bins": 8}
 
 
 def pairwise_rank_loss(scores: torch.Tensor, y: torch.Tensor, group: torch.Tensor, kind: str = "hinge",

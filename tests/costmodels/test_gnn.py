@@ -509,3 +509,44 @@ def test_subnormals_flushed_in_training_and_inference_only(fusion_ds, kernels):
     assert not _flushing()
     m.predict(kernels[:2])
     assert not _flushing()
+
+
+def test_piecewise_linear_geometry_in_the_head(fusion_ds, kernels, tmp_path):
+    """ple_bins > 0 appends to the head's input, per encoded geometry column, ple_bins values
+    clip((x - lo) / w, 0, 1) on bins between the training split's quantiles; saved and loaded with the model;
+    off by default (files without it load as before); bad settings are one-line errors."""
+    from costmodels.features import GEOMETRY_DIM, GEOMETRY_GROUPS
+    from costmodels.gnn.model import KDIM, PLE_GROUPS, ple_columns
+    cfg = normalize_config(dict(TINY, geometry_features=True, ple_bins=4))
+    cols = ple_columns(cfg)
+    assert len(cols) == sum(len(GEOMETRY_GROUPS[g]) for g in PLE_GROUPS) and min(cols) >= KDIM
+    m = GnnCostModel("fusion", geometry_features=True, ple_bins=4, **TINY)
+    assert m.net.gdim == KDIM + GEOMETRY_DIM + 4 * len(cols)
+    m.fit(fusion_ds, epochs=1, batch_size=32, progress=False)
+    # the bins: lower edges ascending from each column's training minimum, widths summing to its range
+    lo, w = m.net.ple_lo.numpy(), m.net.ple_w.numpy()
+    rows = m.kernel_scaler.transform(m._kernel_rows(fusion_ds.load("train").graphs))[:, cols]
+    assert np.allclose(lo[:, 0], rows.min(0), atol=1e-6)
+    assert (np.diff(lo, axis=1) >= -1e-7).all() and (w > 0).all()
+    # the encoding of one batch, by hand
+    from costmodels.gnn.layers import collate_prepared
+    preps = m.prepare_graphs([kernel_graph(k, "tpu") for k in kernels[:3]])
+    b = collate_prepared(preps, np.zeros((3, TILE_DIM), np.float32))
+    g = m.net._gfeat(b).numpy()
+    x = np.stack([p[3] for p in preps])[:, cols]
+    assert np.allclose(g[:, KDIM + GEOMETRY_DIM:], np.clip((x[:, :, None] - lo) / w, 0, 1).reshape(3, -1), atol=1e-6)
+    p = m.predict(kernels)
+    assert np.isfinite(p).all() and (p > 0).all()
+    m.save(str(tmp_path / "ple.pt"))
+    back = GnnCostModel.load(str(tmp_path / "ple.pt"))
+    assert back.config["ple_bins"] == 4 and np.allclose(back.net.ple_lo.numpy(), lo)
+    assert np.allclose(back.predict(kernels), p)
+    # off by default: no extra inputs, no saved bins
+    plain = GnnCostModel("fusion", geometry_features=True, **TINY)
+    assert plain.net.gdim == KDIM + GEOMETRY_DIM and "ple_lo" not in plain.net.state_dict()
+    with pytest.raises(ValueError, match="needs geometry_features"):
+        normalize_config(dict(ple_bins=4))
+    with pytest.raises(ValueError, match="unknown geometry group 'nope'"):
+        normalize_config(dict(geometry_features=True, ple_bins=4, ple_groups=["nope"]))
+    with pytest.raises(ValueError, match=">= 0"):
+        normalize_config(dict(geometry_features=True, ple_bins=-1))
