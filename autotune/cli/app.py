@@ -1037,9 +1037,9 @@ def tile(program: str, top_k: int, strategy: str, trials: int, repeats: int, cos
 
 
 def _attach_learning_commands() -> None:
-    """`dataset build`, `train`, `evaluate` live in cli_learn.py (learned cost models)."""
-    from autotune.cli.learn import dataset, evaluate, train
-    for cmd in (dataset, train, evaluate):
+    """`dataset build`, `train`, `ensemble`, `evaluate` live in autotune/cli/learn.py (learned cost models)."""
+    from autotune.cli.learn import dataset, ensemble, evaluate, train
+    for cmd in (dataset, train, ensemble, evaluate):
         main.add_command(cmd)
 
 

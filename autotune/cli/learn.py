@@ -14,6 +14,7 @@ They are plain click commands (not attached to a group here); autotune/cli/app.p
                    [--large-kernel-weight W] [--select loss|mape] [--draws families|kernels] [--dropout P]
                    [--ple-bins N]                                                                              (GNN)
                    [--segments K] [--prune-hops H] [--configs-per-step C]  (layout GNN)
+    autotune ensemble MODEL.pt MODEL.pt [...] --out MODEL.pt   (a seed ensemble of trained GNN files)
     autotune evaluate --data DIR [--task fusion|tile|layout] [--cost-model M ...] [--train K ...] [--split test|validation|train|all] [--json]
 
 In `evaluate`, M is a cost model as everywhere (autotune/api.py): "gnn" or "xgboost" (the shipped model
@@ -38,7 +39,7 @@ from autotune.api import load_model_file, train_model
 from autotune.cli.errors import UserError, friendly
 from autotune.tuning.evaluation import evaluate_models
 
-__all__ = ["dataset", "build", "train", "evaluate", "LearnError", "load_model_file", "evaluate_models",
+__all__ = ["dataset", "build", "train", "ensemble", "evaluate", "LearnError", "load_model_file", "evaluate_models",
            "load_evaluated_models"]
 
 
@@ -202,6 +203,33 @@ def train(model: str, task: str, data_dir: str, out_path: str, seed: int, epochs
     if hist and "best_epoch" in hist[-1]:
         extra = f" (best epoch {hist[-1]['best_epoch']}, validation {hist[-1]['best_val']:.4g})"
     click.echo(f"wrote {out_path}: {model} {task} model{extra}")
+
+
+# --------------------------------------------------------------------------------------------------
+@click.command("ensemble")
+@click.argument("members", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.option("--out", "out_path", required=True, type=click.Path(dir_okay=False))
+@_friendly
+def ensemble(members: Sequence[str], out_path: str) -> None:
+    """Combine trained GNN files (seeds of one recipe, `autotune train --model gnn --seed S`) into one seed
+    ensemble: its prediction is exp of the mean of the members' predicted log runtimes; kernels are featurized
+    once and every member's network runs on the same batches. The members must share task, target, configuration
+    (the seed aside) and training split."""
+    from costmodels.gnn import GnnCostModel
+    if len(members) < 2:
+        raise LearnError(f"an ensemble needs at least two GNN model files, got {len(members)}")
+    if os.path.abspath(out_path) in {os.path.abspath(p) for p in members}:
+        raise LearnError(f"--out {out_path} is one of the members: write the ensemble to a new file")
+    models = []
+    for p in members:
+        m = load_model_file(p)
+        if type(m) is not GnnCostModel:
+            raise LearnError(f"{p} is not a fusion/tile GNN model file ({type(m).__name__}): an ensemble combines GNN files")
+        models.append(m)
+    e = GnnCostModel.ensemble(models, names=list(members))
+    e.save(out_path)
+    click.echo(f"wrote {out_path}: gnn {e.task} model, ensemble of {e.members} (" +
+               ", ".join(f"{Path(p).name} seed {m.config.get('seed')}" for p, m in zip(members, models)) + ")")
 
 
 # --------------------------------------------------------------------------------------------------

@@ -47,6 +47,9 @@ class GnnFineTune:
         self.target = target if isinstance(target, str) else str(getattr(target, "name", target))
         self._kind = target if isinstance(target, str) else str(getattr(target, "kind", self.target))
         self.gnn = gnn if gnn is not None else self._shipped()
+        if getattr(self.gnn, "members", 1) > 1:
+            raise ValueError(f"model gnn: fine-tuning needs one GNN, not an ensemble of {self.gnn.members} "
+                             "(its members' heads differ)")
         if self.gnn.net.reduction == "node":
             raise ValueError("model gnn: the GNN's node reduction has no per-kernel readout to fine-tune on")
         self.absolute = bool(self.gnn.predicts_absolute)

@@ -24,6 +24,7 @@ the runtime itself. A kernel without geometry (targets that do not tile) has no 
 """
 from __future__ import annotations
 
+import copy
 import io
 import os
 import threading
@@ -51,7 +52,7 @@ from costmodels.base import CostModel, check_model_scope, register_cost_model
 from costmodels.gnn.layers import (DirectedSAGEConv, GATConv, GraphBatch, collate_prepared, scatter_max, scatter_mean,
                                   scatter_sum, to_padded)
 
-__all__ = ["GnnNet", "GnnCostModel", "DEFAULT_CONFIG", "LEGACY_CONFIG", "ENCODERS", "REDUCTIONS", "FORMAT_VERSION",
+__all__ = ["GnnNet", "GnnEnsembleNet", "GnnCostModel", "DEFAULT_CONFIG", "LEGACY_CONFIG", "ENCODERS", "REDUCTIONS", "FORMAT_VERSION",
            "PLE_GROUPS", "ple_columns", "mlp_head"]
 
 FORMAT_VERSION = 1
@@ -261,6 +262,29 @@ class GnnNet(nn.Module):
         if self.gdim:
             g = torch.cat([g, self._gfeat(b)], dim=1)
         return g
+
+
+class GnnEnsembleNet(nn.Module):
+    """A seed ensemble: member `GnnNet`s of one configuration run on the same batch; the output is the mean of
+    their outputs. The members of a `GnnCostModel` share its scalers, output standardization and baseline, so
+    the mean of the outputs is the mean of the members' predicted log runtimes (`GnnCostModel.ensemble`)."""
+
+    def __init__(self, nets: Sequence[GnnNet]):
+        super().__init__()
+        if len(nets) < 2:
+            raise ValueError("an ensemble needs at least two member networks")
+        self.members = nn.ModuleList(nets)
+        self.cfg = nets[0].cfg
+        self.reduction = nets[0].reduction
+
+    def forward(self, b: GraphBatch) -> torch.Tensor:
+        out = self.members[0](b)
+        for m in self.members[1:]:
+            out = out + m(b)
+        return out / len(self.members)
+
+    def readout(self, b: GraphBatch) -> torch.Tensor:
+        raise ValueError("a GNN ensemble has no single readout (its members' heads differ)")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -532,9 +556,77 @@ class GnnCostModel(CostModel):
         return self
 
     # ---- persistence
+    @property
+    def members(self) -> int:
+        """Number of member networks: 1, or a seed ensemble's size (`ensemble`)."""
+        return len(self.net.members) if isinstance(self.net, GnnEnsembleNet) else 1
+
+    @classmethod
+    def ensemble(cls, models: Sequence["GnnCostModel"], names: Optional[Sequence[str]] = None) -> "GnnCostModel":
+        """A seed ensemble of trained models: one model whose prediction is exp of the mean of the members'
+        predicted log runtimes. Features are computed and scaled once and every member's network runs on
+        the same batches. The members must be models of one configuration (the seed aside) trained on the
+        same training split: the same task, target, scalers and output standardization (a mismatch is a
+        one-line ValueError naming the member by `names`)."""
+        models = list(models)
+        names = list(names) if names is not None else [f"member {i}" for i in range(len(models))]
+        if len(models) < 2:
+            raise ValueError(f"an ensemble needs at least two GNN models, got {len(models)}")
+        ref = models[0]
+
+        def strip(cfg: dict) -> dict:
+            return {k: v for k, v in cfg.items() if k != "seed"}
+
+        for name, m in zip(names, models):
+            if not isinstance(m, GnnCostModel) or type(m) is not GnnCostModel:
+                raise ValueError(f"{name}: an ensemble combines fusion/tile GNN cost models, not {type(m).__name__}")
+            if m.members != 1:
+                raise ValueError(f"{name} is already an ensemble ({m.members} members): give its member files")
+            if not m.node_scaler.fitted:
+                raise ValueError(f"{name}: the GNN cost model is not trained")
+        for name, m in zip(names[1:], models[1:]):
+            if (m.task, m.target) != (ref.task, ref.target):
+                raise ValueError(f"{name} is a {m.task} model for {m.target}, {names[0]} a {ref.task} model for "
+                                 f"{ref.target}: ensemble members must share task and target")
+            diff = sorted(k for k in set(strip(m.config)) | set(strip(ref.config))
+                          if m.config.get(k) != ref.config.get(k))
+            if diff:
+                raise ValueError(f"{name} and {names[0]} differ in configuration ({', '.join(diff)}): ensemble "
+                                 "members must be seeds of one recipe")
+            same = (all(_same_state(getattr(m, s).state_dict(), getattr(ref, s).state_dict())
+                        for s in ("node_scaler", "kernel_scaler", "tile_scaler"))
+                    and (m.y_mu, m.y_sigma) == (ref.y_mu, ref.y_sigma)
+                    and all(torch.equal(m.net.state_dict()[k], ref.net.state_dict()[k])
+                            for k in ("ple_lo", "ple_w") if k in ref.net.state_dict()))
+            if not same:
+                raise ValueError(f"{name} and {names[0]} were fitted on different training data (feature scalers, "
+                                 "bins or runtime standardization differ): ensemble members must share them")
+        out = cls(**strip(ref.config), batch_size=ref.batch_size, threads=ref.threads)
+        out.net = GnnEnsembleNet([copy.deepcopy(m.net) for m in models])
+        out.net.eval()
+        out.node_scaler, out.tile_scaler, out.kernel_scaler = ref.node_scaler, ref.tile_scaler, ref.kernel_scaler
+        out.y_mu, out.y_sigma = ref.y_mu, ref.y_sigma
+        out.history = [{"member": name, "seed": m.config.get("seed"), "history": m.history}
+                       for name, m in zip(names, models)]
+        return out
+
+    def member(self, i: int) -> "GnnCostModel":
+        """Member i of an ensemble as a model of its own (sharing its scalers); i = 0 of a single model: itself."""
+        if self.members == 1:
+            if i != 0:
+                raise IndexError(f"member {i} of a single model")
+            return self
+        m = GnnCostModel(**self.config, batch_size=self.batch_size, threads=self.threads)
+        m.net = self.net.members[i]
+        m.node_scaler, m.tile_scaler, m.kernel_scaler = self.node_scaler, self.tile_scaler, self.kernel_scaler
+        m.y_mu, m.y_sigma = self.y_mu, self.y_sigma
+        return m
+
     def state(self) -> dict:
+        weights = ({"members": [n.state_dict() for n in self.net.members]} if self.members > 1
+                   else {"state_dict": self.net.state_dict()})
         return {"format": "autotune-gnn", "version": FORMAT_VERSION, "config": self.config,
-                "task": self.task, "target": self.target, "state_dict": self.net.state_dict(),
+                "task": self.task, "target": self.target, **weights,
                 "node_scaler": self.node_scaler.state_dict(), "tile_scaler": self.tile_scaler.state_dict(),
                 "kernel_scaler": self.kernel_scaler.state_dict(),
                 "node_dim": NODE_DIM, "tile_dim": TILE_DIM, "num_opcodes": NUM_OPCODES, "history": self.history,
@@ -572,8 +664,17 @@ class GnnCostModel(CostModel):
         cfg = {**LEGACY_CONFIG, **dict(st["config"])}
         m = cls(**cfg)
         try:
-            m.net.load_state_dict(st["state_dict"])
-        except (RuntimeError, KeyError) as e:
+            if "members" in st:  # a seed ensemble (`ensemble`): one state dict per member network
+                sds = list(st["members"])
+                if len(sds) < 2:
+                    raise ValueError(f"{path}: a GNN ensemble file with {len(sds)} member(s)")
+                nets = [m.net] + [GnnNet(m.config) for _ in sds[1:]]
+                for net, sd in zip(nets, sds):
+                    net.load_state_dict(sd)
+                m.net = GnnEnsembleNet(nets)
+            else:
+                m.net.load_state_dict(st["state_dict"])
+        except (RuntimeError, KeyError, TypeError) as e:
             raise ValueError(f"{path}: weights do not match the model configuration ({str(e).splitlines()[0]})") from None
         m.node_scaler = FeatureScaler.from_state(st["node_scaler"])
         m.tile_scaler = FeatureScaler.from_state(st["tile_scaler"])
@@ -581,6 +682,11 @@ class GnnCostModel(CostModel):
         m.history = list(st.get("history", []))
         m.y_mu, m.y_sigma = float(st.get("y_mu", 0.0)), float(st.get("y_sigma", 1.0))
         return m
+
+
+def _same_state(a: dict, b: dict) -> bool:
+    """Whether two scaler state dicts (arrays and scalars) are equal."""
+    return a.keys() == b.keys() and all(np.array_equal(np.asarray(a[k]), np.asarray(b[k])) for k in a)
 
 
 def _a_core_is_free() -> bool:
