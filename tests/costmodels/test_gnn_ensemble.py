@@ -99,7 +99,8 @@ def test_cli_ensemble_and_evaluate(seeds, fusion_ds, tmp_path):
                       ([paths[0], str(bad)], "not a GNN cost model file"),
                       ([paths[0], str(tmp_path / "missing.pt")], "does not exist"),
                       ([paths[0], str(out)], "already an ensemble"),
-                      ([paths[0], paths[1], "--out", paths[0]], "is one of the members")]:
+                      ([paths[0], paths[1], "--out", paths[0]], "is one of the members"),
+                      ([paths[0], paths[1], "--out", str(tmp_path / "no" / "e.pt")], "does not exist")]:
         argv = args if "--out" in args else [*args, "--out", str(tmp_path / "x.pt")]
         res = r.invoke(ensemble, argv)
         assert res.exit_code == 2, (args, res.output)
