@@ -52,8 +52,8 @@ from costmodels.base import CostModel, check_model_scope, register_cost_model
 from costmodels.gnn.layers import (DirectedSAGEConv, GATConv, GraphBatch, collate_prepared, scatter_max, scatter_mean,
                                   scatter_sum, to_padded)
 
-__all__ = ["GnnNet", "GnnEnsembleNet", "GnnCostModel", "DEFAULT_CONFIG", "LEGACY_CONFIG", "ENCODERS", "REDUCTIONS", "FORMAT_VERSION",
-           "PLE_GROUPS", "ple_columns", "mlp_head"]
+__all__ = ["GnnNet", "GnnEnsembleNet", "GnnCostModel", "DEFAULT_CONFIG", "LEGACY_CONFIG", "ENCODERS", "REDUCTIONS",
+           "FORMAT_VERSION", "PLE_GROUPS", "ple_columns", "mlp_head"]
 
 FORMAT_VERSION = 1
 ENCODERS = ("sage", "gat", "none")
@@ -555,7 +555,7 @@ class GnnCostModel(CostModel):
             fit_gnn(self, train, validation, **train_kw)
         return self
 
-    # ---- persistence
+    # ---- seed ensembles
     @property
     def members(self) -> int:
         """Number of member networks: 1, or a seed ensemble's size (`ensemble`)."""
@@ -564,7 +564,7 @@ class GnnCostModel(CostModel):
     @classmethod
     def ensemble(cls, models: Sequence["GnnCostModel"], names: Optional[Sequence[str]] = None) -> "GnnCostModel":
         """A seed ensemble of trained models: one model whose prediction is exp of the mean of the members'
-        predicted log runtimes. Features are computed and scaled once and every member's network runs on
+        predicted log runtimes (rank-trained tile models: the mean of their scores). Features are computed and scaled once and every member's network runs on
         the same batches. The members must be models of one configuration (the seed aside) trained on the
         same training split: the same task, target, scalers and output standardization (a mismatch is a
         one-line ValueError naming the member by `names`)."""
@@ -578,7 +578,7 @@ class GnnCostModel(CostModel):
             return {k: v for k, v in cfg.items() if k != "seed"}
 
         for name, m in zip(names, models):
-            if not isinstance(m, GnnCostModel) or type(m) is not GnnCostModel:
+            if type(m) is not GnnCostModel:
                 raise ValueError(f"{name}: an ensemble combines fusion/tile GNN cost models, not {type(m).__name__}")
             if m.members != 1:
                 raise ValueError(f"{name} is already an ensemble ({m.members} members): give its member files")
@@ -622,6 +622,7 @@ class GnnCostModel(CostModel):
         m.y_mu, m.y_sigma = self.y_mu, self.y_sigma
         return m
 
+    # ---- persistence
     def state(self) -> dict:
         weights = ({"members": [n.state_dict() for n in self.net.members]} if self.members > 1
                    else {"state_dict": self.net.state_dict()})
