@@ -215,11 +215,12 @@ def ensemble(members: Sequence[str], out_path: str) -> None:
     ensemble: its prediction is exp of the mean of the members' predicted log runtimes; kernels are featurized
     once and every member's network runs on the same batches. The members must share task, target, configuration
     (the seed aside) and training split."""
-    from autotune.cli.app import _output_file
     from costmodels.gnn import GnnCostModel
     if len(members) < 2:
         raise LearnError(f"an ensemble needs at least two GNN model files, got {len(members)}")
-    _output_file(out_path, "--out")
+    folder = Path(out_path).parent
+    if not folder.is_dir():  # checked before any work (as `autotune emit -o`)
+        raise LearnError(f"--out {out_path}: folder {folder} does not exist")
     if os.path.abspath(out_path) in {os.path.abspath(p) for p in members}:
         raise LearnError(f"--out {out_path} is one of the members: write the ensemble to a new file")
     models = []
