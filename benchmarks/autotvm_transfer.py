@@ -498,7 +498,7 @@ def run_xla_paired(programs, seeds: int, trials: int, log: Callable, arms: tuple
         self_ratios = {e["p"]: e["v"] for e in journal.of("self")} if journal else {}
         if journal:
             log(f"xla paired: resumed from {cache_path}: {resumed} runs, "
-                + ", ".join(f"{k} {len(c) - 1} trials" for k, c in caches.items()))
+                + ", ".join(f"{k} {sum(isinstance(d, int) for d in c)} trials" for k, c in caches.items()))
         for p in probs:
             if p.name in self_ratios:
                 continue
