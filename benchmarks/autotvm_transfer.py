@@ -368,6 +368,90 @@ def best_known_paired(problem: Problem, ev: Any, cache: dict, reference: str, lo
             "open": bool(best["high"] is not None and best["high"] < 1 / NEAR)}
 
 
+class TrialJournal:
+    """`--cache FILE` of --xla-paired: what a run has measured, one JSON line per fact as it completes, so
+    that a run killed part way restarts from it without timing anything again. Lines: the run's "meta"
+    (first; a file of other programs, trial seconds or batch is refused), "self" (a program's default
+    against itself), "trial" (a configuration's digest -> (cost, record), and "default_s"), "config"
+    (a configuration first measured, in the order phase 1 measured them: the history's order),
+    "run" (a finished run of an arm: its digests in order), "history" (the transfer history measured:
+    it is in the sqlite store beside the file, FILE.store.sqlite) and "best" (a program's best known).
+    A run with another number of trials than the file's is not taken as finished: it is run again, and
+    its trials come from the cache. A last line cut short by a kill is ignored."""
+
+    def __init__(self, path: str, meta: dict):
+        self.path, self.entries = path, []
+        if os.path.exists(path):
+            with open(path) as f:
+                lines = f.read().split("\n")
+            cut = False
+            for i, line in enumerate(lines):
+                if not line.strip():
+                    continue
+                try:
+                    self.entries.append(json.loads(line))
+                except json.JSONDecodeError:
+                    if i != len(lines) - 1:  # only the last line, unterminated, may have been cut by a kill
+                        raise ValueError(f"{path}: line {i + 1} is not JSON: not a trial cache of this benchmark")
+                    cut = True
+            old = self.entries[0].get("meta") if self.entries else None
+            if self.entries and old != meta:
+                raise ValueError(f"{path}: a trial cache of another run ({old}), not of this one ({meta})")
+            if cut:  # rewritten without the cut line, so that what comes next starts a line
+                with open(path, "w") as f:
+                    f.writelines(json.dumps(e) + "\n" for e in self.entries)
+        if not self.entries:
+            self.entries = [{"t": "meta", "meta": meta}]
+            with open(path, "w") as f:
+                f.write(json.dumps(self.entries[0]) + "\n")
+        self._file = open(path, "a")
+
+    def add(self, t: str, **fields) -> None:
+        entry = {"t": t, **fields}
+        self.entries.append(entry)
+        self._file.write(json.dumps(entry) + "\n")
+        self._file.flush()
+
+    def of(self, t: str) -> list:
+        return [e for e in self.entries if e["t"] == t]
+
+    def close(self) -> None:
+        self._file.close()
+
+
+class JournaledCache(dict):
+    """A program's trial cache (`PairedProgramCost`'s `cache`: digest -> (cost, record), "default_s",
+    and "configs": digest -> configuration) that writes every trial to a TrialJournal as it is set,
+    filled from the journal's earlier trials and configurations."""
+
+    def __init__(self, journal: "TrialJournal | None", program: str, space: Any):
+        super().__init__(configs={})
+        self.journal, self.program, self.space = journal, program, space
+        for e in journal.entries if journal else ():
+            if e.get("p") != program:
+                continue
+            if e["t"] == "trial":
+                dict.__setitem__(self, e["k"], (e["cost"], e["record"]))
+            elif e["t"] == "default_s":
+                dict.__setitem__(self, "default_s", e["v"])
+            elif e["t"] == "config":
+                self["configs"][e["k"]] = space.decode(bytes.fromhex(e["c"]))
+
+    def __setitem__(self, key, value) -> None:
+        super().__setitem__(key, value)
+        if self.journal is None:
+            return
+        if key == "default_s":
+            self.journal.add("default_s", p=self.program, v=value)
+        elif key != "configs":
+            self.journal.add("trial", p=self.program, k=key, cost=value[0], record=value[1])
+
+    def add_config(self, key: int, cfg: Any) -> None:
+        self["configs"][key] = self.space.decode(self.space.encode(cfg))
+        if self.journal is not None:
+            self.journal.add("config", p=self.program, k=key, c=self.space.encode(cfg).hex())
+
+
 XLA_PAIRED_ORDER = ("model-based", "model-based + diversity", "model-based + transfer", "random", "genetic")
 # with 20 trials, genetic search's first generation of 32 (its default) would be all it does: uniformly
 # random configurations, the random arm again; a population of 8 evolves within the cap
@@ -375,7 +459,7 @@ XLA_PAIRED_GENETIC = {"population": 8, "elite": 2}
 
 
 def run_xla_paired(programs, seeds: int, trials: int, log: Callable, arms: tuple = ARMS,
-                   history_s: float = 60.0, deadline_s: Optional[float] = None) -> dict:
+                   history_s: float = 60.0, deadline_s: Optional[float] = None, cache_path: Optional[str] = None) -> dict:
     """The fusion comparison on real XLA:CPU with paired end-to-end trials (comment above): phase 1, the
     arms without history; the history, standalone kernel measurements of each program's configurations
     that phase 1 measured (in the order measured, `history_s` per program), recorded in one store; phase
@@ -383,40 +467,62 @@ def run_xla_paired(programs, seeds: int, trials: int, log: Callable, arms: tuple
     known of each program (`best_known_paired`). Seed after seed, every arm (XLA_PAIRED_ORDER, transfer
     last) on every program; the history is built before the first transfer run, from what the arms of
     seed 0 measured; after `deadline_s` of wall time no further seed starts (every arm then has the same
-    fewer runs, and the result says so), and the best known is still measured."""
+    fewer runs, and the result says so), and the best known is still measured. `cache_path`: a
+    TrialJournal, read first (what it holds is not measured again) and written as the run goes."""
     from autotune.tuning.history import fit_global_model, load_history
-    from autotune.tuning.store import MemoryStore
+    from autotune.tuning.store import MeasurementStore, MemoryStore
     from hardware.xla import TimingOptions, XlaEvaluator
     from autotune.compiler.kernel import EMITTED_CPU_COMPILE_OPTIONS, emit_fused_text
+    journal = None
+    if cache_path:
+        journal = TrialJournal(cache_path, {"programs": list(programs), "paired_trial_s": PAIRED_TRIAL_S,
+                                            "batch": XLA_PAIRED_BATCH, "remeasure_s": REMEASURE_S})
     ev = XlaEvaluator("cpu", seed=0)
-    store = MemoryStore()
+    store = MeasurementStore(cache_path + ".store.sqlite") if journal else MemoryStore()
     kev = XlaEvaluator("cpu", store=store, seed=0, timing=TimingOptions(repeat=3, min_repeat_ms=5.0, warmup=1))
     load_before, t0 = load_average(), time.time()
     loads = [load_before]
     try:
         probs = fusion_problems(programs, "cpu")
         refs = {p.name: open(os.path.join(ROOT, "examples", "hlo", p.name + ".hlo")).read() for p in probs}
-        caches: dict = {p.name: {"configs": {}} for p in probs}
+        caches: dict = {p.name: JournaledCache(journal, p.name, p.space) for p in probs}
         runs: dict = {arm: {} for arm in arms}
-        order: dict = {p.name: [] for p in probs}  # configurations in the order phase 1 measured them
+        # configurations in the order phase 1 measured them
+        order: dict = {p.name: list(caches[p.name]["configs"].values()) for p in probs}
+        resumed = 0
+        for e in journal.of("run") if journal else ():
+            if e["arm"] in runs and e["trials"] == trials and e["p"] in caches:
+                runs[e["arm"]][(e["p"], e["seed"])] = {"keys": e["keys"], "prior_weight": e["prior_weight"]}
+                resumed += 1
         # the noise of one trial: the default against itself
-        self_ratios = {}
+        self_ratios = {e["p"]: e["v"] for e in journal.of("self")} if journal else {}
+        if journal:
+            log(f"xla paired: resumed from {cache_path}: {resumed} runs, "
+                + ", ".join(f"{k} {sum(isinstance(d, int) for d in c)} trials" for k, c in caches.items()))
         for p in probs:
+            if p.name in self_ratios:
+                continue
             dt = emit_fused_text(p.space, p.space.default(), header=True)
             self_ratios[p.name] = [float(ev.measure_paired(dt, dt, PAIRED_TRIAL_S, **EMITTED_CPU_COMPILE_OPTIONS).seconds)
                                    for _ in range(SELF_TRIALS)]
+            if journal:
+                journal.add("self", p=p.name, v=self_ratios[p.name])
             log(f"{p.name}: default against itself, {SELF_TRIALS} trials: "
                 + " ".join(f"{r:.3f}" for r in self_ratios[p.name]))
 
         def one(p, arm, s, prior=None):
             cache = caches[p.name]
+            if (p.name, s) in runs[arm]:  # finished before a restart (the cache)
+                return
             measured, pricer, weight = run_arm_paired(p, arm, s, trials, ev, cache, prior, reference=refs[p.name])
             keys = [p.space.config_digest(c) for c in measured]
             for k, c in zip(keys, measured):
                 if k not in cache["configs"]:
-                    cache["configs"][k] = p.space.decode(p.space.encode(c))
+                    cache.add_config(k, c)
                     order[p.name].append(cache["configs"][k])
             runs[arm][(p.name, s)] = {"keys": keys, "prior_weight": weight}
+            if journal:
+                journal.add("run", arm=arm, p=p.name, seed=s, trials=trials, keys=keys, prior_weight=weight)
 
         history_info: dict = {}
         models: dict = {}
@@ -430,9 +536,14 @@ def run_xla_paired(programs, seeds: int, trials: int, log: Callable, arms: tuple
                 break
             for arm in ordered:
                 if arm.endswith("+ transfer") and not models:  # the history: what the arms before measured
+                    done = {e["p"]: e["kernels"] for e in journal.of("history")} if journal else {}
                     for p in probs:
+                        if p.name in done:  # in the store beside the cache
+                            continue
                         n = kernel_history(p, order[p.name], kev, store, history_s)
                         log(f"history: {p.name}: {n} kernels measured standalone ({time.time() - t0:.0f} s)")
+                        if journal:
+                            journal.add("history", p=p.name, kernels=n)
                     for p in probs:
                         excluded = {q.sha for q in probs if q.family == p.family}
                         hist = load_history(store, "fusion", "cpu", kev.store_namespace, kev.machine, excluded)
@@ -442,7 +553,13 @@ def run_xla_paired(programs, seeds: int, trials: int, log: Callable, arms: tuple
                     one(p, arm, s, models[p.family] if arm.endswith("+ transfer") else None)
                 loads.append(load_average())
                 log(f"xla paired: seed {s} {arm} done ({time.time() - t0:.0f} s, load {loads[-1]})")
-        best = {p.name: best_known_paired(p, ev, caches[p.name], refs[p.name], log) for p in probs}
+        best = {e["p"]: dict(e["best"], final={int(k): v for k, v in e["best"]["final"].items()})  # JSON: str keys
+                for e in journal.of("best")} if journal else {}
+        for p in probs:
+            if p.name not in best:
+                best[p.name] = best_known_paired(p, ev, caches[p.name], refs[p.name], log)
+                if journal:
+                    journal.add("best", p=p.name, best=best[p.name])
         loads.append(load_average())
         trial_walls = [v[1].get("wall_s") for c in caches.values() for k, v in c.items()
                        if k not in ("default_s", "configs") and v[1].get("wall_s")]
@@ -451,9 +568,11 @@ def run_xla_paired(programs, seeds: int, trials: int, log: Callable, arms: tuple
     finally:
         ev.close()
         kev.close()
+        if journal:
+            journal.close()
     open_problems = [p.name for p in probs if best[p.name]["open"]]
     result: dict = {"kind": "fusion", "evaluator": "xla", "target": "cpu", "trial_cost": "paired",
-                    "arm_order": ordered, "skipped_seeds": skipped, "genetic_params": XLA_PAIRED_GENETIC,
+                    "arm_order": ordered, "skipped_seeds": skipped, "cache": cache_path, "resumed_runs": resumed, "genetic_params": XLA_PAIRED_GENETIC,
                     "paired_trial_s": PAIRED_TRIAL_S, "remeasure_s": REMEASURE_S, "trials": trials, "seeds": seeds,
                     "batch": XLA_PAIRED_BATCH, "problems": [p.name for p in probs],
                     "families": sorted({p.family for p in probs}), "history": history_info,
@@ -565,6 +684,10 @@ def main(argv: "list | None" = None) -> dict:
     ap.add_argument("--deadline-seconds", type=float, default=None,
                     help="--xla-paired: no further seed starts after this much wall time (the best known is still "
                          "measured)")
+    ap.add_argument("--cache", default=None, metavar="JSONL",
+                    help="--xla-paired: the trial cache (trials, finished runs, history, best known), read first and "
+                         "appended to as the run goes, so that a killed run restarts without timing anything again "
+                         "(the transfer history's kernels: JSONL.store.sqlite beside it)")
     ap.add_argument("--history-seconds", type=float, default=60.0,
                     help="--xla-paired: standalone kernel measurements per program for the transfer history")
     ap.add_argument("--programs", nargs="+", default=None,
@@ -601,7 +724,7 @@ def main(argv: "list | None" = None) -> dict:
         if kind == "xla-paired":
             res = run_xla_paired(args.programs or XLA_PAIRED_PROGRAMS, seeds, args.xla_trials, log,
                                  arms=tuple(args.arms) if args.arms else ARMS, history_s=args.history_seconds,
-                                 deadline_s=args.deadline_seconds)
+                                 deadline_s=args.deadline_seconds, cache_path=args.cache)
             kind = "fusion"
         elif kind == "xla":
             res = run_xla(args.programs or XLA_PROGRAMS, seeds, args.xla_trials, log)

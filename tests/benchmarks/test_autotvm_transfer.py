@@ -109,3 +109,62 @@ def test_best_known_paired_follows_the_rule():
     final = [best["final"][k] for k in (keys[0], keys[1], keys[2])]
     assert B.trials_to_near([1.0] + final, best["best_ratio"]) == 4  # the lucky trial's 0.80 does not count
     assert B.trials_to_near([1.0] + [trial[k] for k in keys[:3]], min(trial.values())) == 2  # as it would raw
+
+
+class _CountingMachine:
+    """measure_program: the default's 1 ms; measure_paired: a ratio from the text's length; both counted."""
+
+    def __init__(self):
+        self.calls = 0
+
+    def measure_program(self, text, reference=None, **opts):
+        from hardware.base import Measurement
+        self.calls += 1
+        return Measurement(1e-3)
+
+    def measure_paired(self, ref, text, seconds, **opts):
+        from hardware.base import Measurement
+        self.calls += 1
+        r = 0.5 + (len(text) % 97) / 97
+        return Measurement(r, extra={"ratios": [r] * 8, "candidate_s": r * 1e-3, "reference_s": 1e-3})
+
+
+def test_trial_cache_restores_a_killed_run_without_timing_again(tmp_path):
+    """--cache: trials, configurations and finished runs written as they come are read back after a kill
+    (a last line cut short is dropped): the restored pricer answers the same costs with no measurement;
+    a cache of another run is refused in one line."""
+    import numpy as np
+    from autotune.compiler.fusion import FusionSpace
+    from autotune.compiler.program import Program
+    from autotune.tuning.paired_cost import PairedProgramCost
+    space = FusionSpace(Program.from_file(os.path.join(REPO, "tests", "fixtures", "hlo", "small", "two_outputs.hlo")), "cpu")
+    path = str(tmp_path / "trials.jsonl")
+    meta = {"programs": ["two_outputs"], "paired_trial_s": 0.3}
+    rng = np.random.default_rng(1)
+    cfgs = [space.default()] + [space.random(rng) for _ in range(4)]
+    j = B.TrialJournal(path, meta)
+    cache = B.JournaledCache(j, "two_outputs", space)
+    ev = _CountingMachine()
+    costs = PairedProgramCost(space, ev, 0.3, cache=cache)(cfgs)
+    assert ev.calls >= 2
+    keys = [space.config_digest(c) for c in cfgs]
+    for k, c in zip(keys, cfgs):
+        if k not in cache["configs"]:
+            cache.add_config(k, c)
+    j.add("run", arm="random", p="two_outputs", seed=0, trials=5, keys=keys, prior_weight=None)
+    j.close()
+    with open(path, "a") as f:
+        f.write('{"t": "trial", "p": "two_ou')  # killed mid-write
+    j2 = B.TrialJournal(path, meta)
+    restored = B.JournaledCache(j2, "two_outputs", space)
+    assert {k: space.encode(c) for k, c in restored["configs"].items()} == \
+        {k: space.encode(c) for k, c in cache["configs"].items()}
+    assert [e["keys"] for e in j2.of("run")] == [keys]
+    ev2 = _CountingMachine()
+    again = PairedProgramCost(space, ev2, 0.3, cache=restored)(cfgs)
+    assert ev2.calls == 0 and np.allclose(again, costs)
+    j2.add("best", p="two_outputs", best={"final": {keys[1]: 0.9}})
+    j2.close()
+    assert B.TrialJournal(path, meta).of("best")[0]["best"]["final"] == {str(keys[1]): 0.9}  # the cut line is gone
+    with pytest.raises(ValueError, match="another run"):
+        B.TrialJournal(path, dict(meta, paired_trial_s=1.0))
