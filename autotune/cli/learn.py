@@ -142,12 +142,13 @@ def build(programs_dir: str, task: str, evaluator: str, target: str, configs_per
               help="GNN learning-rate schedule over the epochs [default: cosine for fusion, else constant].")
 @click.option("--weight-decay", type=click.FloatRange(0.0), default=None, help="GNN Adam weight decay.")
 @click.option("--patience", type=click.IntRange(1, 100000), default=None,
-              help="GNN: stop after this many epochs without a better validation value (default 5).")
+              help="GNN: stop after this many epochs without a better validation value [default: 25 for fusion with "
+                   "the recipe, else 5].")
 @click.option("--dropout", type=click.FloatRange(0.0, 1.0, max_open=True), default=None,
               help="GNN: dropout rate in training, after every encoder layer and of the reduced graph vector [default: 0].")
 @click.option("--ple-bins", type=click.IntRange(0, 256), default=None,
               help="GNN: also give the head a piecewise-linear encoding of the geometry groups tile, dot and "
-                   "analytical on N training-quantile bins per column, 0: off [default: 8 for fusion with the "
+                   "analytical on N training-quantile bins per column, 0: off [default: 32 for fusion with the "
                    "geometry features, else 0].")
 @click.option("--draws", type=click.Choice(["families", "kernels"]), default=None,
               help="GNN training examples: every model family equally likely per draw (the paper's), or every "

@@ -48,10 +48,12 @@ DRAWS = ("families", "kernels")
 # 10x, the epoch with the lowest validation MAPE of kernels >= 5 us kept, cosine-annealed lr 0.002 over 25
 # epochs and a 2-layer head of width 256 (BENCHMARKS.md, "GNN accuracy work (issue 17, continued)" and
 # "The recipe as the default"), which also gets a piecewise-linear encoding of the geometry groups tile, dot and
-# analytical on 8 quantile bins per column ("Piecewise-linear geometry in the GNN head").
+# analytical on 32 quantile bins per column, with no early stop within the 25 epochs (patience 25: with 32 bins
+# the validation MAPE is noisier early and a patience of 5 stopped two of three seeds at epochs 11 and 14)
+# ("Piecewise-linear geometry in the GNN head" and "More bins in the GNN head's piecewise-linear encoding").
 FUSION_RECIPE: dict = {"geometry_features": True, "residual": True, "large_weight": 10.0, "select": "mape",
                        "lr_schedule": "cosine", "lr": 2e-3, "head_layers": 2, "head_hidden": 256, "epochs": 25,
-                       "ple_bins": 8}
+                       "ple_bins": 32, "patience": 25}
 
 
 def pairwise_rank_loss(scores: torch.Tensor, y: torch.Tensor, group: torch.Tensor, kind: str = "hinge",

@@ -182,7 +182,7 @@ def test_gnn_training_options_default_to_the_fusion_recipe():
     assert api.gnn_training_options("tile", {"lr": None}) == {"lr": None}
     assert api.gnn_training_options("fusion", {"loss": "rank", "select": None}) == {"loss": "rank", "select": None}
     # the recipe's piecewise-linear encoding is of the geometry features: off without them, unless asked for
-    assert FUSION_RECIPE["ple_bins"] == 8
+    assert FUSION_RECIPE["ple_bins"] == 32 and FUSION_RECIPE["patience"] == 25
     assert api.gnn_training_options("fusion", {"geometry_features": False})["ple_bins"] == 0
     assert api.gnn_training_options("fusion", {"kernel_features": False})["ple_bins"] == 0
     assert api.gnn_training_options("fusion", {"ple_bins": 3})["ple_bins"] == 3
@@ -197,7 +197,7 @@ def test_cli_train_gnn_fusion_uses_the_recipe_and_logs_epochs(fusion_ds, tmp_pat
     assert "epoch 1: train loss" in r.stderr and "epoch 2: train loss" in r.stderr
     cfg = torch.load(tmp_path / "a.pt", weights_only=True)["config"]
     assert (cfg["geometry_features"], cfg["residual"], cfg["head_layers"], cfg["head_hidden"], cfg["ple_bins"]) \
-        == (True, True, 2, 256, 8)
+        == (True, True, 2, 256, 32)
     r = CliRunner().invoke(main, ["train", "--model", "gnn", "--task", "fusion", "--data", str(fusion_ds.root),
                                   "--out", str(tmp_path / "b.pt"), "--epochs", "1", "--no-residual",
                                   "--no-geometry-features", "--head-layers", "1", "--head-hidden", "32"])
