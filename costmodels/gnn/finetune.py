@@ -21,12 +21,15 @@ from typing import Any, Callable, Optional, Sequence
 import numpy as np
 import torch
 
-__all__ = ["GnnFineTune", "FINETUNE_STEPS", "FINETUNE_SECONDS", "FINETUNE_LR", "MAX_READOUT_ROWS"]
+__all__ = ["GnnFineTune", "FINETUNE_STEPS", "FINETUNE_SECONDS", "FINETUNE_LR", "MAX_READOUT_ROWS",
+           "MAX_READOUT_BYTES"]
 
 FINETUNE_STEPS = 30      # Adam steps per fit (from the shipped head each time)
 FINETUNE_SECONDS = 2.0   # wall-clock limit of one fit's steps
 FINETUNE_LR = 1e-3
-MAX_READOUT_ROWS = 100_000  # readouts kept (~0.7 kB each); beyond, a fit starts the memo afresh
+MAX_READOUT_ROWS = 100_000  # readouts kept; beyond, a fit starts the memo afresh
+MAX_READOUT_BYTES = 256 << 20  # and at most this much of them (a readout is 4 bytes x the head's input width:
+                               # 5.4 kB with the recipe's 32-bin geometry encoding)
 
 
 class GnnFineTune:
@@ -81,6 +84,12 @@ class GnnFineTune:
             self._row_of[k] = len(self._row_of)
         self._readouts.append(z)
         self._log_base.append(self.gnn.log_baseline(graphs) if self.absolute else np.zeros(len(graphs)))
+
+    def _max_rows(self) -> int:
+        """Readouts kept: MAX_READOUT_ROWS, fewer when they are wide (MAX_READOUT_BYTES)."""
+        chunk = self._readouts[0] if self._readouts else self._z
+        width = int(chunk.shape[1]) if chunk is not None and len(chunk.shape) == 2 else 0
+        return MAX_READOUT_ROWS if not width else max(1, min(MAX_READOUT_ROWS, MAX_READOUT_BYTES // (4 * width)))
 
     def _rows(self, configs: Sequence[Any]) -> tuple[list, list]:
         """Per configuration, (readout rows, weights): its kernels and multiplicities (a tile: one row)."""
@@ -153,7 +162,7 @@ class GnnFineTune:
         mu, sd = float(y.mean()), float(max(y.std(), 1e-6))
         t = torch.from_numpy((y - mu) / sd)
         m = torch.from_numpy(np.asarray(base_margin, np.float64)) if base_margin is not None else torch.zeros(len(y))
-        if len(self._row_of) > MAX_READOUT_ROWS:  # a long search: forget the readouts (earlier scores go stale)
+        if len(self._row_of) > self._max_rows():  # a long search: forget the readouts (earlier scores go stale)
             self._row_of, self._readouts, self._log_base, self._z, self._lb = {}, [], [], None, None
         rows, weights = self._rows(configs)
         head = copy.deepcopy(self.gnn.net.head)

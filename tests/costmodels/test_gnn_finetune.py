@@ -121,3 +121,14 @@ def test_readouts_are_forgotten_past_the_cap(fusion_case, monkeypatch):
     score = local("reg", configs[:3], y[:3], seed=0)  # starts afresh: only these configurations' kernels
     assert 0 < len(local._row_of) < rows_before
     assert np.isfinite(score(configs)).all()
+
+
+def test_the_readout_cap_is_also_a_memory_budget(fusion_case, monkeypatch):
+    import costmodels.gnn.finetune as F
+    space, configs, y = fusion_case
+    local = GnnFineTune(space, steps=2)
+    local("reg", configs[:10], y[:10], seed=0)
+    width = (local._readouts[0] if local._readouts else local._z).shape[1]
+    assert local._max_rows() == min(F.MAX_READOUT_ROWS, F.MAX_READOUT_BYTES // (4 * width))
+    monkeypatch.setattr(F, "MAX_READOUT_BYTES", 4 * width * 2)  # two readouts' worth
+    assert local._max_rows() == 2
