@@ -32,8 +32,6 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-REMEASURE_S = 3.0
-NEAR = 1.02
 PER_RUN = 3
 DISTURBED = 2.0
 
@@ -51,9 +49,8 @@ def main(argv=None) -> int:
     ap.add_argument("--trials", type=int, default=64, help="runs of this length are the finished ones")
     a = ap.parse_args(argv)
     from autotune.compiler.fusion import FusionSpace
-    from autotune.compiler.kernel import EMITTED_CPU_COMPILE_OPTIONS, emit_fused_text
     from autotune.compiler.program import Program
-    from autotune.tuning.verification import median_interval
+    from benchmarks.autotvm_transfer import NEAR, remeasure_candidates
     from hardware.xla import XlaEvaluator
     rows = load(a.cache)
     programs = next(r["meta"]["programs"] for r in rows if r.get("t") == "meta")
@@ -76,22 +73,9 @@ def main(argv=None) -> int:
                     cands.append(k)
         default_key = space.config_digest(space.default())
         cands = [k for k in cands if k != default_key]
-        default_text = emit_fused_text(space, space.default(), header=True)
-        remeasured: dict = {}
         t0 = time.monotonic()
-        for k in cands:
-            text = emit_fused_text(space, configs[k], header=True)
-            chk = ev.measure_program(text, reference=reference, **EMITTED_CPU_COMPILE_OPTIONS)
-            if not chk.ok:
-                remeasured[k] = {"status": chk.status, "trial_ratio": trial[k]["ratio"]}
-                continue
-            m = ev.measure_paired(default_text, text, REMEASURE_S, **EMITTED_CPU_COMPILE_OPTIONS)
-            if not m.ok:
-                remeasured[k] = {"status": m.status, "trial_ratio": trial[k]["ratio"]}
-                continue
-            lo, hi = median_interval(m.extra["ratios"])
-            remeasured[k] = {"status": "ok", "trial_ratio": trial[k]["ratio"], "ratio": float(m.seconds),
-                             "low": lo, "high": hi}
+        remeasured = remeasure_candidates(space, ev, configs, cands, {k: t["ratio"] for k, t in trial.items()},
+                                          reference)
         ok = {k: v for k, v in remeasured.items() if v["status"] == "ok"}
         best_key = min(ok, key=lambda k: ok[k]["ratio"])
         best = ok[best_key]

@@ -326,18 +326,11 @@ def kernel_history(problem: Problem, configs: list, kev: Any, store: Any, second
     return cost.kernels_priced
 
 
-def best_known_paired(problem: Problem, ev: Any, cache: dict, reference: str, log: Callable) -> dict:
-    """The rule of the comment above: re-measure the candidates, the best known and its interval."""
+def remeasure_candidates(space: Any, ev: Any, configs: dict, cands: list, ratio_of: dict, reference: str) -> dict:
+    """Steps 2-3 of the rules (here and benchmarks/autotvm_rule_v2.py): each candidate's outputs checked against the
+    original program's, then re-timed beside the default for REMEASURE_S (median block ratio, 95% interval)."""
     from autotune.compiler.kernel import EMITTED_CPU_COMPILE_OPTIONS, emit_fused_text
     from autotune.tuning.verification import median_interval
-    space = problem.space
-    trial = {k: v for k, v in cache.items() if k not in ("default_s", "configs") and math.isfinite(v[0])
-             and v[1].get("ratio")}
-    ratio_of = {k: v[1]["ratio"] for k, v in trial.items()}
-    order = sorted(ratio_of, key=ratio_of.get)
-    lowest = ratio_of[order[0]] if order else 1.0
-    cands = [k for i, k in enumerate(order) if i < BEST_CANDIDATES or ratio_of[k] <= NEAR * NEAR * lowest]
-    configs = cache.get("configs", {})
     default_text = emit_fused_text(space, space.default(), header=True)
     remeasured: dict = {}
     for k in cands:
@@ -353,6 +346,19 @@ def best_known_paired(problem: Problem, ev: Any, cache: dict, reference: str, lo
         lo, hi = median_interval(m.extra["ratios"])
         remeasured[k] = {"status": "ok", "trial_ratio": ratio_of[k], "ratio": float(m.seconds), "low": lo, "high": hi,
                          "ratios": len(m.extra["ratios"])}
+    return remeasured
+
+
+def best_known_paired(problem: Problem, ev: Any, cache: dict, reference: str, log: Callable) -> dict:
+    """The rule of the comment above: re-measure the candidates, the best known and its interval."""
+    space = problem.space
+    trial = {k: v for k, v in cache.items() if k not in ("default_s", "configs") and math.isfinite(v[0])
+             and v[1].get("ratio")}
+    ratio_of = {k: v[1]["ratio"] for k, v in trial.items()}
+    order = sorted(ratio_of, key=ratio_of.get)
+    lowest = ratio_of[order[0]] if order else 1.0
+    cands = [k for i, k in enumerate(order) if i < BEST_CANDIDATES or ratio_of[k] <= NEAR * NEAR * lowest]
+    remeasured = remeasure_candidates(space, ev, cache.get("configs", {}), cands, ratio_of, reference)
     ok = {k: v for k, v in remeasured.items() if v["status"] == "ok"}
     best_key = min(ok, key=lambda k: ok[k]["ratio"]) if ok else None
     best = ok[best_key] if best_key is not None else {"ratio": 1.0, "low": None, "high": None}

@@ -19,7 +19,7 @@ from typing import Optional
 
 import numpy as np
 
-from autotune.compiler.hlo import HloInstruction, Shape
+from autotune.compiler.hlo import HloInstruction, Shape, live_instructions
 
 # HLO element types whose values numpy represents exactly (bf16 and the fp8 types are left alone).
 _NUMPY_DTYPES = {"pred": np.bool_, "s8": np.int8, "s16": np.int16, "s32": np.int32, "s64": np.int64,
@@ -57,7 +57,7 @@ def _splat_value(ins: HloInstruction, ops: list[HloInstruction],
     op = ins.opcode
     if op == "constant":
         return _literal_splat(ins)
-    if not ops or any(o.name not in splat for o in ops[:1]):
+    if not ops or ops[0].name not in splat:
         return None
     first = splat[ops[0].name]
     if op in _SPLAT_MOVES or (op == "bitcast" and ops[0].shape.dtype == ins.shape.dtype):
@@ -222,16 +222,7 @@ def fold_fused_body(body: list[HloInstruction]) -> tuple[list[HloInstruction], l
         out.append(ins)
     if not changed:
         return body, [i.parameter_number for i in body if i.opcode == "parameter"]
-    # Dead code, from the root.
-    out_by_name = {i.name: i for i in out}
-    live: set[str] = set()
-    stack = [i.name for i in out if i.is_root]
-    while stack:
-        n = stack.pop()
-        if n in live:
-            continue
-        live.add(n)
-        stack.extend(out_by_name[n].operands)
+    live = live_instructions({i.name: i for i in out}, [i.name for i in out if i.is_root])  # parameters too
     kept_params = sorted((i for i in out if i.opcode == "parameter" and i.name in live),
                          key=lambda i: i.parameter_number)
     renumber = {i.name: k for k, i in enumerate(kept_params)}

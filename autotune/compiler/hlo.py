@@ -652,6 +652,19 @@ def reachable_computations(module: HloModule, roots: "list[str]", comps: Optiona
     return out
 
 
+def live_instructions(by_name: "dict[str, HloInstruction]", seeds: Iterable[str]) -> set:
+    """Names of the instructions `seeds` name and, transitively, read (the live set of a dead-code pass)."""
+    live: set[str] = set()
+    stack = list(seeds)
+    while stack:
+        n = stack.pop()
+        if n in live:
+            continue
+        live.add(n)
+        stack.extend(by_name[n].operands)
+    return live
+
+
 # --------------------------------------------------------------------------------------------------
 # Parser
 

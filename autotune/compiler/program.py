@@ -19,7 +19,7 @@ from typing import Optional
 
 from autotune.compiler.gc_pause import gc_paused
 from autotune.compiler.hlo import (MAX_ELEMENTS, HloComputation, HloInstruction, HloModule, HloParseError, async_sugar,
-                  parse_hlo, parse_hlo_file, reachable_computations)
+                  live_instructions, parse_hlo, parse_hlo_file, reachable_computations)
 
 DEFAULT_TRIP_COUNT = 1
 
@@ -394,18 +394,11 @@ def _elements(dims) -> int:
 
 
 def _dce(comp: HloComputation) -> None:
-    by_name = {i.name: i for i in comp.instructions}
-    live: set[str] = set()
-    stack = [comp.root.name] + [i.name for i in comp.instructions
-                                if i.opcode in SIDE_EFFECTING or i.opcode == "parameter"
-                                or (i.opcode == "custom-call"
-                                    and i.attrs.get("custom_call_has_side_effect") == "true")]
-    while stack:
-        n = stack.pop()
-        if n in live:
-            continue
-        live.add(n)
-        stack.extend(by_name[n].operands)
+    live = live_instructions({i.name: i for i in comp.instructions},
+                             [comp.root.name] + [i.name for i in comp.instructions
+                                                 if i.opcode in SIDE_EFFECTING or i.opcode == "parameter"
+                                                 or (i.opcode == "custom-call"
+                                                     and i.attrs.get("custom_call_has_side_effect") == "true")])
     comp.instructions = [i for i in comp.instructions if i.name in live]
 
 

@@ -140,7 +140,8 @@ class PairedProgramCost:
                                               min_block_ms=self.min_block_ms, **self.compile_options)
             self.trials += 1
             extra = getattr(m, "extra", {}) or {}
-            if not (m.ok and self._reference_disturbed(extra.get("reference_s"))) or retried >= self.retries:
+            disturbed = m.ok and self._reference_disturbed(extra.get("reference_s"))
+            if not disturbed or retried >= self.retries:
                 break
             retried += 1
             self.retried += 1
@@ -155,7 +156,7 @@ class PairedProgramCost:
                   "candidate_s": extra.get("candidate_s"), "reference_s": extra.get("reference_s")}
         if retried:
             record["retried"] = retried
-        if self._reference_disturbed(extra.get("reference_s")):
+        if disturbed:
             record["reference_disturbed"] = True  # kept (the search needs a cost), flagged in report.json
         return ratio * self.default_s, record
 
