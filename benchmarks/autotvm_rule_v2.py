@@ -16,7 +16,9 @@ The rule v2, fixed before it was run (2026-11-27 ~08:55 UTC):
    first trial that measured such a configuration;
 5. a program is open only when the upper end of r*'s interval is below 1/1.02.
 
-    python benchmarks/autotvm_rule_v2.py CACHE.jsonl[.gz] --json OUT.json     (nice -n -10; ~4 s per candidate)
+    python benchmarks/autotvm_rule_v2.py CACHE.jsonl[.gz] --json OUT.json [--plot OUT.png] [--trials N]
+    (nice -n -10; ~4 s per candidate). `--plot` and the pooled line only present the rule's outcome: the best
+    configuration measured so far (its ratio as the rule reads it) against trials, median over runs.
 """
 from __future__ import annotations
 
@@ -28,6 +30,8 @@ import os
 import statistics
 import sys
 import time
+
+import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
@@ -47,6 +51,7 @@ def main(argv=None) -> int:
     ap.add_argument("cache")
     ap.add_argument("--json", default=None)
     ap.add_argument("--trials", type=int, default=64, help="runs of this length are the finished ones")
+    ap.add_argument("--plot", default=None, help="best so far against trials (AutoTVM Fig. 4 style), per program")
     a = ap.parse_args(argv)
     from autotune.compiler.fusion import FusionSpace
     from autotune.compiler.program import Program
@@ -85,15 +90,18 @@ def main(argv=None) -> int:
         final[default_key] = 1.0
         target = NEAR * best["ratio"]
         per_arm: dict = {}
+        curves: dict = {}
         for r in runs:
             got = next((i + 1 for i, k in enumerate(r["keys"]) if final.get(k, math.inf) <= target), None)
             per_arm.setdefault(r["arm"], []).append(got)
+            best_so_far = list(np.minimum.accumulate([min(final.get(k, math.inf), 1.0) for k in r["keys"]]))
+            curves.setdefault(r["arm"], []).append([float(x) for x in best_so_far])
         open_ = best["high"] < 1 / NEAR
         out["programs"][prog] = {"best_ratio": best["ratio"], "best_interval": [best["low"], best["high"]],
                                  "speedup": 1 / best["ratio"], "open": open_, "candidates": len(cands),
                                  "disturbed_trials": len(disturbed), "trials": len(trial),
                                  "remeasure_wall_s": round(time.monotonic() - t0, 1),
-                                 "trials_to_2pct": per_arm,
+                                 "trials_to_2pct": per_arm, "best_so_far": curves,
                                  "remeasured": [dict(v, key=str(k)) for k, v in remeasured.items()]}
         print(f"{prog}: {len(trial)} trials, {len(disturbed)} disturbed, {len(cands)} candidates re-measured; best known "
               f"{best['ratio']:.4f} [{best['low']:.4f}, {best['high']:.4f}] (x{1 / best['ratio']:.3f}), open: {open_}",
@@ -105,10 +113,46 @@ def main(argv=None) -> int:
                   f"median {med if math.isfinite(med) else '>' + str(a.trials)} ({len(hits)} of {len(got)} got there)",
                   flush=True)
     ev.close()
+    arms = list(dict.fromkeys(arm for p in out["programs"].values() for arm in p["trials_to_2pct"]))
+    out["pooled_median_trials"] = {}
+    for arm in arms:
+        got = [g if g is not None else math.inf for p in out["programs"].values() if p["open"]
+               for g in p["trials_to_2pct"].get(arm, [])]
+        med = statistics.median(got) if got else math.nan
+        out["pooled_median_trials"][arm] = med if math.isfinite(med) else f">{a.trials}"
+        print(f"pooled over open programs, {arm}: median {out['pooled_median_trials'][arm]} ({len(got)} runs)", flush=True)
+    if a.plot:
+        plot(out, a.plot, a.trials)
     if a.json:
         with open(a.json, "w") as f:
             json.dump(out, f, indent=1)
     return 0
+
+
+def plot(out: dict, path: str, trials: int) -> None:
+    """Median over runs of the best-so-far speedup over the default, per arm, one panel per program, with the
+    best known (r*) and the 2% band."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from benchmarks.autotvm_transfer import NEAR
+    progs = list(out["programs"])
+    fig, axes = plt.subplots(1, len(progs), figsize=(5.5 * len(progs), 4), squeeze=False)
+    for ax, prog in zip(axes[0], progs):
+        p = out["programs"][prog]
+        for arm, cs in p["best_so_far"].items():
+            n = min(len(c) for c in cs)
+            med = np.median(1.0 / np.array([c[:n] for c in cs]), axis=0)
+            ax.plot(np.arange(1, n + 1), med, label=f"{arm} ({len(cs)} runs)")
+        ax.axhline(p["speedup"], color="k", lw=0.8, label="best known (re-measured)")
+        ax.axhline(p["speedup"] / NEAR, color="k", lw=0.8, ls="--", label="within 2%")
+        ax.set_title(f"{prog} ({'open' if p['open'] else 'not open'})")
+        ax.set_xlabel("hardware trials")
+        ax.set_ylabel("best so far: speedup over the default (median)")
+        ax.set_xlim(1, trials)
+    axes[0][0].legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
 
 
 if __name__ == "__main__":

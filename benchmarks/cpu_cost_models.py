@@ -325,6 +325,13 @@ def split_half_by_rounds(paired: dict, fractions=(0.25, 0.5, 1.0)) -> list:
     return out
 
 
+# Subsets of a program's configurations by where they came from: the random ones (with our default) are what
+# the models were trained on; the searched ones are each model's own best predictions, where a search exploits
+# whatever the model gets wrong and where the configurations lie close together.
+ORIGIN_SUBSETS = {"default and random": lambda o: o in ("default", "random"),
+                  "searched": lambda o: o.startswith("searched")}
+
+
 def paired_summary(row: dict) -> dict:
     """Kendall of every predictor (the measured columns and the models: `row["predicted_s"]`) and of the
     old absolute end-to-end reference against the paired reference, and the split-half agreement of each
@@ -349,6 +356,18 @@ def paired_summary(row: dict) -> dict:
         odd = np.array([_pooled(t, slice(1, None, 2)) for t in rounds])
         row["split_half_by_reference"][name] = kendall(even, odd) if len(rounds) >= 3 else float("nan")
     row["paired_split_half_kendall"] = row["split_half_by_reference"]["local ratio"]
+    row["by_origin"] = {}
+    for subset, keep in ORIGIN_SUBSETS.items():
+        sel = ok & np.array([keep(o) for o in row["origin"]], bool)
+        rounds = [t for t, s in zip(p["local_ratio_rounds"], sel) if s]
+        even = np.array([_pooled(t, slice(0, None, 2)) for t in rounds])
+        odd = np.array([_pooled(t, slice(1, None, 2)) for t in rounds])
+        row["by_origin"][subset] = {
+            "configurations": int(sel.sum()),
+            "spread": float(ratio[sel].max() / ratio[sel].min()) if sel.any() else float("nan"),
+            "split_half": kendall(even, odd) if len(rounds) >= 3 else float("nan"),
+            "kendall": {label: kendall(np.asarray(v, np.float64)[sel], ratio[sel]) if sel.sum() >= 3 else float("nan")
+                        for label, v in preds.items()}}
     row["paired_min_ratio_split_half_kendall"] = split_half_kendall(
         [t for t, o in zip(p["min_ratio_rounds"], ok) if o])
     return row
@@ -388,6 +407,18 @@ def print_paired(rows: list, args: argparse.Namespace) -> None:
     print("\nsplit-half of the local ratio on the first quarter, half and all of the rounds: " + "; ".join(
         f"{r['program']} " + ", ".join(f"{k} rounds {v:.3f}" for k, v in split_half_by_rounds(r["paired"]))
         for r in rows))
+    print("\nby origin of the configurations: the reference's split-half and each predictor's Kendall against it, "
+          "on the default and random configurations, and on the searched ones only\n")
+    print("| program | subset | configurations | ratio spread | reference, even vs odd | " + " | ".join(plabels)
+          + " |\n|---|---|---:|---:|---:|" + "---:|" * len(plabels))
+    for subset in ORIGIN_SUBSETS:
+        for r in rows:
+            b = r["by_origin"][subset]
+            print(f"| {r['program']} | {subset} | {b['configurations']} | x{b['spread']:.2f} | {b['split_half']:.3f} | "
+                  + " | ".join(f"{b['kendall'][k]:.3f}" for k in plabels) + " |")
+        print(f"| **mean** | {subset} | | | **{np.nanmean([r['by_origin'][subset]['split_half'] for r in rows]):.3f}** | "
+              + " | ".join(f"**{np.nanmean([r['by_origin'][subset]['kendall'][k] for r in rows]):.3f}**"
+                           for k in plabels) + " |")
     print("\npaired reference per program: " + ", ".join(
         f"{r['program']} {r['paired']['rounds']} rounds in {r['paired']['seconds']:.0f} s" for r in rows))
 

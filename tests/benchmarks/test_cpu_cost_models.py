@@ -54,10 +54,16 @@ def test_paired_reference_cancels_drift_and_agrees_with_itself():
     np.testing.assert_allclose(p["ratio"][:5], true, rtol=0.03)  # local ratio: the drift cancels
     np.testing.assert_allclose(p["pair_ratio"][:5], true, rtol=0.01)
     row = {"paired": p, "measured_s": [1e-4 * t for t in true] + [float("nan")],
-           "predicted_s": {"right": true + [0.0], "reversed": true[::-1] + [0.0]}}
+           "predicted_s": {"right": true + [0.0], "reversed": true[::-1] + [0.0]},
+           "origin": ["default", "random", "random", "searched:xgboost", "searched:gnn", "random"]}
     cpu_cost_models.paired_summary(row)
     assert row["split_half_by_reference"]["local ratio"] == pytest.approx(1.0)
     assert row["split_half_by_reference"]["pair ratio"] == pytest.approx(1.0)
     assert row["kendall_paired"]["right"] == pytest.approx(1.0)
     assert row["kendall_paired"]["reversed"] == pytest.approx(-1.0)
     assert abs(row["paired_spread"] - 1.6) < 0.05
+    by = row["by_origin"]  # the configuration that did not compile counts in neither subset
+    assert by["default and random"]["configurations"] == 3 and by["searched"]["configurations"] == 2
+    assert by["default and random"]["kendall"]["right"] == pytest.approx(1.0)
+    assert by["default and random"]["kendall"]["reversed"] == pytest.approx(-1.0)
+    assert math.isnan(by["searched"]["split_half"])  # too few configurations to rank
