@@ -1,0 +1,28 @@
+"""Issue 17 (a), 2026-11-27: see README.md beside this file (a record of what was run)."""
+import sys, numpy as np
+import os
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", ".."))
+W = os.environ.get("CPUQ", "/tmp/cpuq")  # the work folder: DS/, m/ (new models), old/ (models of the parent commit)
+from autotune import api
+from autotune.tuning.dataset import Dataset
+from costmodels.metrics import kendall
+ds=Dataset.open(sys.argv[1])
+models={"xgb shipped":f"{W}/old/xgb_fusion_cpu.json","xgb new":f"{W}/m/xgb_fusion_cpu.json",
+        "gnn shipped":f"{W}/old/gnn_fusion_cpu.pt","gnn shipcmd":f"{W}/m/gnn_fusion_cpu.pt","gnn recipe":f"{W}/m/gnn_recipe_cpu.pt"}
+models={k:api.load_model_file(v) for k,v in models.items()}
+res={k:[] for k in list(models)+["analytical","measured sum"]}
+for split in ("validation","test"):
+  for name,s in ds.iter_programs(split):
+    c=s.config; g=np.asarray(c["graph"]); cid=np.asarray(c["cfg"]); e2e=np.asarray(c["end_to_end"])
+    n=len(e2e); ok=np.isfinite(e2e)
+    preds={k:np.asarray(m.predict_graphs(s.sample_graphs(), s.tile_feat),float) for k,m in models.items()}
+    preds["analytical"]=np.asarray(s.analytical,float)
+    out=[]
+    for k,p in preds.items():
+        pg=np.zeros(len(s.graphs)); pg[np.asarray(s.graph)]=p
+        tot=np.array([np.sum((pg[g]*s.multiplicity[g])[cid==i]) for i in range(n)])
+        t=kendall(tot[ok],e2e[ok]); res[k].append(t); out.append(f"{k} {t:.2f}")
+    v=np.asarray(c["runtime"]); tot=np.array([np.nansum((v*s.multiplicity[g])[cid==i]) for i in range(n)])
+    t=kendall(tot[ok],e2e[ok]); res["measured sum"].append(t); out.append(f"measured {t:.2f}")
+    print(split,name,ok.sum(),"; ".join(out))
+print("mean:", "; ".join(f"{k} {np.nanmean(v):.3f}" for k,v in res.items()))
