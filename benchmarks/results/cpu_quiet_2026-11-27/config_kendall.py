@@ -7,7 +7,7 @@ from autotune import api
 from autotune.tuning.dataset import Dataset
 from costmodels.metrics import kendall
 ds=Dataset.open(sys.argv[1])
-models={"xgb shipped":f"{W}/old/xgb_fusion_cpu.json","xgb new":f"{W}/m/xgb_fusion_cpu.json",
+models={"xgb shipped":f"{W}/old/xgb_fusion_cpu.json","xgb new":f"{W}/m/xgb_fusion_cpu.json","xgb min5":f"{W}/m/xgb_min5.json",
         "gnn shipped":f"{W}/old/gnn_fusion_cpu.pt","gnn shipcmd":f"{W}/m/gnn_fusion_cpu.pt","gnn recipe":f"{W}/m/gnn_recipe_cpu.pt"}
 models={k:api.load_model_file(v) for k,v in models.items()}
 res={k:[] for k in list(models)+["analytical","measured sum"]}
