@@ -243,6 +243,74 @@ def variadic_reduce(x):
     return v, i, jnp.count_nonzero(x > 0, axis=0), jnp.cumsum(x > 0, axis=1), jnp.all(x > -3), jnp.any(x > 3, axis=1)
 add("variadic_reduce_argmin", variadic_reduce, (r(5, 9),))
 
+# Programs 21-26 were added after the bf16 select finding (f16_bf16_reductions) to look for more of
+# its kind: bf16 / fp8 selects in larger kernels, and a few more idioms.
+
+# 21. bf16 where-heavy block: relu via jnp.where, a masked attention in bf16 whose mask is an
+#     argument, clip, a where on a comparison of two bf16 tensors, leaky relu, its gradient.
+def bf16_where_block(x, w, mask):
+    def f(w):
+        h = (x.astype(jnp.bfloat16) @ w.astype(jnp.bfloat16))
+        h = jnp.where(h > 0, h, 0.01 * h)
+        s = h @ h.T
+        s = jnp.where(mask, s, jnp.bfloat16(-1e4))
+        a = jax.nn.softmax(s, axis=-1)
+        o = jnp.clip(a @ h, -2.0, 2.0)
+        return jnp.where(o > h, o, h - o).astype(jnp.float32).sum(), o
+    (l, o), g = jax.value_and_grad(f, has_aux=True)(w)
+    return l, o, g
+add("bf16_where_masked_attention_grad", bf16_where_block, (r(6, 8), r(8, 8) * 0.3, jnp.asarray(rng.random((6, 6)) > 0.3)))
+
+# 22. float8 (e4m3fn / e5m2) scaled casts with jnp.where saturation and a select between fp8 tensors.
+def fp8_where(x, y, c):
+    s = jnp.max(jnp.abs(x)) / 448.0
+    q = jnp.where(jnp.abs(x / s) > 448.0, jnp.sign(x) * 448.0, x / s).astype(jnp.float8_e4m3fn)
+    q2 = y.astype(jnp.float8_e5m2)
+    pick = jnp.where(c, q, q2.astype(jnp.float8_e4m3fn))
+    return pick.astype(jnp.float32) * s, q.astype(jnp.bfloat16), jnp.where(c, q2, jnp.float8_e5m2(0)).astype(jnp.float32)
+add("fp8_where_saturate_select", fp8_where, (r(4, 8) * 3, r(4, 8), jnp.asarray(rng.random((4, 8)) > 0.5)))
+
+# 23. vmap of dynamic_slice / dynamic_update_slice with per-example offsets (becomes gather/scatter),
+#     and jnp.take with mode clip / wrap / fill on out-of-range and negative indices.
+def vmap_dyn(x, starts, upd, idx):
+    sl = jax.vmap(lambda row, s: lax.dynamic_slice(row, (s,), (3,)))(x, starts)
+    up = jax.vmap(lambda row, u, s: lax.dynamic_update_slice(row, u, (s,)))(x, upd, starts)
+    return (sl, up, jnp.take(x[0], idx, mode="clip"), jnp.take(x[0], idx, mode="wrap"),
+            jnp.take(x[0], idx, mode="fill", fill_value=-7.0), x[:, idx % 10])
+add("vmap_dynamic_slice_take_modes", vmap_dyn, (r(5, 10), jnp.asarray([0, 3, 7, 9, -2], jnp.int32), r(5, 2),
+                                                jnp.asarray([-12, -1, 0, 4, 9, 10, 25], jnp.int32)))
+
+# 24. scan with xs=None and length, full unroll, a nested (dict, tuple) carry, and a bf16 carry.
+def scan_none(x, w):
+    def step(c, _):
+        h, (t, acc) = c["h"], c["aux"]
+        h = jnp.tanh(h @ w) + 0.1 * t.astype(jnp.float32)
+        acc = (acc + h.astype(jnp.bfloat16)).astype(jnp.bfloat16)
+        return {"h": h, "aux": (t + 1, acc)}, h.sum()
+    c, ys = lax.scan(step, {"h": x, "aux": (jnp.int32(0), jnp.zeros_like(x, jnp.bfloat16))}, None, length=5, unroll=True)
+    c2, ys2 = lax.scan(step, c, None, length=3)
+    return c2["h"], c2["aux"][0], c2["aux"][1], ys, ys2
+add("scan_xs_none_unrolled_nested_carry", scan_none, (r(3, 4), r(4, 4) * 0.5))
+
+# 25. jax.scipy.special.logsumexp with weights b and return_sign, in bf16 and f32; top_k on bf16.
+import jax.scipy.special as jsp
+def lse_weights(x, b):
+    v, s = jsp.logsumexp(x, axis=1, b=b, return_sign=True)
+    vb = jsp.logsumexp(x.astype(jnp.bfloat16), axis=0, b=b.astype(jnp.bfloat16))
+    tv, ti = lax.top_k(x.astype(jnp.bfloat16), 2)
+    return v, s, vb, tv, ti
+add("logsumexp_weights_sign_bf16_topk", lse_weights, (r(5, 7), r(5, 7)))
+
+# 26. A bf16 GELU (erf form) + RMSNorm with jnp.where guards against zero rows, in a lax.fori_loop.
+def bf16_gelu_rms_loop(x, w):
+    def body(i, h):
+        h = jax.nn.gelu(h @ w, approximate=False)
+        ms = jnp.mean(h.astype(jnp.float32) ** 2, -1, keepdims=True)
+        n = jnp.where(ms > 0, lax.rsqrt(ms + 1e-6), 0.0)
+        return (h * n.astype(h.dtype)).astype(jnp.bfloat16)
+    return lax.fori_loop(0, 3, body, x.astype(jnp.bfloat16)).astype(jnp.float32)
+add("bf16_gelu_rmsnorm_fori", bf16_gelu_rms_loop, (r(4, 8), (r(8, 8) * 0.4).astype(jnp.bfloat16)))
+
 
 if __name__ == "__main__":
     os.makedirs(OUT, exist_ok=True)
