@@ -1244,6 +1244,13 @@ def _measure_in_process(req: dict) -> dict:
             err, ok = output_error(compiled(*inputs), ref, low_precision=low)
         except Exception as exc:
             return {"status": f"runtime_error: {_first_line(exc)}"}
+        if not ok and low:  # 16-bit floats: the original's roundings, without excess precision?
+            try:
+                options = {"disable_fusion": req.get("disable_fusion", False), "xla_flags": req.get("xla_flags")}
+                err2, ok = strict_precision_error(text, req["reference"], inputs, options)
+                err = min(err, err2)
+            except Exception:  # noqa: BLE001  (the mismatch above stands)
+                ok = False
         extra = {"output_error": err, "outputs_match": ok}
         if not ok:  # a program computing something else is no candidate, whatever its speed
             return {"status": f"output_mismatch: outputs differ from the original program's (max error "
