@@ -72,6 +72,7 @@ __all__ = [
     "jaxlib_version", "backend_platform", "parse_hlo_text", "parameter_shapes", "compile_hlo",
     "optimized_hlo_text", "cost_analysis", "random_inputs", "run_hlo", "time_compiled",
     "xla_fusion_report", "strip_metadata", "donated_parameters", "verification_inputs", "output_error",
+    "STRICT_PRECISION_FLAGS", "strict_precision_options", "strict_precision_error",
     "ThunkTiming", "ProgramProfile", "profile_compiled", "thunk_self_times", "InProgramTiming",
     "profile_answer", "attribute_thunks", "configuration_of", "XlaInProgramEvaluator",
     "PreparedRun", "PairedTiming", "paired_ratios", "time_paired", "time_paired_for",
@@ -447,6 +448,36 @@ def computes_in_16bit(text: str) -> bool:
     f32 outputs then carry that precision (XLA:CPU may keep a fused chain of bf16 ops in f32, its
     `xla_allow_excess_precision`, so where fusions start and end moves the roundings)."""
     return bool(_16BIT_FLOAT.search(text))
+
+
+# XLA option that makes every HLO instruction round to its declared type: XLA:CPU otherwise keeps a
+# chain of 16-bit float ops in f32 (normalization's converts cancel out), so where fusions start
+# and end decides where the roundings happen.
+STRICT_PRECISION_FLAGS = {"xla_allow_excess_precision": False}
+
+
+def strict_precision_options(options: Optional[dict] = None) -> dict:
+    """`compile_hlo` keyword options `options` with :data:`STRICT_PRECISION_FLAGS` added."""
+    out = dict(options or {})
+    out["xla_flags"] = {**(out.get("xla_flags") or {}), **STRICT_PRECISION_FLAGS}
+    return out
+
+
+def strict_precision_error(text: str, reference_text: str, inputs: Sequence[np.ndarray],
+                           options: Optional[dict] = None) -> tuple[float, bool]:
+    """`output_error` of program `text` against `reference_text`, both compiled with `options`
+    plus :data:`STRICT_PRECISION_FLAGS` (every instruction rounds to its declared type).
+
+    For programs that compute in 16-bit floats (`computes_in_16bit`): emitting a program's fusions
+    moves where XLA:CPU's excess precision rounds, by a few ulps of bf16 after a few chained ops
+    (measured: 2 ulps, relative 1.3e-2, of a bf16 GELU + RMSNorm in a 3-step fori_loop; the
+    original itself differs by as much between excess precision on and off). Under strict
+    precision both compute the HLO's own roundings, so an emitted program that computes what the
+    original computes matches it (exactly there)."""
+    opts = strict_precision_options(options)
+    ref = compile_hlo(reference_text, **opts)(*inputs)
+    got = compile_hlo(text, **opts)(*inputs)
+    return output_error(got, ref, low_precision=computes_in_16bit(reference_text))
 
 
 def output_tolerance(low_precision: bool = False) -> float:
@@ -1213,6 +1244,13 @@ def _measure_in_process(req: dict) -> dict:
             err, ok = output_error(compiled(*inputs), ref, low_precision=low)
         except Exception as exc:
             return {"status": f"runtime_error: {_first_line(exc)}"}
+        if not ok and low:  # 16-bit floats: the original's roundings, without excess precision?
+            try:
+                options = {"disable_fusion": req.get("disable_fusion", False), "xla_flags": req.get("xla_flags")}
+                err2, ok = strict_precision_error(text, req["reference"], inputs, options)
+                err = min(err, err2)
+            except Exception:  # noqa: BLE001  (the mismatch above stands)
+                ok = False
         extra = {"output_error": err, "outputs_match": ok}
         if not ok:  # a program computing something else is no candidate, whatever its speed
             return {"status": f"output_mismatch: outputs differ from the original program's (max error "

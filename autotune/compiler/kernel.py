@@ -23,6 +23,7 @@ from autotune.compiler.hlo import HloComputation, HloInstruction, HloModule, Sha
 from autotune.compiler.opcodes import NODE_FUSIBLE, is_scalar_constant
 from autotune.compiler.signature import instruction_signature, shape_signature
 from autotune.compiler.targets import CpuRules
+from autotune.compiler.targets.fusion_rules import cpu_normalized_float
 
 # --------------------------------------------------------------------------------------------------
 # Whole-program emission
@@ -100,7 +101,7 @@ def emit_fused_module(space: "FusionSpace", cfg: "FusionConfig", metadata: bool 
                 out.append(ins.copy())
                 continue
             if len(ref.members) == 1 and (space.node_class[ci][n] != NODE_FUSIBLE
-                                          or not space.rules.wrap_single(ins)):
+                                          or not space.rules.wrap_single(comp, n)):
                 out.append(ins.copy())
                 continue
             inputs = space.kernel_inputs(ci, n, ref.members)
@@ -195,7 +196,7 @@ def _wrap_transposes_into_reshapes(out: list[HloInstruction], fused_here: list[H
     readers = {n for i in out if i.opcode in ("reshape", "bitcast") for n in i.operands}
     result = []
     for ins in out:
-        if ins.opcode != "transpose" or ins.name not in readers or _cpu_normalized_float(ins.shape.dtype):
+        if ins.opcode != "transpose" or ins.name not in readers or cpu_normalized_float(ins.shape.dtype):
             result.append(ins)
             continue
         operand = by_name[ins.operands[0]]
@@ -210,11 +211,6 @@ def _wrap_transposes_into_reshapes(out: list[HloInstruction], fused_here: list[H
         result.append(HloInstruction(ins.name, "fusion", ins.shape, [operand.name], attrs, {"calls": (fname,)},
                                      is_root=ins.is_root))
     return result
-
-
-def _cpu_normalized_float(dtype: str) -> bool:
-    """Element types XLA:CPU computes in f32 (FloatNormalization) for ops it lacks in that type."""
-    return dtype == "bf16" or dtype.startswith(("f8", "f6", "f4"))
 
 
 # --------------------------------------------------------------------------------------------------

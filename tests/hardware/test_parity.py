@@ -117,3 +117,29 @@ def test_emitted_transpose_into_reshape_computes_under_measure_options():
     sp = FusionSpace(Program.from_file(path), "cpu")
     emitted = emit_fused_text(sp, sp.unfused())
     assert np.array_equal(np.asarray(compile_hlo(emitted, **EMITTED_CPU_COMPILE_OPTIONS)(*inputs)[0]), want)
+
+
+@xla
+def test_bf16_rounding_placement_is_judged_without_excess_precision():
+    """A bf16 GELU + RMSNorm step three times in lax.fori_loop (batch 4): XLA:CPU keeps the
+    original's fused bf16 chains in f32, the emitted fusions round where the HLO says: 2 bf16 ulps
+    (relative 1.3e-2) apart under XLA's defaults, the same bits without excess precision. The
+    parity check judges such a program by the latter; a wrong program still fails there."""
+    pytest.importorskip("jax")
+    from autotune.compiler.fusion import FusionSpace
+    from autotune.compiler.kernel import emit_fused_text
+    from autotune.compiler.program import Program
+    from hardware.parity import check_program
+    from hardware.xla import compile_hlo, output_error, strict_precision_error, verification_inputs
+    path = os.path.join(FIXTURES, "bf16_gelu_rmsnorm_loop.hlo")
+    text = open(path).read()
+    inputs = verification_inputs(text)
+    sp = FusionSpace(Program.from_file(path), "cpu")
+    emitted = emit_fused_text(sp, sp.unfused(), metadata=False)
+    err, ok = output_error(compile_hlo(emitted)(*inputs), compile_hlo(text)(*inputs), low_precision=True)
+    assert not ok and err < 0.05
+    assert strict_precision_error(emitted, text, inputs) == (0.0, True)
+    wrong = emitted.replace("rsqrt(", "sqrt(")
+    assert wrong != emitted and strict_precision_error(wrong, text, inputs)[1] is False
+    res = check_program(path, "tpu", ["default"], modes=("xla",))
+    assert [r.status for r in res] == ["ok"], [(r.config, r.mode, r.status, r.error) for r in res]

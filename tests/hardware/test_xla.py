@@ -527,3 +527,21 @@ def test_neighbour_ratios_are_unbiased_for_identical_programs():
     # a block over the mean of its two neighbours is biased low under spiky noise; a block over one is not
     assert np.median(mean_of_two) < 0.98  # 0.970 in expectation
     assert abs(np.median(single) - 1.0) < 0.01
+
+
+def test_measure_program_judges_bf16_roundings_without_excess_precision(evaluator):
+    """A correct emission of a bf16 program is not rejected for rounding where the HLO says: the
+    bf16 GELU + RMSNorm loop (batch 4) emitted unfused is 2 bf16 ulps from XLA's default compile of
+    the original (excess precision keeps its fused chains in f32) and bit-identical without
+    excess precision; a wrong program still fails."""
+    from autotune.compiler.fusion import FusionSpace
+    from autotune.compiler.kernel import EMITTED_CPU_COMPILE_OPTIONS, emit_fused_text
+    from autotune.compiler.program import Program
+    original = (SMALL.parent / "bf16_gelu_rmsnorm_loop.hlo").read_text()
+    space = FusionSpace(Program.from_text(original), "cpu")
+    fused = emit_fused_text(space, space.unfused())
+    m = evaluator.measure_program(fused, reference=original, **EMITTED_CPU_COMPILE_OPTIONS)
+    assert m.ok and m.extra["outputs_match"] and m.extra["output_error"] == 0.0, m
+    wrong = fused.replace("rsqrt(", "sqrt(")
+    m = evaluator.measure_program(wrong, reference=original, **EMITTED_CPU_COMPILE_OPTIONS)
+    assert not m.ok and m.status.startswith("output_mismatch"), m

@@ -164,9 +164,9 @@ class Kernel(KernelRef):
         rules = self.space.rules
         insts = comp.instructions
         if fused is None:
-            fused = self.space.compilation_target.xla_cpu_emission and rules.wrap_single(self.root_instruction) \
+            fused = self.space.compilation_target.xla_cpu_emission and rules.wrap_single(comp, self.root) \
                 and all(self.space.node_class[self.comp][m] == NODE_FUSIBLE for m in self.members)
-        if fused and len(self.members) == 1 and not rules.wrap_single(self.root_instruction):
+        if fused and len(self.members) == 1 and not rules.wrap_single(comp, self.root):
             fused = False  # e.g. a lone dot on XLA:CPU: a library call, never a fusion
         inputs = list(self.inputs)
         mset = set(self.members)

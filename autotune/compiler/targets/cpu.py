@@ -165,8 +165,11 @@ class CpuRules(FusionRules):
                 return False
         return single_function_partition(comp, root, members) and selects_ok(comp, members)
 
-    def wrap_single(self, ins: HloInstruction) -> bool:
-        return ins.opcode in self.fusible and ins.opcode != "dot"
+    def wrap_single(self, comp: Computation, n: int) -> bool:
+        # A lone instruction becomes a fusion only where XLA:CPU compiles it as one (a bf16 select
+        # of a non-scalar predicate does not: selects_ok).
+        ins = comp.instructions[n]
+        return ins.opcode in self.fusible and ins.opcode != "dot" and selects_ok(comp, [n])
 
     def duplicable_into(self, comp: Computation, p: int, u: int, fusible_users: set) -> bool:
         # Reduce users never can: XLA:CPU 0.10.2 turns reductions into YNNPACK library fusions

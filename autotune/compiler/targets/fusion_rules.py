@@ -16,7 +16,7 @@ from autotune.compiler.opcodes import (CONTROL, ELEMENTWISE, EXPENSIVE, FREE, NO
 from autotune.compiler.program import Computation, Program
 
 __all__ = ["FusionRules", "SpaceView", "DefaultFusionFacts", "default_facts", "in_place_ok", "downstream",
-           "single_function_partition", "selects_ok", "operand_reuse", "XLA_LOOP_FUSIBLE_EXTRA", "TRANSPARENT"]
+           "single_function_partition", "selects_ok", "cpu_normalized_float", "operand_reuse", "XLA_LOOP_FUSIBLE_EXTRA", "TRANSPARENT"]
 
 
 class SpaceView(Protocol):
@@ -99,8 +99,9 @@ class FusionRules:
                 return kind
         return "kLoop"
 
-    def wrap_single(self, ins: HloInstruction) -> bool:
-        """Whether a one-instruction kernel is emitted as a fusion (so the compiler keeps it alone)."""
+    def wrap_single(self, comp: Computation, n: int) -> bool:
+        """Whether the one-instruction kernel of instruction `n` of `comp` is emitted as a fusion
+        (so the compiler keeps it alone)."""
         return True
 
     def duplicable_into(self, comp: Computation, p: int, u: int, fusible_users: set) -> bool:
@@ -335,6 +336,12 @@ def single_function_partition(comp: Computation, root: int, members: Sequence[in
     return True
 
 
+def cpu_normalized_float(dtype: str) -> bool:
+    """Element types XLA:CPU computes in a wider float (FloatNormalization: bf16 and the 8-bit and
+    smaller floats) for ops it lacks in that type, by inserting converts (inside fusions too)."""
+    return dtype == "bf16" or dtype.startswith(("f8", "f6", "f4"))
+
+
 def selects_ok(comp: Computation, members: Sequence[int]) -> bool:
     """A `select` inside a hand-made fusion must not take its on_true value from another member
     when its predicate is a non-scalar kernel input.
@@ -344,6 +351,12 @@ def selects_ok(comp: Computation, members: Sequence[int]) -> bool:
     inner instructions have none ("Check failed: has_layout()" in ShapeInference::InferSelectShape).
     The algebraic simplifier also rewrites select(not(p), a, b) into select(p, b, a), so with a
     fused `not` of an input as predicate, neither branch may be a member.
+    A select of bf16 (or an 8-bit float) with a non-scalar kernel input as predicate is never
+    legal, even alone: XLA:CPU's float normalization computes it in f32 by converting both
+    branches inside the fusion, which makes its on_true an inner instruction (measured, jaxlib
+    0.10.2: `bf16[4] select(pred[4] p, bf16[4] a, bf16[4] b)` as a one-instruction kLoop fusion
+    aborts with "Check failed: has_layout() f32[4]"; jax.nn.logsumexp in bf16 has one). With the
+    predicate computed in the fusion, or a scalar one, it compiles.
     """
     mset = set(members)
     ins = comp.instructions
@@ -354,7 +367,7 @@ def selects_ok(comp: Computation, members: Sequence[int]) -> bool:
         if ins[pred].shape.rank == 0:
             continue
         if pred not in mset:
-            if on_true in mset:
+            if on_true in mset or cpu_normalized_float(ins[m].shape.dtype):
                 return False
         elif ins[pred].opcode == "not" and (on_true in mset or on_false in mset):
             return False

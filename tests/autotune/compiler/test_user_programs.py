@@ -61,3 +61,27 @@ def test_bf16_attention_output_transpose_compiles_on_xla_cpu():
     results = check_program(str(FIXTURES / "dot_product_attention_bf16.hlo"), "cpu", specs=("default", "random:0"),
                             modes=("xla", "measure"), timeout=300)
     assert [r.status for r in results] == ["ok"] * 4, [(r.config, r.mode, r.status) for r in results]
+
+
+def test_bf16_select_of_an_input_predicate_is_not_fused_alone():
+    """jax.nn.logsumexp in bf16 guards its max with `select(is_finite(m), m, 0)` in bf16. Emitted
+    as a one-instruction fusion (cpu: every lone fusible op; tpu checked on XLA:CPU: a kernel that
+    compiles as a loop fusion) with its predicate a fusion input, XLA:CPU's float normalization
+    converts the branches to f32 inside the fusion and aborts ("Check failed: has_layout()
+    f32[4]"). Such a select stays plain alone and out of kernels that do not compute its
+    predicate; with the predicate fused in, it compiles."""
+    from autotune.compiler.targets import CpuRules
+    program = Program.from_file(str(FIXTURES / "logsumexp_bf16.hlo"))
+    comp = program.entry
+    names = [i.name for i in comp.instructions]
+    sel, fin = names.index("select_n.1"), names.index("is_finite.1")
+    assert not CpuRules().wrap_single(comp, sel)
+    assert not CpuRules.loop_fusion_compiles(comp, sel, [sel])
+    assert CpuRules.loop_fusion_compiles(comp, sel, [fin, sel])
+    assert CpuRules().wrap_single(comp, names.index("exp.1"))
+    pytest.importorskip("jax")
+    from hardware.parity import check_program
+    for target in ("cpu", "tpu"):
+        results = check_program(str(FIXTURES / "logsumexp_bf16.hlo"), target, specs=("default", "unfused"),
+                                modes=("xla",), timeout=300)
+        assert [r.status for r in results] == ["ok"] * 2, [(r.target, r.config, r.mode, r.status) for r in results]
