@@ -83,7 +83,7 @@ class PairedProgramCost:
         self.memo: dict = {}          # (checkpoint compatibility with the kernel-sum pricer: no kernels)
         self.kernel_calls = 0
         self.kernels_priced = 0
-        self.trials = 0               # paired timings requested (fresh configurations other than the default)
+        self.trials = 0               # configurations timed paired (fresh ones other than the default; re-timings: `retried`)
         self.trial_wall_s = 0.0       # wall time of those requests (compilation included)
         self._default_text: Optional[str] = None
         self.default_s: Optional[float] = None
@@ -135,10 +135,10 @@ class PairedProgramCost:
         except Exception as e:  # an emitter bug fails this configuration, not the search
             return math.inf, {"status": f"emit_error: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"}
         retried = 0
+        self.trials += 1  # one trial per configuration; its re-timings count in `retried`
         while True:
             m = self.evaluator.measure_paired(self._default_text, text, self.seconds, pairs=self.pairs,
                                               min_block_ms=self.min_block_ms, **self.compile_options)
-            self.trials += 1
             extra = getattr(m, "extra", {}) or {}
             disturbed = m.ok and self._reference_disturbed(extra.get("reference_s"))
             if not disturbed or retried >= self.retries:

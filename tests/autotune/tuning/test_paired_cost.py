@@ -145,6 +145,7 @@ def test_a_trial_with_a_disturbed_default_is_timed_again(space):
     rec = cost.records[space.config_digest(c)]
     assert rec["retried"] == 1 and "reference_disturbed" not in rec and len(ev.paired_calls) == 2
     assert cost.describe()["retried_disturbed"] == 1 and cost.describe()["kept_disturbed"] == 0
+    assert cost.describe()["trials"] == 1  # one configuration: one trial, timed twice
     # still disturbed after the retry: kept (a cost is needed) and flagged
     ev2 = _DisturbedMachine(disturbed=5)
     cost2 = PairedProgramCost(space, ev2, 0.1)
