@@ -1244,14 +1244,16 @@ def _measure_in_process(req: dict) -> dict:
             err, ok = output_error(compiled(*inputs), ref, low_precision=low)
         except Exception as exc:
             return {"status": f"runtime_error: {_first_line(exc)}"}
+        strict = None
         if not ok and low:  # 16-bit floats: the original's roundings, without excess precision?
             try:
                 options = {"disable_fusion": req.get("disable_fusion", False), "xla_flags": req.get("xla_flags")}
-                err2, ok = strict_precision_error(text, req["reference"], inputs, options)
-                err = min(err, err2)
+                strict, ok = strict_precision_error(text, req["reference"], inputs, options)
             except Exception:  # noqa: BLE001  (the mismatch above stands)
                 ok = False
         extra = {"output_error": err, "outputs_match": ok}
+        if strict is not None:  # judged without excess precision: recorded beside the default-precision error
+            extra["output_error_without_excess_precision"] = strict
         if not ok:  # a program computing something else is no candidate, whatever its speed
             return {"status": f"output_mismatch: outputs differ from the original program's (max error "
                               f"{err:.3g}, tolerance {output_tolerance(low):g})", **extra}
@@ -1357,7 +1359,7 @@ def _measure_request(req: dict) -> Measurement:
         resp = _measure_in_process(req)
     except Exception as exc:
         resp = {"status": f"worker_error: {type(exc).__name__}: {_first_line(exc)}"}
-    checked = {k: resp[k] for k in ("output_error", "outputs_match") if k in resp}
+    checked = {k: resp[k] for k in ("output_error", "outputs_match", "output_error_without_excess_precision") if k in resp}
     if resp.get("status") != "ok":
         m = Measurement.failure(resp.get("status", "worker_error: no status"))
         m.extra.update(checked)
