@@ -311,17 +311,24 @@ def _pooled(rounds: list, sel: slice) -> float:
     return float(np.median(part)) if part else float("nan")
 
 
+def _split_half_pooled(rounds: list) -> float:
+    """Kendall between each configuration's pooled median over its even and over its odd paired rounds
+    (`rounds`: per configuration, its rounds of block ratios); nan for fewer than 3 configurations."""
+    from costmodels.metrics import kendall
+    if len(rounds) < 3:
+        return float("nan")
+    even = np.array([_pooled(t, slice(0, None, 2)) for t in rounds])
+    odd = np.array([_pooled(t, slice(1, None, 2)) for t in rounds])
+    return kendall(even, odd)
+
+
 def split_half_by_rounds(paired: dict, fractions=(0.25, 0.5, 1.0)) -> list:
     """(rounds, split-half Kendall of the local ratio on the first `rounds` rounds) per fraction: how the
     paired reference's self-agreement grows with measuring time."""
-    from costmodels.metrics import kendall
     out = []
     for frac in fractions:
         k = max(2, int(paired["rounds"] * frac))
-        rounds = [t[:k] for t in paired["local_ratio_rounds"] if t]
-        even = np.array([_pooled(t, slice(0, None, 2)) for t in rounds])
-        odd = np.array([_pooled(t, slice(1, None, 2)) for t in rounds])
-        out.append((k, kendall(even, odd) if len(rounds) >= 3 else float("nan")))
+        out.append((k, _split_half_pooled([t[:k] for t in paired["local_ratio_rounds"] if t])))
     return out
 
 
@@ -351,21 +358,15 @@ def paired_summary(row: dict) -> dict:
                                           for label, v in preds.items()} for name, ref in refs.items()}
     row["split_half_by_reference"] = {}
     for name, key in PAIRED_REFERENCES.items():
-        rounds = [t for t, o in zip(p[key], ok) if o]
-        even = np.array([_pooled(t, slice(0, None, 2)) for t in rounds])
-        odd = np.array([_pooled(t, slice(1, None, 2)) for t in rounds])
-        row["split_half_by_reference"][name] = kendall(even, odd) if len(rounds) >= 3 else float("nan")
+        row["split_half_by_reference"][name] = _split_half_pooled([t for t, o in zip(p[key], ok) if o])
     row["paired_split_half_kendall"] = row["split_half_by_reference"]["local ratio"]
     row["by_origin"] = {}
     for subset, keep in ORIGIN_SUBSETS.items():
         sel = ok & np.array([keep(o) for o in row["origin"]], bool)
-        rounds = [t for t, s in zip(p["local_ratio_rounds"], sel) if s]
-        even = np.array([_pooled(t, slice(0, None, 2)) for t in rounds])
-        odd = np.array([_pooled(t, slice(1, None, 2)) for t in rounds])
         row["by_origin"][subset] = {
             "configurations": int(sel.sum()),
             "spread": float(ratio[sel].max() / ratio[sel].min()) if sel.any() else float("nan"),
-            "split_half": kendall(even, odd) if len(rounds) >= 3 else float("nan"),
+            "split_half": _split_half_pooled([t for t, s in zip(p["local_ratio_rounds"], sel) if s]),
             "kendall": {label: kendall(np.asarray(v, np.float64)[sel], ratio[sel]) if sel.sum() >= 3 else float("nan")
                         for label, v in preds.items()}}
     row["paired_min_ratio_split_half_kendall"] = split_half_kendall(

@@ -101,7 +101,7 @@ def _check_in_process(path: str, target: str, specs: Sequence[str], modes: Seque
     from autotune.compiler.hlo import parse_hlo
     from autotune.compiler.kernel import cpu_checkable
     from autotune.compiler.program import Program
-    from hardware.xla import compile_hlo, computes_in_16bit, parse_hlo_text, strict_precision_error
+    from hardware.xla import compile_hlo, computes_in_16bit, excess_precision_fallback, parse_hlo_text
 
     text = Path(path).read_text()
     inputs = verification_inputs(text)
@@ -140,12 +140,9 @@ def _check_in_process(path: str, target: str, specs: Sequence[str], modes: Seque
                 other = [m for m in MODES if m != mode][0]
                 err2, ok = output_error(got, refs[other], low_precision=low)
                 err = min(err, err2)
-            if not ok and low:  # 16-bit floats: the same roundings as the original, without excess precision?
-                try:
-                    err3, ok = strict_precision_error(emitted, text, inputs, _compile_options(mode))
-                    err = min(err, err3)
-                except Exception:  # noqa: BLE001  (the mismatch above stands)
-                    ok = False
+            ok, err3 = excess_precision_fallback(ok, low, emitted, text, inputs, _compile_options(mode))
+            if err3 is not None:
+                err = min(err, err3)
             out.append({**row, "status": "ok" if ok else "mismatch", "error": err,
                         "compile_s": compiled.compile_seconds})
     return out

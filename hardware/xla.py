@@ -72,7 +72,7 @@ __all__ = [
     "jaxlib_version", "backend_platform", "parse_hlo_text", "parameter_shapes", "compile_hlo",
     "optimized_hlo_text", "cost_analysis", "random_inputs", "run_hlo", "time_compiled",
     "xla_fusion_report", "strip_metadata", "donated_parameters", "verification_inputs", "output_error",
-    "STRICT_PRECISION_FLAGS", "strict_precision_options", "strict_precision_error",
+    "STRICT_PRECISION_FLAGS", "strict_precision_options", "strict_precision_error", "excess_precision_fallback",
     "ThunkTiming", "ProgramProfile", "profile_compiled", "thunk_self_times", "InProgramTiming",
     "profile_answer", "attribute_thunks", "configuration_of", "XlaInProgramEvaluator",
     "PreparedRun", "PairedTiming", "paired_ratios", "time_paired", "time_paired_for",
@@ -478,6 +478,22 @@ def strict_precision_error(text: str, reference_text: str, inputs: Sequence[np.n
     ref = compile_hlo(reference_text, **opts)(*inputs)
     got = compile_hlo(text, **opts)(*inputs)
     return output_error(got, ref, low_precision=computes_in_16bit(reference_text))
+
+
+def excess_precision_fallback(ok: bool, low_precision: bool, text: str, reference_text: str,
+                              inputs: Sequence[np.ndarray], options: Optional[dict] = None
+                              ) -> tuple[bool, Optional[float]]:
+    """The judgement of an output comparison (`ok`) after the 16-bit fallback: a program computing in 16-bit
+    floats whose outputs mismatched is judged again without excess precision (:func:`strict_precision_error`).
+    Returns (match, that error); (ok, None) where no second judgement was needed; a failure to compile or
+    run under strict precision leaves the mismatch standing."""
+    if ok or not low_precision:
+        return ok, None
+    try:
+        err, ok = strict_precision_error(text, reference_text, inputs, options)
+    except Exception:  # noqa: BLE001  (the mismatch stands)
+        return False, None
+    return ok, err
 
 
 def output_tolerance(low_precision: bool = False) -> float:
@@ -1244,13 +1260,9 @@ def _measure_in_process(req: dict) -> dict:
             err, ok = output_error(compiled(*inputs), ref, low_precision=low)
         except Exception as exc:
             return {"status": f"runtime_error: {_first_line(exc)}"}
-        strict = None
-        if not ok and low:  # 16-bit floats: the original's roundings, without excess precision?
-            try:
-                options = {"disable_fusion": req.get("disable_fusion", False), "xla_flags": req.get("xla_flags")}
-                strict, ok = strict_precision_error(text, req["reference"], inputs, options)
-            except Exception:  # noqa: BLE001  (the mismatch above stands)
-                ok = False
+        ok, strict = excess_precision_fallback(ok, low, text, req["reference"], inputs,
+                                               {"disable_fusion": req.get("disable_fusion", False),
+                                                "xla_flags": req.get("xla_flags")})
         extra = {"output_error": err, "outputs_match": ok}
         if strict is not None:  # judged without excess precision: recorded beside the default-precision error
             extra["output_error_without_excess_precision"] = strict
@@ -1353,13 +1365,17 @@ def profile_answer(compiled: CompiledHlo, inputs: Sequence[np.ndarray], runs: in
             "run_seconds": prof.run_seconds, "tail_seconds": prof.tail_seconds}
 
 
+# What a measurement with a `reference` says about its outputs (kept in its extra, failed or not).
+OUTPUT_CHECK_KEYS = ("output_error", "outputs_match", "output_error_without_excess_precision")
+
+
 def _measure_request(req: dict) -> Measurement:
     """One kernel or program request as a MeasurementPool task (module level: picklable)."""
     try:
         resp = _measure_in_process(req)
     except Exception as exc:
         resp = {"status": f"worker_error: {type(exc).__name__}: {_first_line(exc)}"}
-    checked = {k: resp[k] for k in ("output_error", "outputs_match", "output_error_without_excess_precision") if k in resp}
+    checked = {k: resp[k] for k in OUTPUT_CHECK_KEYS if k in resp}
     if resp.get("status") != "ok":
         m = Measurement.failure(resp.get("status", "worker_error: no status"))
         m.extra.update(checked)

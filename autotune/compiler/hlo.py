@@ -640,29 +640,25 @@ def reachable_computations(module: HloModule, roots: "list[str]", comps: Optiona
     """Names of the computations `roots` name and, transitively, call (`comps`: the name -> computation
     map to follow, by default the module's)."""
     comps = module.computations_by_name if comps is None else comps
+    return _closure(roots, lambda n: (c for ins in comps[n].instructions for c in ins.called_computations()))
+
+
+def live_instructions(by_name: "dict[str, HloInstruction]", seeds: Iterable[str]) -> set:
+    """Names of the instructions `seeds` name and, transitively, read (the live set of a dead-code pass)."""
+    return _closure(seeds, lambda n: by_name[n].operands)
+
+
+def _closure(seeds: Iterable[str], successors: Callable[[str], Iterable[str]]) -> set:
+    """`seeds` and every name reachable from them through `successors` (a worklist walk)."""
     out: set[str] = set()
-    stack = list(roots)
+    stack = list(seeds)
     while stack:
         n = stack.pop()
         if n in out:
             continue
         out.add(n)
-        for ins in comps[n].instructions:
-            stack.extend(ins.called_computations())
+        stack.extend(successors(n))
     return out
-
-
-def live_instructions(by_name: "dict[str, HloInstruction]", seeds: Iterable[str]) -> set:
-    """Names of the instructions `seeds` name and, transitively, read (the live set of a dead-code pass)."""
-    live: set[str] = set()
-    stack = list(seeds)
-    while stack:
-        n = stack.pop()
-        if n in live:
-            continue
-        live.add(n)
-        stack.extend(by_name[n].operands)
-    return live
 
 
 # --------------------------------------------------------------------------------------------------

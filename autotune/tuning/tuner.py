@@ -950,13 +950,13 @@ class Tuner:
             text = space.emit_text(cfg)
             m = ev.measure_program(text, reference=reference)
             match = bool(m.ok and m.extra.get("outputs_match", True))
-            result.verified.append({"rank": rank, "predicted_s": pred, "sha256": _sha256(text),
-                                    "config_hash": space.config_hash(cfg), "copies": space.copies(cfg),
-                                    "status": m.status if not m.ok else ("ok" if match else "output_mismatch"),
-                                    "output_error": m.extra.get("output_error"), "outputs_match": match,
-                                    **({"output_error_without_excess_precision":
-                                        m.extra["output_error_without_excess_precision"]}
-                                       if "output_error_without_excess_precision" in m.extra else {})})
+            entry = {"rank": rank, "predicted_s": pred, "sha256": _sha256(text),
+                     "config_hash": space.config_hash(cfg), "copies": space.copies(cfg),
+                     "status": m.status if not m.ok else ("ok" if match else "output_mismatch"),
+                     "output_error": m.extra.get("output_error"), "outputs_match": match}
+            if "output_error_without_excess_precision" in m.extra:  # a 16-bit program judged without it
+                entry["output_error_without_excess_precision"] = m.extra["output_error_without_excess_precision"]
+            result.verified.append(entry)
             if match and rank != "default":
                 chosen, chosen_pred = cfg, pred
         default_ok = bool(result.verified and result.verified[0]["outputs_match"])
