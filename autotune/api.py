@@ -177,7 +177,7 @@ def list_cost_models() -> list[str]:
 def new_model(kind: str, task: str, target: str, **options: Any) -> Any:
     """An untrained GNN or XGBoost cost model; options as `autotune train` (seed, hidden, layers, reduction,
     encoder, loss, rank_loss, static_features, edge_direction, kernel_features, geometry_features; n_estimators,
-    max_depth, lr, nthread, min_runtime_us)."""
+    max_depth, lr, nthread, min_runtime_us, drop_groups)."""
     key = _learned_kind(kind)
     if task == "layout":
         if key == "xgboost":
@@ -215,24 +215,43 @@ def new_model(kind: str, task: str, target: str, **options: Any) -> Any:
         return XgbCostModel(task, target, seed=options.get("seed", 0),
                             static_features=options.get("static_features", True),
                             n_estimators=options.get("n_estimators") or 300,
-                            min_runtime_s=(options.get("min_runtime_us") or 0.0) * 1e-6, **kw)
+                            min_runtime_s=(options.get("min_runtime_us") or 0.0) * 1e-6,
+                            drop_groups=xgboost_feature_groups(options.get("drop_groups") or ()), **kw)
     raise ValueError(f"unknown model kind {kind!r} to train (known: {', '.join(LEARNED_KINDS)})")
+
+
+def xgboost_feature_groups(names: Any) -> list:
+    """XGBoost feature groups (`costmodels.xgb.FEATURE_GROUPS`) named by a comma-separated string or a list;
+    a name ending in `*` stands for every group it prefixes (`cpu_*`: the cpu geometry rows)."""
+    from costmodels.xgb import FEATURE_GROUPS
+    items = [n.strip() for n in (names.split(",") if isinstance(names, str) else names) if n.strip()]
+    out: list = []
+    for n in items:
+        hits = [g for g in FEATURE_GROUPS if g.startswith(n[:-1])] if n.endswith("*") else [n] if n in FEATURE_GROUPS else []
+        if not hits:
+            raise ValueError(f"unknown XGBoost feature group {n!r} (known: {', '.join(FEATURE_GROUPS)})")
+        out.extend(g for g in hits if g not in out)
+    return out
 
 
 # `costmodels.gnn.train.fit_gnn` options `train_model` passes on when given (None: fit_gnn's default)
 GNN_FIT_OPTIONS = ("weight_decay", "patience", "large_weight", "select", "lr_schedule", "min_runtime_s", "draws")
 
 
-def gnn_training_options(task: str, options: dict) -> dict:
+def gnn_training_options(task: str, options: dict, target: Optional[str] = None) -> dict:
     """`options` with the training recipe's values (`costmodels.gnn.FUSION_RECIPE`) where an option is not
-    given (None), for a GNN trained on log runtime for the fusion task; other tasks' options as given."""
+    given (None), for a GNN trained on log runtime for the fusion task; other tasks' options as given.
+    The recipe's piecewise-linear encoding is of the tpu tile geometry: off for targets whose geometry
+    block holds something else (cpu) or nothing."""
+    from costmodels.features import geometry_layout
     from costmodels.gnn import FUSION_RECIPE
     if task != "fusion" or options.get("loss") not in (None, "mse"):
         return dict(options)
     out = {**options, **{k: v for k, v in FUSION_RECIPE.items() if options.get(k) is None}}
     if options.get("ple_bins") is None and (out.get("geometry_features") is False
-                                            or out.get("kernel_features") is False):
-        out["ple_bins"] = 0  # the recipe's piecewise-linear encoding is of the geometry features: none to encode
+                                            or out.get("kernel_features") is False
+                                            or (target is not None and geometry_layout(target) != "tpu")):
+        out["ple_bins"] = 0  # the recipe's piecewise-linear encoding is of the tile geometry: none to encode
     return out
 
 
@@ -250,7 +269,7 @@ def train_model(kind: str, dataset: Any, progress: bool = False, **options: Any)
         from autotune.tuning.evaluation import FittedAnalytical
         return FittedAnalytical.fit(dataset, "train")
     if _learned_kind(kind) == "gnn":
-        options = gnn_training_options(dataset.task, options)
+        options = gnn_training_options(dataset.task, options, dataset.target)
     model = new_model(kind, dataset.task, dataset.target, **options)
     if dataset.task == "layout":
         return model.fit(dataset, epochs=options.get("epochs") or 20, lr=options.get("lr") or 1e-3,

@@ -107,6 +107,40 @@ def label_consistency(data: str) -> dict:
     return rows
 
 
+def cross_program_floor(data: str) -> dict:
+    """How far a kernel's label depends on the program around it: kernels (by canonical hash) measured in
+    two or more programs of the dataset, >= 5 us in one. Per such kernel, the best any function of the kernel
+    alone can do is one value for all its programs: the MAPE of the best single value (among its labels; the
+    optimum of a sum of |c - y| / y lies at one of them) is a floor on a kernel-level model's MAPE over these
+    kernels. Also the median label ratio between program pairs sharing kernels (most shared first)."""
+    from autotune.tuning.dataset import Dataset
+    ds = Dataset.open(data)
+    by_hash: dict = {}
+    for name in sorted(ds.programs):
+        s = ds.load_program(name)
+        for gi, y in zip(s.graph, s.runtime):
+            if np.isfinite(y) and y > 0:
+                by_hash.setdefault(str(s.graphs[gi].hash), []).append((name, float(y)))
+    shared = {h: v for h, v in by_hash.items() if len({n for n, _ in v}) > 1 and max(y for _, y in v) >= 5e-6}
+    floors, ratios, pairs = [], [], {}
+    for v in shared.values():
+        ys = np.array([y for _, y in v])
+        floors.append(min(float(np.mean(np.abs(c - ys) / ys)) for c in ys))
+        ratios.append(float(ys.max() / ys.min()))
+        for i in range(len(v)):
+            for j in range(i + 1, len(v)):
+                (a, ya), (b, yb) = sorted([v[i], v[j]])
+                if a != b:
+                    pairs.setdefault((a, b), []).append(np.log2(yb / ya))
+    top = sorted(pairs.items(), key=lambda t: -len(t[1]))[:8]
+    return {"kernels": len(shared), "labels": int(sum(len(v) for v in shared.values())),
+            "floor_mape_mean": float(np.mean(floors)) if floors else float("nan"),
+            "floor_mape_median": float(np.median(floors)) if floors else float("nan"),
+            "ratio_median": float(np.median(ratios)) if ratios else float("nan"),
+            "ratio_over_1_5": float(np.mean(np.array(ratios) > 1.5)) if ratios else float("nan"),
+            "pairs": [{"programs": list(k), "kernels": len(r), "ratio_median": float(2 ** np.median(r))} for k, r in top]}
+
+
 def split_half_kendall(rounds_s: list) -> float:
     """Kendall tau between the configurations' median end-to-end times over the even and over the odd
     rounds: how well the end-to-end measurement ranks the configurations against itself (a ceiling for any
@@ -476,6 +510,14 @@ def main() -> None:
               + " |")
         print(f"\nmedian end_to_end_over_sum {np.nanmedian([r['end_to_end_over_sum'] for r in rows.values()]):.2f}; "
               f"load average {_load_avg()}")
+        fl = cross_program_floor(args.data)
+        print(f"\nthe same kernel in different programs: {fl['kernels']} kernels measured in >= 2 programs "
+              f"({fl['labels']} labels); the best single value per kernel has MAPE {fl['floor_mape_mean']:.1%} mean, "
+              f"{fl['floor_mape_median']:.1%} median (a floor for any kernel-level model on them); max/min label "
+              f"ratio median {fl['ratio_median']:.2f}, > 1.5x for {fl['ratio_over_1_5']:.0%}")
+        print("| programs | shared kernels | label ratio, median (second / first) |\n|---|---:|---:|")
+        for p in fl["pairs"]:
+            print(f"| {p['programs'][0]} / {p['programs'][1]} | {p['kernels']} | {p['ratio_median']:.2f} |")
         return
     if not args.skip_kernels:
         res = kernel_accuracy(args.data, args.models)

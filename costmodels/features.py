@@ -39,8 +39,9 @@ there is no tile, e.g. for the fusion task): has_tile, log2 tile extent per dim 
 tiled shape, leading dims folded into the first), log2 tile elements, log2 number of tiles, tile
 fraction of the shape, tile/shape ratio per dim (6), has_kernel_tile, log2 kernel-tile elements.
 
-Geometry features (`GEOMETRY_FEATURE_NAMES`, groups in `GEOMETRY_GROUPS`; TPU-kind targets, all zero
-elsewhere): what `autotune.compiler.tiles` and the analytical model compute for the kernel at its default tile
+Geometry features (`GEOMETRY_FEATURE_NAMES`, groups in `GEOMETRY_GROUPS`; TPU-kind targets; on cpu-kind
+targets the same block holds `costmodels.cpu_geometry`'s rows instead, in columns 1.. with geo_has_geometry 0,
+versioned apart as `CPU_FEATURE_VERSION`; all zero elsewhere; `geometry_layout`, `geometry_names`): what `autotune.compiler.tiles` and the analytical model compute for the kernel at its default tile
 (`tiles.default_tile`, the tile the simulator and XLA run; for the fusion task the tile features above
 stay zero, these carry the tile instead). Sizes in bytes and counts are log2(1 + x), times are
 log2(1 + nanoseconds):
@@ -61,8 +62,9 @@ log2(1 + nanoseconds):
   analytical [8] the tiled analytical model's terms: MXU, vector and transcendental time per tile,
                  compute and transfer time per tile, DMAs per tile, its prediction, log2 compute /
                  transfer ratio
-`FEATURE_VERSION` is a hash of every layout above: saved models and datasets record it, and a file
-with another layout is refused.
+`FEATURE_VERSION` is a hash of every layout above (`CPU_FEATURE_VERSION` adds the cpu geometry rows;
+`feature_version(target)` picks one): saved models and datasets record it, and a file with another layout
+is refused.
 
 How it is computed (the same arrays as featurizing node by node, faster): each instruction's
 `node_features` row, as a member and as a kernel input, is computed once per program and shared by
@@ -92,12 +94,14 @@ import numpy as np
 
 from autotune.compiler.hlo import OPCODES
 from autotune.compiler.tiles import canonical_target_name
+from costmodels.cpu_geometry import CPU_GEOMETRY_GROUPS, CPU_GEOMETRY_NAMES, cpu_geometry_matrix
 
 __all__ = ["tpugraphs_module_features", "prune_layout_graph", "OPCODE_VOCAB", "OPCODE_INDEX", "NUM_OPCODES", "OTHER_OPCODE_ID", "OTHER_BUCKET_OPCODES",
            "opcode_id", "DTYPES", "NODE_FEATURE_NAMES", "NODE_DIM", "STATIC_COLUMNS", "TILE_FEATURE_NAMES",
            "TILE_DIM", "KERNEL_FEATURE_NAMES", "GEOMETRY_FEATURE_NAMES", "GEOMETRY_GROUPS", "GEOMETRY_DIM",
            "geometry_features", "geometry_matrix", "geometry_analytical_seconds", "kernel_graphs", "start_kernel_graphs",
-           "finish_kernel_graphs", "FEATURE_VERSION",
+           "finish_kernel_graphs", "FEATURE_VERSION", "CPU_FEATURE_VERSION", "feature_version", "geometry_layout",
+           "geometry_names", "CPU_GEOMETRY_GROUPS", "CPU_GEOMETRY_NAMES",
            "KernelGraph", "kernel_graph", "node_features", "tile_features", "tile_feature_matrix",
            "FeatureScaler", "TPUGRAPHS_NODE_DIM", "tpugraphs_node_features", "clear_cache"]
 
@@ -202,6 +206,38 @@ _GCOL = {n: i for i, n in enumerate(GEOMETRY_FEATURE_NAMES)}
 FEATURE_VERSION: str = hashlib.sha1(("|".join(NODE_FEATURE_NAMES) + "#" + "|".join(KERNEL_FEATURE_NAMES) + "#"
                                      + "|".join(GEOMETRY_FEATURE_NAMES) + f"#{TILE_DIM}#{NUM_OPCODES}#g1"
                                      ).encode()).hexdigest()[:12]
+# On cpu-kind targets the geometry block carries XLA:CPU's view instead (`costmodels.cpu_geometry`), in
+# these columns (the first, geo_has_geometry, stays 0: no tile geometry, no tiled analytical time).
+_CPU_COLS = np.arange(1, 1 + len(CPU_GEOMETRY_NAMES))
+assert len(CPU_GEOMETRY_NAMES) < GEOMETRY_DIM
+CPU_FEATURE_VERSION: str = hashlib.sha1((FEATURE_VERSION + "#" + "|".join(CPU_GEOMETRY_NAMES) + "#c1").encode()
+                                        ).hexdigest()[:12]
+
+
+def geometry_layout(target: Any) -> str:
+    """What a target's geometry block holds: "tpu" (tile geometry), "cpu" (`CPU_GEOMETRY_NAMES`) or
+    "none" (all zero)."""
+    from autotune.compiler.targets import get_spec
+    kind = get_spec(target).kind
+    return kind if kind in ("tpu", "cpu") else "none"
+
+
+def feature_version(target: Any) -> str:
+    """The feature layout of a target's kernel graphs, recorded by saved models, datasets and stored
+    history: `FEATURE_VERSION`, or `CPU_FEATURE_VERSION` where the geometry block holds the cpu rows."""
+    return CPU_FEATURE_VERSION if geometry_layout(target) == "cpu" else FEATURE_VERSION
+
+
+def geometry_names(target: Any) -> tuple:
+    """The name of each column of a target's geometry block ("" for a column its layout leaves 0)."""
+    layout = geometry_layout(target)
+    if layout == "tpu":
+        return GEOMETRY_FEATURE_NAMES
+    names = [""] * GEOMETRY_DIM
+    if layout == "cpu":
+        for c, n in zip(_CPU_COLS, CPU_GEOMETRY_NAMES):
+            names[c] = n
+    return tuple(names)
 
 
 def _l2(x: float) -> float:
@@ -431,13 +467,15 @@ def _tile_part(extents: tuple) -> tuple:
 
 def geometry_matrix(kernels: Sequence[Any], target: Any = "tpu") -> np.ndarray:
     """[len(kernels), GEOMETRY_DIM] geometry features at the kernels' default tiles, from
-    `autotune.compiler.tiles` and the analytical model's tiled terms, vectorized over the kernels; all zero on
-    targets that do not tile (kind other than tpu)."""
+    `autotune.compiler.tiles` and the analytical model's tiled terms, vectorized over the kernels; on
+    cpu-kind targets `costmodels.cpu_geometry`'s rows in `_CPU_COLS`; all zero on other targets."""
     from autotune.compiler.targets import get_spec
     kernels = list(kernels)
     n = len(kernels)
     V = np.zeros((n, GEOMETRY_DIM), np.float64)
     spec = get_spec(target)
+    if spec.kind == "cpu" and n:
+        V[:, _CPU_COLS] = cpu_geometry_matrix(kernels)
     if spec.kind != "tpu" or n == 0:
         return V.astype(np.float32)
     from autotune.compiler.tiles import (ROLE_LHS, ROLE_OTHER, ROLE_RHS, ROLE_SAME, batch_inputs, default_tiles,

@@ -5,13 +5,15 @@ Feature vector of a (kernel, tile) item (`kernel_vector`), in groups (`FEATURE_G
   kernel      kernel-level features (`KERNEL_FEATURE_NAMES`: static metrics, sizes, fusion kind, ...)
   geo_*       the kernel's tile geometry and analytical time terms at its default tile
               (`GEOMETRY_GROUPS` of costmodels.features: shape, tile, inputs, output, dot, work, analytical)
+  cpu_*       on cpu-kind targets the same columns hold XLA:CPU's view of the kernel
+              (`costmodels.cpu_geometry.CPU_GEOMETRY_GROUPS`: loop, inputs, work, reduce, dot, conv, memory)
   nodes       column-wise mean and max of the raw node features (shapes, layouts, windows, ...)
   tile        tile features (`TILE_FEATURE_NAMES`; zero for the fusion task).
 `drop_groups` zeroes whole groups (the ablation of benchmarks/learned_features.py).
 Tasks: "fusion" uses reg:squarederror on standardized log runtime (predicts seconds), optionally on
 kernels >= `min_runtime_s` only (the paper's metric keeps kernels >= 5 us); "tile" uses rank:pairwise
 with one query group per kernel (predicts scores, lower = faster).
-A saved model records `FEATURE_VERSION`; a file from another feature layout is refused.
+A saved model records its target's feature layout (`feature_version`); a file from another layout is refused.
 """
 from __future__ import annotations
 
@@ -23,8 +25,9 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
-from costmodels.features import (FEATURE_VERSION, GEOMETRY_DIM, GEOMETRY_GROUPS, KERNEL_FEATURE_NAMES, NODE_DIM,
-                               NUM_OPCODES, STATIC_COLUMNS, TILE_DIM, KernelGraph, kernel_graph, kernel_graphs, tile_features)
+from costmodels.features import (CPU_GEOMETRY_GROUPS, CPU_GEOMETRY_NAMES, GEOMETRY_DIM, GEOMETRY_GROUPS, KERNEL_FEATURE_NAMES, NODE_DIM,
+                               NUM_OPCODES, STATIC_COLUMNS, TILE_DIM, KernelGraph, feature_version, geometry_names, kernel_graph,
+                               kernel_graphs, tile_features)
 
 from costmodels.base import CostModel, check_model_scope, register_cost_model
 
@@ -45,6 +48,9 @@ def _feature_groups() -> dict:
     for name, cols in GEOMETRY_GROUPS.items():
         groups["geo_" + name] = list(range(j, j + len(cols)))
         j += len(cols)
+    cpu_col = {n: c for c, n in enumerate(geometry_names("cpu")) if n}
+    for name, cols in CPU_GEOMETRY_GROUPS.items():  # the same block's columns on cpu-kind targets
+        groups["cpu_" + name] = [_GEO0 + cpu_col[c] for c in cols]
     groups["nodes"] = list(range(_NODE0, _NODE0 + 2 * NODE_DIM))
     groups["tile"] = list(range(KERNEL_VECTOR_DIM - TILE_DIM, KERNEL_VECTOR_DIM))
     return groups
@@ -250,24 +256,34 @@ class XgbCostModel(CostModel):
         write_model_doc(path, {"format": "autotune-xgb", "version": FORMAT_VERSION, "task": self.task,
                                "target": self.target, "params": self.params, "y_mu": self.y_mu, "y_sigma": self.y_sigma,
                                "best_iteration": self.best_iteration, "feature_dim": KERNEL_VECTOR_DIM,
-                               "feature_version": FEATURE_VERSION}, self.booster)
+                               "feature_version": feature_version(self.target)}, self.booster)
 
     @classmethod
     def load(cls, path: str, task: Optional[str] = None, target: Optional[str] = None) -> "XgbCostModel":
         doc = read_model_doc(path)
         if doc.get("task") == "layout":
             check_model_scope(path, "XGBoost", "layout", doc.get("target"), task or "fusion", target)
-        if doc.get("version") != FORMAT_VERSION or doc.get("feature_version") != FEATURE_VERSION \
+        want = _feature_version_or_none(doc.get("target"))
+        if doc.get("version") != FORMAT_VERSION or doc.get("feature_version") != want \
                 or doc.get("feature_dim") != KERNEL_VECTOR_DIM:
             have = doc.get("feature_version") or f"format {doc.get('version')}"
             raise ValueError(f"{path}: XGBoost model trained with feature layout {have}, this autotune computes "
-                             f"layout {FEATURE_VERSION}; retrain it with `autotune train --model xgboost`")
+                             f"layout {want} for target {doc.get('target')}; retrain it with `autotune train --model xgboost`")
         check_model_scope(path, "XGBoost", doc.get("task"), doc.get("target"), task, target)
         m = cls(doc["task"], doc["target"], **doc["params"])
         m.booster = doc_booster(path, doc)
         m.y_mu, m.y_sigma = float(doc["y_mu"]), float(doc["y_sigma"])
         m.best_iteration = doc.get("best_iteration")
         return m
+
+
+def _feature_version_or_none(target: Any) -> Optional[str]:
+    """`feature_version` of a model file's target; None for a target this autotune does not know (the file
+    is then refused by the scope check)."""
+    try:
+        return feature_version(target or "tpu")
+    except (KeyError, ValueError):
+        return None
 
 
 def write_model_doc(path: str, doc: dict, booster: Any) -> None:

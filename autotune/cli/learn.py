@@ -6,7 +6,7 @@ They are plain click commands (not attached to a group here); autotune/cli/app.p
     autotune dataset build --programs DIR --task fusion|tile|layout --evaluator sim|xla|xla-inprogram [--target T]
                            [--configs-per-program N] [--split-file F] --out DIR
     autotune train --model gnn|xgboost --task fusion|tile|layout --data DIR --out MODEL [--seed S]
-                   [--n-estimators N] [--max-depth D] [--min-runtime-us U] [--threads T]  (XGBoost)
+                   [--n-estimators N] [--max-depth D] [--min-runtime-us U] [--threads T] [--drop-groups G1,G2]  (XGBoost)
                    [--epochs N] [--reduction node|column|lstm|transformer] [--encoder sage|gat|none]
                    [--loss rank|listmle|mse] [--no-static-features] [--edge-direction both|in|out]
                    [--no-kernel-features] [--[no-]geometry-features] [--[no-]residual] [--hidden H] [--layers K]
@@ -158,6 +158,9 @@ def build(programs_dir: str, task: str, evaluator: str, target: str, configs_per
 @click.option("--min-runtime-us", type=click.FloatRange(0.0), default=None,
               help="XGBoost, fusion: train (and early-stop) on kernels at least this slow (the paper's metric: 5).")
 @click.option("--threads", type=click.IntRange(1, 4096), default=None, help="XGBoost threads (default: all cores).")
+@click.option("--drop-groups", default=None, metavar="G1,G2",
+              help="XGBoost: train without these feature groups (an ablation; costmodels.xgb.FEATURE_GROUPS, "
+                   "`cpu_*` for every group it prefixes).")
 @click.option("--segments", type=click.IntRange(1, 100000), default=None,
               help="Layout GNN: graph segment training, K segments per graph (default 1: whole graphs).")
 @click.option("--prune-hops", type=click.IntRange(0, 64), default=None,
@@ -172,7 +175,8 @@ def train(model: str, task: str, data_dir: str, out_path: str, seed: int, epochs
           residual: Optional[bool], head_layers: Optional[int], head_hidden: Optional[int], large_weight: Optional[float], select: Optional[str],
           lr_schedule: Optional[str], weight_decay: Optional[float], patience: Optional[int],
           dropout: Optional[float], ple_bins: Optional[int], draws: Optional[str], n_estimators: Optional[int],
-          max_depth: Optional[int], min_runtime_us: Optional[float], threads: Optional[int], segments: Optional[int],
+          max_depth: Optional[int], min_runtime_us: Optional[float], threads: Optional[int],
+          drop_groups: Optional[str], segments: Optional[int],
           prune_hops: Optional[int], configs_per_step: Optional[int]) -> None:
     """Train a GNN or XGBoost cost model on a dataset's train split (validation for model selection).
 
@@ -184,6 +188,8 @@ def train(model: str, task: str, data_dir: str, out_path: str, seed: int, epochs
         raise LearnError(f"{data_dir} is a {ds.task} dataset, not {task}")
     if task != "layout" and (segments or prune_hops is not None or configs_per_step):
         raise LearnError("--segments, --prune-hops and --configs-per-step are options of --task layout")
+    if drop_groups and model != "xgboost":
+        raise LearnError("--drop-groups is an option of --model xgboost")
     rank_loss = "listmle" if loss == "listmle" else None
     opts = dict(seed=seed, epochs=epochs, batch_size=batch_size, lr=lr, hidden=hidden, layers=layers,
                 reduction=reduction, encoder=encoder, loss="rank" if rank_loss else loss, rank_loss=rank_loss,
@@ -192,7 +198,7 @@ def train(model: str, task: str, data_dir: str, out_path: str, seed: int, epochs
                 max_depth=max_depth, min_runtime_us=min_runtime_us, nthread=threads, geometry_features=geometry_features,
                 residual=residual, head_layers=head_layers, head_hidden=head_hidden, large_weight=large_weight, select=select,
                 lr_schedule=lr_schedule, weight_decay=weight_decay, patience=patience, dropout=dropout, draws=draws,
-                ple_bins=ple_bins,
+                ple_bins=ple_bins, drop_groups=drop_groups,
                 segments=segments, prune_hops=prune_hops, configs_per_step=configs_per_step)
     if model == "gnn":  # one line per epoch: a long training can be followed from its log
         opts["log"] = lambda rec: click.echo(f"epoch {rec['epoch']}: train loss {rec['train_loss']:.4g}, validation "

@@ -44,7 +44,7 @@ from typing import Any, Iterator, Optional, Sequence
 
 import numpy as np
 
-from costmodels.features import (FEATURE_VERSION, GEOMETRY_DIM, KERNEL_FEATURE_NAMES, NODE_DIM, TILE_DIM,
+from costmodels.features import (FEATURE_VERSION, feature_version, GEOMETRY_DIM, KERNEL_FEATURE_NAMES, NODE_DIM, TILE_DIM,
                        TPUGRAPHS_NODE_DIM, KernelGraph, kernel_graphs, prune_layout_graph, tile_features,
                        tpugraphs_node_features)
 
@@ -468,6 +468,14 @@ def add_layout_analytical_terms(ds: "Dataset", log=None) -> int:
     return done
 
 
+def _feature_version(target: Any) -> str:
+    """The feature layout a dataset for this target records (`costmodels.features.feature_version`)."""
+    try:
+        return feature_version(target)
+    except ValueError:  # a target this autotune does not know: the base layout
+        return FEATURE_VERSION
+
+
 def _atomic_json(path: Path, obj: Any) -> None:
     tmp = path.with_name(path.name + f".tmp{os.getpid()}")
     tmp.write_text(json.dumps(obj, indent=1, sort_keys=True))
@@ -526,12 +534,12 @@ def _build_locked(files, task, evaluator, target, configs_per_program, out, spli
             manifest = json.loads(mpath.read_text())
         except ValueError:
             raise ValueError(f"{mpath} is corrupt; remove it (or the directory) to rebuild") from None
-        for k, v in (("task", task), ("target", target), ("feature_version", FEATURE_VERSION)):
+        for k, v in (("task", task), ("target", target), ("feature_version", _feature_version(target))):
             if manifest.get(k) != v:
                 raise ValueError(f"{out} holds a dataset with {k}={manifest.get(k)!r}, not {v!r}; use another --out")
     else:
         manifest = {"format": "autotune-dataset", "version": DATASET_VERSION, "task": task, "target": target,
-                    "feature_version": FEATURE_VERSION, "node_dim": NODE_DIM, "tile_dim": TILE_DIM,
+                    "feature_version": _feature_version(target), "node_dim": NODE_DIM, "tile_dim": TILE_DIM,
                     "evaluator": evaluator if isinstance(evaluator, str) else getattr(evaluator, "name", "custom"),
                     "seed": seed, "configs_per_program": configs_per_program, "programs": {}}
     ev = resolve_evaluator(evaluator, target, store)
@@ -660,7 +668,7 @@ class Dataset:
             raise ValueError(f"{m} is not an autotune dataset manifest")
         if manifest.get("version") != DATASET_VERSION:
             raise ValueError(f"{root}: dataset version {manifest.get('version')} is not supported")
-        if manifest.get("feature_version") != FEATURE_VERSION:
+        if manifest.get("feature_version") != _feature_version(manifest.get("target") or "tpu"):
             raise ValueError(f"{root} was built with another feature layout; rebuild it")
         return cls(root, manifest)
 

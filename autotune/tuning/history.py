@@ -47,7 +47,7 @@ class HistoryRecorder:
 
     def record(self, kernels: Iterable[Any]) -> int:
         """Record the kernels not recorded yet; returns how many were written."""
-        from costmodels.features import FEATURE_VERSION, kernel_graphs
+        from costmodels.features import feature_version, kernel_graphs
         from costmodels.xgb import kernel_static_vector
         todo = {k.hash: k for k in kernels if k.hash not in self.recorded}
         if not todo or self.store is None:
@@ -57,7 +57,7 @@ class HistoryRecorder:
                                 np.asarray(kernel_static_vector(g), np.float32).tobytes(),
                                 ((self.program, self.program_name),))
                    for h, g in zip(todo, graphs)]
-        n = self.store.put_kernels(self.target, FEATURE_VERSION, records)
+        n = self.store.put_kernels(self.target, feature_version(self.target), records)
         self.recorded.update(todo)
         return n
 
@@ -126,12 +126,12 @@ def load_history(store: Any, task: str, target: str, namespace: str, machine: Op
     whose kernels have stored features and were measured for some program not in `exclude_programs`
     (program sha256s); a kernel also measured for an excluded program is left out entirely."""
     from autotune.compiler.tiles import TileConfig
-    from costmodels.features import FEATURE_VERSION, TILE_DIM, tile_features
+    from costmodels.features import TILE_DIM, feature_version, tile_features
     from costmodels.xgb import KERNEL_STATIC_DIM, KERNEL_VECTOR_DIM
     if task not in ("fusion", "tile"):
         raise ValueError(f"task must be fusion or tile, not {task!r}")
     excluded = set(exclude_programs)
-    records = store.kernel_records(target, FEATURE_VERSION)
+    records = store.kernel_records(target, feature_version(target))
     rows, ly, groups, group_of = [], [], [], {}
     programs: dict = {}
     machines: dict = {}

@@ -36,7 +36,7 @@ import torch
 from torch import nn
 import torch.nn.functional as F
 
-from costmodels.features import (FEATURE_VERSION, GEOMETRY_DIM, GEOMETRY_FEATURE_NAMES, GEOMETRY_GROUPS,
+from costmodels.features import (feature_version, GEOMETRY_DIM, GEOMETRY_FEATURE_NAMES, GEOMETRY_GROUPS,
                                KERNEL_FEATURE_NAMES, NODE_DIM, NUM_OPCODES,
                                STATIC_COLUMNS, TILE_DIM, FeatureScaler, KernelGraph, finish_kernel_graphs,
                                geometry_analytical_seconds, kernel_graph, kernel_graphs, start_kernel_graphs,
@@ -124,6 +124,10 @@ def normalize_config(cfg: dict) -> dict:
         if not out["geometry_features"] or not out["graph_features"]:
             raise ValueError("piecewise-linear encoding (ple_bins) encodes the geometry features: it needs "
                              "geometry_features and graph_features")
+        from costmodels.features import geometry_layout
+        if geometry_layout(out.get("target") or "tpu") != "tpu":
+            raise ValueError(f"piecewise-linear encoding (ple_bins) encodes the tpu tile geometry; target "
+                             f"{out.get('target')}'s geometry block holds other rows: use ple_bins 0")
         groups = list(out["ple_groups"] or PLE_GROUPS)
         bad = [g for g in groups if g not in GEOMETRY_GROUPS]
         if bad:
@@ -631,7 +635,7 @@ class GnnCostModel(CostModel):
                 "node_scaler": self.node_scaler.state_dict(), "tile_scaler": self.tile_scaler.state_dict(),
                 "kernel_scaler": self.kernel_scaler.state_dict(),
                 "node_dim": NODE_DIM, "tile_dim": TILE_DIM, "num_opcodes": NUM_OPCODES, "history": self.history,
-                "feature_version": FEATURE_VERSION,
+                "feature_version": feature_version(self.target),
                 "y_mu": self.y_mu, "y_sigma": self.y_sigma}
 
     def save(self, path: str) -> None:
@@ -658,9 +662,15 @@ class GnnCostModel(CostModel):
         if st.get("node_dim") != NODE_DIM or st.get("tile_dim") != TILE_DIM or st.get("num_opcodes") != NUM_OPCODES:
             raise ValueError(f"{path}: the model was trained with another feature layout "
                              f"({st.get('node_dim')}+{st.get('tile_dim')} features, now {NODE_DIM}+{TILE_DIM})")
-        if (st.get("config") or {}).get("geometry_features") and st.get("feature_version") != FEATURE_VERSION:
-            raise ValueError(f"{path}: GNN model trained with feature layout {st.get('feature_version')}, this "
-                             f"autotune computes layout {FEATURE_VERSION}; retrain it with `autotune train --model gnn`")
+        if (st.get("config") or {}).get("geometry_features"):
+            try:
+                want = feature_version(st.get("target") or "tpu")
+            except (KeyError, ValueError):
+                want = None  # an unknown target: refused by the scope check below
+            if want is not None and st.get("feature_version") != want:
+                raise ValueError(f"{path}: GNN model trained with feature layout {st.get('feature_version')}, this "
+                                 f"autotune computes layout {want} for target {st.get('target')}; retrain it with "
+                                 f"`autotune train --model gnn`")
         check_model_scope(path, "GNN", st.get("task"), st.get("target"), task, target)
         cfg = {**LEGACY_CONFIG, **dict(st["config"])}
         m = cls(**cfg)

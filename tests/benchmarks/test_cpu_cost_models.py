@@ -3,6 +3,7 @@ import math
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -67,3 +68,24 @@ def test_paired_reference_cancels_drift_and_agrees_with_itself():
     assert by["default and random"]["kendall"]["right"] == pytest.approx(1.0)
     assert by["default and random"]["kendall"]["reversed"] == pytest.approx(-1.0)
     assert math.isnan(by["searched"]["split_half"])  # too few configurations to rank
+
+
+def test_cross_program_floor_is_the_best_single_value_per_shared_kernel(monkeypatch):
+    """A kernel measured at 10 us in one program and 20 us in another: no single value does better than
+    MAPE 0.25 (10 us: 0 and 0.5; 20 us: 1 and 0); kernels in one program only, or all faster than 5 us,
+    do not count."""
+    from types import SimpleNamespace
+    from autotune.tuning import dataset as dataset_mod
+
+    def program(pairs):
+        graphs = [SimpleNamespace(hash=h) for h, _ in pairs]
+        return SimpleNamespace(graph=np.arange(len(pairs)), runtime=np.array([y for _, y in pairs]), graphs=graphs)
+
+    progs = {"a": program([("k", 10e-6), ("tiny", 1e-6), ("only_a", 30e-6)]),
+             "b": program([("k", 20e-6), ("tiny", 2e-6)])}
+    fake = SimpleNamespace(programs={n: {} for n in progs}, load_program=lambda n: progs[n])
+    monkeypatch.setattr(dataset_mod.Dataset, "open", classmethod(lambda cls, root: fake))
+    fl = cpu_cost_models.cross_program_floor("x")
+    assert fl["kernels"] == 1 and fl["labels"] == 2
+    assert fl["floor_mape_mean"] == pytest.approx(0.25) and fl["ratio_median"] == pytest.approx(2.0)
+    assert fl["pairs"] == [{"programs": ["a", "b"], "kernels": 1, "ratio_median": pytest.approx(2.0)}]

@@ -222,7 +222,9 @@ def test_geometry_is_deterministic_and_target_aware():
     # a reduce kernel is tiled over the reduce's input f32[32,128]: no padding, no matrix unit
     assert geo(F.kernel_graph(k), "geo_elements") == pytest.approx(math.log2(1 + 32 * 128))
     assert geo(F.kernel_graph(k), "geo_has_hero") == 0.0
-    assert not F.geometry_features(k, "cpu").any()  # targets that do not tile: all zero
+    assert not F.geometry_features(k, "h100").any()  # targets with neither tiles nor cpu rows: all zero
+    cpu = F.geometry_features(k, "cpu")  # cpu: XLA:CPU's view in the same block, no tile geometry
+    assert cpu[0] == 0.0 and cpu.any() and not np.array_equal(cpu, a)
 
 
 def test_geometry_on_a_real_program_dot():

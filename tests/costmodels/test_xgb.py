@@ -31,11 +31,14 @@ def test_kernel_vector(kernels):
     assert v.shape == (KERNEL_VECTOR_DIM,)
     assert v[:NUM_OPCODES].sum() == g.num_nodes  # opcode histogram
     assert np.isfinite(v).all()
-    # the groups partition the vector, and the geometry groups hold the featurizer's geometry row
-    cols = sorted(c for cols in FEATURE_GROUPS.values() for c in cols)
+    # the groups but the cpu ones partition the vector, and the geometry groups hold the featurizer's geometry
+    # row; the cpu groups name columns of the same geometry block (what cpu-kind targets put there)
+    cols = sorted(c for name, cols in FEATURE_GROUPS.items() if not name.startswith("cpu_") for c in cols)
     assert cols == list(range(KERNEL_VECTOR_DIM))
     geo = [c for name, cs in FEATURE_GROUPS.items() if name.startswith("geo_") for c in cs]
     assert len(geo) == GEOMETRY_DIM and np.array_equal(v[geo], g.geom_feat)
+    cpu = sorted(c for name, cs in FEATURE_GROUPS.items() if name.startswith("cpu_") for c in cs)
+    assert len(set(cpu)) == len(cpu) and set(cpu) < set(geo)
 
 
 def test_min_runtime_and_dropped_groups(fusion_ds, kernels):
@@ -137,6 +140,18 @@ def test_cli_build_train_evaluate(progs, corpus_names, tmp_path):
     assert res.exit_code == 2 and "not a GNN" in res.output
     res = r.invoke(train_cmd, ["--model", "xgboost", "--task", "fusion", "--data", str(tmp_path), "--out", str(model)])
     assert res.exit_code == 2 and "not a dataset" in res.output
+    # an ablation: feature groups left out, recorded in the file and applied when it predicts
+    dropped = tmp_path / "drop.json"
+    res = r.invoke(train_cmd, ["--model", "xgboost", "--task", "fusion", "--data", str(out), "--out", str(dropped),
+                               "--n-estimators", "10", "--drop-groups", "geo_*,nodes"])
+    assert res.exit_code == 0, res.output
+    assert "geo_dot" in json.loads(dropped.read_text())["params"]["drop_groups"]
+    res = r.invoke(train_cmd, ["--model", "xgboost", "--task", "fusion", "--data", str(out), "--out", str(dropped),
+                               "--drop-groups", "nope"])
+    assert res.exit_code == 2 and "unknown XGBoost feature group 'nope'" in res.output
+    res = r.invoke(train_cmd, ["--model", "gnn", "--task", "fusion", "--data", str(out), "--out", str(dropped),
+                               "--drop-groups", "nodes"])
+    assert res.exit_code == 2 and "--drop-groups is an option of --model xgboost" in res.output
 
 
 def test_cli_tile_evaluate_metrics(tile_ds):

@@ -9,6 +9,8 @@ from costmodels.metrics import kendall
 ds=Dataset.open(sys.argv[1])
 models={"xgb shipped":f"{W}/old/xgb_fusion_cpu.json","xgb new":f"{W}/m/xgb_fusion_cpu.json","xgb min5":f"{W}/m/xgb_min5.json",
         "gnn shipped":f"{W}/old/gnn_fusion_cpu.pt","gnn shipcmd":f"{W}/m/gnn_fusion_cpu.pt","gnn recipe":f"{W}/m/gnn_recipe_cpu.pt"}
+if len(sys.argv) > 2:  # NAME=PATH ... instead (used again by ../cpu_geometry_2026-11-27)
+    models=dict(a.split("=",1) for a in sys.argv[2:])
 models={k:api.load_model_file(v) for k,v in models.items()}
 res={k:[] for k in list(models)+["analytical","measured sum"]}
 for split in ("validation","test"):
