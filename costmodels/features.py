@@ -101,7 +101,7 @@ __all__ = ["tpugraphs_module_features", "prune_layout_graph", "OPCODE_VOCAB", "O
            "TILE_DIM", "KERNEL_FEATURE_NAMES", "GEOMETRY_FEATURE_NAMES", "GEOMETRY_GROUPS", "GEOMETRY_DIM",
            "geometry_features", "geometry_matrix", "geometry_analytical_seconds", "kernel_graphs", "start_kernel_graphs",
            "finish_kernel_graphs", "FEATURE_VERSION", "CPU_FEATURE_VERSION", "feature_version", "geometry_layout",
-           "geometry_names", "CPU_GEOMETRY_GROUPS", "CPU_GEOMETRY_NAMES",
+           "geometry_names", "CPU_GEOMETRY_GROUPS", "CPU_GEOMETRY_NAMES", "CPU_GEOMETRY_COLUMNS",
            "KernelGraph", "kernel_graph", "node_features", "tile_features", "tile_feature_matrix",
            "FeatureScaler", "TPUGRAPHS_NODE_DIM", "tpugraphs_node_features", "clear_cache"]
 
@@ -209,6 +209,7 @@ FEATURE_VERSION: str = hashlib.sha1(("|".join(NODE_FEATURE_NAMES) + "#" + "|".jo
 # On cpu-kind targets the geometry block carries XLA:CPU's view instead (`costmodels.cpu_geometry`), in
 # these columns (the first, geo_has_geometry, stays 0: no tile geometry, no tiled analytical time).
 _CPU_COLS = np.arange(1, 1 + len(CPU_GEOMETRY_NAMES))
+CPU_GEOMETRY_COLUMNS: dict = {n: int(c) for n, c in zip(CPU_GEOMETRY_NAMES, _CPU_COLS)}  # name -> column of the block
 assert len(CPU_GEOMETRY_NAMES) < GEOMETRY_DIM
 CPU_FEATURE_VERSION: str = hashlib.sha1((FEATURE_VERSION + "#" + "|".join(CPU_GEOMETRY_NAMES) + "#c1").encode()
                                         ).hexdigest()[:12]
@@ -235,7 +236,7 @@ def geometry_names(target: Any) -> tuple:
         return GEOMETRY_FEATURE_NAMES
     names = [""] * GEOMETRY_DIM
     if layout == "cpu":
-        for c, n in zip(_CPU_COLS, CPU_GEOMETRY_NAMES):
+        for n, c in CPU_GEOMETRY_COLUMNS.items():
             names[c] = n
     return tuple(names)
 

@@ -25,8 +25,8 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
-from costmodels.features import (CPU_GEOMETRY_GROUPS, CPU_GEOMETRY_NAMES, GEOMETRY_DIM, GEOMETRY_GROUPS, KERNEL_FEATURE_NAMES, NODE_DIM,
-                               NUM_OPCODES, STATIC_COLUMNS, TILE_DIM, KernelGraph, feature_version, geometry_names, kernel_graph,
+from costmodels.features import (CPU_GEOMETRY_COLUMNS, CPU_GEOMETRY_GROUPS, GEOMETRY_DIM, GEOMETRY_GROUPS, KERNEL_FEATURE_NAMES, NODE_DIM,
+                               NUM_OPCODES, STATIC_COLUMNS, TILE_DIM, KernelGraph, feature_version, kernel_graph,
                                kernel_graphs, tile_features)
 
 from costmodels.base import CostModel, check_model_scope, register_cost_model
@@ -48,9 +48,8 @@ def _feature_groups() -> dict:
     for name, cols in GEOMETRY_GROUPS.items():
         groups["geo_" + name] = list(range(j, j + len(cols)))
         j += len(cols)
-    cpu_col = {n: c for c, n in enumerate(geometry_names("cpu")) if n}
     for name, cols in CPU_GEOMETRY_GROUPS.items():  # the same block's columns on cpu-kind targets
-        groups["cpu_" + name] = [_GEO0 + cpu_col[c] for c in cols]
+        groups["cpu_" + name] = [_GEO0 + CPU_GEOMETRY_COLUMNS[c] for c in cols]
     groups["nodes"] = list(range(_NODE0, _NODE0 + 2 * NODE_DIM))
     groups["tile"] = list(range(KERNEL_VECTOR_DIM - TILE_DIM, KERNEL_VECTOR_DIM))
     return groups
