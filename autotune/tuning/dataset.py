@@ -276,6 +276,23 @@ def _sampled_configs(space: Any, n: int, rng: np.random.Generator) -> list:
     return out
 
 
+def searched_configurations(space: Any, cost_model: Any, n: int, max_evaluations: Optional[int] = 2000,
+                            seconds: Optional[float] = None, seed: int = 0) -> list:
+    """The n best distinct predictions of a simulated-annealing search priced by `cost_model`, the default
+    configuration excluded: what a search with that model would pick (AutoTVM trains on such picks). Bounded
+    by `max_evaluations` (reproducible for a seed) and/or `seconds`."""
+    from autotune.tuning.tuner import Tuner
+    from search.annealing import SimulatedAnnealing
+    if n <= 0:
+        return []
+    budget = f"{seconds}s" if seconds else "1h"
+    tuner = Tuner(space, cost_model, SimulatedAnnealing(space, seed=seed), budget=budget, progress=False,
+                  top_k_verify=n + 1, max_evaluations=max_evaluations)
+    tuner.run()
+    default = space.encode(space.default())
+    return [c for _, c in tuner.top_predicted() if space.encode(c) != default][:n]
+
+
 def _unique_kernels(space: Any, cfgs: Sequence[Any]) -> tuple:
     kernels: dict = {}
     membership: list = []
@@ -328,7 +345,7 @@ def _measure_in_program(evaluator: Any, space: Any, cfgs: Sequence[Any], kernels
 
 
 def _build_program(path: Path, task: str, evaluator: Any, target: str, n_cfgs: int, rng: np.random.Generator,
-                   max_tiles: int) -> dict:
+                   max_tiles: int, searched: Optional[tuple] = None) -> dict:
     from costmodels.analytical import AnalyticalCostModel
     from autotune.compiler.fusion import FusionSpace
     from autotune.compiler.program import Program
@@ -339,6 +356,14 @@ def _build_program(path: Path, task: str, evaluator: Any, target: str, n_cfgs: i
     analytical = AnalyticalCostModel(target)
     if task == "fusion":
         cfgs = _sampled_configs(space, max(1, n_cfgs), rng)
+        n_sampled = len(cfgs)
+        if searched is not None:  # (cost model, n, max evaluations, name): a search's picks beside the samples
+            model, n_searched, evals = searched[:3]
+            seen = {space.encode(c) for c in cfgs}
+            for c in searched_configurations(space, model, n_searched, evals, seed=int(rng.integers(2 ** 31))):
+                if space.encode(c) not in seen:
+                    seen.add(space.encode(c))
+                    cfgs.append(c)
     else:
         cfgs = [space.default()] + [space.random(rng) for _ in range(max(0, min(n_cfgs, 4) - 1))]
     kernels, membership = _unique_kernels(space, cfgs)
@@ -354,6 +379,7 @@ def _build_program(path: Path, task: str, evaluator: Any, target: str, n_cfgs: i
         else:
             rt = _seconds(evaluator.measure(kernels)) if kernels else np.zeros(0)
         ana = analytical.predict(kernels) if kernels else np.zeros(0)
+        arrays["cfg_searched"] = np.arange(len(cfgs)) >= n_sampled  # per configuration: a search's pick
         arrays["cfg_id"] = np.array([c for c, _ in membership], np.int64)
         arrays["cfg_graph"] = np.array([index[h] for _, h in membership], np.int64)
     else:
@@ -486,10 +512,16 @@ def build_dataset(programs_dir: "str | os.PathLike", task: str, evaluator: Any, 
                   configs_per_program: int = 8, out_dir: "str | os.PathLike" = "dataset",
                   split_file: Optional[str] = None, seed: int = 0, max_tiles_per_kernel: int = 64,
                   programs: Optional[Sequence[str]] = None, store: Any = None, progress: bool = False,
-                  log=None, warn=None) -> "Dataset":
-    """Generate (or resume) a dataset; returns it opened. `programs` restricts to these names."""
+                  log=None, warn=None, searched: int = 0, search_model: Any = None,
+                  search_evaluations: int = 2000, search_model_name: Optional[str] = None) -> "Dataset":
+    """Generate (or resume) a dataset; returns it opened. `programs` restricts to these names. Fusion task:
+    `searched` > 0 adds to each program's sampled configurations the `searched` best distinct predictions of an
+    annealing search priced by `search_model` (a cost model; `search_evaluations` configurations each), so that
+    models learn the configurations searches pick, not only random ones."""
     if task not in ("fusion", "tile", "layout"):
         raise ValueError(f"task must be fusion, tile or layout, not {task!r}")
+    if searched and (task != "fusion" or search_model is None):
+        raise ValueError("searched configurations are for the fusion task and need a search cost model")
     if task == "tile" and isinstance(evaluator, str) and evaluator.strip().lower() in ("xla", "xla-inprogram"):
         raise ValueError("tile datasets need a tile-aware evaluator (sim); XLA:CPU does not take tile sizes")
     pdir = Path(programs_dir)
@@ -519,14 +551,24 @@ def build_dataset(programs_dir: "str | os.PathLike", task: str, evaluator: Any, 
     (out / "shards").mkdir(parents=True, exist_ok=True)
     lock = _BuildLock(out)
     try:
+        label = search_model_name or getattr(search_model, "name", type(search_model).__name__)
+        search = (search_model, int(searched), int(search_evaluations), str(label)) if searched else None
         return _build_locked(files, task, evaluator, target, configs_per_program, out, split, families, seed,
-                             max_tiles_per_kernel, store, progress, log, warn)
+                             max_tiles_per_kernel, store, progress, log, warn, search)
     finally:
         lock.release()
 
 
+def _search_record(search: Optional[tuple]) -> Optional[dict]:
+    """How a dataset's searched configurations were found (its manifest's "searched" entry)."""
+    if search is None:
+        return None
+    _, n, evals, label = search
+    return {"n": n, "evaluations": evals, "model": label}
+
+
 def _build_locked(files, task, evaluator, target, configs_per_program, out, split, families, seed,
-                  max_tiles_per_kernel, store, progress, log, warn) -> "Dataset":
+                  max_tiles_per_kernel, store, progress, log, warn, search=None) -> "Dataset":
     """build_dataset's work once it holds the directory's lock: read or start the manifest, build."""
     mpath = out / "manifest.json"
     if mpath.exists():
@@ -534,18 +576,20 @@ def _build_locked(files, task, evaluator, target, configs_per_program, out, spli
             manifest = json.loads(mpath.read_text())
         except ValueError:
             raise ValueError(f"{mpath} is corrupt; remove it (or the directory) to rebuild") from None
-        for k, v in (("task", task), ("target", target), ("feature_version", _feature_version(target))):
+        for k, v in (("task", task), ("target", target), ("feature_version", _feature_version(target)),
+                     ("searched", _search_record(search))):
             if manifest.get(k) != v:
                 raise ValueError(f"{out} holds a dataset with {k}={manifest.get(k)!r}, not {v!r}; use another --out")
     else:
         manifest = {"format": "autotune-dataset", "version": DATASET_VERSION, "task": task, "target": target,
                     "feature_version": _feature_version(target), "node_dim": NODE_DIM, "tile_dim": TILE_DIM,
                     "evaluator": evaluator if isinstance(evaluator, str) else getattr(evaluator, "name", "custom"),
-                    "seed": seed, "configs_per_program": configs_per_program, "programs": {}}
+                    "seed": seed, "configs_per_program": configs_per_program, "searched": _search_record(search),
+                    "programs": {}}
     ev = resolve_evaluator(evaluator, target, store)
     try:
         return _build_all(files, task, ev, target, configs_per_program, out, mpath, manifest, split, families,
-                          seed, max_tiles_per_kernel, progress, log, warn)
+                          seed, max_tiles_per_kernel, progress, log, warn, search)
     finally:
         if isinstance(evaluator, str):
             try:
@@ -590,7 +634,7 @@ class _BuildLock:
 
 
 def _build_all(files, task, ev, target, configs_per_program, out, mpath, manifest, split, families, seed,
-               max_tiles_per_kernel, progress, log, warn=None) -> "Dataset":
+               max_tiles_per_kernel, progress, log, warn=None, search=None) -> "Dataset":
     namespace = getattr(ev, "store_namespace", None)
     if namespace and "evaluator_namespace" not in manifest:
         manifest["evaluator_namespace"] = namespace
@@ -624,7 +668,7 @@ def _build_all(files, task, ev, target, configs_per_program, out, mpath, manifes
                    "n_failed": int(arrays["n_failed"]), "n_configs": int(len(arrays["config_runtime"]))}
         else:
             arrays = _build_program(f, task, ev, target, configs_per_program, np.random.default_rng(pseed),
-                                    max_tiles_per_kernel)
+                                    max_tiles_per_kernel, search)
             rec = {"n_kernels": int(len(arrays["hashes"])), "n_samples": int(len(arrays["s_graph"])),
                    "n_failed": int(np.sum(~np.isfinite(arrays["s_runtime"]))),
                    **({"n_end_to_end": int(np.sum(np.isfinite(arrays["cfg_end_to_end"]))),
@@ -743,7 +787,7 @@ class Dataset:
                     {"cfg": a.get("cfg_id"), "graph": a.get("cfg_graph"), "end_to_end": a.get("cfg_end_to_end"),
                      "end_to_end_min": a.get("cfg_end_to_end_min"),
                      "runtime": a.get("cfg_runtime"), "thunk_runtime": a.get("cfg_thunk_runtime"),
-                     "unattributed": a.get("cfg_unattributed")}
+                     "unattributed": a.get("cfg_unattributed"), "searched": a.get("cfg_searched")}
                     if "cfg_id" in a else {}, tg, None,
                     a["s_default"].astype(bool) if "s_default" in a else None)
         if len(self._cache) > 64:

@@ -197,3 +197,29 @@ def test_concurrent_build_into_one_directory_is_refused(progs, tmp_path):
     ds = build_dataset(progs, "fusion", "sim", configs_per_program=1, out_dir=tmp_path, programs=["vae_small_infer"])
     assert list(ds.programs) == ["vae_small_infer"]
     assert (tmp_path / ".build.lock").read_text() == str(os.getpid())
+
+
+def test_searched_configurations_join_the_sampled_ones(progs, corpus_names, tmp_path):
+    """--searched: each program also holds a search's best distinct predictions, marked per configuration,
+    recorded in the manifest; the same seed gives the same picks; resuming with other search settings is refused."""
+    from costmodels.analytical import AnalyticalCostModel
+    model = AnalyticalCostModel("tpu")
+    kw = dict(configs_per_program=2, programs=corpus_names[:1], searched=3, search_model=model,
+              search_evaluations=300, search_model_name="analytical")
+    ds = build_dataset(progs, "fusion", "sim", out_dir=tmp_path / "a", **kw)
+    (name,) = ds.programs
+    s = ds.load_program(name)
+    flags = np.asarray(s.config["searched"])
+    assert flags.dtype == bool and not flags[:2].any() and 1 <= flags[2:].sum() <= 3
+    assert len(flags) == ds.programs[name]["n_configs"] and set(np.unique(s.config["cfg"])) == set(range(len(flags)))
+    assert ds.manifest["searched"] == {"n": 3, "evaluations": 300, "model": "analytical"}
+    again = build_dataset(progs, "fusion", "sim", out_dir=tmp_path / "b", **kw)
+    assert np.array_equal(np.load(again.root / again.programs[name]["file"])["hashes"],
+                          np.load(ds.root / ds.programs[name]["file"])["hashes"])
+    with pytest.raises(ValueError, match="searched"):
+        build_dataset(progs, "fusion", "sim", out_dir=tmp_path / "a", **dict(kw, searched=5))
+    with pytest.raises(ValueError, match="search cost model"):
+        build_dataset(progs, "fusion", "sim", out_dir=tmp_path / "c", configs_per_program=2, searched=2)
+    plain = build_dataset(progs, "fusion", "sim", out_dir=tmp_path / "d", configs_per_program=2,
+                          programs=corpus_names[:1])
+    assert plain.manifest["searched"] is None and not np.asarray(plain.load_program(name).config["searched"]).any()
