@@ -230,14 +230,9 @@ def split_half_pooled(ratio_rounds: list) -> float:
 
 
 def searched_configurations(space, model, n: int, seconds: float, seed: int) -> list:
-    """The n best distinct predictions of an annealing search with `model` (default excluded)."""
-    from autotune.tuning.tuner import Tuner
-    from search.annealing import SimulatedAnnealing
-    tuner = Tuner(space, model, SimulatedAnnealing(space, seed=seed), budget=seconds, progress=False,
-                  top_k_verify=n + 1)
-    tuner.run()
-    default = space.encode(space.default())
-    return [c for _, c in tuner.top_predicted() if space.encode(c) != default][:n]
+    """The n best distinct predictions of an annealing search with `model` for `seconds` (default excluded)."""
+    from autotune.tuning.dataset import searched_configurations as searched
+    return searched(space, model, n, max_evaluations=None, seconds=seconds, seed=seed)
 
 
 def program_ranking(path: str, models: dict, n_random: int, n_searched: int, rounds: int, min_repeat_ms: float,

@@ -285,7 +285,7 @@ def searched_configurations(space: Any, cost_model: Any, n: int, max_evaluations
     from search.annealing import SimulatedAnnealing
     if n <= 0:
         return []
-    budget = f"{seconds}s" if seconds else "1h"
+    budget = float(seconds) if seconds else "1h"
     tuner = Tuner(space, cost_model, SimulatedAnnealing(space, seed=seed), budget=budget, progress=False,
                   top_k_verify=n + 1, max_evaluations=max_evaluations)
     tuner.run()
