@@ -229,12 +229,6 @@ def split_half_pooled(ratio_rounds: list) -> float:
     return float(kendall(even, odd))
 
 
-def searched_configurations(space, model, n: int, seconds: float, seed: int) -> list:
-    """The n best distinct predictions of an annealing search with `model` for `seconds` (default excluded)."""
-    from autotune.tuning.dataset import searched_configurations as searched
-    return searched(space, model, n, max_evaluations=None, seconds=seconds, seed=seed)
-
-
 def program_ranking(path: str, models: dict, n_random: int, n_searched: int, rounds: int, min_repeat_ms: float,
                     search_seconds: float, seed: int, paired_rounds: int = 0, pairs: int = 3,
                     block_ms: float = 1.0, paired_seconds: float = 0.0) -> dict:
@@ -242,6 +236,7 @@ def program_ranking(path: str, models: dict, n_random: int, n_searched: int, rou
     from autotune.compiler.fusion import FusionSpace
     from autotune.compiler.kernel import EMITTED_CPU_COMPILE_OPTIONS, emit_fused_text
     from autotune.compiler.program import Program
+    from autotune.tuning.dataset import searched_configurations
     from autotune.tuning.tuner import space_cost
     from costmodels.metrics import kendall
     from hardware import xla as X
@@ -262,7 +257,8 @@ def program_ranking(path: str, models: dict, n_random: int, n_searched: int, rou
     learned = [m for m in models if m != "analytical"]
     for i, m in enumerate(learned):
         share = n_searched // len(learned) + (i < n_searched % len(learned))
-        for c in searched_configurations(space, models[m], share, search_seconds, seed):
+        for c in searched_configurations(space, models[m], share, max_evaluations=None, seconds=search_seconds,
+                                         seed=seed):
             add(c, f"searched:{m}")
     tries = 0
     while sum(o == "random" for o in origin) < n_random and tries < 20 * n_random:

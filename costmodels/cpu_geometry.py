@@ -169,12 +169,14 @@ def cpu_geometry_row(kernel: Any) -> np.ndarray:
     dtypes: set = set()
     reduces = []
     only_move = True
+    has_dus = False
     for m in kernel.members:
         ins = insts[m]
         op = ins.opcode
         c = count.get(m, 0.0)
         dtypes.update(s.dtype for s in _leaves(ins.shape))
         only_move &= op in _MOVE
+        has_dus |= op == "dynamic-update-slice"
         if op in _CHEAP:
             ev["cheap"] += c
         elif op in _DIVIDE:
@@ -232,7 +234,7 @@ def cpu_geometry_row(kernel: Any) -> np.ndarray:
     put("cpu_ev_total", _l2(work))
     put("cpu_ev_per_output", _l2(work / max(oe, 1.0)))
     put("cpu_only_data_movement", float(only_move))
-    put("cpu_has_dynamic_update_slice", float(any(insts[m].opcode == "dynamic-update-slice" for m in kernel.members)))
+    put("cpu_has_dynamic_update_slice", float(has_dus))
     if reduces:
         r = reduces[-1]  # the last in topological order: the root's, when the root is one
         ins = insts[r]

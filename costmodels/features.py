@@ -225,8 +225,13 @@ def geometry_layout(target: Any) -> str:
 
 def feature_version(target: Any) -> str:
     """The feature layout of a target's kernel graphs, recorded by saved models, datasets and stored
-    history: `FEATURE_VERSION`, or `CPU_FEATURE_VERSION` where the geometry block holds the cpu rows."""
-    return CPU_FEATURE_VERSION if geometry_layout(target) == "cpu" else FEATURE_VERSION
+    history: `FEATURE_VERSION`, or `CPU_FEATURE_VERSION` where the geometry block holds the cpu rows. A target
+    this autotune does not know (named by a file made elsewhere) gets the base layout: its own checks refuse it."""
+    try:
+        layout = geometry_layout(target)
+    except ValueError:  # UnknownTargetError
+        return FEATURE_VERSION
+    return CPU_FEATURE_VERSION if layout == "cpu" else FEATURE_VERSION
 
 
 def geometry_names(target: Any) -> tuple:

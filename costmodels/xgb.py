@@ -262,7 +262,7 @@ class XgbCostModel(CostModel):
         doc = read_model_doc(path)
         if doc.get("task") == "layout":
             check_model_scope(path, "XGBoost", "layout", doc.get("target"), task or "fusion", target)
-        want = _feature_version_or_none(doc.get("target"))
+        want = feature_version(doc.get("target") or "tpu")
         if doc.get("version") != FORMAT_VERSION or doc.get("feature_version") != want \
                 or doc.get("feature_dim") != KERNEL_VECTOR_DIM:
             have = doc.get("feature_version") or f"format {doc.get('version')}"
@@ -274,15 +274,6 @@ class XgbCostModel(CostModel):
         m.y_mu, m.y_sigma = float(doc["y_mu"]), float(doc["y_sigma"])
         m.best_iteration = doc.get("best_iteration")
         return m
-
-
-def _feature_version_or_none(target: Any) -> Optional[str]:
-    """`feature_version` of a model file's target; None for a target this autotune does not know (the file
-    is then refused by the scope check)."""
-    try:
-        return feature_version(target or "tpu")
-    except (KeyError, ValueError):
-        return None
 
 
 def write_model_doc(path: str, doc: dict, booster: Any) -> None:

@@ -40,7 +40,7 @@ import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Optional, Sequence
+from typing import Any, Iterator, NamedTuple, Optional, Sequence
 
 import numpy as np
 
@@ -345,7 +345,7 @@ def _measure_in_program(evaluator: Any, space: Any, cfgs: Sequence[Any], kernels
 
 
 def _build_program(path: Path, task: str, evaluator: Any, target: str, n_cfgs: int, rng: np.random.Generator,
-                   max_tiles: int, searched: Optional[tuple] = None) -> dict:
+                   max_tiles: int, searched: Optional["_Search"] = None) -> dict:
     from costmodels.analytical import AnalyticalCostModel
     from autotune.compiler.fusion import FusionSpace
     from autotune.compiler.program import Program
@@ -357,10 +357,10 @@ def _build_program(path: Path, task: str, evaluator: Any, target: str, n_cfgs: i
     if task == "fusion":
         cfgs = _sampled_configs(space, max(1, n_cfgs), rng)
         n_sampled = len(cfgs)
-        if searched is not None:  # (cost model, n, max evaluations, name): a search's picks beside the samples
-            model, n_searched, evals = searched[:3]
+        if searched is not None:  # a search's picks beside the samples
             seen = {space.encode(c) for c in cfgs}
-            for c in searched_configurations(space, model, n_searched, evals, seed=int(rng.integers(2 ** 31))):
+            for c in searched_configurations(space, searched.model, searched.n, searched.evaluations,
+                                             seed=int(rng.integers(2 ** 31))):
                 if space.encode(c) not in seen:
                     seen.add(space.encode(c))
                     cfgs.append(c)
@@ -494,14 +494,6 @@ def add_layout_analytical_terms(ds: "Dataset", log=None) -> int:
     return done
 
 
-def _feature_version(target: Any) -> str:
-    """The feature layout a dataset for this target records (`costmodels.features.feature_version`)."""
-    try:
-        return feature_version(target)
-    except ValueError:  # a target this autotune does not know: the base layout
-        return FEATURE_VERSION
-
-
 def _atomic_json(path: Path, obj: Any) -> None:
     tmp = path.with_name(path.name + f".tmp{os.getpid()}")
     tmp.write_text(json.dumps(obj, indent=1, sort_keys=True))
@@ -552,19 +544,25 @@ def build_dataset(programs_dir: "str | os.PathLike", task: str, evaluator: Any, 
     lock = _BuildLock(out)
     try:
         label = search_model_name or getattr(search_model, "name", type(search_model).__name__)
-        search = (search_model, int(searched), int(search_evaluations), str(label)) if searched else None
+        search = _Search(search_model, int(searched), int(search_evaluations), str(label)) if searched else None
         return _build_locked(files, task, evaluator, target, configs_per_program, out, split, families, seed,
                              max_tiles_per_kernel, store, progress, log, warn, search)
     finally:
         lock.release()
 
 
-def _search_record(search: Optional[tuple]) -> Optional[dict]:
+class _Search(NamedTuple):
+    """How a build adds searched configurations: the cost model, picks per program, configurations each search
+    prices, and the model's name for the manifest."""
+    model: Any
+    n: int
+    evaluations: int
+    label: str
+
+
+def _search_record(search: Optional[_Search]) -> Optional[dict]:
     """How a dataset's searched configurations were found (its manifest's "searched" entry)."""
-    if search is None:
-        return None
-    _, n, evals, label = search
-    return {"n": n, "evaluations": evals, "model": label}
+    return None if search is None else {"n": search.n, "evaluations": search.evaluations, "model": search.label}
 
 
 def _build_locked(files, task, evaluator, target, configs_per_program, out, split, families, seed,
@@ -576,13 +574,13 @@ def _build_locked(files, task, evaluator, target, configs_per_program, out, spli
             manifest = json.loads(mpath.read_text())
         except ValueError:
             raise ValueError(f"{mpath} is corrupt; remove it (or the directory) to rebuild") from None
-        for k, v in (("task", task), ("target", target), ("feature_version", _feature_version(target)),
+        for k, v in (("task", task), ("target", target), ("feature_version", feature_version(target)),
                      ("searched", _search_record(search))):
             if manifest.get(k) != v:
                 raise ValueError(f"{out} holds a dataset with {k}={manifest.get(k)!r}, not {v!r}; use another --out")
     else:
         manifest = {"format": "autotune-dataset", "version": DATASET_VERSION, "task": task, "target": target,
-                    "feature_version": _feature_version(target), "node_dim": NODE_DIM, "tile_dim": TILE_DIM,
+                    "feature_version": feature_version(target), "node_dim": NODE_DIM, "tile_dim": TILE_DIM,
                     "evaluator": evaluator if isinstance(evaluator, str) else getattr(evaluator, "name", "custom"),
                     "seed": seed, "configs_per_program": configs_per_program, "searched": _search_record(search),
                     "programs": {}}
@@ -712,7 +710,7 @@ class Dataset:
             raise ValueError(f"{m} is not an autotune dataset manifest")
         if manifest.get("version") != DATASET_VERSION:
             raise ValueError(f"{root}: dataset version {manifest.get('version')} is not supported")
-        if manifest.get("feature_version") != _feature_version(manifest.get("target") or "tpu"):
+        if manifest.get("feature_version") != feature_version(manifest.get("target") or "tpu"):
             raise ValueError(f"{root} was built with another feature layout; rebuild it")
         return cls(root, manifest)
 

@@ -662,15 +662,11 @@ class GnnCostModel(CostModel):
         if st.get("node_dim") != NODE_DIM or st.get("tile_dim") != TILE_DIM or st.get("num_opcodes") != NUM_OPCODES:
             raise ValueError(f"{path}: the model was trained with another feature layout "
                              f"({st.get('node_dim')}+{st.get('tile_dim')} features, now {NODE_DIM}+{TILE_DIM})")
-        if (st.get("config") or {}).get("geometry_features"):
-            try:
-                want = feature_version(st.get("target") or "tpu")
-            except (KeyError, ValueError):
-                want = None  # an unknown target: refused by the scope check below
-            if want is not None and st.get("feature_version") != want:
-                raise ValueError(f"{path}: GNN model trained with feature layout {st.get('feature_version')}, this "
-                                 f"autotune computes layout {want} for target {st.get('target')}; retrain it with "
-                                 f"`autotune train --model gnn`")
+        want = feature_version(st.get("target") or "tpu")
+        if (st.get("config") or {}).get("geometry_features") and st.get("feature_version") != want:
+            raise ValueError(f"{path}: GNN model trained with feature layout {st.get('feature_version')}, this "
+                             f"autotune computes layout {want} for target {st.get('target')}; retrain it with "
+                             f"`autotune train --model gnn`")
         check_model_scope(path, "GNN", st.get("task"), st.get("target"), task, target)
         cfg = {**LEGACY_CONFIG, **dict(st["config"])}
         m = cls(**cfg)
