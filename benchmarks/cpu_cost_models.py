@@ -26,7 +26,7 @@
 
     python benchmarks/cpu_cost_models.py --data DS [--programs P ...] [--random 25] [--searched 25]
         [--rounds 7] [--paired-seconds 90] [--models xgboost gnn] [--json OUT]
-    python benchmarks/cpu_cost_models.py --data x --from-json OUT.json
+    python benchmarks/cpu_cost_models.py --data x --from-json OUT.json [--also-price LABEL=MODEL ...]
 """
 from __future__ import annotations
 
@@ -36,6 +36,7 @@ import os
 import statistics
 import sys
 import time
+from typing import Optional
 
 import numpy as np
 
@@ -141,6 +142,74 @@ def cross_program_floor(data: str) -> dict:
             "pairs": [{"programs": list(k), "kernels": len(r), "ratio_median": float(2 ** np.median(r))} for k, r in top]}
 
 
+def _symmetric_ape(a: float, b: float) -> float:
+    """The mean of |a - b| / b and |a - b| / a: one measurement's APE as a prediction of the other, each way."""
+    return 0.5 * (abs(a - b) / b + abs(a - b) / a)
+
+
+def label_retest(data_a: str, data_b: str, min_seconds: float = 5e-6) -> dict:
+    """The labels measured twice: two in-program datasets built with the same programs and seed (so the same
+    sampled configurations, measured at different times). Per program, each kernel's time in each sampled
+    configuration the two builds share (matched by the configuration's kernel set), kernels >= `min_seconds`
+    in either: the MAPE of one build's times as predictions of the other's (each way, then the mean of the two:
+    the measurement's own disagreement, which no model can beat against either build's labels), per program,
+    then mean, median and pooled; the same for each kernel's median over those configurations (what a label is:
+    `median_mape`); the same after scaling one build by the program's median ratio between the builds (an oracle
+    for a drift of the whole machine: `mape_program_scaled`); and the Kendall of the two builds' end-to-end times."""
+    from autotune.tuning.dataset import Dataset
+    from costmodels.metrics import kendall
+    a_ds, b_ds = Dataset.open(data_a), Dataset.open(data_b)
+
+    def configs(s) -> dict:
+        c = s.config
+        if not c:
+            return {}
+        cid, g, rt = np.asarray(c["cfg"]), np.asarray(c["graph"]), np.asarray(c["runtime"], np.float64)
+        searched = np.asarray(c["searched"], bool) if c.get("searched") is not None else None
+        out = {}
+        for i in np.unique(cid):
+            if searched is not None and searched[i]:
+                continue
+            sel = cid == i
+            hashes = [str(s.graphs[k].hash) for k in g[sel]]
+            out[frozenset(hashes)] = (dict(zip(hashes, rt[sel])), float(np.asarray(c["end_to_end"])[i]))
+        return out
+
+    rows, pooled = {}, []
+    for name in sorted(set(a_ds.programs) & set(b_ds.programs)):
+        ca, cb = configs(a_ds.load_program(name)), configs(b_ds.load_program(name))
+        apes, e2e, per_kernel = [], [], {}
+        for key in set(ca) & set(cb):
+            (ta, ea), (tb, eb) = ca[key], cb[key]
+            e2e.append((ea, eb))
+            for h, ya in ta.items():
+                yb = tb.get(h, np.nan)
+                if np.isfinite(ya) and np.isfinite(yb) and max(ya, yb) >= min_seconds and min(ya, yb) > 0:
+                    apes.append(_symmetric_ape(ya, yb))
+                    per_kernel.setdefault(h, []).append((ya, yb))
+        if not apes:
+            continue
+        e = np.array(e2e)
+        ok = np.isfinite(e).all(axis=1)
+        med = [_symmetric_ape(*np.median(np.array(v), axis=0)) for v in per_kernel.values()]
+        both = np.array([t for v in per_kernel.values() for t in v])
+        scale = float(np.exp(np.median(np.log(both[:, 1] / both[:, 0]))))  # an oracle per-program speed ratio
+        rows[name] = {"configurations": len(e2e), "kernel_times": len(apes), "mape": float(np.mean(apes)),
+                      "mape_program_scaled": float(np.mean([_symmetric_ape(a * scale, b) for a, b in both])),
+                      "kernels": len(med), "median_mape": float(np.mean(med)),
+                      "end_to_end_kendall": kendall(e[ok, 0], e[ok, 1]) if ok.sum() >= 3 else float("nan")}
+        pooled.extend(apes)
+    mapes = [r["mape"] for r in rows.values()]
+    return {"programs": rows, "mape_mean": float(np.mean(mapes)) if mapes else float("nan"),
+            "median_mape_mean": float(np.mean([r["median_mape"] for r in rows.values()])) if rows else float("nan"),
+            "mape_program_scaled_mean": (float(np.mean([r["mape_program_scaled"] for r in rows.values()])) if rows
+                                         else float("nan")),
+            "mape_median": float(np.median(mapes)) if mapes else float("nan"),
+            "mape_pooled": float(np.mean(pooled)) if pooled else float("nan"),
+            "end_to_end_kendall_mean": float(np.nanmean([r["end_to_end_kendall"] for r in rows.values()]))
+            if rows else float("nan")}
+
+
 def split_half_kendall(rounds_s: list) -> float:
     """Kendall tau between the configurations' median end-to-end times over the even and over the odd
     rounds: how well the end-to-end measurement ranks the configurations against itself (a ceiling for any
@@ -229,10 +298,38 @@ def split_half_pooled(ratio_rounds: list) -> float:
     return float(kendall(even, odd))
 
 
+def encode_config(space, cfg) -> str:
+    """A fusion configuration as text for the JSON record ("0"/"1" per fusible edge), so that any model can
+    price the measured configurations later (`--from-json ... --also-price`)."""
+    return "".join("1" if b else "0" for b in space.encode(cfg))
+
+
+def decode_config(space, text: str):
+    return space.decode(bytes(1 if ch == "1" else 0 for ch in text))
+
+
+def reprice(rows: list, models: dict) -> list:
+    """Each saved run's configurations priced by more models (their predictions join `predicted_s`), so that
+    models are compared on the same measured configurations without measuring again."""
+    from autotune.compiler.fusion import FusionSpace
+    from autotune.compiler.program import Program
+    from autotune.tuning.tuner import space_cost
+    for row in rows:
+        if "configs" not in row:
+            raise SystemExit(f"error: the saved run of {row['program']} has no configuration encodings "
+                             "(runs before 2026-11-27 15:00 UTC); it cannot be re-priced")
+        space = FusionSpace(Program.from_file(os.path.join(ROOT, row["path"])), "cpu")
+        cfgs = [decode_config(space, t) for t in row["configs"]]
+        for label, model in models.items():
+            row["predicted_s"][label] = np.asarray(space_cost(space, model)(cfgs), np.float64).tolist()
+    return rows
+
+
 def program_ranking(path: str, models: dict, n_random: int, n_searched: int, rounds: int, min_repeat_ms: float,
                     search_seconds: float, seed: int, paired_rounds: int = 0, pairs: int = 3,
-                    block_ms: float = 1.0, paired_seconds: float = 0.0) -> dict:
-    """(b) for one program: measured end-to-end runtimes and each model's Kendall tau against them."""
+                    block_ms: float = 1.0, paired_seconds: float = 0.0, also_price: Optional[dict] = None) -> dict:
+    """(b) for one program: measured end-to-end runtimes and each model's Kendall tau against them (the
+    searched configurations come from `models`; `also_price` models only price them)."""
     from autotune.compiler.fusion import FusionSpace
     from autotune.compiler.kernel import EMITTED_CPU_COMPILE_OPTIONS, emit_fused_text
     from autotune.compiler.program import Program
@@ -299,7 +396,8 @@ def program_ranking(path: str, models: dict, n_random: int, n_searched: int, rou
                                 paired_rounds, pairs, block_ms, paired_seconds)
               if paired_rounds or paired_seconds else None)
     ok = np.isfinite(measured)
-    row = {"program": name, "configurations": int(ok.sum()), "origins": {o: origin.count(o) for o in set(origin)},
+    row = {"program": name, "path": os.path.relpath(path, ROOT), "configs": [encode_config(space, c) for c in cfgs],
+           "configurations": int(ok.sum()), "origins": {o: origin.count(o) for o in set(origin)},
            "compile_failures": failed, "compile_and_profile_s": compile_s,
            "measured_s": measured.tolist(), "measured_min_s": fastest.tolist(), "rounds_s": times, "origin": origin,
            "spread": float(np.nanmax(measured) / np.nanmin(measured)), "kendall": {}, "kendall_vs_min": {},
@@ -312,7 +410,7 @@ def program_ranking(path: str, models: dict, n_random: int, n_searched: int, rou
     if paired is not None:
         row["paired"] = paired
     row["end_to_end_over_charged_sum"] = float(np.nanmedian(measured / np.asarray(sums[MEASURED_CHARGED])))
-    for label, model in models.items():
+    for label, model in {**models, **(also_price or {})}.items():
         pred = np.asarray(space_cost(space, model)(cfgs), np.float64)
         row["predicted_s"][label] = pred.tolist()
         row["kendall"][label] = kendall(pred[ok], measured[ok])
@@ -470,21 +568,34 @@ def main() -> None:
     ap.add_argument("--skip-kernels", action="store_true", help="only (b)")
     ap.add_argument("--labels-only", action="store_true",
                     help="only what the dataset's labels support (label_consistency), then stop")
+    ap.add_argument("--retest", default=None, metavar="DS2",
+                    help="with --labels-only: a second build of the same programs and seed; the labels' "
+                         "test-retest MAPE (label_retest)")
     ap.add_argument("--json", default=None)
     ap.add_argument("--from-json", default=None,
                     help="print the paired tables of (b) again from a --json file (or its .gz) of an earlier run, "
                          "measuring nothing")
+    ap.add_argument("--also-price", nargs="*", default=[], metavar="LABEL=MODEL",
+                    help="more cost models (gnn, xgboost, analytical or a file) that price the configurations "
+                         "without searching; with --from-json, re-prices a saved run's configurations")
     args = ap.parse_args()
+    from autotune import api
+    also = {}
+    for item in args.also_price:
+        label, _, spec = item.partition("=")
+        if not spec:
+            label, spec = item, item
+        also[label] = api.make_cost_model(spec, "fusion", "cpu")
     if args.from_json:
         import gzip
         with (gzip.open if args.from_json.endswith(".gz") else open)(args.from_json, "rt") as f:
-            rows = [paired_summary(r) for r in json.load(f)["programs"] if "paired" in r]
+            rows = [r for r in json.load(f)["programs"] if "paired" in r]
         if not rows:
             sys.exit(f"error: {args.from_json} has no paired measurements")
+        rows = [paired_summary(r) for r in (reprice(rows, also) if also else rows)]
         print_paired(rows, args)
         return
 
-    from autotune import api
     from hardware.xla import jaxlib_version
 
     t0 = time.time()
@@ -509,6 +620,19 @@ def main() -> None:
         print("| programs | shared kernels | label ratio, median (second / first) |\n|---|---:|---:|")
         for p in fl["pairs"]:
             print(f"| {p['programs'][0]} / {p['programs'][1]} | {p['kernels']} | {p['ratio_median']:.2f} |")
+        if args.retest:
+            rt = label_retest(args.data, args.retest)
+            print(f"\nthe labels measured twice ({args.data} and {args.retest}, the sampled configurations both hold; "
+                  "kernels >= 5 us): test-retest MAPE per program, and Kendall of the two builds' end-to-end times\n")
+            print("| program | configurations | kernel times | test-retest MAPE | after a per-program scale | kernels | "
+                  "of their medians | end-to-end Kendall |\n|---|---:|---:|---:|---:|---:|---:|---:|")
+            for name, r in rt["programs"].items():
+                print(f"| {name} | {r['configurations']} | {r['kernel_times']} | {r['mape']:.1%} | "
+                      f"{r['mape_program_scaled']:.1%} | {r['kernels']} | {r['median_mape']:.1%} | "
+                      f"{r['end_to_end_kendall']:.3f} |")
+            print(f"| **mean** (median {rt['mape_median']:.1%}, pooled {rt['mape_pooled']:.1%}) | | | "
+                  f"**{rt['mape_mean']:.1%}** | **{rt['mape_program_scaled_mean']:.1%}** | | "
+                  f"**{rt['median_mape_mean']:.1%}** | **{rt['end_to_end_kendall_mean']:.3f}** |")
         return
     if not args.skip_kernels:
         res = kernel_accuracy(args.data, args.models)
@@ -530,7 +654,7 @@ def main() -> None:
     for path in paths:
         row = program_ranking(path, models, args.random, args.searched, args.rounds, args.min_repeat_ms,
                               args.search_seconds, args.seed, args.paired_rounds, args.pairs, args.block_ms,
-                              args.paired_seconds)
+                              args.paired_seconds, also)
         loads.append(_load_avg())
         rows.append(row)
         print(f"{row['program']}: {row['configurations']} configurations ({row['origins']}), runtime spread "
@@ -566,7 +690,19 @@ def main() -> None:
         print_paired(rows, args)
     if args.json:
         with open(args.json, "w") as f:
-            json.dump(out, f, indent=1, default=str)
+            json.dump(compact(out), f, default=str)
+
+
+def compact(obj, digits: int = 6):
+    """The record with every float to `digits` significant digits (timer resolution is far coarser), so that
+    a run's per-block data stay a few MB."""
+    if isinstance(obj, float):
+        return float(f"{obj:.{digits}g}")
+    if isinstance(obj, dict):
+        return {k: compact(v, digits) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [compact(v, digits) for v in obj]
+    return obj
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@ They are plain click commands (not attached to a group here); autotune/cli/app.p
 `autotune` group:
 
     autotune dataset build --programs DIR --task fusion|tile|layout --evaluator sim|xla|xla-inprogram [--target T]
-                           [--configs-per-program N] [--split-file F] [--searched N --search-model M] --out DIR
+                           [--configs-per-program N] [--split-file F] [--searched N --search-model M [--search-model M2]] --out DIR
     autotune train --model gnn|xgboost --task fusion|tile|layout --data DIR --out MODEL [--seed S]
                    [--n-estimators N] [--max-depth D] [--min-runtime-us U] [--threads T] [--drop-groups G1,G2]  (XGBoost)
                    [--epochs N] [--reduction node|column|lstm|transformer] [--encoder sage|gat|none]
@@ -75,15 +75,16 @@ def dataset() -> None:
 @click.option("--searched", type=click.IntRange(0, 100000), default=0, show_default=True,
               help="Fusion: also measure each program's N best distinct predictions of an annealing search "
                    "priced by --search-model (what searches pick, AutoTVM-style), beside the sampled ones.")
-@click.option("--search-model", default=None,
-              help="Cost model of --searched: gnn, xgboost (the shipped ones for the target), analytical or a file.")
+@click.option("--search-model", multiple=True,
+              help="Cost model of --searched: gnn, xgboost (the shipped ones for the target), analytical or a file; "
+                   "repeatable: N picks of each model's own search.")
 @click.option("--search-evals", type=click.IntRange(1, 10_000_000), default=2000, show_default=True,
               help="Configurations each --searched search prices (bounded so that a seed reproduces it).")
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False))
 @_friendly
 def build(programs_dir: str, task: str, evaluator: str, target: str, configs_per_program: int, max_tiles: int,
           split_file: Optional[str], only: Sequence[str], store: Optional[str], seed: int, searched: int,
-          search_model: Optional[str], search_evals: int, out_dir: str) -> None:
+          search_model: Sequence[str], search_evals: int, out_dir: str) -> None:
     """Measure random fusion configurations' kernels (or every tile of kernels) into a dataset.
 
     Layout task: per program, the default layout configuration, a neighbour walk from it and random
@@ -107,12 +108,12 @@ def build(programs_dir: str, task: str, evaluator: str, target: str, configs_per
         if not search_model:
             raise LearnError("--searched needs --search-model (gnn, xgboost, analytical or a model file)")
         from autotune import api
-        model = api.make_cost_model(search_model, "fusion", target)
+        model = [api.make_cost_model(m, "fusion", target) for m in search_model]
     ds = build_dataset(programs_dir, task, evaluator, target, configs_per_program, out_dir, split_file, seed,
                        max_tiles_per_kernel=max_tiles, programs=list(only) or None, store=st,
                        progress=sys.stderr.isatty(), log=log, warn=lambda line: click.echo(line, err=True),
                        searched=searched, search_model=model, search_evaluations=search_evals,
-                       search_model_name=search_model)
+                       search_model_name=list(search_model) or None)
     counts = {s: len(ds.programs_in(s)) for s in ("train", "validation", "test")}
     click.echo(f"wrote {out_dir}: {len(ds.programs)} programs ({counts['train']} train, {counts['validation']} "
                f"validation, {counts['test']} test), {len(ds)} samples")

@@ -357,13 +357,14 @@ def _build_program(path: Path, task: str, evaluator: Any, target: str, n_cfgs: i
     if task == "fusion":
         cfgs = _sampled_configs(space, max(1, n_cfgs), rng)
         n_sampled = len(cfgs)
-        if searched is not None:  # a search's picks beside the samples
+        if searched is not None:  # each search model's picks beside the samples (a pick made twice is kept once)
             seen = {space.encode(c) for c in cfgs}
-            for c in searched_configurations(space, searched.model, searched.n, searched.evaluations,
-                                             seed=int(rng.integers(2 ** 31))):
-                if space.encode(c) not in seen:
-                    seen.add(space.encode(c))
-                    cfgs.append(c)
+            for model in searched.models:
+                for c in searched_configurations(space, model, searched.n, searched.evaluations,
+                                                 seed=int(rng.integers(2 ** 31))):
+                    if space.encode(c) not in seen:
+                        seen.add(space.encode(c))
+                        cfgs.append(c)
     else:
         cfgs = [space.default()] + [space.random(rng) for _ in range(max(0, min(n_cfgs, 4) - 1))]
     kernels, membership = _unique_kernels(space, cfgs)
@@ -505,11 +506,13 @@ def build_dataset(programs_dir: "str | os.PathLike", task: str, evaluator: Any, 
                   split_file: Optional[str] = None, seed: int = 0, max_tiles_per_kernel: int = 64,
                   programs: Optional[Sequence[str]] = None, store: Any = None, progress: bool = False,
                   log=None, warn=None, searched: int = 0, search_model: Any = None,
-                  search_evaluations: int = 2000, search_model_name: Optional[str] = None) -> "Dataset":
+                  search_evaluations: int = 2000, search_model_name: "Optional[str | Sequence[str]]" = None
+                  ) -> "Dataset":
     """Generate (or resume) a dataset; returns it opened. `programs` restricts to these names. Fusion task:
     `searched` > 0 adds to each program's sampled configurations the `searched` best distinct predictions of an
-    annealing search priced by `search_model` (a cost model; `search_evaluations` configurations each), so that
-    models learn the configurations searches pick, not only random ones."""
+    annealing search priced by `search_model` (a cost model, or a sequence of them: `searched` picks of each;
+    `search_evaluations` configurations each search), so that models learn the configurations searches pick,
+    not only random ones."""
     if task not in ("fusion", "tile", "layout"):
         raise ValueError(f"task must be fusion, tile or layout, not {task!r}")
     if searched and (task != "fusion" or search_model is None):
@@ -543,8 +546,7 @@ def build_dataset(programs_dir: "str | os.PathLike", task: str, evaluator: Any, 
     (out / "shards").mkdir(parents=True, exist_ok=True)
     lock = _BuildLock(out)
     try:
-        label = search_model_name or getattr(search_model, "name", type(search_model).__name__)
-        search = _Search(search_model, int(searched), int(search_evaluations), str(label)) if searched else None
+        search = _make_search(searched, search_model, search_evaluations, search_model_name) if searched else None
         return _build_locked(files, task, evaluator, target, configs_per_program, out, split, families, seed,
                              max_tiles_per_kernel, store, progress, log, warn, search)
     finally:
@@ -552,12 +554,22 @@ def build_dataset(programs_dir: "str | os.PathLike", task: str, evaluator: Any, 
 
 
 class _Search(NamedTuple):
-    """How a build adds searched configurations: the cost model, picks per program, configurations each search
-    prices, and the model's name for the manifest."""
-    model: Any
+    """How a build adds searched configurations: the cost models (one search each), picks per program and model,
+    configurations each search prices, and the models' names for the manifest ("a+b" for several)."""
+    models: tuple
     n: int
     evaluations: int
     label: str
+
+
+def _make_search(searched: int, search_model: Any, evaluations: int, names: Any) -> _Search:
+    models = tuple(search_model) if isinstance(search_model, (list, tuple)) else (search_model,)
+    if names is None:
+        names = [getattr(m, "name", type(m).__name__) for m in models]
+    names = [names] if isinstance(names, str) else list(names)
+    if len(names) != len(models):
+        raise ValueError(f"{len(models)} search models but {len(names)} names")
+    return _Search(models, int(searched), int(evaluations), "+".join(map(str, names)))
 
 
 def _search_record(search: Optional[_Search]) -> Optional[dict]:

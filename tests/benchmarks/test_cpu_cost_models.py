@@ -89,3 +89,56 @@ def test_cross_program_floor_is_the_best_single_value_per_shared_kernel(monkeypa
     assert fl["kernels"] == 1 and fl["labels"] == 2
     assert fl["floor_mape_mean"] == pytest.approx(0.25) and fl["ratio_median"] == pytest.approx(2.0)
     assert fl["pairs"] == [{"programs": ["a", "b"], "kernels": 1, "ratio_median": pytest.approx(2.0)}]
+
+
+def test_saved_configurations_are_repriced_exactly():
+    """A run records each configuration's encoding; re-pricing them from the record gives the prices of the
+    configurations themselves (any model can join a saved run's tables without measuring again)."""
+    from autotune.compiler.fusion import FusionSpace
+    from autotune.compiler.program import Program
+    from autotune.tuning.tuner import space_cost
+    from costmodels.analytical import AnalyticalCostModel
+    path = "examples/hlo/vae_small_infer.hlo"
+    space = FusionSpace(Program.from_file(str(ROOT / path)), "cpu")
+    rng = np.random.default_rng(3)
+    cfgs = [space.default()] + [space.random(rng) for _ in range(3)]
+    texts = [cpu_cost_models.encode_config(space, c) for c in cfgs]
+    assert all(set(t) <= {"0", "1"} and len(t) == space.n_edges for t in texts) and len(set(texts)) == 4
+    assert [space.encode(cpu_cost_models.decode_config(space, t)) for t in texts] == [space.encode(c) for c in cfgs]
+    model = AnalyticalCostModel("cpu")
+    rows = cpu_cost_models.reprice([{"program": "vae_small_infer", "path": path, "configs": texts,
+                                     "predicted_s": {}}], {"analytical": model})
+    np.testing.assert_allclose(rows[0]["predicted_s"]["analytical"], space_cost(space, model)(cfgs))
+    with pytest.raises(SystemExit, match="no configuration encodings"):
+        cpu_cost_models.reprice([{"program": "old", "predicted_s": {}}], {"analytical": model})
+
+
+def test_label_retest_compares_the_same_configurations_of_two_builds(monkeypatch):
+    """Two builds of one program: configurations matched by their kernel sets (in either order, a searched one
+    left out); a kernel at 10 us in one build and 20 us in the other has symmetric APE (1 + 0.5) / 2; kernels
+    under 5 us in both do not count; end-to-end times in the same order give Kendall 1."""
+    from types import SimpleNamespace
+    from autotune.tuning import dataset as dataset_mod
+
+    def build(cfgs, searched=None):
+        hashes = sorted({h for c in cfgs for h in c})
+        cid, g, rt, e2e = [], [], [], []
+        for i, c in enumerate(cfgs):
+            for h, y in c.items():
+                cid.append(i), g.append(hashes.index(h)), rt.append(y)
+            e2e.append(sum(c.values()))
+        return SimpleNamespace(graphs=[SimpleNamespace(hash=h) for h in hashes], config={
+            "cfg": np.array(cid), "graph": np.array(g), "runtime": np.array(rt), "end_to_end": np.array(e2e),
+            "searched": np.array(searched if searched is not None else [False] * len(cfgs))})
+
+    a = build([{"k": 10e-6, "tiny": 1e-6}, {"m": 30e-6}, {"n": 40e-6}, {"s": 50e-6}], [False, False, False, True])
+    b = build([{"n": 40e-6}, {"k": 20e-6, "tiny": 3e-6}, {"m": 30e-6}, {"s": 5e-6}], [False, False, False, False])
+    fakes = {"A": SimpleNamespace(programs={"p": {}}, load_program=lambda n: a),
+             "B": SimpleNamespace(programs={"p": {}}, load_program=lambda n: b)}
+    monkeypatch.setattr(dataset_mod.Dataset, "open", classmethod(lambda cls, root: fakes[root]))
+    r = cpu_cost_models.label_retest("A", "B")
+    p = r["programs"]["p"]
+    assert p["configurations"] == 3 and p["kernel_times"] == 3 and p["kernels"] == 3
+    assert p["mape"] == pytest.approx(0.75 / 3) and r["median_mape_mean"] == pytest.approx(0.75 / 3)
+    assert p["end_to_end_kendall"] == pytest.approx(1.0)
+    assert p["mape_program_scaled"] == pytest.approx(p["mape"])  # median ratio 1: nothing to scale

@@ -91,3 +91,21 @@ def test_tile_on_cpu_says_xla_cpu_has_no_tile_knob():
     assert r.exit_code == 2 and "Traceback" not in r.output
     lines = [line for line in r.output.splitlines() if line.strip()]
     assert len(lines) == 1 and "no tile knob" in lines[0]
+
+
+def test_dataset_build_takes_several_search_models(tmp_path):
+    """`dataset build --searched N --search-model A --search-model B`: N picks of each model's own search,
+    named in the manifest; --searched without a model is a one-line error."""
+    from click.testing import CliRunner
+    from autotune.cli.app import main
+    small = os.path.join(os.path.dirname(__file__), "..", "..", "fixtures", "hlo", "small", "exp_add.hlo")
+    out = tmp_path / "ds"
+    r = CliRunner().invoke(main, ["dataset", "build", "--programs", small, "--task", "fusion", "--evaluator", "sim",
+                                  "--configs-per-program", "2", "--searched", "2", "--search-model", "analytical",
+                                  "--search-model", "analytical", "--search-evals", "50", "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["searched"] == {"n": 2, "evaluations": 50, "model": "analytical+analytical"}
+    r = CliRunner().invoke(main, ["dataset", "build", "--programs", small, "--task", "fusion", "--searched", "2",
+                                  "--out", str(tmp_path / "x")])
+    assert r.exit_code == 2 and "--search-model" in r.output

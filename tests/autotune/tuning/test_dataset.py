@@ -220,6 +220,12 @@ def test_searched_configurations_join_the_sampled_ones(progs, corpus_names, tmp_
         build_dataset(progs, "fusion", "sim", out_dir=tmp_path / "a", **dict(kw, searched=5))
     with pytest.raises(ValueError, match="search cost model"):
         build_dataset(progs, "fusion", "sim", out_dir=tmp_path / "c", configs_per_program=2, searched=2)
+    two = build_dataset(progs, "fusion", "sim", out_dir=tmp_path / "e", **dict(
+        kw, search_model=[model, AnalyticalCostModel("tpu", scales={"kLoop": 3.0})],
+        search_model_name=["analytical", "scaled"]))
+    assert two.manifest["searched"]["model"] == "analytical+scaled"
+    flags2 = np.asarray(two.load_program(name).config["searched"])
+    assert flags2.sum() >= flags.sum()  # the first model's picks, and the second's that are new
     plain = build_dataset(progs, "fusion", "sim", out_dir=tmp_path / "d", configs_per_program=2,
                           programs=corpus_names[:1])
     assert plain.manifest["searched"] is None and not np.asarray(plain.load_program(name).config["searched"]).any()
