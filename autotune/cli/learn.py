@@ -102,6 +102,8 @@ def build(programs_dir: str, task: str, evaluator: str, target: str, configs_per
         click.echo(f"{name}: {what} ({rec['n_failed']} failed) -> {rec['split']}", err=True)
 
     model = None
+    if search_model and not searched:
+        raise LearnError("--search-model is the model of --searched N: give --searched too")
     if searched:
         if task != "fusion":
             raise LearnError("--searched is an option of --task fusion")

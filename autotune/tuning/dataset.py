@@ -563,6 +563,7 @@ class _Search(NamedTuple):
 
 
 def _make_search(searched: int, search_model: Any, evaluations: int, names: Any) -> _Search:
+    """The _Search of build_dataset's arguments: one model or a sequence, named by `names` or by the models."""
     models = tuple(search_model) if isinstance(search_model, (list, tuple)) else (search_model,)
     if names is None:
         names = [getattr(m, "name", type(m).__name__) for m in models]

@@ -79,6 +79,8 @@ def _cases(p: dict) -> list:
         (["tile", EXP_ADD, "--store", p["dir"], "--out", p["dir"] / "t"], "is a directory"),
         (["dataset", "build", "--programs", SMALL, "--task", "fusion", "--store", p["corrupt_store"],
           "--out", p["dir"] / "ds"], "corrupt"),
+        (["dataset", "build", "--programs", SMALL, "--task", "fusion", "--search-model", "analytical",
+          "--out", p["dir"] / "ds"], "give --searched too"),
         # resume
         (fus + ["--resume", p["empty_dir"]], "no checkpoint"),
         (fus + ["--resume", p["corrupt_ckpt"]], "unreadable checkpoint"),
