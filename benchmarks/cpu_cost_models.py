@@ -108,20 +108,91 @@ def label_consistency(data: str) -> dict:
     return rows
 
 
-def cross_program_floor(data: str) -> dict:
+def _builds(data) -> list:
+    """One dataset path, a comma-separated list of them or a sequence: builds of the same programs and seed."""
+    return [p for p in data.split(",") if p] if isinstance(data, str) else list(data)
+
+
+def _sampled_times(s) -> dict:
+    """A program's sampled configurations (searched picks left out), keyed by their kernel sets (and a count, for
+    two configurations with the same kernels): per kernel its in-program times (one per place it runs at, in
+    order), and the configuration's end-to-end time."""
+    c = s.config
+    if not c:
+        return {}
+    cid, g, rt = np.asarray(c["cfg"]), np.asarray(c["graph"]), np.asarray(c["runtime"], np.float64)
+    searched = np.asarray(c["searched"], bool) if c.get("searched") is not None else None
+    out: dict = {}
+    for i in np.unique(cid):
+        if searched is not None and searched[i]:
+            continue
+        sel = cid == i
+        times: dict = {}
+        for k, y in zip(g[sel], rt[sel]):
+            times.setdefault(str(s.graphs[k].hash), []).append(float(y))
+        kernels = frozenset(times)
+        n = sum(1 for key in out if key[0] == kernels)
+        out[(kernels, n)] = ({h: np.array(v) for h, v in times.items()}, float(np.asarray(c["end_to_end"])[i]))
+    return out
+
+
+def _geomean(values, axis=None):
+    v = np.asarray(values, np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        m = np.exp(np.mean(np.log(np.where(v > 0, v, np.nan)), axis=axis))
+    return float(m) if np.ndim(m) == 0 else m
+
+
+def averaged_times(datasets: list, name: str) -> dict:
+    """`_sampled_times` of one program over several builds: the configurations every build holds, each time the
+    geometric mean over the builds (one build: its own times)."""
+    per = [_sampled_times(ds.load_program(name)) for ds in datasets]
+    keys = set.intersection(*(set(p) for p in per)) if per else set()
+    out = {}
+    for key in keys:
+        times = {h: _geomean(np.stack([p[key][0][h] for p in per]), axis=0) for h in per[0][key][0]}
+        out[key] = (times, _geomean([p[key][1] for p in per]))
+    return out
+
+
+def averaged_labels(data, split: str = "all") -> dict:
+    """Per program of the split, each kernel's label from several builds: its median time over the sampled
+    configurations all builds hold, with each time the geometric mean over the builds."""
+    from autotune.tuning.dataset import Dataset
+    dss = [Dataset.open(p) for p in _builds(data)]
+    out = {}
+    for name in dss[0].programs_in(split):
+        if not all(name in d.programs for d in dss):
+            continue
+        by: dict = {}
+        for times, _ in averaged_times(dss, name).values():
+            for h, ys in times.items():
+                by.setdefault(h, []).extend(ys)
+        out[name] = {h: float(np.nanmedian(v)) for h, v in by.items() if np.isfinite(v).any()}
+    return out
+
+
+def cross_program_floor(data) -> dict:
     """How far a kernel's label depends on the program around it: kernels (by canonical hash) measured in
     two or more programs of the dataset, >= 5 us in one. Per such kernel, the best any function of the kernel
     alone can do is one value for all its programs: the MAPE of the best single value (among its labels; the
     optimum of a sum of |c - y| / y lies at one of them) is a floor on a kernel-level model's MAPE over these
-    kernels. Also the median label ratio between program pairs sharing kernels (most shared first)."""
+    kernels. Also the median label ratio between program pairs sharing kernels (most shared first). Several
+    builds (`data` a list or "DS1,DS2"): the labels of `averaged_labels`, whose measurement noise is lower."""
     from autotune.tuning.dataset import Dataset
-    ds = Dataset.open(data)
     by_hash: dict = {}
-    for name in sorted(ds.programs):
-        s = ds.load_program(name)
-        for gi, y in zip(s.graph, s.runtime):
-            if np.isfinite(y) and y > 0:
-                by_hash.setdefault(str(s.graphs[gi].hash), []).append((name, float(y)))
+    if len(_builds(data)) == 1:
+        ds = Dataset.open(_builds(data)[0])
+        for name in sorted(ds.programs):
+            s = ds.load_program(name)
+            for gi, y in zip(s.graph, s.runtime):
+                if np.isfinite(y) and y > 0:
+                    by_hash.setdefault(str(s.graphs[gi].hash), []).append((name, float(y)))
+    else:
+        for name, labels in sorted(averaged_labels(data).items()):
+            for h, y in labels.items():
+                if y > 0:
+                    by_hash.setdefault(h, []).append((name, y))
     shared = {h: v for h, v in by_hash.items() if len({n for n, _ in v}) > 1 and max(y for _, y in v) >= 5e-6}
     floors, ratios, pairs = [], [], {}
     for v in shared.values():
@@ -142,12 +213,36 @@ def cross_program_floor(data: str) -> dict:
             "pairs": [{"programs": list(k), "kernels": len(r), "ratio_median": float(2 ** np.median(r))} for k, r in top]}
 
 
+def model_mape_by_builds(data, models: dict, split: str, min_seconds: float = 5e-6) -> dict:
+    """Each model's kernel MAPE (labels >= `min_seconds`, per program, then the mean) against the first build's
+    labels and against the labels averaged over all the builds (`averaged_labels`): how much of a model's error
+    is the labels' noise."""
+    from autotune.tuning.dataset import Dataset
+    builds = _builds(data)
+    first = Dataset.open(builds[0])
+    out: dict = {}
+    for label, labels in (("one build", averaged_labels(builds[:1], split)),
+                          (f"mean of {len(builds)} builds", averaged_labels(builds, split))):
+        for mname, model in models.items():
+            per = []
+            for name, lab in labels.items():
+                s = first.load_program(name)
+                pred = np.full(len(s.graphs), np.nan)
+                pred[np.asarray(s.graph)] = np.asarray(model.predict_graphs(s.sample_graphs(), s.tile_feat), float)
+                index = {str(gr.hash): i for i, gr in enumerate(s.graphs)}
+                apes = [abs(pred[index[h]] - y) / y for h, y in lab.items() if y >= min_seconds and h in index]
+                if apes:
+                    per.append(float(np.mean(apes)))
+            out.setdefault(mname, {})[label] = float(np.mean(per)) if per else float("nan")
+    return out
+
+
 def _symmetric_ape(a: float, b: float) -> float:
     """The mean of |a - b| / b and |a - b| / a: one measurement's APE as a prediction of the other, each way."""
     return 0.5 * (abs(a - b) / b + abs(a - b) / a)
 
 
-def label_retest(data_a: str, data_b: str, min_seconds: float = 5e-6) -> dict:
+def label_retest(data_a, data_b, min_seconds: float = 5e-6) -> dict:
     """The labels measured twice: two in-program datasets built with the same programs and seed (so the same
     sampled configurations, measured at different times). Per program, each kernel's time in each sampled
     configuration the two builds share (matched by the configuration's kernel set), kernels >= `min_seconds`
@@ -155,38 +250,26 @@ def label_retest(data_a: str, data_b: str, min_seconds: float = 5e-6) -> dict:
     the measurement's own disagreement, which no model can beat against either build's labels), per program,
     then mean, median and pooled; the same for each kernel's median over those configurations (what a label is:
     `median_mape`); the same after scaling one build by the program's median ratio between the builds (an oracle
-    for a drift of the whole machine: `mape_program_scaled`); and the Kendall of the two builds' end-to-end times."""
+    for a drift of the whole machine: `mape_program_scaled`); and the Kendall of the two builds' end-to-end times.
+    Either side may be several builds (a list or "DS1,DS2"): its times are the geometric means over them."""
     from autotune.tuning.dataset import Dataset
     from costmodels.metrics import kendall
-    a_ds, b_ds = Dataset.open(data_a), Dataset.open(data_b)
-
-    def configs(s) -> dict:
-        c = s.config
-        if not c:
-            return {}
-        cid, g, rt = np.asarray(c["cfg"]), np.asarray(c["graph"]), np.asarray(c["runtime"], np.float64)
-        searched = np.asarray(c["searched"], bool) if c.get("searched") is not None else None
-        out = {}
-        for i in np.unique(cid):
-            if searched is not None and searched[i]:
-                continue
-            sel = cid == i
-            hashes = [str(s.graphs[k].hash) for k in g[sel]]
-            out[frozenset(hashes)] = (dict(zip(hashes, rt[sel])), float(np.asarray(c["end_to_end"])[i]))
-        return out
-
+    a_ds, b_ds = [Dataset.open(p) for p in _builds(data_a)], [Dataset.open(p) for p in _builds(data_b)]
     rows, pooled = {}, []
-    for name in sorted(set(a_ds.programs) & set(b_ds.programs)):
-        ca, cb = configs(a_ds.load_program(name)), configs(b_ds.load_program(name))
+    for name in sorted(set.intersection(*(set(d.programs) for d in a_ds + b_ds))):
+        ca, cb = averaged_times(a_ds, name), averaged_times(b_ds, name)
         apes, e2e, per_kernel = [], [], {}
         for key in set(ca) & set(cb):
             (ta, ea), (tb, eb) = ca[key], cb[key]
             e2e.append((ea, eb))
-            for h, ya in ta.items():
-                yb = tb.get(h, np.nan)
-                if np.isfinite(ya) and np.isfinite(yb) and max(ya, yb) >= min_seconds and min(ya, yb) > 0:
-                    apes.append(_symmetric_ape(ya, yb))
-                    per_kernel.setdefault(h, []).append((ya, yb))
+            for h, yas in ta.items():
+                ybs = tb.get(h)
+                if ybs is None or len(ybs) != len(yas):
+                    continue
+                for ya, yb in zip(yas, ybs):
+                    if np.isfinite(ya) and np.isfinite(yb) and max(ya, yb) >= min_seconds and min(ya, yb) > 0:
+                        apes.append(_symmetric_ape(ya, yb))
+                        per_kernel.setdefault(h, []).append((ya, yb))
         if not apes:
             continue
         e = np.array(e2e)
@@ -570,7 +653,9 @@ def main() -> None:
                     help="only what the dataset's labels support (label_consistency), then stop")
     ap.add_argument("--retest", default=None, metavar="DS2",
                     help="with --labels-only: a second build of the same programs and seed; the labels' "
-                         "test-retest MAPE (label_retest)")
+                         "test-retest MAPE (label_retest). --data and --retest may each be several builds, "
+                         "comma-separated: their times are averaged (geometric mean), and the cross-program floor "
+                         "and the shipped models' MAPE are also computed on --data's averaged labels")
     ap.add_argument("--json", default=None)
     ap.add_argument("--from-json", default=None,
                     help="print the paired tables of (b) again from a --json file (or its .gz) of an earlier run, "
@@ -602,7 +687,7 @@ def main() -> None:
     loads = [_load_avg()]
     out: dict = {"args": vars(args), "jaxlib": jaxlib_version(), "cores": os.cpu_count()}
     if args.labels_only:
-        rows = label_consistency(args.data)
+        rows = label_consistency(_builds(args.data)[0])
         keys = ["deviation_charged", "deviation_thunks", "kendall_charged", "kendall_thunks", "kendall_charged_min",
                 "kendall_thunks_min", "end_to_end_over_sum"]
         print("| program | split | " + " | ".join(keys) + " |\n|---|---|" + "---:|" * len(keys))
@@ -613,13 +698,22 @@ def main() -> None:
         print(f"\nmedian end_to_end_over_sum {np.nanmedian([r['end_to_end_over_sum'] for r in rows.values()]):.2f}; "
               f"load average {_load_avg()}")
         fl = cross_program_floor(args.data)
-        print(f"\nthe same kernel in different programs: {fl['kernels']} kernels measured in >= 2 programs "
+        nb = len(_builds(args.data))
+        print(f"\nthe same kernel in different programs{f' (labels averaged over {nb} builds)' if nb > 1 else ''}: "
+              f"{fl['kernels']} kernels measured in >= 2 programs "
               f"({fl['labels']} labels); the best single value per kernel has MAPE {fl['floor_mape_mean']:.1%} mean, "
               f"{fl['floor_mape_median']:.1%} median (a floor for any kernel-level model on them); max/min label "
               f"ratio median {fl['ratio_median']:.2f}, > 1.5x for {fl['ratio_over_1_5']:.0%}")
         print("| programs | shared kernels | label ratio, median (second / first) |\n|---|---:|---:|")
         for p in fl["pairs"]:
             print(f"| {p['programs'][0]} / {p['programs'][1]} | {p['kernels']} | {p['ratio_median']:.2f} |")
+        if len(_builds(args.data)) > 1:
+            shipped = {m: api.make_cost_model(m, "fusion", "cpu") for m in args.models}
+            print(f"\nthe shipped models' kernel MAPE (>= 5 us, per-program mean) against one build's labels and "
+                  f"against the labels averaged over the {len(_builds(args.data))} builds of --data\n")
+            for split in ("validation", "test"):
+                for m, r in model_mape_by_builds(args.data, shipped, split).items():
+                    print(f"- {split}, shipped {m}: " + ", ".join(f"{k} {v:.1%}" for k, v in r.items()))
         if args.retest:
             rt = label_retest(args.data, args.retest)
             print(f"\nthe labels measured twice ({args.data} and {args.retest}, the sampled configurations both hold; "

@@ -133,8 +133,8 @@ def test_label_retest_compares_the_same_configurations_of_two_builds(monkeypatch
 
     a = build([{"k": 10e-6, "tiny": 1e-6}, {"m": 30e-6}, {"n": 40e-6}, {"s": 50e-6}], [False, False, False, True])
     b = build([{"n": 40e-6}, {"k": 20e-6, "tiny": 3e-6}, {"m": 30e-6}, {"s": 5e-6}], [False, False, False, False])
-    fakes = {"A": SimpleNamespace(programs={"p": {}}, load_program=lambda n: a),
-             "B": SimpleNamespace(programs={"p": {}}, load_program=lambda n: b)}
+    fakes = {"A": SimpleNamespace(programs={"p": {}}, load_program=lambda n: a, programs_in=lambda split: ["p"]),
+             "B": SimpleNamespace(programs={"p": {}}, load_program=lambda n: b, programs_in=lambda split: ["p"])}
     monkeypatch.setattr(dataset_mod.Dataset, "open", classmethod(lambda cls, root: fakes[root]))
     r = cpu_cost_models.label_retest("A", "B")
     p = r["programs"]["p"]
@@ -142,3 +142,8 @@ def test_label_retest_compares_the_same_configurations_of_two_builds(monkeypatch
     assert p["mape"] == pytest.approx(0.75 / 3) and r["median_mape_mean"] == pytest.approx(0.75 / 3)
     assert p["end_to_end_kendall"] == pytest.approx(1.0)
     assert p["mape_program_scaled"] == pytest.approx(p["mape"])  # median ratio 1: nothing to scale
+    # several builds on a side: their times' geometric mean (a build averaged with itself changes nothing)
+    assert cpu_cost_models.label_retest(["A", "A"], "B")["programs"]["p"]["mape"] == pytest.approx(p["mape"])
+    labels = cpu_cost_models.averaged_labels("A,B")["p"]
+    assert labels["k"] == pytest.approx(np.sqrt(10e-6 * 20e-6)) and labels["m"] == pytest.approx(30e-6)
+    assert "s" not in labels  # searched in A: not a configuration both builds hold as sampled
