@@ -214,27 +214,29 @@ def cross_program_floor(data) -> dict:
 
 
 def model_mape_by_builds(data, models: dict, split: str, min_seconds: float = 5e-6) -> dict:
-    """Each model's kernel MAPE (labels >= `min_seconds`, per program, then the mean) against the first build's
-    labels and against the labels averaged over all the builds (`averaged_labels`): how much of a model's error
-    is the labels' noise."""
+    """Each model's kernel MAPE (`fusion_metrics` over labels >= `min_seconds`, per program, then the mean) against
+    the first build's labels and against the labels averaged over all the builds (`averaged_labels`): how much of
+    a model's error is the labels' noise. Each model prices each program once."""
     from autotune.tuning.dataset import Dataset
+    from costmodels.metrics import fusion_metrics
     builds = _builds(data)
     first = Dataset.open(builds[0])
-    out: dict = {}
-    for label, labels in (("one build", averaged_labels(builds[:1], split)),
-                          (f"mean of {len(builds)} builds", averaged_labels(builds, split))):
+    label_sets = {"one build": averaged_labels(builds[:1], split),
+                  f"mean of {len(builds)} builds": averaged_labels(builds, split)}
+    per: dict = {(m, label): [] for m in models for label in label_sets}
+    for name in sorted(set().union(*label_sets.values())):
+        s = first.load_program(name)
+        index = {str(gr.hash): i for i, gr in enumerate(s.graphs)}
         for mname, model in models.items():
-            per = []
-            for name, lab in labels.items():
-                s = first.load_program(name)
-                pred = np.full(len(s.graphs), np.nan)
-                pred[np.asarray(s.graph)] = np.asarray(model.predict_graphs(s.sample_graphs(), s.tile_feat), float)
-                index = {str(gr.hash): i for i, gr in enumerate(s.graphs)}
-                apes = [abs(pred[index[h]] - y) / y for h, y in lab.items() if y >= min_seconds and h in index]
-                if apes:
-                    per.append(float(np.mean(apes)))
-            out.setdefault(mname, {})[label] = float(np.mean(per)) if per else float("nan")
-    return out
+            pred = np.full(len(s.graphs), np.nan)
+            pred[np.asarray(s.graph)] = np.asarray(model.predict_graphs(s.sample_graphs(), s.tile_feat), float)
+            for label, labels in label_sets.items():
+                lab = {h: y for h, y in labels.get(name, {}).items() if h in index}
+                m = fusion_metrics(pred[[index[h] for h in lab]], list(lab.values()), min_seconds)["mape"]
+                if np.isfinite(m):
+                    per[(mname, label)].append(m / 100.0)
+    return {m: {label: float(np.mean(per[(m, label)])) if per[(m, label)] else float("nan") for label in label_sets}
+            for m in models}
 
 
 def _symmetric_ape(a: float, b: float) -> float:
@@ -707,10 +709,10 @@ def main() -> None:
         print("| programs | shared kernels | label ratio, median (second / first) |\n|---|---:|---:|")
         for p in fl["pairs"]:
             print(f"| {p['programs'][0]} / {p['programs'][1]} | {p['kernels']} | {p['ratio_median']:.2f} |")
-        if len(_builds(args.data)) > 1:
+        if nb > 1:
             shipped = {m: api.make_cost_model(m, "fusion", "cpu") for m in args.models}
             print(f"\nthe shipped models' kernel MAPE (>= 5 us, per-program mean) against one build's labels and "
-                  f"against the labels averaged over the {len(_builds(args.data))} builds of --data\n")
+                  f"against the labels averaged over the {nb} builds of --data\n")
             for split in ("validation", "test"):
                 for m, r in model_mape_by_builds(args.data, shipped, split).items():
                     print(f"- {split}, shipped {m}: " + ", ".join(f"{k} {v:.1%}" for k, v in r.items()))

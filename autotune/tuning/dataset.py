@@ -362,8 +362,9 @@ def _build_program(path: Path, task: str, evaluator: Any, target: str, n_cfgs: i
             for model in searched.models:
                 for c in searched_configurations(space, model, searched.n, searched.evaluations,
                                                  seed=int(rng.integers(2 ** 31))):
-                    if space.encode(c) not in seen:
-                        seen.add(space.encode(c))
+                    key = space.encode(c)
+                    if key not in seen:
+                        seen.add(key)
                         cfgs.append(c)
     else:
         cfgs = [space.default()] + [space.random(rng) for _ in range(max(0, min(n_cfgs, 4) - 1))]
