@@ -27,8 +27,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from hardware.parity import MODES, as_dicts, check_program, summarize  # noqa: E402
+from hardware.xla import ACCURACY_FACTOR, OUTPUT_TOL  # noqa: E402
 
-CORPORA = {"models": ROOT / "examples" / "hlo", "idioms": ROOT / "examples" / "idioms"}
+CORPORA = {"models": ROOT / "examples" / "hlo", "idioms": ROOT / "examples" / "idioms",
+           "library": ROOT / "examples" / "hlo_library"}
 
 
 def corpus_programs(which: str = "all") -> list[Path]:
@@ -39,6 +41,15 @@ def corpus_programs(which: str = "all") -> list[Path]:
             continue
         out += [folder / f"{m['name']}.hlo" for m in json.loads((folder / "manifest.json").read_text())]
     return out
+
+
+def worst_f64(results) -> "tuple[float, float] | None":
+    """The case whose error against the program in f64 is largest relative to the original's."""
+    judged = [r.vs_f64 for r in results if r.vs_f64 is not None]
+    if not judged:
+        return None
+    worst = max(judged, key=lambda v: v["emitted"] / max(v["original"], 1e-30))
+    return worst["emitted"], worst["original"]
 
 
 def main(argv=None) -> int:
@@ -65,14 +76,15 @@ def main(argv=None) -> int:
     targets = args.targets.split(",")
     modes = args.modes.split(",")
     jobs = [(p, t) for p in paths for t in targets]
-    head = ["| program | target | cases ok | fusions checked | max error | failures |", "|---|---|---|---|---|---|"]
+    head = ["| program | target | cases ok | fusions checked | max error | error vs f64: emitted / original (worst) "
+            "| failures |", "|---|---|---|---|---|---|---|"]
     print("\n".join(head), flush=True)
     rows, lines = [], list(head)
     t0 = time.perf_counter()
 
     def one(job):
         path, target = job
-        return path, target, check_program(str(path), target, specs, modes, timeout=args.timeout)
+        return path, target, check_program(str(path), target, specs, modes, timeout=args.timeout, record_f64=True)
 
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         for path, target, res in pool.map(one, jobs):
@@ -80,8 +92,10 @@ def main(argv=None) -> int:
             s = summarize(res)
             errs = [r.error for r in res if r.error is not None]
             fails = "; ".join(f"{r.config}/{r.mode}: {r.status}" for r in res if not r.ok)
+            acc = worst_f64(res)
             line = (f"| {path.stem} | {target} | {s['ok']}/{s['cases']} | {s['fusions_checked']}/{s['fusions_total']} | "
-                    f"{max(errs) if errs else float('nan'):.2e} | {fails[:300]} |")
+                    f"{max(errs) if errs else float('nan'):.2e} | "
+                    f"{f'{acc[0]:.2e} / {acc[1]:.2e}' if acc else 'no f64 version'} | {fails[:300]} |")
             lines.append(line)
             print(line, flush=True)
     total = summarize(rows)
@@ -89,6 +103,11 @@ def main(argv=None) -> int:
     tail = [f"\n{total['ok']}/{total['cases']} cases ok over {len(paths)} programs, targets {', '.join(targets)}, "
             f"configurations {', '.join(specs)}, XLA options {', '.join(modes)} "
             f"({time.perf_counter() - t0:.0f} s)"]
+    judged = [r for r in rows if r.vs_f64 is not None]
+    accurate = sum(r.vs_f64["emitted"] <= max(OUTPUT_TOL, ACCURACY_FACTOR * r.vs_f64["original"]) for r in judged)
+    tail.append(f"- against the program in f64: {accurate}/{len(judged)} cases as accurate as the original "
+                f"(error at most {ACCURACY_FACTOR:g}x the original's, or within {OUTPUT_TOL:g}); "
+                f"{len(rows) - len(judged)} cases without an f64 version (custom calls) or not run")
     for t, s in by_target.items():
         tail.append(f"- {t}: {s['ok']}/{s['cases']} ok; multi-instruction kernels checked as fusions "
                     f"{s['fusions_checked']}/{s['fusions_total']}; failures {s['failures'] or 'none'}")

@@ -89,7 +89,7 @@ def parity(original: str, others: list[str]) -> None:
     """In-process (run it in a subprocess): compile and run the original and each other program on
     the original's random inputs. Prints ``STAGE path`` before each compile (so that a crash names
     the program) and ``RESULT path outcome`` after each comparison."""
-    from hardware.xla import compile_hlo, computes_in_16bit, excess_precision_fallback, output_error, random_inputs
+    from hardware.xla import accuracy_fallback, compile_hlo, computes_in_16bit, output_error, random_inputs
     text = Path(original).read_text()
     print("STAGE", original, flush=True)
     inputs = random_inputs(text, seed=0)
@@ -104,9 +104,9 @@ def parity(original: str, others: list[str]) -> None:
             continue
         low = computes_in_16bit(text)
         err, ok = output_error(got, ref, low_precision=low)
-        ok, err2 = excess_precision_fallback(ok, low, Path(path).read_text(), text, inputs)
-        if err2 is not None:
-            err = min(err, err2)
+        ok, notes = accuracy_fallback(ok, low, Path(path).read_text(), text, inputs, got, ref)
+        if "without_excess_precision" in notes:
+            err = min(err, notes["without_excess_precision"])
         result = (f"ok (max err {err:.1e})" if ok else f"mismatch: max err {err:.3g}"
                   + (f" ({len(got)} outputs, original has {len(ref)})" if len(got) != len(ref) else ""))
         print("RESULT", path, result, flush=True)

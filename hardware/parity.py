@@ -72,6 +72,7 @@ class ParityResult:
     kernels: int = 0            # kernels of the configuration
     fusions_checked: int = 0    # multi-instruction kernels emitted (and so checked) as fusions
     fusions_total: int = 0      # multi-instruction kernels of the configuration
+    vs_f64: Optional[dict] = None  # where judged against the program in f64: both errors there
 
     @property
     def ok(self) -> bool:
@@ -94,14 +95,15 @@ def _first_line(exc: BaseException) -> str:
     return type(exc).__name__
 
 
-def _check_in_process(path: str, target: str, specs: Sequence[str], modes: Sequence[str]) -> list[dict]:
+def _check_in_process(path: str, target: str, specs: Sequence[str], modes: Sequence[str],
+                      record_f64: bool = False) -> list[dict]:
     """The work of one subprocess: reference outputs once per XLA option set, then every
     (configuration, option set)."""
     from autotune.compiler.fusion import FusionSpace
     from autotune.compiler.hlo import parse_hlo
     from autotune.compiler.kernel import cpu_checkable
     from autotune.compiler.program import Program
-    from hardware.xla import compile_hlo, computes_in_16bit, excess_precision_fallback, parse_hlo_text
+    from hardware.xla import accuracy_fallback, compile_hlo, computes_in_16bit, f64_accuracy, parse_hlo_text
 
     text = Path(path).read_text()
     inputs = verification_inputs(text)
@@ -140,9 +142,17 @@ def _check_in_process(path: str, target: str, specs: Sequence[str], modes: Seque
                 other = [m for m in MODES if m != mode][0]
                 err2, ok = output_error(got, refs[other], low_precision=low)
                 err = min(err, err2)
-            ok, err3 = excess_precision_fallback(ok, low, emitted, text, inputs, _compile_options(mode))
-            if err3 is not None:
-                err = min(err, err3)
+            ok, notes = accuracy_fallback(ok, low, emitted, text, inputs, got, refs[mode], _compile_options(mode))
+            if "without_excess_precision" in notes:
+                err = min(err, notes["without_excess_precision"])
+            if "vs_f64" in notes:
+                row["vs_f64"] = notes["vs_f64"]
+            elif record_f64:  # recorded for every case where the program has an f64 version
+                try:
+                    acc = f64_accuracy(got, refs[mode], text, inputs)
+                    row["vs_f64"] = {"emitted": acc["emitted"], "original": acc["original"]}
+                except Exception:  # noqa: BLE001  (no f64 version: nothing to record)
+                    pass
             out.append({**row, "status": "ok" if ok else "mismatch", "error": err,
                         "compile_s": compiled.compile_seconds})
     return out
@@ -155,28 +165,30 @@ def _check_child(args: tuple) -> Measurement:
 
 
 def _run_child(path: str, target: str, specs: Sequence[str], modes: Sequence[str],
-               timeout: float) -> tuple[str, list]:
+               timeout: float, record_f64: bool = False) -> tuple[str, list]:
     """One (program, target) in a fresh subprocess (:func:`hardware.pool.run_isolated`): an XLA
     ``Check failed`` aborts that process only, and becomes the status ``crash: ...``."""
-    m = run_isolated(_check_child, (path, target, list(specs), list(modes)), timeout=timeout)
+    m = run_isolated(_check_child, (path, target, list(specs), list(modes), record_f64), timeout=timeout)
     if m.ok:
         return "ok", m.extra["rows"]
     return m.status, []
 
 
 def check_program(path: str, target: str = "cpu", specs: Sequence[str] = ("default", "random:0"),
-                  modes: Sequence[str] = MODES, timeout: float = 900.0) -> list[ParityResult]:
+                  modes: Sequence[str] = MODES, timeout: float = 900.0, record_f64: bool = False) -> list[ParityResult]:
     """Check configurations `specs` of the program at `path` for `target`, under each XLA option
     set of `modes` (see the module docstring). Never raises for a bad program or an XLA crash:
-    every case gets a status."""
+    every case gets a status. `record_f64`: every case records its error and the original's against
+    the program computed in f64 (`vs_f64`; otherwise only cases judged that way carry it)."""
     for m in modes:
         _compile_options(m)  # unknown names fail here, not in the subprocess
-    status, rows = _run_child(path, target, specs, modes, timeout)
+    status, rows = _run_child(path, target, specs, modes, timeout, record_f64)
     if status != "ok":  # say which (configuration, options) crashed or hung
         rows = []
         for spec in specs:
             for mode in modes:
-                st, one = _run_child(path, target, [spec], [mode], timeout) if len(specs) * len(modes) > 1 \
+                st, one = _run_child(path, target, [spec], [mode], timeout, record_f64) \
+                    if len(specs) * len(modes) > 1 \
                     else (status, [])
                 rows += one or [{"program": Path(path).stem, "target": target, "config": spec,
                                  "mode": mode, "status": st}]

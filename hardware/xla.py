@@ -73,6 +73,7 @@ __all__ = [
     "optimized_hlo_text", "cost_analysis", "random_inputs", "run_hlo", "time_compiled",
     "xla_fusion_report", "strip_metadata", "donated_parameters", "verification_inputs", "output_error",
     "STRICT_PRECISION_FLAGS", "strict_precision_options", "strict_precision_error", "excess_precision_fallback",
+    "ACCURACY_FACTOR", "f64_accuracy", "accuracy_fallback",
     "ThunkTiming", "ProgramProfile", "profile_compiled", "thunk_self_times", "InProgramTiming",
     "profile_answer", "attribute_thunks", "configuration_of", "XlaInProgramEvaluator",
     "PreparedRun", "PairedTiming", "paired_ratios", "time_paired", "time_paired_for",
@@ -422,16 +423,26 @@ def random_inputs(text_or_shapes: Union[str, Sequence[Shape]], seed: int = 0, *,
     return out
 
 
-def verification_inputs(text_or_shapes: Union[str, Sequence[Shape]], seed: int = 0) -> list[np.ndarray]:
-    """:func:`random_inputs` with rank-0/1 float parameters made non-negative: the inputs on which
-    a rewritten program's outputs are compared with the original's (and whole programs are timed).
+def _is_float(a: np.ndarray) -> bool:
+    """numpy floats and ml_dtypes' (bfloat16, float8...), whose numpy kind is 'V'."""
+    return a.dtype.kind == "f" or (a.dtype.kind == "V" and np.issubdtype(a.dtype, np.inexact)) \
+        or a.dtype.name in ("bfloat16",) or a.dtype.name.startswith("float8")
 
-    Rank-1 parameters of real programs are mostly normalization statistics and biases; a negative
-    random "variance" makes rsqrt produce NaNs inside the program, which a later relu
-    ``maximum(x, 0)`` then drops or keeps depending on the kernel that runs it (XLA:CPU's library and
-    vectorized kernels do not all propagate NaN the same way), so outputs would differ for reasons
-    unrelated to fusion. Weights and activations (rank >= 2) keep their signs."""
-    return [np.abs(a) if a.dtype.kind == "f" and a.ndim <= 1 else a for a in random_inputs(text_or_shapes, seed)]
+
+def verification_inputs(text_or_shapes: Union[str, Sequence[Shape]], seed: int = 0) -> list[np.ndarray]:
+    """:func:`random_inputs` with vector-like float parameters (at most one dimension longer than 1)
+    made non-negative: the inputs on which a rewritten program's outputs are compared with the
+    original's (and whole programs are timed).
+
+    Vector-like parameters of real programs are mostly normalization statistics and biases (flax
+    keeps a variance as f32[C], haiku as f32[1,1,1,C], in bf16 too); a negative random "variance"
+    makes rsqrt produce NaNs inside the program, which a later relu ``maximum(x, 0)`` then drops or
+    keeps depending on the kernel that runs it (XLA:CPU's library and vectorized kernels do not all
+    propagate NaN the same way), or that fill every output (haiku's ResNet and MobileNet in
+    inference: a comparison of NaN with NaN that checks nothing). Weights and activations keep
+    their signs."""
+    return [np.abs(a) if _is_float(a) and sum(d > 1 for d in a.shape) <= 1 else a
+            for a in random_inputs(text_or_shapes, seed)]
 
 
 # Tolerance of output_error: f32/f64 (and complex) outputs, and 16-bit floats.
@@ -494,6 +505,65 @@ def excess_precision_fallback(ok: bool, low_precision: bool, text: str, referenc
     except Exception:  # noqa: BLE001  (the mismatch stands)
         return False, None
     return ok, err
+
+
+# "As accurate as the original": an output that differs from the original program's beyond tolerance
+# still passes when its error against the program computed in f64 is at most this factor times the
+# original's own error there (the two round in different places; either may land closer by chance).
+ACCURACY_FACTOR = 2.0
+
+
+_F64_OUTPUTS: dict = {}  # the last reference's outputs in f64 (a tuning run checks many candidates)
+
+
+def _as_f64(inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+    return [np.asarray(a, np.float64) if _is_float(a) else a for a in inputs]
+
+
+def f64_accuracy(got: Sequence[Any], ref: Sequence[Any], reference_text: str,
+                 inputs: Sequence[np.ndarray]) -> dict:
+    """How far a rewritten program's outputs `got` and the original's `ref` are from the original
+    program computed in f64 (:func:`autotune.compiler.widen.widen_to_f64`, XLA's default options,
+    the same inputs widened): ``{"emitted": e, "original": e, "ok": e_emitted <= max(tolerance,
+    ACCURACY_FACTOR * e_original)}``. Raises where the program has no f64 version."""
+    from autotune.compiler.widen import widen_to_f64
+    key = hashlib.sha1(reference_text.encode() + b"".join(np.ascontiguousarray(a).tobytes() for a in inputs)).digest()
+    if key not in _F64_OUTPUTS:
+        _F64_OUTPUTS.clear()
+        _F64_OUTPUTS[key] = compile_hlo(widen_to_f64(reference_text))(*_as_f64(inputs))
+    exact = _F64_OUTPUTS[key]
+    low = computes_in_16bit(reference_text)
+    exact32 = [np.asarray(e, np.asarray(r).dtype) if _is_float(np.asarray(r)) else e for e, r in zip(exact, ref)]
+    e_new, _ = output_error(got, exact32, low_precision=low)
+    e_old, _ = output_error(ref, exact32, low_precision=low)
+    return {"emitted": e_new, "original": e_old,
+            "ok": bool(e_new <= max(output_tolerance(low), ACCURACY_FACTOR * e_old))}
+
+
+def accuracy_fallback(ok: bool, low_precision: bool, text: str, reference_text: str,
+                      inputs: Sequence[np.ndarray], got: Sequence[Any], ref: Sequence[Any],
+                      options: Optional[dict] = None) -> tuple[bool, dict]:
+    """The judgement of an output comparison (`ok`: within tolerance of the original's outputs `ref`)
+    after the second opinions, in order: a program computing in 16-bit floats is compared again
+    without excess precision (:func:`excess_precision_fallback`); then any program is judged
+    against the original computed in f64 (:func:`f64_accuracy`): as accurate as the original
+    passes. Returns (match, what the second opinions measured: ``without_excess_precision``,
+    ``vs_f64``, or ``vs_f64_error`` where the program has no f64 version)."""
+    notes: dict = {}
+    if ok:
+        return ok, notes
+    ok, strict = excess_precision_fallback(ok, low_precision, text, reference_text, inputs, options)
+    if strict is not None:
+        notes["without_excess_precision"] = strict
+    if ok:
+        return ok, notes
+    try:
+        acc = f64_accuracy(got, ref, reference_text, inputs)
+    except Exception as exc:  # noqa: BLE001  (no f64 version: the mismatch stands)
+        notes["vs_f64_error"] = _first_line(exc)
+        return False, notes
+    notes["vs_f64"] = {"emitted": acc["emitted"], "original": acc["original"]}
+    return acc["ok"], notes
 
 
 def output_tolerance(low_precision: bool = False) -> float:
@@ -1257,15 +1327,18 @@ def _measure_in_process(req: dict) -> dict:
             return {"status": f"reference_error: the original program does not run: {_first_line(exc)}"}
         try:
             low = computes_in_16bit(req["reference"])
-            err, ok = output_error(compiled(*inputs), ref, low_precision=low)
+            got = compiled(*inputs)
+            err, ok = output_error(got, ref, low_precision=low)
         except Exception as exc:
             return {"status": f"runtime_error: {_first_line(exc)}"}
-        ok, strict = excess_precision_fallback(ok, low, text, req["reference"], inputs,
-                                               {"disable_fusion": req.get("disable_fusion", False),
-                                                "xla_flags": req.get("xla_flags")})
+        ok, notes = accuracy_fallback(ok, low, text, req["reference"], inputs, got, ref,
+                                      {"disable_fusion": req.get("disable_fusion", False),
+                                       "xla_flags": req.get("xla_flags")})
         extra = {"output_error": err, "outputs_match": ok}
-        if strict is not None:  # judged without excess precision: recorded beside the default-precision error
-            extra["output_error_without_excess_precision"] = strict
+        if "without_excess_precision" in notes:  # judged without excess precision: recorded beside it
+            extra["output_error_without_excess_precision"] = notes["without_excess_precision"]
+        if "vs_f64" in notes:  # judged against the program in f64: both errors recorded
+            extra["output_error_vs_f64"] = notes["vs_f64"]
         if not ok:  # a program computing something else is no candidate, whatever its speed
             return {"status": f"output_mismatch: outputs differ from the original program's (max error "
                               f"{err:.3g}, tolerance {output_tolerance(low):g})", **extra}
@@ -1287,7 +1360,8 @@ def _measure_in_process(req: dict) -> dict:
 
 def _paired_in_process(req: dict) -> dict:
     """A paired timing request (worker side): ``text`` (the candidate) against ``paired_with`` (the
-    reference), both compiled with the request's options (cached), on the candidate's
+    reference), both compiled with the request's options (the reference with ``reference_options``
+    where given; cached), on the candidate's
     :func:`verification_inputs`, for ``seconds`` (:func:`time_paired_for`)."""
     fault = req.get("fault")
     if fault == "crash":
@@ -1296,8 +1370,10 @@ def _paired_in_process(req: dict) -> dict:
         while True:
             time.sleep(3600)
     opts = (req.get("disable_fusion", False), req.get("xla_flags"), True)
+    ref_opts = req.get("reference_options")
+    ref_opts = opts if ref_opts is None else (ref_opts.get("disable_fusion", False), ref_opts.get("xla_flags"), True)
     try:
-        reference = _compile_cached(req["paired_with"], *opts)
+        reference = _compile_cached(req["paired_with"], *ref_opts)
         candidate = _compile_cached(req["text"], *opts)
     except Exception as exc:
         return {"status": f"compile_error: {_first_line(exc)}"}
@@ -1366,7 +1442,7 @@ def profile_answer(compiled: CompiledHlo, inputs: Sequence[np.ndarray], runs: in
 
 
 # What a measurement with a `reference` says about its outputs (kept in its extra, failed or not).
-OUTPUT_CHECK_KEYS = ("output_error", "outputs_match", "output_error_without_excess_precision")
+OUTPUT_CHECK_KEYS = ("output_error", "outputs_match", "output_error_without_excess_precision", "output_error_vs_f64")
 
 
 def _measure_request(req: dict) -> Measurement:
@@ -1610,7 +1686,8 @@ class XlaEvaluator(Evaluator):
 
     def measure_paired(self, reference_text: str, hlo_text: str, seconds: float, *,
                        disable_fusion: Optional[bool] = None, xla_flags: Optional[dict[str, Any]] = None,
-                       pairs: int = 4, min_block_ms: float = 1.0) -> Measurement:
+                       pairs: int = 4, min_block_ms: float = 1.0,
+                       reference_options: Optional[dict[str, Any]] = None) -> Measurement:
         """``hlo_text``'s end-to-end time relative to ``reference_text``'s (taking the same inputs),
         timed beside it: :func:`time_paired_for` in one worker for about ``seconds`` (at most a third
         of ``timeout_s``, so that a request never times out for its length; call again for more).
@@ -1619,15 +1696,19 @@ class XlaEvaluator(Evaluator):
         ``candidate_blocks``/``reference_blocks``: the blocks' seconds per execution (``pairs`` and
         ``pairs + 1`` per round, round after round); ``candidate_s``/``reference_s``: the median block times. Compile
         options as :meth:`measure_program`. Outputs are not compared (time programs checked by
-        :meth:`measure_program` first). Fault-hook key: the sha1 hex digest of ``hlo_text``."""
+        :meth:`measure_program` first). ``reference_options`` (``disable_fusion``, ``xla_flags``): the
+        reference's own compile options where they differ from the candidate's (XLA's own compile
+        of an original program against an emitted one). Fault-hook key: the sha1 hex digest of
+        ``hlo_text``."""
         if self.budget.exhausted:
             self.budget_exhausted = True
             return Measurement.failure("budget_exhausted")
         if not self.hand_fusions and (_HAND_FUSION.search(hlo_text) or _HAND_FUSION.search(reference_text)):
             return Measurement.failure(f"unsupported: hand-made fusion instructions do not compile through "
                                        f"jaxlib's {self.platform} plugin")
+        extra = {} if reference_options is None else {"reference_options": dict(reference_options)}
         req = self._program_request(hlo_text, disable_fusion, xla_flags, paired_with=reference_text, pairs=pairs,
-                                    min_block_ms=min_block_ms,
+                                    min_block_ms=min_block_ms, **extra,
                                     seconds=max(0.0, min(float(seconds), self.timeout_s / 3)))
         return self._pool.map(_paired_request, [req])[0]
 

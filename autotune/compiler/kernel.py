@@ -81,13 +81,18 @@ def emit_fused_module(space: "FusionSpace", cfg: "FusionConfig", metadata: bool 
         by_comp.setdefault(ref.comp, {})[ref.root] = ref
     new_comps: dict[str, list[HloComputation]] = {}  # computation name -> fused comps to put before it
     replaced: dict[str, HloComputation] = {}
+    by_xla_cpu = space.compilation_target.xla_cpu_emission or kind is not None
     for ci, comp in enumerate(program.computations):
         roots = by_comp.get(ci, {})
         members_anywhere: set[int] = set()
         plain: set[int] = set()  # members of kernels emitted unfused (`keep`)
-        for ref in roots.values():
+        members_of: dict[int, tuple] = {}  # kernel root -> the members its fusion holds
+        for n, ref in roots.items():
             if (keep is None or keep(ref)) and not _one_element_elementwise(comp, ref):
-                members_anywhere.update(ref.members)
+                outside = _upcasts_at_inputs(comp, ref) if by_xla_cpu else set()
+                members_of[n] = tuple(m for m in ref.members if m not in outside)
+                members_anywhere.update(members_of[n])
+                plain.update(outside)
             else:
                 plain.update(ref.members)
         out: list[HloInstruction] = []
@@ -100,14 +105,15 @@ def emit_fused_module(space: "FusionSpace", cfg: "FusionConfig", metadata: bool 
                     continue  # lives only inside fusions
                 out.append(ins.copy())
                 continue
-            if len(ref.members) == 1 and (space.node_class[ci][n] != NODE_FUSIBLE
-                                          or not space.rules.wrap_single(comp, n)):
+            members = members_of[n]
+            if len(members) == 1 and (space.node_class[ci][n] != NODE_FUSIBLE
+                                      or not space.rules.wrap_single(comp, n)):
                 out.append(ins.copy())
                 continue
-            inputs = space.kernel_inputs(ci, n, ref.members)
+            inputs = space.kernel_inputs(ci, n, members)
             if not space.rules.inline_constants:
-                mset = set(ref.members)
-                inputs += list(dict.fromkeys(o for m in ref.members for o in comp.operands[m]
+                mset = set(members)
+                inputs += list(dict.fromkeys(o for m in members for o in comp.operands[m]
                                              if o not in mset and is_scalar_constant(insts[o])))
             fname = fresh(f"fused_{ins.name}")
             body: list[HloInstruction] = []
@@ -115,16 +121,16 @@ def emit_fused_module(space: "FusionSpace", cfg: "FusionConfig", metadata: bool 
             for k, i in enumerate(inputs):
                 local[i] = fresh(f"param_{k}")
                 body.append(HloInstruction(local[i], "parameter", insts[i].shape, [], parameter_number=k))
-            mset = set(ref.members)
-            for m in ref.members:
+            mset = set(members)
+            for m in members:
                 for o in comp.operands[m]:
                     if o not in mset and o not in local and is_scalar_constant(insts[o]):
                         local[o] = fresh(insts[o].name)
                         c = insts[o].copy(name=local[o], is_root=False)
                         body.append(c)
-            for m in ref.members:
+            for m in members:
                 local[m] = fresh(insts[m].name)
-            for m in ref.members:
+            for m in members:
                 c = insts[m].copy(name=local[m], operands=[local[o] for o in comp.operands[m]],
                                   is_root=(m == n))
                 if not metadata:
@@ -139,7 +145,7 @@ def emit_fused_module(space: "FusionSpace", cfg: "FusionConfig", metadata: bool 
                 continue
             fcomp = HloComputation(fname, body)
             fused_here.append(fcomp)
-            attrs = {"kind": kind or space.rules.fusion_kind(comp, n, ref.members), "calls": fname}
+            attrs = {"kind": kind or space.rules.fusion_kind(comp, n, members), "calls": fname}
             if metadata and "metadata" in ins.attrs:
                 attrs["metadata"] = ins.attrs["metadata"]
             out.append(HloInstruction(ins.name, "fusion", ins.shape, [insts[i].name for i in inputs], attrs,
@@ -163,14 +169,48 @@ def emit_fused_module(space: "FusionSpace", cfg: "FusionConfig", metadata: bool 
                      module.filename)
 
 
+_WIDE_FLOATS = frozenset({"f32", "f64"})
+_NARROW_FLOATS = frozenset({"bf16", "f16"})
+
+
+def _upcasts_at_inputs(comp: Any, ref: "KernelRef") -> set:
+    """Members of a kernel emitted for XLA:CPU that stay outside its fusion: converts from a 16-bit
+    float to f32/f64 of a value computed outside the kernel (not a parameter or constant), unless
+    the convert is the root of a larger kernel. XLA:CPU computes 16-bit convolutions, dots and
+    elementwise chains in f32 and, with its default ``xla_allow_excess_precision``, cancels the
+    round trip ``convert(convert(f32 result, bf16), f32)``; a fusion boundary between the 16-bit
+    value and its upcast forces the rounding (measured: jmp's bf16 compute with f32 batch norm in
+    a haiku ResNet train step, `f32 multiply(convert(bf16 convolution), ...)` fused, max relative
+    error 2.79 against the original compiled by XLA; 0 under strict precision). Outside, the
+    convert meets its producer and XLA keeps the excess precision as it does for the original."""
+    insts = comp.instructions
+    out = set()
+    for m in ref.members:
+        ins = insts[m]
+        if ins.opcode != "convert" or (m == ref.root and len(ref.members) > 1):
+            continue
+        o = comp.operands[m][0]
+        if o in ref.members or ins.shape.dtype not in _WIDE_FLOATS:
+            continue
+        src = insts[o]
+        if src.shape.dtype in _NARROW_FLOATS and src.opcode not in ("parameter", "constant"):
+            out.add(m)
+    return out
+
+
 def _one_element_elementwise(comp: Any, ref: "KernelRef") -> bool:
     """A kernel of elementwise instructions computing one element from at least one value that is
     not a constant (a kernel of constants only is folded by XLA into a constant, which XLA:CPU
-    then fails to pass to the fusions reading it: an out_of_range abort, donated_adam_train)."""
+    then fails to pass to the fusions reading it: an out_of_range abort, donated_adam_train).
+    Broadcasts, reshapes and bitcasts of one element count as elementwise here: XLA's simplifier
+    turns them into reshapes without a layout inside the fusion, and XLA:CPU aborts on those
+    ("Check failed: output_shape.has_layout() u32[1]" in ReshapeIsBitcast: the threefry counter
+    `u32[1] add(broadcast(c), x)` of flax/HF dropout in train mode)."""
     insts = comp.instructions
     root = insts[ref.root]
-    if root.shape.is_tuple or root.shape.elements > 1 or any(insts[m].opcode not in _XLA_ELEMENTWISE
-                                                             for m in ref.members):
+    if root.shape.is_tuple or root.shape.elements > 1 or any(
+            insts[m].opcode not in _XLA_ELEMENTWISE and insts[m].opcode not in _ONE_ELEMENT_SHAPE_OPS
+            for m in ref.members):
         return False
     members = set(ref.members)
     return any(o not in members and insts[o].opcode != "constant" for m in ref.members for o in comp.operands[m])
@@ -225,6 +265,10 @@ maximum minimum multiply negate not or popcnt power real reduce-precision remain
 round-nearest-afz round-nearest-even rsqrt select shift-left shift-right-arithmetic
 shift-right-logical sign sine sqrt stochastic-convert subtract tan tanh xor rng
 """.split())
+
+
+# Shape-only ops that move one element (`_one_element_elementwise`).
+_ONE_ELEMENT_SHAPE_OPS = frozenset({"broadcast", "reshape", "bitcast"})
 
 
 @dataclass(frozen=True)

@@ -54,6 +54,7 @@ def _result_report(meta: dict, result: Any) -> dict:
     """The report fields every tuning run has (fusion and layout): meta, predicted and measured costs,
     verification, bookkeeping."""
     report = dict(meta)
+    baseline = getattr(result, "measured_baseline", result.measured_default)
     report.update({
         "default_cost_s": result.default_cost,
         "best_cost_s": result.best_cost,
@@ -63,14 +64,20 @@ def _result_report(meta: dict, result: Any) -> dict:
                                      or result.measured_best_config is result.best
                                      else result.measured_best_predicted),
         "measured_default_s": result.measured_default,
+        # end-to-end fusion verification: XLA's own compile of the original program, the baseline
+        "measured_original_s": getattr(result, "measured_original", None),
+        "measured_baseline_s": baseline,
+        "measured_baseline": ("original (XLA's own compile, default options)"
+                              if getattr(result, "measured_original", None) is not None
+                              else "default configuration" if baseline is not None else None),
         "measured_best_s": result.measured_best,
-        # paired (the winner timed beside the default) where the verification did that, else the race's ratio
+        # paired (the winner timed beside the baseline) where the verification did that, else the race's ratio
         "measured_speedup": (result.measured_speedup if hasattr(result, "measured_speedup") else
-                             result.measured_default / result.measured_best
-                             if result.measured_default and result.measured_best else None),
+                             baseline / result.measured_best if baseline and result.measured_best else None),
         "measured_speedup_interval": getattr(result, "measured_speedup_interval", None),
         "measured_speedup_method": ("paired" if getattr(result, "measured_speedup_interval", None) else
-                                    "race medians" if result.measured_default and result.measured_best else None),
+                                    "race medians" if baseline and result.measured_best else None),
+        "keep_original": bool(getattr(result, "keep_original", False)),
         "verification": result.verification,
         "evaluations": result.evaluations,
         "kernel_evaluations": result.kernel_evaluations,
@@ -118,7 +125,8 @@ def write_fusion_outputs(out_dir: "str | Path", space: Any, result: Any, meta: d
     })
     save_config(space, chosen, out / "best_config.json",
                 {"predicted_cost_s": result.best_cost if chosen is result.best else result.measured_best_predicted,
-                 "measured_cost_s": result.measured_best})
+                 "measured_cost_s": None if getattr(result, "keep_original", False) else result.measured_best,
+                 **({"keep_original": True} if getattr(result, "keep_original", False) else {})})
     fused = result.fused_text if result.fused_text is not None else emit_fused_text(space, chosen, header=True)
     (out / "fused.hlo").write_text(fused)
     return _write_report_and_plot(out, report, result, meta)
@@ -153,6 +161,7 @@ def write_layout_outputs(out_dir: "str | Path", space: Any, result: Any, meta: d
     })
     save_config(space, chosen, out / "best_config.json",
                 {"predicted_cost_s": result.best_cost if chosen is result.best else result.measured_best_predicted,
-                 "measured_cost_s": result.measured_best})
+                 "measured_cost_s": None if getattr(result, "keep_original", False) else result.measured_best,
+                 **({"keep_original": True} if getattr(result, "keep_original", False) else {})})
     (out / "layouts.hlo").write_text(space.emit_text(chosen))
     return _write_report_and_plot(out, report, result, meta)

@@ -93,6 +93,18 @@ def space_fingerprint(space: Any) -> str:
     return f"kernel:{space.kernel.hash}"
 
 
+# XLA's own compile of the original program: what a user runs today, the end-to-end baseline.
+ORIGINAL_COMPILE_OPTIONS = {"disable_fusion": False, "xla_flags": {}}
+
+
+def keep_original_text(original: str, why: str) -> str:
+    """fused.hlo when nothing tuned beats XLA's own compile: the original program, unchanged, after
+    comment lines (which XLA's parser skips) telling the user to keep it."""
+    return ("// autotune: keep the original program. No tuned program was shown faster than XLA's own\n"
+            "// compile of it (default options): " + " ".join(why.split()) + "\n"
+            "// Below is the original program, unchanged.\n" + original)
+
+
 class TuningError(RuntimeError):
     """A tuning run that cannot start or go on (one line, for the CLI)."""
 
@@ -117,8 +129,12 @@ class TuningResult:
     verification: dict = field(default_factory=lambda: dict(NOT_VERIFIED))  # what was verified and how
     warnings: list = field(default_factory=list)        # one line each: every failed or skipped step
     fused_text: Optional[str] = None                    # the exact program verified end to end
-    # the race's winner timed beside the default (end to end, where the evaluator can): verification["paired"]
+    # the race's winner timed beside the baseline (end to end, where the evaluator can): verification["paired"]
     paired: Optional[dict] = None
+    # end-to-end fusion verification: XLA's own compile of the original program (default options), the
+    # baseline the measured speedup is over; keep_original when no emitted program was shown faster
+    measured_original: Optional[float] = None
+    keep_original: bool = False
 
     @property
     def verification_failed(self) -> bool:
@@ -130,13 +146,20 @@ class TuningResult:
         return self.default_cost / self.best_cost if self.best_cost > 0 else float("nan")
 
     @property
+    def measured_baseline(self) -> Optional[float]:
+        """What the measured speedup is over: XLA's own compile of the original program where the
+        verification timed it (end to end), else the default configuration's measurement."""
+        return self.measured_original if self.measured_original is not None else self.measured_default
+
+    @property
     def measured_speedup(self) -> Optional[float]:
-        """The verified speedup over the default: the paired one where the winner was timed beside the
-        default and kept (1.0 where the default was kept instead), else default / best of the race."""
+        """The verified speedup over the baseline (`measured_baseline`): the paired one where the
+        winner was timed beside it and kept (1.0 where the baseline was kept instead), else the
+        race's baseline / best."""
         if self.paired is not None and self.paired.get("faster"):
             return self.paired["speedup"]
-        if self.measured_default and self.measured_best:
-            return self.measured_default / self.measured_best
+        if self.measured_baseline and self.measured_best:
+            return self.measured_baseline / self.measured_best
         return None
 
     @property
@@ -1024,10 +1047,13 @@ class Tuner:
                                f"({base.status if base is not None else 'not timed'}): no measured speedup")
 
     def _verify_end_to_end(self, result: TuningResult, seconds: Optional[float]) -> None:
-        """Race the emitted programs of the top predictions against the default's (module docstring);
-        where the evaluator times programs side by side (``measure_paired``), the race gets
-        ``1 - paired_share`` of the budget and its winner is then timed beside the default for the
-        rest (`confirm_paired`): it is kept only if the paired speedup's interval is above 1."""
+        """Race the emitted programs of the default configuration and the top predictions against XLA's
+        own compile of the original program (default options: what the user runs today; module
+        docstring); where the evaluator times programs side by side (``measure_paired``), the race gets
+        ``1 - paired_share`` of the budget and its winner is then timed beside the original for the
+        rest (`confirm_paired`): it is kept only if the paired speedup's interval is above 1. When no
+        emitted program is shown faster, the result is to keep the original: fused.hlo is the original
+        program with a header saying so (`keep_original_text`), and one warning line says it."""
         from autotune.compiler.kernel import EMITTED_CPU_COMPILE_OPTIONS, emit_fused_text
         from autotune.tuning.verification import race_programs
         from hardware.xla import OUTPUT_TOL, OUTPUT_TOL_16BIT
@@ -1035,7 +1061,7 @@ class Tuner:
         ev = self.evaluator
         paired = hasattr(ev, "measure_paired")
         space = self.space
-        reference = self.reference_text if self.reference_text is not None else space.program.module.to_text()
+        original = self.reference_text if self.reference_text is not None else space.program.module.to_text()
         emitted: dict = {}    # text -> (rank or "default", FusionConfig, predicted seconds)
         emit_failures: list = []
 
@@ -1048,123 +1074,153 @@ class Tuner:
 
         default_cfg = space.default()
         default_text = emit(default_cfg)
-        if default_text is not None:
-            emitted[default_text] = ("default", default_cfg, result.default_cost)
 
         def candidates():
+            if default_text is not None:
+                emitted[default_text] = ("default", default_cfg, result.default_cost)
+                yield default_text
             for rank, (pred, cfg) in enumerate(self.top_predicted()):
                 text = emit(cfg)
                 if text is None:
                     result.verified.append({"rank": rank, "predicted_s": pred, "measured_s": None,
                                             "status": emit_failures[-1]})
                     continue
-                emitted.setdefault(text, (rank, cfg, pred))
-                yield text
+                if text not in emitted:
+                    emitted[text] = (rank, cfg, pred)
+                    yield text
 
         def time_program(text: str, first: bool) -> Any:
-            return ev.measure_program(text, reference=reference if first else None, **EMITTED_CPU_COMPILE_OPTIONS)
+            if text == original:  # XLA's own compile, as the user runs it today
+                return ev.measure_program(text, **ORIGINAL_COMPILE_OPTIONS)
+            return ev.measure_program(text, reference=original if first else None, **EMITTED_CPU_COMPILE_OPTIONS)
 
         race_seconds = seconds * (1 - self.paired_share) if paired and seconds is not None else seconds
-        race = race_programs(time_program, candidates(), race_seconds, baseline=default_text,
+        race = race_programs(time_program, candidates(), race_seconds, baseline=original,
                              max_rounds=self.verify_rounds, min_rounds=min(2, self.verify_rounds))
         for text, e in race.entries.items():
+            if text == original:
+                continue
             rank, cfg, pred = emitted[text]
             result.verified.append({"rank": rank, "sha256": _sha256(text), "predicted_s": pred,
                                     "measured_s": e.best if e.ok else None,
                                     "timings": len(e.timings), "status": e.status,
                                     "output_error": e.extra.get("output_error"),
+                                    **({"output_error_vs_f64": e.extra["output_error_vs_f64"]}
+                                       if "output_error_vs_f64" in e.extra else {}),
                                     "kernels": len(space.state(cfg).refs()), "fused_edges": cfg.count()})
         result.verified.sort(key=lambda v: (v["rank"] != "default", v["rank"] if v["rank"] != "default" else -1))
-        base = race.entry(default_text)
-        result.measured_default = base.best if base is not None and base.ok else None
-        if race.winner is not None:
-            rank, cfg, pred = emitted[race.winner]
-            result.measured_best = race.entries[race.winner].best
+        base = race.entry(original)
+        result.measured_original = base.best if base is not None and base.ok else None
+        dflt = race.entry(default_text)
+        result.measured_default = dflt.best if dflt is not None and dflt.ok else None
+        winner = race.winner if race.winner != original else None
+        if winner is not None:
+            rank, cfg, pred = emitted[winner]
+            result.measured_best = race.entries[winner].best
             result.measured_best_config = cfg
             result.measured_best_predicted = pred
-            result.fused_text = race.winner
+            result.fused_text = winner
+        verified_any = any(t != original and e.ok for t, e in race.entries.items())
         result.verification = {
-            "status": "verified" if race.winner is not None else "failed",
+            "status": "verified" if verified_any else "failed",
             "method": "end-to-end",
             "exact": True,
             "evaluator": getattr(ev, "name", type(ev).__name__),
             "platform": getattr(ev, "platform", None),
+            "baseline": "original: XLA's own compile of the original program (default options)",
+            "baseline_compile_options": ORIGINAL_COMPILE_OPTIONS,
             "compile_options": EMITTED_CPU_COMPILE_OPTIONS,
             "inputs": f"hardware.xla.verification_inputs (seed {getattr(ev, 'seed', 0)})",
             "output_tolerance": {"float": OUTPUT_TOL, "16-bit float": OUTPUT_TOL_16BIT,
                                  "float of a program computing in 16-bit floats": OUTPUT_TOL_16BIT,
-                                 "integer": "exact"},
-            "how": ("each candidate emitted exactly as fused.hlo is written, compiled with compile_options and "
-                    "run end to end; its outputs compared with the original program's on the same inputs "
-                    "(a mismatch fails it); the default configuration's program timed first, the best "
-                    "predictions once each in predicted order for 2/3 of the hardware budget, then the two "
-                    "fastest and the default timed again, interleaved, for at least two rounds and until the budget "
-                    f"is spent or {self.verify_rounds} rounds are done (the default and the best prediction are "
-                    "always timed); the lowest median over a program's timings wins, and fused.hlo holds that "
-                    "program byte for byte" + (
+                                 "integer": "exact",
+                                 "beyond tolerance": "passes if as accurate as the original against the "
+                                                     "program computed in f64 (hardware.xla.accuracy_fallback)"},
+            "how": ("the original program compiled by XLA with its default options (what the user runs "
+                    "today) is the baseline and the output reference; each candidate (the default "
+                    "configuration, then the best predictions) emitted exactly as fused.hlo is written, "
+                    "compiled with compile_options and run end to end; its outputs compared with the "
+                    "original's on the same inputs (a mismatch fails it); the original timed first, the "
+                    "candidates once each in that order for 2/3 of the hardware budget, then the two fastest "
+                    "and the original timed again, interleaved, for at least two rounds and until the budget "
+                    f"is spent or {self.verify_rounds} rounds are done; the lowest median over a program's "
+                    "timings wins; when the original wins, or no candidate is shown faster, fused.hlo is the "
+                    "original program (keep it)" + (
                         f"; the race had {1 - self.paired_share:.0%} of the hardware budget, then its winner was timed "
-                        "beside the default for the rest (paired: short alternating blocks D W D W ... D, each "
-                        "winner block over the default block before it and over the one after it, so that the "
+                        "beside the original for the rest (paired: short alternating blocks O W O W ... O, each "
+                        "winner block over the original's block before it and over the one after it, so that the "
                         "machine's drift cancels; the median ratio, with a block-bootstrap interval), and kept only "
                         "if the whole "
-                        f"{self.paired_confidence:.0%} interval of the paired speedup is above 1, else fused.hlo "
-                        "holds the default's program" if paired else "")),
+                        f"{self.paired_confidence:.0%} interval of the paired speedup is above 1" if paired else "")),
             "programs_timed": len(race.entries), "timings": race.timings, "race_rounds": race.rounds,
-            "winner": (emitted[race.winner][0] if race.winner is not None else None),
-            "fused_hlo_sha256": _sha256(race.winner) if race.winner is not None else None,
+            "winner": (emitted[winner][0] if winner is not None else "original" if race.winner == original
+                       else None),
+            "fused_hlo_sha256": _sha256(winner) if winner is not None else None,
         }
-        if race.winner is None:  # one line for the whole failure
+        if not verified_any:  # one line for the whole failure
             reasons = "; ".join(f"{v['rank']}: {v['status']}" for v in result.verified[:2])
             if not result.verified and emit_failures:
                 reasons = emit_failures[0]
             result.verification["reason"] = "every program failed: " + reasons
-            self._warn(result, "verification failed: no program could be verified end to end "
-                               f"({reasons}); fused.hlo holds the best predicted configuration, unverified")
+            if base is not None and base.ok:
+                self._keep_original(result, original, f"no tuned program could be verified end to end ({reasons})")
+            else:
+                self._warn(result, "verification failed: no program could be verified end to end "
+                                   f"({reasons}); fused.hlo holds the best predicted configuration, unverified")
             return
         if base is None or not base.ok:
-            why = base.status if base is not None else (emit_failures[0] if emit_failures else "not emitted")
-            self._warn(result, f"the default configuration's program could not be verified ({why}): "
+            why = base.status if base is not None else "not timed"
+            self._warn(result, f"XLA's own compile of the original program could not be timed ({why}): "
                                "no measured speedup")
         first = next((v for v in result.verified if v["rank"] == 0), None)
         if first is not None and first["status"] != "ok":
             self._warn(result, f"the best predicted configuration failed verification ({first['status']}); "
                                "fused.hlo holds the best verified program")
-        if paired and base is not None and base.ok:
+        if base is None or not base.ok:
+            return
+        if winner is None:
+            self._keep_original(result, original, "XLA's own compile of the original won the race "
+                                f"({len(race.entries) - 1} tuned programs timed)")
+            return
+        if paired:
             remaining = None if seconds is None else max(0.0, seconds - (time.monotonic() - started))
-            self._confirm_paired(result, race, emitted, default_text, remaining)
+            self._confirm_paired(result, race, emitted, original, remaining)
 
-    def _confirm_paired(self, result: TuningResult, race: Any, emitted: dict, default_text: str,
+    def _keep_original(self, result: TuningResult, original: str, why: str) -> None:
+        """Nothing verified beats XLA's own compile of the original: the result is to keep the original
+        (fused.hlo is it, with a header saying so), said in one warning line."""
+        result.keep_original = True
+        result.fused_text = keep_original_text(original, why)
+        result.measured_best = result.measured_original
+        result.measured_best_config = None
+        result.measured_best_predicted = None
+        result.verification["winner"] = "original"
+        result.verification["keep_original"] = why
+        result.verification["fused_hlo_sha256"] = _sha256(result.fused_text)
+        self._warn(result, f"keep the original: no tuned program was shown faster than XLA's own compile of it "
+                           f"({why}); fused.hlo is the original program")
+
+    def _confirm_paired(self, result: TuningResult, race: Any, emitted: dict, original: str,
                         seconds: Optional[float]) -> None:
-        """Time the race's winner beside the default (`confirm_paired`); keep the default's program
-        unless the paired speedup is above 1 beyond its interval (one warning line otherwise)."""
+        """Time the race's winner beside XLA's own compile of the original (`confirm_paired`); keep the
+        original unless the paired speedup is above 1 beyond its interval (one warning line otherwise)."""
         from autotune.compiler.kernel import EMITTED_CPU_COMPILE_OPTIONS
         from autotune.tuning.verification import confirm_paired
         ev = self.evaluator
         ver = result.verification
-        race_speedup = (result.measured_default / result.measured_best
-                        if result.measured_default and result.measured_best else None)
+        race_speedup = (result.measured_original / result.measured_best
+                        if result.measured_original and result.measured_best else None)
         ver["race_speedup"] = race_speedup
-        if race.winner == default_text:
-            ver["paired"] = {"status": "not needed: the default won the race"}
-            return
         winner = emitted[race.winner][0]
         check = confirm_paired(
-            lambda s: ev.measure_paired(default_text, race.winner, s, **EMITTED_CPU_COMPILE_OPTIONS),
+            lambda s: ev.measure_paired(original, race.winner, s, reference_options=ORIGINAL_COMPILE_OPTIONS,
+                                        **EMITTED_CPU_COMPILE_OPTIONS),
             seconds, confidence=self.paired_confidence)
         ver["paired"] = {"candidate": winner, **check.as_dict()}
-        if check.faster:
-            result.paired = ver["paired"]
-            return
-        # not shown faster: the default's program is written, and said once
-        rank, cfg, pred = emitted[default_text]
-        result.fused_text = default_text
-        result.measured_best = result.measured_default
-        result.measured_best_config = cfg
-        result.measured_best_predicted = pred
         result.paired = ver["paired"]
-        ver["winner"] = "default"
+        if check.faster:
+            return
         ver["race_winner"] = winner
-        ver["fused_hlo_sha256"] = _sha256(default_text)
         if check.status != "ok":
             why = f"the paired timing failed ({check.status})"
         elif check.low is None:
@@ -1174,6 +1230,6 @@ class Tuner:
             why = (f"paired x{check.speedup:.3f}, {check.confidence:.0%} interval [{lo:.3f}, {hi:.3f}], "
                    f"{len(check.ratios)} block ratios")
         race_txt = f" (x{race_speedup:.3f} by race medians)" if race_speedup else ""
-        ver["kept_default"] = f"prediction {winner}{race_txt} not shown faster than the default: {why}"
-        self._warn(result, f"the race's winner, prediction {winner}{race_txt}, is not shown faster than the default "
-                           f"when timed beside it ({why}): fused.hlo holds the default configuration's program")
+        what = f"prediction {winner}" if winner != "default" else "the default configuration"
+        ver["kept_original"] = f"{what}{race_txt} not shown faster than the original when timed beside it: {why}"
+        self._keep_original(result, original, ver["kept_original"])
