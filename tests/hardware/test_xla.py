@@ -505,6 +505,21 @@ def test_evaluator_measure_paired_real_programs():
         assert ev.measure_paired(ADD192, DOTS, 0.1).status == "budget_exhausted"
 
 
+def test_measure_paired_compiles_the_reference_with_its_own_options():
+    """`reference_options`: XLA's own compile of an original timed beside an emitted program compiled
+    with other options (end-to-end verification): the options reach the reference, and only it."""
+    with X.XlaEvaluator(target="cpu") as ev:
+        bad = {"xla_flags": {"xla_no_such_flag_anywhere": True}}
+        m = ev.measure_paired(ADD192, DOTS, 0.1, min_block_ms=0.5, reference_options=bad)
+        assert m.status.startswith("compile_error") and "xla_no_such_flag_anywhere" in m.status
+        m = ev.measure_paired(ADD192, DOTS, 0.2, min_block_ms=0.5, xla_flags=bad["xla_flags"],
+                              reference_options={"disable_fusion": False, "xla_flags": {}})
+        assert m.status.startswith("compile_error")  # the candidate keeps its own options
+        ok = ev.measure_paired(ADD192, DOTS, 0.2, min_block_ms=0.5,
+                               reference_options={"disable_fusion": False, "xla_flags": {}})
+        assert ok.ok, ok.status
+
+
 class _SpikyRun:
     """A stand-in for PreparedRun on a loaded machine: a block takes `base` plus interruptions of
     exponentially distributed length (right-skewed noise, the same for both programs)."""
