@@ -203,3 +203,22 @@ ENTRY e {
     wrong = [np.float32(exact * 1.01)]
     acc = f64_accuracy(wrong, original, text, [x])
     assert not acc["ok"] and acc["emitted"] > acc["original"]
+
+
+@pytest.mark.xla
+def test_norm_error_tells_a_wrong_answer_from_an_imprecise_one():
+    """One cancelling element (a bf16 batch-norm variance) dominates a per-element relative error;
+    the whole-array error does not, while a permuted (wrong) output stands out."""
+    pytest.importorskip("jax")
+    from hardware.xla import norm_error, output_error
+    rng = np.random.default_rng(0)
+    exact = rng.standard_normal(1000)
+    exact[7] = 1e-6                                     # a near-zero value from a cancellation
+    imprecise = exact * (1 + 4e-3 * rng.standard_normal(1000))
+    imprecise[7] = 0.2                                  # ... computed in bf16: relatively far off
+    wrong = exact[::-1].copy()
+    assert output_error([imprecise], [exact])[0] > 1.0  # per element: looks as bad as a wrong answer
+    assert norm_error([imprecise], [exact]) < 1e-2 < 1.0 < norm_error([wrong], [exact])
+    assert norm_error([np.array([1, 2, 3])], [np.array([1, 2, 4])]) == pytest.approx(1 / 3)
+    assert norm_error([np.array([np.nan, 1.0])], [np.array([1.0, 1.0])]) == float("inf")
+    assert norm_error([exact], [exact, exact]) == float("inf")
