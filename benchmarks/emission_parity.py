@@ -1,14 +1,18 @@
 """Emission parity on XLA:CPU: fused programs compute what the original computes.
 
-For every program of the corpora (examples/hlo, the 58-program model corpus, and examples/idioms,
-programs written around common JAX idioms), every target (`cpu`, `tpu`) and the default
+For every program of the corpora (examples/hlo, the 58-program model corpus; examples/idioms,
+programs written around common JAX idioms; examples/hlo_library, programs written with flax, haiku,
+equinox, optax and HF transformers; examples/hlo_attention and hlo_encoder), every target (`cpu`, `tpu`) and the default
 configuration plus N random valid ones, the program is emitted with one `fusion` per kernel,
 re-read by our parser and XLA's, compiled by XLA:CPU with XLA's default options (`xla`, what a
 user does with fused.hlo) and with the options the evaluator measures with (`measure`), run on the
 same random inputs as the original, and its outputs compared (metric and tolerance:
 `hardware.parity`). `tpu` configurations are checked in the form XLA:CPU can run: every fusion
 kLoop, kernels XLA:CPU cannot compile as one loop fusion split into single instructions; the table
-says how many of their multi-instruction kernels were checked as fusions.
+says how many of their multi-instruction kernels were checked as fusions. Every case also records its
+error and the original's against the program computed in f64 (`vs_f64`, whole-array errors,
+`hardware.xla.norm_error`; programs with custom calls have no f64 version): the emission must be as
+accurate as the original (`hardware.xla.accuracy_fallback`).
 
 Usage: python benchmarks/emission_parity.py [--configs 3] [--targets cpu,tpu] [--corpus all]
          [--programs a,b] [--jobs 2] [--json out.json] [--md out.md]
@@ -30,7 +34,8 @@ from hardware.parity import MODES, as_dicts, check_program, summarize  # noqa: E
 from hardware.xla import ACCURACY_FACTOR, OUTPUT_TOL  # noqa: E402
 
 CORPORA = {"models": ROOT / "examples" / "hlo", "idioms": ROOT / "examples" / "idioms",
-           "library": ROOT / "examples" / "hlo_library"}
+           "library": ROOT / "examples" / "hlo_library", "attention": ROOT / "examples" / "hlo_attention",
+           "encoder": ROOT / "examples" / "hlo_encoder"}
 
 
 def corpus_programs(which: str = "all") -> list[Path]:

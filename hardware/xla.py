@@ -52,6 +52,7 @@ measurement's ``extra["tile_ignored"]`` is then True).
 from __future__ import annotations
 
 import bisect
+import functools
 import hashlib
 import importlib.util
 import math
@@ -429,20 +430,63 @@ def _is_float(a: np.ndarray) -> bool:
         or a.dtype.name in ("bfloat16",) or a.dtype.name.startswith("float8")
 
 
-def verification_inputs(text_or_shapes: Union[str, Sequence[Shape]], seed: int = 0) -> list[np.ndarray]:
-    """:func:`random_inputs` with vector-like float parameters (at most one dimension longer than 1)
-    made non-negative: the inputs on which a rewritten program's outputs are compared with the
-    original's (and whole programs are timed).
+# Ops through which a parameter's value reaches a square root or logarithm with its sign intact
+# (`_parameters_under_roots`): an optimizer's second moment (adam's nu) is updated elementwise and
+# then square-rooted.
+_SIGN_CARRYING = frozenset({"add", "subtract", "multiply", "divide", "maximum", "minimum", "convert", "copy",
+                            "broadcast", "reshape", "transpose", "slice", "concatenate", "select", "bitcast",
+                            "dynamic-slice", "dynamic-update-slice", "pad", "clamp"})
+_ROOTS = frozenset({"sqrt", "rsqrt", "log", "log-plus-one", "power", "cbrt"})
 
-    Vector-like parameters of real programs are mostly normalization statistics and biases (flax
-    keeps a variance as f32[C], haiku as f32[1,1,1,C], in bf16 too); a negative random "variance"
-    makes rsqrt produce NaNs inside the program, which a later relu ``maximum(x, 0)`` then drops or
-    keeps depending on the kernel that runs it (XLA:CPU's library and vectorized kernels do not all
-    propagate NaN the same way), or that fill every output (haiku's ResNet and MobileNet in
-    inference: a comparison of NaN with NaN that checks nothing). Weights and activations keep
-    their signs."""
-    return [np.abs(a) if _is_float(a) and sum(d > 1 for d in a.shape) <= 1 else a
-            for a in random_inputs(text_or_shapes, seed)]
+
+@functools.lru_cache(maxsize=16)
+def _parameters_under_roots(text: str) -> frozenset:
+    """Entry parameter numbers whose values reach a sqrt/rsqrt/log/power operand through elementwise
+    arithmetic and data movement in the entry computation (an optimizer's second-moment state).
+    Empty where the text does not parse."""
+    from autotune.compiler.hlo import parse_hlo
+    try:
+        entry = parse_hlo(text).entry
+    except Exception:  # noqa: BLE001  (no analysis: the plain rule applies)
+        return frozenset()
+    users: dict = {}
+    for ins in entry.instructions:
+        for o in ins.operands:
+            users.setdefault(o, []).append(ins)
+    out = set()
+    for p in entry.instructions:
+        if p.opcode != "parameter":
+            continue
+        seen, todo = {p.name}, [p.name]
+        while todo:
+            for u in users.get(todo.pop(), ()):
+                if u.opcode in _ROOTS:
+                    out.add(p.parameter_number)
+                    todo = []
+                    break
+                if u.opcode in _SIGN_CARRYING and u.name not in seen:
+                    seen.add(u.name)
+                    todo.append(u.name)
+    return frozenset(out)
+
+
+def verification_inputs(text_or_shapes: Union[str, Sequence[Shape]], seed: int = 0) -> list[np.ndarray]:
+    """:func:`random_inputs` with some float parameters made non-negative: the inputs on which a
+    rewritten program's outputs are compared with the original's (and whole programs are timed).
+
+    Non-negative: vector-like parameters (at most one dimension longer than 1), mostly normalization
+    statistics and biases (flax keeps a variance as f32[C], haiku as f32[1,1,1,C], in bf16 too), and,
+    given program text, parameters that reach a square root or logarithm through elementwise
+    arithmetic (adam's second moment nu, of any shape). A negative random "variance" makes rsqrt
+    produce NaNs inside the program, which a later relu ``maximum(x, 0)`` then drops or keeps
+    depending on the kernel that runs it (XLA:CPU's library and vectorized kernels do not all
+    propagate NaN the same way), or that fill the outputs (haiku's ResNet and MobileNet in
+    inference; half the updated weights of an adam step): a comparison of NaN with NaN checks
+    nothing. Weights and activations keep their signs. Rewritten programs keep the original's
+    parameters: make the inputs from the original's text, for both."""
+    under_roots = _parameters_under_roots(text_or_shapes) if isinstance(text_or_shapes, str) else frozenset()
+    return [np.abs(a) if _is_float(a) and (sum(d > 1 for d in a.shape) <= 1 or k in under_roots) else a
+            for k, a in enumerate(random_inputs(text_or_shapes, seed))]
 
 
 # Tolerance of output_error: f32/f64 (and complex) outputs, and 16-bit floats.
@@ -539,7 +583,7 @@ def norm_error(out: Sequence[Any], exact: Sequence[Any]) -> float:
         if _is_float(b) or _is_float(a):
             a64, b64 = np.asarray(a, np.float64), np.asarray(b, np.float64)
             fa, fb = np.isfinite(a64), np.isfinite(b64)
-            if (fa != fb).any() or (a64[~fa] != b64[~fb]).any():
+            if (fa != fb).any() or not np.array_equal(a64[~fa], b64[~fb], equal_nan=True):
                 return math.inf
             num, den = np.linalg.norm(a64[fa] - b64[fb]), np.linalg.norm(b64[fb])
             worst = max(worst, float(num / den) if den > 0 else (0.0 if num == 0 else math.inf))
@@ -1342,7 +1386,8 @@ def _measure_in_process(req: dict) -> dict:
         return {"status": f"compile_error: {_first_line(exc)}"}
     try:
         make_inputs = verification_inputs if req.get("inputs") == "verification" else random_inputs
-        inputs = make_inputs(text, seed)
+        # checked against a reference: the reference's inputs (verification_inputs reads the text)
+        inputs = make_inputs(req.get("reference") or text, seed)
     except Exception as exc:
         return {"status": f"unsupported: {_first_line(exc)}"}
     extra: dict = {}

@@ -221,4 +221,6 @@ def test_norm_error_tells_a_wrong_answer_from_an_imprecise_one():
     assert norm_error([imprecise], [exact]) < 1e-2 < 1.0 < norm_error([wrong], [exact])
     assert norm_error([np.array([1, 2, 3])], [np.array([1, 2, 4])]) == pytest.approx(1 / 3)
     assert norm_error([np.array([np.nan, 1.0])], [np.array([1.0, 1.0])]) == float("inf")
+    assert norm_error([np.array([np.nan, 1.0])], [np.array([np.nan, 1.0])]) == 0.0  # NaN where the exact has it
+    assert norm_error([np.array([np.inf, 1.0])], [np.array([-np.inf, 1.0])]) == float("inf")
     assert norm_error([exact], [exact, exact]) == float("inf")
