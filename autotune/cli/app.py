@@ -504,7 +504,8 @@ def _run_tuner(space: Any, model: Any, model_name: str, strat: Any, strategy: st
 
 
 def _paired_note(report: dict, result: Any) -> str:
-    """The kept winner's speedup, timed beside the default, with its interval (and the race's medians)."""
+    """The kept winner's speedup, timed beside the baseline (XLA's own compile of the original), with its
+    interval (and the race's medians)."""
     paired = result.verification.get("paired") or {}
     lo, hi = report["measured_speedup_interval"]
     return (f"; measured (end to end, paired with the {_baseline_word(report)}) x{report['measured_speedup']:.3f} "
@@ -648,8 +649,9 @@ def _setup_transfer(spec: str, task: str, target: str, ev: Any, strategy_cls: An
                  "module:Class) [default: sim for tpu, xla for cpu]",
                  hw_help="Wall-clock budget for verifying the top predicted configurations on hardware (0 = none) "
                  "[default: a tenth of --budget, as the paper; 1m without a --budget]. With --evaluator xla, 60% "
-                 "races the predictions, the rest times the race's winner beside the default (paired) for the "
-                 "reported speedup and its interval.", batch_size=64)
+                 "races the default configuration and the predictions against XLA's own compile of the original, "
+                 "the rest times the race's winner beside the original (paired) for the reported speedup and its "
+                 "interval; when nothing is shown faster, fused.hlo is the original (keep it).", batch_size=64)
 @click.option("--scheduler", default=None,
               help="xla: measure on a dask.distributed cluster (tcp://HOST:PORT) instead of local workers.")
 @click.option("--workers", default=1, show_default=True, type=click.IntRange(1, 256),

@@ -224,3 +224,27 @@ def test_norm_error_tells_a_wrong_answer_from_an_imprecise_one():
     assert norm_error([np.array([np.nan, 1.0])], [np.array([np.nan, 1.0])]) == 0.0  # NaN where the exact has it
     assert norm_error([np.array([np.inf, 1.0])], [np.array([-np.inf, 1.0])]) == float("inf")
     assert norm_error([exact], [exact, exact]) == float("inf")
+
+
+def test_parameters_reaching_a_square_root_are_found():
+    """adam's second moment nu reaches a sqrt through elementwise updates (any shape): drawn
+    non-negative; a weight that only feeds a dot is not."""
+    from hardware.xla import _parameters_under_roots
+    text = """HloModule adam
+ENTRY e {
+  w = f32[8,8]{1,0} parameter(0)
+  nu = f32[8,8]{1,0} parameter(1)
+  g = f32[8,8]{1,0} parameter(2)
+  b = f32[] constant(0.999)
+  bb = f32[8,8]{1,0} broadcast(b), dimensions={}
+  g2 = f32[8,8]{1,0} multiply(g, g)
+  nu1 = f32[8,8]{1,0} multiply(bb, nu)
+  nu2 = f32[8,8]{1,0} add(nu1, g2)
+  s = f32[8,8]{1,0} sqrt(nu2)
+  d = f32[8,8]{1,0} dot(w, g), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  u = f32[8,8]{1,0} divide(d, s)
+  ROOT t = (f32[8,8]{1,0}, f32[8,8]{1,0}) tuple(u, nu2)
+}
+"""
+    assert _parameters_under_roots(text) == frozenset({1, 2})  # nu, and g through g*g
+    assert _parameters_under_roots("not hlo") == frozenset()
