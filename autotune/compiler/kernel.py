@@ -139,7 +139,14 @@ def emit_fused_module(space: "FusionSpace", cfg: "FusionConfig", metadata: bool 
             body, kept = fold_fused_body(body)
             inputs = [inputs[k] for k in kept]
             if next(b for b in body if b.is_root).opcode == "parameter":  # folded to an input: no fusion
-                out.append(HloInstruction(ins.name, "copy", ins.shape, [insts[inputs[0]].name],
+                src = insts[inputs[0]]
+                if by_xla_cpu and src.opcode in ("reshape", "transpose") and src.shape == ins.shape:
+                    # the rearrange itself, again: XLA's simplifier drops a copy, and ReshapeMover would
+                    # then sink the reshape through the fusions reading it, unseen by
+                    # sink_rearranges_through_fusions (a haiku ResNet's mean over a 1x1 image, /1)
+                    out.append(src.copy(name=ins.name, is_root=ins.is_root))
+                    continue
+                out.append(HloInstruction(ins.name, "copy", ins.shape, [src.name],
                                           {"metadata": ins.attrs["metadata"]} if metadata and "metadata" in ins.attrs
                                           else {}, is_root=ins.is_root))
                 continue

@@ -248,3 +248,20 @@ ENTRY e {
 """
     assert _parameters_under_roots(text) == frozenset({1, 2})  # nu, and g through g*g
     assert _parameters_under_roots("not hlo") == frozenset()
+
+
+@pytest.mark.xla
+@pytest.mark.parametrize("target", ["cpu", "tpu"])
+def test_kernel_folded_to_a_reshape_compiles_in_every_configuration(target):
+    """haiku's ResNet averages a 1x1 image: `divide(reshape(x), broadcast(1))` folds to its input.
+    Written as `copy(reshape)`, XLA's simplifier dropped the copy and ReshapeMover sank the reshape
+    through the fusion reading it, unseen by our own sinking ("Fused computation shape
+    (bf16[4,64]) is not equal to the fusion shape (bf16[4,1,1,64])", tpu configurations checked on
+    XLA:CPU). The folded kernel is now the reshape itself, which the sinking sees."""
+    pytest.importorskip("jax")
+    from autotune.compiler.fusion import FusionConfig
+    from hardware.xla import compile_hlo
+    space = FusionSpace(Program.from_file(str(FIXTURES / "folded_divide_of_reshape.hlo")), target)
+    for bits in range(2 ** space.n_edges):
+        cfg = FusionConfig(bytearray((bits >> i) & 1 for i in range(space.n_edges)))
+        compile_hlo(cpu_checkable(space, cfg).text)
