@@ -55,6 +55,7 @@ def _result_report(meta: dict, result: Any) -> dict:
     verification, bookkeeping."""
     report = dict(meta)
     baseline = getattr(result, "measured_baseline", result.measured_default)
+    original = getattr(result, "measured_original", None)
     report.update({
         "default_cost_s": result.default_cost,
         "best_cost_s": result.best_cost,
@@ -65,10 +66,9 @@ def _result_report(meta: dict, result: Any) -> dict:
                                      else result.measured_best_predicted),
         "measured_default_s": result.measured_default,
         # end-to-end fusion verification: XLA's own compile of the original program, the baseline
-        "measured_original_s": getattr(result, "measured_original", None),
+        "measured_original_s": original,
         "measured_baseline_s": baseline,
-        "measured_baseline": ("original (XLA's own compile, default options)"
-                              if getattr(result, "measured_original", None) is not None
+        "measured_baseline": ("original (XLA's own compile, default options)" if original is not None
                               else "default configuration" if baseline is not None else None),
         "measured_best_s": result.measured_best,
         # paired (the winner timed beside the baseline) where the verification did that, else the race's ratio
@@ -123,10 +123,11 @@ def write_fusion_outputs(out_dir: "str | Path", space: Any, result: Any, meta: d
         "verified": result.verified,
         "warnings": list(space.program.flags) + list(result.warnings),
     })
+    keep_original = bool(getattr(result, "keep_original", False))  # the written program is not `chosen`
     save_config(space, chosen, out / "best_config.json",
                 {"predicted_cost_s": result.best_cost if chosen is result.best else result.measured_best_predicted,
-                 "measured_cost_s": None if getattr(result, "keep_original", False) else result.measured_best,
-                 **({"keep_original": True} if getattr(result, "keep_original", False) else {})})
+                 "measured_cost_s": None if keep_original else result.measured_best,
+                 **({"keep_original": True} if keep_original else {})})
     fused = result.fused_text if result.fused_text is not None else emit_fused_text(space, chosen, header=True)
     (out / "fused.hlo").write_text(fused)
     return _write_report_and_plot(out, report, result, meta)
@@ -161,7 +162,6 @@ def write_layout_outputs(out_dir: "str | Path", space: Any, result: Any, meta: d
     })
     save_config(space, chosen, out / "best_config.json",
                 {"predicted_cost_s": result.best_cost if chosen is result.best else result.measured_best_predicted,
-                 "measured_cost_s": None if getattr(result, "keep_original", False) else result.measured_best,
-                 **({"keep_original": True} if getattr(result, "keep_original", False) else {})})
+                 "measured_cost_s": result.measured_best})
     (out / "layouts.hlo").write_text(space.emit_text(chosen))
     return _write_report_and_plot(out, report, result, meta)
