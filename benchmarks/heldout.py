@@ -9,6 +9,8 @@ every shipped model of the task and target and the analytical model on the test 
 (`autotune evaluate --json`), and write the raw result, a table with 95% bootstrap intervals over
 programs, and a ledger entry under benchmarks/results/heldout/. The ledger holds the SHA-256 of each
 scored model file: a model is scored once per test set; asking again prints the recorded figures.
+An entry whose run was wrong (a bug in this script, not a figure someone disliked) carries a "void"
+reason and does not count; docs/lab-notes say why.
 """
 from __future__ import annotations
 
@@ -126,7 +128,12 @@ def read_ledger() -> dict:
 def already_scored(ledger: dict, task: str, files: dict[str, Path]) -> list[dict]:
     shas = {sha256_file(p) for p in files.values()}
     return [e for e in ledger["scores"] if e["task"] == task and e["test_set"] == test_set_digest()
-            and shas & set(e["model_sha256"].values())]
+            and shas & set(e["model_sha256"].values()) and not e.get("void")]
+
+
+def recipe(task: str) -> list[str]:
+    """The `dataset build` options of a task's full (non-quick) run."""
+    return list(TASKS[task][3])
 
 
 def score(task: str, work: Path, quick: bool) -> dict:
@@ -137,11 +144,11 @@ def score(task: str, work: Path, quick: bool) -> dict:
              "--evaluator", evaluator, "--target", target, "--out", str(ds), *extra]
     if quick:
         build += [a for p in QUICK_PROGRAMS for a in ("--program", p)]
-    else:
-        build += ["--split-file", str(HELDOUT / "split.json")]
         for option, small in (("--configs-per-program", "2"), ("--max-tiles", "8")):
             if option in build:
                 build[build.index(option) + 1] = small
+    else:
+        build += ["--split-file", str(HELDOUT / "split.json")]
     t0 = time.perf_counter()
     print(f"[{task}] building the dataset: autotune {' '.join(build)}", flush=True)
     cli(*build)

@@ -32,3 +32,31 @@ def test_bootstrap_interval_brackets_the_mean():
                                          "b": {"m": {"mape": 3.0, "n_kernels": 5}}}})
     assert set(ci["m"]) == {"mape"}
     json.dumps(ci)
+
+
+def test_full_runs_use_the_shipped_recipe(monkeypatch, tmp_path):
+    """The options of a full run are the task's recipe, not the smoke run's (a bug of 2026-11-29 built
+    the first held-out datasets with 2 configurations and 8 tiles)."""
+    calls = []
+
+    class Done:
+        stdout = "{}"
+    monkeypatch.setattr(heldout, "cli", lambda *a: calls.append(list(a)) or Done())
+    for task in ("fusion-tpu", "tile-tpu", "layout-tpu", "fusion-cpu"):
+        calls.clear()
+        heldout.score(task, tmp_path, quick=False)
+        build = calls[0]
+        for option, value in zip(heldout.recipe(task)[::2], heldout.recipe(task)[1::2]):
+            assert build[build.index(option) + 1] == value, (task, option)
+        assert str(heldout.HELDOUT) in build and "--split-file" in build
+        calls.clear()
+        heldout.score(task, tmp_path, quick=True)
+        assert str(heldout.HELDOUT) not in calls[0]
+
+
+def test_void_entries_do_not_count(tmp_path):
+    files = heldout.shipped_files("fusion", "tpu")
+    sha = {k: heldout.sha256_file(p) for k, p in files.items()}
+    ledger = {"scores": [{"task": "fusion-tpu", "test_set": heldout.test_set_digest(), "model_sha256": sha,
+                          "void": "recipe bug"}]}
+    assert not heldout.already_scored(ledger, "fusion-tpu", files)
