@@ -6,10 +6,10 @@ minimum over rounds that alternate which side goes first (every cache emptied, f
         [--baseline main] [--md out.md] [--json out.json]
 
 Phases: TilingInfo (`tiling_info` of every kernel), default tiles (`default_tiles`), geometry rows
-(`geometry_matrix`), graph gathering (`_graph_arrays_many`), kernel rows (`kernel_graph`). The kernels'
+(`geometry_matrix`), graph gathering (`tables._graph_arrays_many`), kernel rows (`kernel_graph`). The kernels'
 inputs and static costs are worked out before the phases (both sides share the Kernel class). The
-baseline is costmodels/features.py and autotune/compiler/tiles.py of `--baseline`, loaded as private
-modules (`pricing_speed.load_baseline`).
+baseline is costmodels/features and autotune/compiler/tiles (modules, or packages since their split) of
+`--baseline`, loaded as private modules (`pricing_speed.load_baseline`).
 """
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from benchmarks.pricing_speed import collect_kernels, fresh, load_baseline  # noqa: E402
+from benchmarks.pricing_speed import collect_kernels, fresh, graph_arrays_many, load_baseline  # noqa: E402
 from benchmarks.tables import emit_results  # noqa: E402
 
 PHASES = ("TilingInfo", "default tiles", "geometry rows", "graph gathering", "kernel rows")
@@ -69,7 +69,7 @@ def main(argv: Optional[list] = None) -> dict:
                 phase("TilingInfo", lambda: [T.tiling_info(k, "tpu") for k in ks])
                 phase("default tiles", lambda: T.default_tiles(ks, "tpu"))
                 geo = phase("geometry rows", lambda: F.geometry_matrix(ks, "tpu"))
-                arrays = phase("graph gathering", lambda: F._graph_arrays_many(ks))
+                arrays = phase("graph gathering", lambda: graph_arrays_many(F)(ks))
                 phase("kernel rows", lambda: [F.kernel_graph(k, "tpu", geom=g, arrays=x)
                                               for k, g, x in zip(ks, geo, arrays)])
             finally:

@@ -18,12 +18,12 @@ featurization worker): what unshared cores deliver at best. Paths: "new" is `mod
 `featurize_workers = True` (at least WORKER_MIN_NEW uncached kernels: featurized on a forked worker
 process as well, costmodels/feature_worker.py; as shipped, "auto", only when the load average leaves
 a core free), "serial" the same on one thread of one process.
-The baseline is costmodels/features.py and autotune/compiler/tiles.py of `--baseline` (a git
-revision), loaded as private modules; the same model prices its graphs. Rounds alternate which path
-goes first; the table reports medians and the new/old ratio of each round's rates, and checks that
-both paths give bit-identical feature arrays and predictions. A baseline whose featurizer no longer
-runs against this tree's compiler modules (ce12e2a predates the TileRows / Target API) is skipped
-with one warning line, recorded as `baseline_error`.
+The baseline is costmodels/features and autotune/compiler/tiles (modules, or packages since their
+split) of `--baseline` (a git revision), loaded as private modules; the same model prices its
+graphs. Rounds alternate which path goes first; the table reports medians and the new/old ratio of
+each round's rates, and checks that both paths give bit-identical feature arrays and predictions. A
+baseline whose featurizer no longer runs against this tree's compiler modules (ce12e2a predates the
+TileRows / Target API) is skipped with one warning line, recorded as `baseline_error`.
 `--search S` also runs `autotune fusion PROG --budget S --hw-budget 0 --store none` with the
 default model and with `--cost-model analytical` (this tree, subprocesses) and reports
 configurations evaluated per second of each and their ratio.
@@ -31,10 +31,13 @@ configurations evaluated per second of each and their ratio.
 from __future__ import annotations
 
 import argparse
+import atexit
+import importlib
 import json
 import os
 import platform
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -51,9 +54,25 @@ from benchmarks.tables import emit_results  # noqa: E402
 
 
 def load_baseline(rev: str) -> tuple:
-    """(features, tiles) modules of a git revision, the features module bound to that tiles module."""
+    """(features, tiles) modules of a git revision, the features module bound to that tiles module: the modules
+    autotune/compiler/tiles.py and costmodels/features.py, or since their split the packages of those names
+    (imported from a temporary copy, every `autotune.compiler.tiles` / `costmodels.features` renamed)."""
     mods = []
-    for path, name in (("autotune/compiler/tiles.py", "_baseline_tiles"), ("costmodels/features.py", "_baseline_features")):
+    for path, name in (("autotune/compiler/tiles", "_baseline_tiles"), ("costmodels/features", "_baseline_features")):
+        package = _package_sources(rev, path)
+        if package is not None:
+            copy = Path(tempfile.mkdtemp(prefix="pricing_baseline_"))
+            atexit.register(shutil.rmtree, copy, True)
+            (copy / name).mkdir()
+            for file, src in package.items():
+                src = src.replace("autotune.compiler.tiles", "_baseline_tiles")
+                (copy / name / file).write_text(src.replace("costmodels.features", "_baseline_features"))
+            sys.path.insert(0, str(copy))
+            for loaded in [m for m in sys.modules if m == name or m.startswith(name + ".")]:  # a baseline loaded before
+                del sys.modules[loaded]
+            mods.append(importlib.import_module(name))
+            continue
+        path += ".py"
         if Path(rev).is_dir():  # the two files exported from a revision (a machine without the git history)
             src = (Path(rev) / path).read_text()
         else:
@@ -66,6 +85,27 @@ def load_baseline(rev: str) -> tuple:
         exec(compile(src, mod.__file__, "exec"), mod.__dict__)
         mods.append(mod)
     return mods[1], mods[0]
+
+
+def _package_sources(rev: str, path: str) -> Optional[dict]:
+    """{file name: source} of the package `path` at `rev` (a git revision, or a directory exported from one);
+    None where `rev` has the module `path`.py instead (before the split into packages)."""
+    if Path(rev).is_dir():
+        files = sorted((Path(rev) / path).glob("*.py"))
+        return {f.name: f.read_text() for f in files} if files else None
+    listed = subprocess.run(["git", "ls-tree", "--name-only", f"{rev}:{path}"], cwd=ROOT, capture_output=True,
+                            text=True)
+    if listed.returncode != 0:  # no such directory at rev
+        return None
+    return {n: subprocess.run(["git", "show", f"{rev}:{path}/{n}"], cwd=ROOT, check=True, capture_output=True,
+                              text=True).stdout for n in listed.stdout.split() if n.endswith(".py")}
+
+
+def graph_arrays_many(features: ModuleType) -> Any:
+    """The featurizer's `_graph_arrays_many`: in costmodels/features/tables.py since the split into a
+    package, in the module costmodels/features.py before."""
+    return getattr(sys.modules.get(features.__name__ + ".tables"), "_graph_arrays_many", None) \
+        or features._graph_arrays_many
 
 
 def collect_kernels(program: str, n_random: int, walk: int, seed: int) -> tuple:
@@ -126,7 +166,7 @@ def phase_breakdown(kernels: list, model: Any, rounds: int = 2) -> dict:
         phase("TilingInfo", lambda: [tiles.tiling_info(k, "tpu") for k in ks])
         phase("default tiles", lambda: tiles.default_tiles(ks, "tpu"))
         geo = phase("geometry rows", lambda: features.geometry_matrix(ks, "tpu"))
-        arrays = phase("graph gathering", lambda: features._graph_arrays_many(ks))
+        arrays = phase("graph gathering", lambda: graph_arrays_many(features)(ks))
         graphs = phase("kernel graphs (kernel rows)", lambda: [features.kernel_graph(k, "tpu", geom=g, arrays=a)
                                                                for k, g, a in zip(ks, geo, arrays)])
         preps = phase("scaling", lambda: model.prepare_graphs(graphs))
@@ -163,7 +203,7 @@ def main(argv: Optional[list] = None) -> dict:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--baseline", default="ce12e2a", help="git revision of the old featurizer, or a directory with its "
-                    "autotune/compiler/tiles.py and costmodels/features.py (none: skip)")
+                    "autotune/compiler/tiles and costmodels/features (none: skip)")
     ap.add_argument("--model", default=str(ROOT / "costmodels/shipped/gnn_fusion_tpu.pt"))
     ap.add_argument("--search", type=int, default=0, help="also time `autotune fusion --budget S` (seconds)")
     ap.add_argument("--phases", action="store_true", help="also time each phase of cold pricing (CPU time)")

@@ -4,7 +4,7 @@
   per-(kernel, tile) feature rows, that keeps the default tile unless its score margin says otherwise.
 * `SimulatorResidual`: a regression of log(measured / simulated) time relative to the default tile
   over per-tile geometry (`tile_geometry_features`, from the shared tile model in
-  autotune/compiler/tiles.py), that ranks tiles by the corrected simulator time and keeps the
+  autotune/compiler/tiles/), that ranks tiles by the corrected simulator time and keeps the
   default unless the corrected gain exceeds a threshold."""
 from __future__ import annotations
 

@@ -84,7 +84,7 @@ def test_chunks_from_two_processes_are_the_graphs_of_one(kernels):
     assert st.chunks_worker >= 1 and st.chunks_here + st.chunks_worker == -(-len(kernels) // 5)
     assert all(_same_graph(x, y) for x, y in zip(ref, got))
     # the worker's graphs are cached here like graphs built here
-    assert all(features._GRAPH_CACHE.get((k.hash, "tpu-v3")) is not None for k in kernels)
+    assert all(features.graphs._GRAPH_CACHE.get((k.hash, "tpu-v3")) is not None for k in kernels)
     # the worker stays for the next batch of the same space, and empties its caches with ours
     pid = feature_worker._WORKER.pid
     features.clear_cache()

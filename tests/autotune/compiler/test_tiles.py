@@ -321,11 +321,11 @@ def test_default_tiles_of_many_kernels_match_one_at_a_time():
             for k in space.kernels(cfg):
                 kernels.setdefault(k.hash, k)
     ks = list(kernels.values())
-    T._DEFAULT_TILES.clear()
+    T.roofline._DEFAULT_TILES.clear()
     batch = T.default_tiles(ks, "tpu")
     one_at_a_time = []
     for k in ks:
-        T._DEFAULT_TILES.clear()
+        T.roofline._DEFAULT_TILES.clear()
         one_at_a_time.append(TileSpace(k, "tpu").default())
     assert batch == one_at_a_time
     model = AnalyticalCostModel("tpu")
@@ -344,11 +344,11 @@ def test_tiling_caches_key_targets_by_their_canonical_spec_name():
     from autotune.compiler import tiles as T
     from autotune.compiler.targets import get_spec, get_target
     k = one_kernel(DOT)
-    T._DEFAULT_TILES.clear()
+    T.roofline._DEFAULT_TILES.clear()
     first = T.default_tile(k, "tpu")
-    assert list(T._DEFAULT_TILES) == [(k.hash, get_spec("tpu").name)]
+    assert list(T.roofline._DEFAULT_TILES) == [(k.hash, get_spec("tpu").name)]
     for target in ("tpu-v3", "TPU", get_target("tpu"), get_spec("tpu")):
         assert T.default_tile(k, target) is first
         assert T.default_tiles([k], target) == [first] and TileSpace(k, target).default() is first
         assert tiling_info(k, target) is tiling_info(k, "tpu")
-    assert len(T._DEFAULT_TILES) == 1
+    assert len(T.roofline._DEFAULT_TILES) == 1

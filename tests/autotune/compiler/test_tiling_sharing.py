@@ -92,7 +92,7 @@ def test_batch_tile_rows_are_tile_array(kernels):
 
 def test_geometry_columns_are_their_definitions(kernels):
     from costmodels import features
-    from costmodels.features import _GCOL, _fold, _l2
+    from costmodels.features.schema import _GCOL, _fold, _l2
     tiles.clear_caches()
     V = features.geometry_matrix(kernels, "tpu").astype(np.float64)
     for k, row in zip(kernels, V):
@@ -126,9 +126,9 @@ def test_target_names_are_cached_until_a_spec_is_registered():
     specs, aliases = dict(base._SPECS), dict(base._SPEC_ALIASES)
     try:
         assert tiles.canonical_target_name("tpu") == tiles.canonical_target_name("tpu-v3") == "tpu-v3"
-        assert tiles._TARGET_NAMES["tpu"][1] == "tpu-v3" == tiles._spec("tpu").name
+        assert tiles.specs._TARGET_NAMES["tpu"][1] == "tpu-v3" == tiles.specs._spec("tpu").name
         base.register_spec("test-spec", lambda: base.get_spec("cpu"), aliases=("tpu",))  # takes the alias over
-        assert tiles.canonical_target_name("tpu") == base.get_spec("cpu").name == tiles._spec("tpu").name
+        assert tiles.canonical_target_name("tpu") == base.get_spec("cpu").name == tiles.specs._spec("tpu").name
     finally:
         base._SPECS.clear()
         base._SPECS.update(specs)
@@ -144,7 +144,7 @@ def test_computation_caches_are_weak_and_accept_duck_typed_computations(kernels)
 
     tiles.clear_caches()
     tiles.tiling_info(kernels[0], "tpu")
-    assert kernels[0].computation in tiles._TILED_SHAPES
+    assert kernels[0].computation in tiles.info._TILED_SHAPES
     # a computation that cannot be weakly referenced is priced, just not cached
     k = kernels[0]
     comp = types.SimpleNamespace(instructions=k.computation.instructions, operands=k.computation.operands)
@@ -157,8 +157,8 @@ def test_computation_caches_are_weak_and_accept_duck_typed_computations(kernels)
     space = FusionSpace(Program.from_file(str(ROOT / "examples/hlo/bert_small_infer.hlo")), "tpu")
     ks = [x for x in space.kernels(space.default()) if not x.is_trivial]
     tiles.tiling_info(ks[0], "tpu")
-    n = len(tiles._TILED_SHAPES)
+    n = len(tiles.info._TILED_SHAPES)
     del space, ks
     gc.collect()  # (the cached descriptions and shared pieces hold no computation)
-    assert len(tiles._TILED_SHAPES) == n - 1
+    assert len(tiles.info._TILED_SHAPES) == n - 1
     tiles.clear_caches()
