@@ -19,7 +19,7 @@ Figure 5) on this machine's real XLA through jaxlib. Sections:
   fusion_search_xla (4) Figure 5 on real XLA:CPU (--evaluator xla)
 
 Each section's result (markdown, raw data, plots) is saved in OUT/results/<section>.json as soon as it
-is done, and OUT/results.md is rewritten from every saved section after each one: an interrupted run
+is done, and OUT/paper.md is rewritten from every saved section after each one: an interrupted run
 resumes where it stopped (datasets resume per program, XLA measurements come from the store, and the
 long sections' finished jobs, searches and ablation variants, are kept in WORK/<mode>/jobs/).
 `--quick` finishes in under 20 minutes on 2 cores per evaluator; the full run takes hours.
@@ -68,7 +68,7 @@ TITLES = {
     "tile_online": "AutoTVM Figures 4/5 analog: online tile search (item 5)",
     "ablations": "Ablations, paper Tables 3-4 (item 6)",
 }
-# docs/results.md in the issue's order: the two Table 2 fusion analogs, the tile table, Figures 4-5, ...
+# docs/paper.md in the issue's order: the two Table 2 fusion analogs, the tile table, Figures 4-5, ...
 ORDER = ["fusion_sim", "fusion_xla", "tile_sim", "tile_autotune", "fusion_search_sim", "fusion_search_xla",
          "tile_online", "ablations", "calibration"]
 Log = Callable[[str], None]
@@ -547,7 +547,7 @@ def run_section(ctx: Ctx, name: str) -> dict:
                f"Python {platform.python_version()}")
     res.setdefault("plots", [])
     (ctx.results / f"{name}.json").write_text(json.dumps(res, indent=1, default=_json_default))
-    write_results_md(ctx.out)
+    write_paper_md(ctx.out)
     ctx.log(f"== {name} done in {res['seconds']:.0f} s")
     return res
 
@@ -560,18 +560,19 @@ def _json_default(o: Any) -> Any:
     return str(o)
 
 
-def write_results_md(out: Path) -> Path:
-    """docs/results.md from every saved section (in the issue's order)."""
+def write_paper_md(out: Path) -> Path:
+    """docs/paper.md from every saved section (in the issue's order)."""
     secs = []
     for name in ORDER:
         p = out / "results" / f"{name}.json"
         if p.exists():
             secs.append(json.loads(p.read_text()))
-    lines = ["# Results: the papers' headline claims, reproduced", "",
+    lines = ["# The papers' headline claims, reproduced", "",
              "Regenerate with `python benchmarks/paper.py [--quick]` (simulator) and "
              "`python benchmarks/paper.py [--quick] --evaluator xla` (real XLA:CPU). Raw data of each section: "
              "`docs/results/<section>.json`. Every number below was measured by that command; the line under each "
-             "heading says when, where, and in which mode.", ""]
+             "heading says when, where, and in which mode. Today's figures are on [results.md](results.md), which "
+             "lists the sections of this page measured on code that has changed since as withdrawn.", ""]
     for s in secs:
         body = s["markdown"].strip()
         if body.startswith("## "):  # a section module's own title: this page gives the title
@@ -580,7 +581,7 @@ def write_results_md(out: Path) -> Path:
                   f"*{'quick' if s['quick'] else 'full'} mode, {s['date']}, {s['machine']}, {s['seconds']:.0f} s "
                   + (f"(reusing {', '.join(s['reused'])} from an earlier run) " if s.get("reused") else "")
                   + f"(`--only {s['name']}`)*", "", body, ""]
-    path = out / "results.md"
+    path = out / "paper.md"
     path.write_text("\n".join(lines))
     return path
 
@@ -622,7 +623,7 @@ def main(argv: Optional[list] = None) -> None:
             ctx.jobs(name).clear()
         log(f"[{i}/{len(sections)}] {name}")
         run_section(ctx, name)
-    log(f"wrote {write_results_md(ctx.out)}")
+    log(f"wrote {write_paper_md(ctx.out)}")
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""benchmarks/paper.py: the random-split view of a dataset and the assembly of docs/results.md."""
+"""benchmarks/paper.py: the random-split view of a dataset and the assembly of docs/paper.md."""
 import json
 import shutil
 import sys
@@ -40,14 +40,14 @@ def test_random_split_view_reassigns_programs_not_samples(tile_ds, tmp_path):
     assert {p: r["split"] for p, r in again.programs.items()} == {p: r["split"] for p, r in view.programs.items()}
 
 
-def test_results_md_orders_saved_sections(tmp_path):
+def test_paper_md_orders_saved_sections(tmp_path):
     res = tmp_path / "results"
     res.mkdir()
     for name, body in (("calibration", "CAL-BODY"), ("fusion_sim", "FUSION-BODY"), ("ablations", "## Own title\n\nABL")):
         (res / f"{name}.json").write_text(json.dumps({
             "name": name, "title": paper.TITLES[name], "markdown": body, "quick": True, "date": "2026-01-01",
             "machine": "m", "seconds": 1.0}))
-    text = paper.write_results_md(tmp_path).read_text()
+    text = paper.write_paper_md(tmp_path).read_text()
     assert text.index("FUSION-BODY") < text.index("CAL-BODY")  # the issue's order: Table 2 first
     assert text.index("FUSION-BODY") < text.index("ABL") < text.index("CAL-BODY")
     assert text.count("## ") == 3 and "Own title" not in text and "quick mode" in text
@@ -62,7 +62,7 @@ def test_md_table_and_formats():
 
 def test_no_format_field_in_a_plain_string_literal():
     # a "{x['a']:.1f}" piece of an implicitly concatenated report line that lost its f prefix prints
-    # the braces into docs/results.md instead of the number
+    # the braces into docs/paper.md instead of the number
     import io
     import re
     import tokenize
