@@ -692,7 +692,6 @@ class _Parser:
         self.signatures: dict[str, tuple] = {}
         self.operand_shapes: list[tuple] = []
         self.shapes_by_name: dict[str, dict] = {}  # computation -> {instruction name: its shape}
-        self.forward_references: set[str] = set()  # computations using values before defining them
         # Instructions whose operands all have the result's shape object (interned: same text).
         self.same_shapes: set[HloInstruction] = set()
         # When a dict, `instruction()` records the offsets of its operands and attribute keys there
@@ -985,7 +984,7 @@ class _Parser:
         self.expect("{", "opening the computation body")
         instructions: list[HloInstruction] = []
         names: dict[str, Shape] = {}
-        later: list = []  # (instruction, operand) used before its definition (or undefined)
+        later: list = []  # (instruction, operand) used before its definition or undefined: an error
         same_shapes = self.same_shapes
         while True:
             self.ws()
@@ -1032,12 +1031,12 @@ class _Parser:
         return comp
 
     def _check_operands(self, comp: HloComputation, names: dict, later: list) -> None:
-        for ins, o in later:
+        for ins, o in later:  # XLA's parser takes operands defined above their users only
+            where = self.locate(ins, ("operand", ins.operands.index(o)))
             if o not in names:
-                raise self.error(f"use of undefined value '{o}' in computation '{comp.name}'",
-                                 self.locate(ins, ("operand", ins.operands.index(o))))
-        if later:  # operands defined after their users: the verifier looks for cycles
-            self.forward_references.add(comp.name)
+                raise self.error(f"use of undefined value '{o}' in computation '{comp.name}'", where)
+            raise self.error(f"'{ins.name}' uses '{o}' before its definition in computation '{comp.name}' "
+                             "(XLA's parser takes an operand only after the line that defines it)", where)
         params = [i for i in comp.instructions if i.opcode == "parameter"]
         nums = sorted(i.parameter_number for i in params)
         if nums != list(range(len(nums))):

@@ -2060,11 +2060,9 @@ class _Verifier:
                     params.sort(key=lambda i: i.parameter_number)
                     break
             self._signatures[comp.name] = _Signature(comp.name, [i.shape for i in params], comp.root.shape)
-        # Operands may be defined after their users (XLA prints in any topological order), but no
-        # value may depend on itself.
+        # A parsed module defines every operand above its user (the parser refuses anything else, as
+        # XLA's does); a module built in code may not, but no value may depend on itself.
         if p is not None:
-            if comp.name in p.forward_references:
-                self._check_cycles(comp)
             return
         position = {ins.name: n for n, ins in enumerate(instructions)}
         for n, ins in enumerate(instructions):

@@ -143,16 +143,16 @@ ENTRY main {
   rw = f32[1,4,4,16]{3,2,1,0} reduce-window(conv, z), window={size=1x2x2x1 stride=1x1x1x1 pad=0_0x0_1x0_1x0_0}, to_apply=region
   pd = f32[1,10,10,3]{3,2,1,0} pad(x, z), padding=0_0x1_1x1_1x0_0
   sl = f32[1,4,8,3]{3,2,1,0} slice(x), slice={[0:1], [0:8:2], [0:8], [0:3]}
-  dot = f32[8,16]{1,0} dot(f32[8,3] %r, w2), lhs_contracting_dims={1}, rhs_contracting_dims={0}, operand_precision={highest,default}
-  r = f32[8,3]{1,0} reshape(sl2)
   sl2 = f32[1,8,1,3]{3,2,1,0} slice(x), slice={[0:1], [0:8], [0:1], [0:3]}
-  w2 = f32[3,16]{1,0} reshape(w3)
+  r = f32[8,3]{1,0} reshape(sl2)
   w3 = f32[1,1,3,16]{3,2,1,0} slice(w), slice={[0:1], [0:1], [0:3], [0:16]}
+  w2 = f32[3,16]{1,0} reshape(w3)
+  dot = f32[8,16]{1,0} dot(f32[8,3] %r, w2), lhs_contracting_dims={1}, rhs_contracting_dims={0}, operand_precision={highest,default}
   g = f32[5,4]{1,0} gather(d, idx), offset_dims={1}, collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=1, slice_sizes={1,4}, indices_are_sorted=false
   ar = f32[5,4]{1,0} all-reduce(g), replica_groups={{0}}, to_apply=region, channel_id=1
-  init = (s32[], f32[4]) tuple(c0, v)
   c0 = s32[] constant(0)
   v = f32[4]{0} constant({1, 2, 3, 4})
+  init = (s32[], f32[4]) tuple(c0, v)
   wl = (s32[], f32[4]) while(init), condition=cond, body=body, backend_config={"known_trip_count":{"n":"10"}}
   cc = f32[4]{0} custom-call(v), custom_call_target="my_target", api_version=API_VERSION_STATUS_RETURNING
   ROOT out = (f32[1,4,4,16], f32[1,10,10,3], f32[8,16], f32[5,4], (s32[], f32[4]), f32[4]) tuple(rw, pd, dot, ar, wl, cc)

@@ -243,10 +243,14 @@ STRUCTURE = {
         "ENTRY main {\n  p = f32[4] parameter(0)\n  c = f32[] constant(0)\n"
         "  ROOT s = f32[] reduce(p, c), dimensions={0}, to_apply=r\n}\n",
         "computation 'r' calls itself"),
-    # values may be defined after their users, but not depend on themselves
+    # operands are defined above their users, as XLA's parser requires (so no value depends on itself)
     "instruction cycle": (
-        _module("  a = f32[2] parameter(0)\n  «b = f32[2] add(a, c)\n  c = f32[2] negate(b)\n  ROOT d = f32[2] copy(c)"),
-        "depends on itself"),
+        _module("  a = f32[2] parameter(0)\n  b = f32[2] add(a, «c)\n  c = f32[2] negate(b)\n  ROOT d = f32[2] copy(c)"),
+        "'b' uses 'c' before its definition"),
+    # no ROOT: the last line is the result, and what it uses must come before it (XLA: 4:21)
+    "no ROOT, last line uses a later value": (
+        _module("  p = f32[2] parameter(0)\n  b = f32[2] negate(«a)\n  a = f32[2] add(p, p)"),
+        "'b' uses 'a' before its definition"),
     "signature result": (
         "HloModule m\n\nf (x: f32[2]) -> «f32[3] {\n  x = f32[2] parameter(0)\n  ROOT y = f32[2] negate(x)\n}\n\n"
         "ENTRY main {\n  p = f32[2] parameter(0)\n  ROOT r = f32[2] call(p), to_apply=f\n}\n",
