@@ -1,4 +1,4 @@
-"""Tests for hardware/xla.py: real compilation and execution through jaxlib (skipped without it)."""
+"""Tests for the hardware/xla/ package: real compilation and execution through jaxlib (skipped without it)."""
 from __future__ import annotations
 
 import multiprocessing
@@ -17,6 +17,8 @@ pytest.importorskip("jax")
 
 from hardware import xla as X  # noqa: E402
 from hardware.base import Budget, Measurement  # noqa: E402
+from hardware.xla import _jaxlib  # noqa: E402
+from hardware.xla.evaluator import _CRASH_EXIT_CODE  # noqa: E402
 
 pytestmark = pytest.mark.xla
 
@@ -218,7 +220,7 @@ def test_crash_segfault_and_hang_fail_their_kernel_only(evaluator, monkeypatch):
         returned = time.monotonic()
     finally:
         evaluator.store = None
-    assert ms[0].status == f"crash: worker exited with code {X._CRASH_EXIT_CODE}"
+    assert ms[0].status == f"crash: worker exited with code {_CRASH_EXIT_CODE}"
     assert ms[1].ok
     assert ms[2].status == "crash: worker killed by signal SIGSEGV"
     assert ms[3].status == "timeout"
@@ -333,7 +335,7 @@ def test_fusion_report_include_unfused_lists_convolution():
 def test_missing_private_api_names_jaxlib_version(monkeypatch):
     from jax._src.lib import _jax
 
-    monkeypatch.setattr(X, "_API", None)
+    monkeypatch.setattr(_jaxlib, "_API", None)
     monkeypatch.delattr(_jax, "hlo_module_cost_analysis")
     with pytest.raises(X.XlaApiError, match=rf"jaxlib {X.jaxlib_version()}.*hlo_module_cost_analysis"):
         X.cost_analysis(DOT)

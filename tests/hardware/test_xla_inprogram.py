@@ -1,4 +1,4 @@
-"""In-program kernel timing on XLA:CPU (hardware/xla.py: profile_compiled, attribute_thunks,
+"""In-program kernel timing on XLA:CPU (hardware/xla/: profile_compiled, attribute_thunks,
 XlaEvaluator.measure_in_program, the xla-inprogram evaluator). The trace arithmetic is tested without
 jax; the rest runs real programs (skipped without jax/jaxlib)."""
 from __future__ import annotations

@@ -229,7 +229,7 @@ def test_norm_error_tells_a_wrong_answer_from_an_imprecise_one():
 def test_parameters_reaching_a_square_root_are_found():
     """adam's second moment nu reaches a sqrt through elementwise updates (any shape): drawn
     non-negative; a weight that only feeds a dot is not."""
-    from hardware.xla import _parameters_under_roots
+    from hardware.xla.outputs import _parameters_under_roots
     text = """HloModule adam
 ENTRY e {
   w = f32[8,8]{1,0} parameter(0)
