@@ -146,6 +146,8 @@ class Evaluator(ABC):
 
     name: str = "evaluator"
     version: str = "1"
+    in_program: bool = False  # kernel times are taken inside their program (datasets measure whole configurations)
+    seed: int = 0             # of the inputs it makes, where it makes any
 
     def __init__(self, target: str = "tpu", budget: "Budget | str | float | None" = None, store=None):
         self.target = target
@@ -250,6 +252,45 @@ class Evaluator(ABC):
 
 # --------------------------------------------------------------------------------------------------
 # Evaluators by name (autotune/plugins.py; entry-point group autotune.evaluators). A plug-in is an
+class ProgramEvaluator(Evaluator):
+    """An evaluator that also runs whole programs (real XLA): end-to-end times with their outputs
+    checked against a reference, and paired timing beside a reference. The Tuner verifies a fusion,
+    layout or tile result end to end with one of these (checked with ``isinstance``); a kernel-only
+    evaluator (the simulator) is verified by kernel sums."""
+
+    @property
+    def platform(self) -> str:
+        """The backend it runs on ("cpu", "cuda", ...)."""
+        return self.target
+
+    @property
+    def hand_fusions(self) -> bool:
+        """Whether hand-made ``fusion`` instructions compile as written (XLA:CPU: yes); where not,
+        configurations cannot be timed end to end."""
+        return True
+
+    @abstractmethod
+    def measure_program(self, hlo_text: str, *, reference: Optional[str] = None,
+                        disable_fusion: Optional[bool] = None,
+                        xla_flags: Optional[dict[str, Any]] = None) -> Measurement:
+        """One whole program's end-to-end time; with ``reference``, ``extra["outputs_match"]`` and
+        ``extra["output_error"]`` against that program's outputs on the same inputs."""
+
+    @abstractmethod
+    def measure_paired(self, reference_text: str, hlo_text: str, seconds: float, *,
+                       disable_fusion: Optional[bool] = None, xla_flags: Optional[dict[str, Any]] = None,
+                       pairs: int = 4, min_block_ms: float = 1.0,
+                       reference_options: Optional[dict[str, Any]] = None) -> Measurement:
+        """``hlo_text``'s time over ``reference_text``'s, timed beside it for about ``seconds``:
+        ``seconds`` of the answer is the median ratio, ``extra["ratios"]`` the paired ratios."""
+
+    def measure_in_program(self, space: Any, cfg: Any, kernels: Optional[Sequence[Any]] = None, *,
+                           runs: Optional[int] = None, reference: Optional[str] = None) -> Any:
+        """A fusion configuration's kernels timed inside its program (an evaluator with
+        ``in_program`` true implements it)."""
+        raise NotImplementedError(f"the {self.name} evaluator does not time kernels inside their program")
+
+
 # Evaluator class or factory called as factory(target=..., budget=..., store=..., seed=..., **options).
 
 def _as_evaluator_factory(obj: Any, spec: str) -> Any:

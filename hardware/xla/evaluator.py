@@ -34,7 +34,7 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
-from hardware.base import Budget, Evaluator, KernelLike, Measurement
+from hardware.base import Budget, KernelLike, Measurement, ProgramEvaluator
 from hardware.pool import MeasurementPool
 from hardware.xla._jaxlib import XlaStartError, _api, _first_line, _require_jaxlib, _target_for_platform
 from hardware.xla.accuracy import accuracy_fallback
@@ -253,7 +253,7 @@ def _faults_from_env() -> dict[str, str]:
     return faults
 
 
-class XlaEvaluator(Evaluator):
+class XlaEvaluator(ProgramEvaluator):
     """Kernel runtimes measured on the real backend through jaxlib (CPU here, GPU where present).
 
     Each kernel's ``to_hlo_module()`` text goes to a worker of a :class:`~hardware.pool.MeasurementPool`
