@@ -80,7 +80,8 @@ def fusion_problems(programs, target: str = "tpu", truth: Any = None) -> list:
     that model's."""
     from autotune.compiler.fusion import FusionSpace
     from autotune.compiler.program import Program
-    from autotune.tuning.tuner import ProgramCost, program_fingerprint
+    from autotune.tuning.checkpoint import program_fingerprint
+    from autotune.tuning.pricing import ProgramCost
     from hardware.simulator import TpuSimulator
     out = []
     for p in programs:
@@ -95,7 +96,7 @@ def tile_problems(programs, per_family: int, max_kernels: int, min_tiles: int) -
     import paper_tile_online as P
     from autotune.compiler.fusion import FusionSpace
     from autotune.compiler.program import Program
-    from autotune.tuning.tuner import program_fingerprint
+    from autotune.tuning.checkpoint import program_fingerprint
     cases = P.find_cases(programs, min_tiles=min_tiles, per_family=per_family, max_kernels=max_kernels,
                          log=lambda m: None)
     shas = {}
@@ -314,7 +315,7 @@ def kernel_history(problem: Problem, configs: list, kev: Any, store: Any, second
     """Standalone kernel measurements of `configs` (in order, for about `seconds`) recorded as the
     problem's history in `store` (what a kernel-sum run leaves there); returns the kernels measured."""
     from autotune.tuning.history import HistoryRecorder, RecordingCostModel
-    from autotune.tuning.tuner import ProgramCost
+    from autotune.tuning.pricing import ProgramCost
     from costmodels.base import EvaluatorCostModel
     model = RecordingCostModel(EvaluatorCostModel(kev), HistoryRecorder(store, "cpu", problem.sha, problem.program))
     cost = ProgramCost(problem.space, model.predict)

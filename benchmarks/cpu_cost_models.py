@@ -398,7 +398,7 @@ def reprice(rows: list, models: dict) -> list:
     models are compared on the same measured configurations without measuring again."""
     from autotune.compiler.fusion import FusionSpace
     from autotune.compiler.program import Program
-    from autotune.tuning.tuner import space_cost
+    from autotune.tuning.pricing import space_cost
     for row in rows:
         if "configs" not in row:
             raise SystemExit(f"error: the saved run of {row['program']} has no configuration encodings "
@@ -419,7 +419,7 @@ def program_ranking(path: str, models: dict, n_random: int, n_searched: int, rou
     from autotune.compiler.kernel import EMITTED_CPU_COMPILE_OPTIONS, emit_fused_text
     from autotune.compiler.program import Program
     from autotune.tuning.dataset import searched_configurations
-    from autotune.tuning.tuner import space_cost
+    from autotune.tuning.pricing import space_cost
     from costmodels.metrics import kendall
     from hardware import xla as X
 

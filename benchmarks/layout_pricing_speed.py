@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 
 from autotune.compiler.layouts import LayoutSpace  # noqa: E402
 from autotune.compiler.program import load_program  # noqa: E402
-from autotune.tuning.tuner import LayoutCost  # noqa: E402
+from autotune.tuning.pricing import LayoutCost  # noqa: E402
 from hardware.simulator import TpuSimulator  # noqa: E402
 
 PROGRAMS = ("resnet_small_train", "resnet_medium_train", "bert_medium_train", "resnet_large_train")

@@ -30,7 +30,8 @@ sys.path.insert(0, str(ROOT))
 from autotune.api import make_cost_model  # noqa: E402
 from autotune.compiler.layouts import LayoutSpace, complete_layout  # noqa: E402
 from autotune.compiler.program import load_program  # noqa: E402
-from autotune.tuning.tuner import LayoutCost, Tuner  # noqa: E402
+from autotune.tuning.pricing import LayoutCost  # noqa: E402
+from autotune.tuning.tuner import Tuner  # noqa: E402
 from costmodels.analytical import AnalyticalCostModel  # noqa: E402
 from costmodels.metrics import kendall  # noqa: E402
 from hardware.simulator import TpuSimulator  # noqa: E402

@@ -108,7 +108,7 @@ def move_agreement(program: str, n_moves: int, seed: int = 0) -> dict:
     from autotune.api import make_cost_model
     from autotune.compiler.fusion import FusionSpace
     from autotune.compiler.program import Program
-    from autotune.tuning.tuner import ProgramCost
+    from autotune.tuning.pricing import ProgramCost
     from hardware.simulator import TpuSimulator
     space = FusionSpace(Program.from_file(program), "tpu")
     rng = np.random.default_rng(seed)

@@ -453,7 +453,8 @@ def _run_tuner(space: Any, model: Any, model_name: str, strat: Any, strategy: st
     program's fingerprint when the caller has it already; `fingerprint_extra`: more options a checkpoint
     must match, e.g. strategy parameters and transfer); returns (TuningResult, the report's meta)."""
     from hardware.base import Budget
-    from autotune.tuning.tuner import Tuner, program_fingerprint
+    from autotune.tuning.checkpoint import program_fingerprint
+    from autotune.tuning.tuner import Tuner
 
     try:
         search_budget, budget_note = _search_budget(total, hw, model_name, started, load_s, budget_text)
@@ -677,7 +678,8 @@ def fusion(program: str, budget: str, cost_model: Optional[str], strategy: str, 
     from search.base import get_strategy
     from autotune.compiler.fusion import FusionSpace
     from autotune.tuning.report import write_fusion_outputs
-    from autotune.tuning.tuner import Tuner, program_fingerprint
+    from autotune.tuning.checkpoint import program_fingerprint
+    from autotune.tuning.tuner import Tuner
 
     started = _command_start()
     total, hw, hw_budget = _budget_split(budget, hw_budget)
@@ -968,7 +970,7 @@ def tile(program: str, top_k: int, strategy: str, trials: int, repeats: int, cos
     from autotune.tuning.tile_tuning import program_kernels, tune_program_tiles
 
     from autotune.tuning.history import HistoryRecorder
-    from autotune.tuning.tuner import program_fingerprint
+    from autotune.tuning.checkpoint import program_fingerprint
 
     seconds = _duration(budget, "--budget")
     strategy_cls = get_strategy(strategy)  # an unknown name fails before any work

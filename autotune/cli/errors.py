@@ -74,7 +74,7 @@ def friendly(fn: Callable) -> Callable:
         from autotune.compiler.hlo import HloParseError
         from autotune.compiler.program import ProgramError
         from autotune.tuning.store import StoreError
-        from autotune.tuning.tuner import TuningError
+        from autotune.tuning.result import TuningError
         try:
             return fn(*args, **kwargs)
         except click.ClickException:

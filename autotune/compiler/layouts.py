@@ -428,7 +428,7 @@ class LayoutSpace:
         and each has its `multiplicity`: what a cost model or the simulator prices."""
         return _default_kernels(Program.from_module(self.rewrite(cfg)), self.compilation_target)[1]
 
-    # ---- incremental pricing of a move (autotune.tuning.tuner.LayoutCost)
+    # ---- incremental pricing of a move (autotune.tuning.pricing.LayoutCost)
     # A move changes one tensor's layout; the kernels it changes lie around that node. `move_delta`
     # rebuilds a window of the computation (every instruction within `k` hops of the node) under the
     # parent's and the move's configuration, runs the same rewrite and default fusion on both, and
@@ -788,7 +788,7 @@ class LayoutSpace:
         return members, inputs
 
 # Kernel classes of a rewritten program, the analytical model's cost terms per configuration
-# (`kernel_class`; autotune.tuning.tuner.LayoutCost.terms): the learned layout models reweight them.
+# (`kernel_class`; autotune.tuning.pricing.LayoutCost.terms): the learned layout models reweight them.
 KERNEL_CLASSES = ("relayout", "convolution", "dot", "reduce", "elementwise", "other")
 
 

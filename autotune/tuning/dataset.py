@@ -445,7 +445,7 @@ def _build_layout_program(path: Path, evaluator: Any, target: str, n_cfgs: int,
     from costmodels.analytical import AnalyticalCostModel
     from autotune.compiler.layouts import LayoutSpace
     from autotune.compiler.program import Program
-    from autotune.tuning.tuner import LayoutCost
+    from autotune.tuning.pricing import LayoutCost
 
     program = Program.from_file(str(path))
     space = LayoutSpace(program, target)
@@ -473,7 +473,7 @@ def add_layout_analytical_terms(ds: "Dataset", log=None) -> int:
     from costmodels.analytical import AnalyticalCostModel
     from autotune.compiler.layouts import LayoutSpace
     from autotune.compiler.program import Program
-    from autotune.tuning.tuner import LayoutCost
+    from autotune.tuning.pricing import LayoutCost
     done = 0
     for name, rec in ds.programs.items():
         shard = ds.root / rec["file"]

@@ -178,7 +178,7 @@ def transfer_prior(space: Any, model: Any, same_units: bool = True) -> Callable[
     `same_units=False`: the trials measure something else than the model predicts (paired end-to-end
     trials against a kernel-sum model, autotune/tuning/paired_cost.py): the prior is then not added to
     the local model as it is but standardized and weighted by its correlation with the measurements."""
-    from autotune.tuning.tuner import is_fusion_space, space_cost
+    from autotune.tuning.pricing import is_fusion_space, space_cost
     cost = space_cost(space, model)
     log_seconds = is_fusion_space(space) or bool(getattr(model, "predicts_absolute", True))
 

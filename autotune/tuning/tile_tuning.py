@@ -21,7 +21,8 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Optional, Sequence
 
-from autotune.tuning.tuner import Tuner, TuningResult
+from autotune.tuning.result import TuningResult
+from autotune.tuning.tuner import Tuner
 
 __all__ = ["KernelTiling", "program_kernels", "tune_kernel_tiles", "tune_program_tiles"]
 

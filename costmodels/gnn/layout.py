@@ -19,7 +19,7 @@ autotune.compiler.layouts.KERNEL_CLASSES, learned weights exp(v_k) starting at 1
 `analytical_scale` (1 / the median spread of the analytical log ratio over the training programs) and a
 learned exp(w), plus the network's output, whose last layer starts at zero: untrained, the model ranks
 as the analytical model; training learns where the analytical model is wrong. `score_scale` converts
-score differences back to log runtime ratios (autotune.tuning.tuner.LearnedLayoutCost).
+score differences back to log runtime ratios (autotune.tuning.pricing.LearnedLayoutCost).
 
 Graph segment training (GST, Cao et al. 2023, TpuGraphs' baselines): with `segments` K > 1 the node
 list (module order) is cut into K contiguous segments, each encoded on its own (edges inside it);

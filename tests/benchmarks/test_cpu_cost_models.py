@@ -96,7 +96,7 @@ def test_saved_configurations_are_repriced_exactly():
     configurations themselves (any model can join a saved run's tables without measuring again)."""
     from autotune.compiler.fusion import FusionSpace
     from autotune.compiler.program import Program
-    from autotune.tuning.tuner import space_cost
+    from autotune.tuning.pricing import space_cost
     from costmodels.analytical import AnalyticalCostModel
     path = "examples/hlo/vae_small_infer.hlo"
     space = FusionSpace(Program.from_file(str(ROOT / path)), "cpu")

@@ -27,7 +27,7 @@ def fusion_case():
     """gnn_small_infer's fusion space with 40 configurations near the default and their simulated times."""
     from autotune.compiler.fusion import FusionSpace
     from autotune.compiler.program import Program
-    from autotune.tuning.tuner import ProgramCost
+    from autotune.tuning.pricing import ProgramCost
     from hardware.simulator import TpuSimulator
     space = FusionSpace(Program.from_file(os.path.join(REPO, "examples", "hlo", "gnn_small_infer.hlo")), "tpu")
     rng = np.random.default_rng(0)
@@ -42,7 +42,7 @@ def fusion_case():
 
 def test_readout_and_head_reproduce_the_shipped_model(fusion_case):
     """Before any fit, a configuration's value is the log of the shipped GNN's program time."""
-    from autotune.tuning.tuner import ProgramCost
+    from autotune.tuning.pricing import ProgramCost
     space, configs, _ = fusion_case
     local = GnnFineTune(space)
     rows, weights = local._rows(configs[:5])

@@ -50,7 +50,7 @@ def test_layout_dataset_shards_are_tpugraphs_layout_files_split_by_family(layout
     from autotune.compiler.layouts import LayoutSpace
     from autotune.compiler.program import Program
     from autotune.tuning.dataset import read_tpugraphs_layout
-    from autotune.tuning.tuner import LayoutCost
+    from autotune.tuning.pricing import LayoutCost
     from hardware.base import create_evaluator
     assert layout_ds.task == "layout" and sorted(layout_ds.programs) == sorted(PROGRAMS)
     fams = {}

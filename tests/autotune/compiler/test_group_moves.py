@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from autotune.compiler.fusion import FusionConfig, FusionSpace, FusionState
 from autotune.compiler.program import Program
-from autotune.tuning.tuner import ProgramCost
+from autotune.tuning.pricing import ProgramCost
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 HLO = os.path.join(ROOT, "examples", "hlo")

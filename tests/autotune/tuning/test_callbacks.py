@@ -11,7 +11,9 @@ from autotune.compiler.fusion import FusionSpace
 from autotune.compiler.program import Program
 from autotune.compiler.tiles import TileSpace
 from autotune.tuning.callbacks import Callback, EarlyStopping
-from autotune.tuning.tuner import CHECKPOINT, Tuner, TuningError
+from autotune.tuning.checkpoint import CHECKPOINT
+from autotune.tuning.result import TuningError
+from autotune.tuning.tuner import Tuner
 from search.random import RandomSearch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))

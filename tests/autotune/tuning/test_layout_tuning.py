@@ -14,7 +14,9 @@ from autotune.compiler.hlo import parse_hlo
 from autotune.compiler.layouts import LayoutSpace
 from autotune.compiler.program import Program, load_program
 from autotune.tuning.config_io import load_config, save_config
-from autotune.tuning.tuner import LayoutCost, Tuner, TuningError
+from autotune.tuning.pricing import LayoutCost
+from autotune.tuning.result import TuningError
+from autotune.tuning.tuner import Tuner
 from hardware.simulator import simulate
 from search.base import get_strategy
 
@@ -166,7 +168,7 @@ def _residual_model(space):
 def test_learned_layout_cost_is_the_analytical_price_times_the_learned_correction(vae):
     import torch
     from autotune.tuning.dataset import layout_config_features
-    from autotune.tuning.tuner import LearnedLayoutCost
+    from autotune.tuning.pricing import LearnedLayoutCost
     from costmodels.analytical import AnalyticalCostModel
     m = _residual_model(vae)
     rng = np.random.default_rng(1)

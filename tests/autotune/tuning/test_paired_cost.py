@@ -14,7 +14,8 @@ from autotune.compiler.fusion import FusionSpace
 from autotune.compiler.kernel import emit_fused_text
 from autotune.compiler.program import Program
 from autotune.tuning.paired_cost import PairedProgramCost
-from autotune.tuning.tuner import Tuner, space_cost
+from autotune.tuning.pricing import space_cost
+from autotune.tuning.tuner import Tuner
 from hardware.base import Measurement
 from search.base import get_strategy
 

@@ -1,7 +1,7 @@
 """The race's winner timed beside XLA's own compile of the original program (`confirm_paired`,
-`Tuner._confirm_paired`), on a fake machine whose speed drifts between timings: absolute race timings
-crown a slower program, the paired ratios do not; the winner is kept only when its interval is above
-1, else the result is to keep the original; budgets and failures."""
+`Verifier._confirm_paired` of autotune/tuning/verifier.py), on a fake machine whose speed drifts between
+timings: absolute race timings crown a slower program, the paired ratios do not; the winner is kept only
+when its interval is above 1, else the result is to keep the original; budgets and failures."""
 from __future__ import annotations
 
 import math
@@ -14,7 +14,8 @@ import pytest
 from autotune.compiler.fusion import FusionSpace
 from autotune.compiler.program import Program
 from autotune.tuning.report import _result_report
-from autotune.tuning.tuner import Tuner, TuningError
+from autotune.tuning.result import TuningError
+from autotune.tuning.tuner import Tuner
 from autotune.tuning.verification import PairedCheck, confirm_paired, median_interval
 from hardware.base import Budget, Measurement
 from search.base import get_strategy
@@ -118,7 +119,7 @@ def test_the_baseline_is_xla_s_own_compile_of_the_original():
     reference); every emitted program with the emission's options, checked against the original on
     its first timing; the paired timing compiles the original with XLA's defaults too."""
     from autotune.compiler.kernel import EMITTED_CPU_COMPILE_OPTIONS
-    from autotune.tuning.tuner import ORIGINAL_COMPILE_OPTIONS
+    from autotune.tuning.result import ORIGINAL_COMPILE_OPTIONS
     t, result, original = _tuned()
     ev = _DriftingMachine(original, other_s=0.8e-3)
     _verify(t, result, ev)

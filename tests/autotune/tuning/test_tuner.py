@@ -15,7 +15,9 @@ import pytest
 
 from autotune.compiler.fusion import FusionSpace
 from autotune.compiler.program import Program
-from autotune.tuning.tuner import ProgramCost, Tuner, TuningError
+from autotune.tuning.pricing import ProgramCost
+from autotune.tuning.result import TuningError
+from autotune.tuning.tuner import Tuner
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 HLO = os.path.join(ROOT, "examples", "hlo")
@@ -180,7 +182,7 @@ def test_written_configuration_carries_its_own_prediction(space, tmp_path):
     report price the configuration written, and the command line says which one it is."""
     from autotune.cli.app import _written_note
     from autotune.tuning.report import write_fusion_outputs
-    from autotune.tuning.tuner import TuningResult
+    from autotune.tuning.result import TuningResult
     default = space.default()
     other = space.neighbor(default, np.random.default_rng(0))
     r = TuningResult(best=other, best_cost=1e-3, default_cost=2e-3, evaluations=5, elapsed_s=0.1,
