@@ -25,6 +25,7 @@ from autotune.cli.errors import OneLineErrorsGroup, UserError
 from autotune.cli.errors import friendly as _friendly
 from autotune.compiler.targets import UnknownTargetError, get_target, target_names
 from autotune.tuning.paired_cost import DEFAULT_TRIAL_SECONDS, TRIAL_COSTS
+from hardware.base import ProgramEvaluator
 
 _XLA_EVALUATORS = ("xla", "xla-inprogram")  # evaluators that run programs on this machine's XLA
 MEASUREMENT_FAILED_EXIT = 3   # hardware measurement failed / nothing verified (outputs are written)
@@ -709,7 +710,7 @@ def fusion(program: str, budget: str, cost_model: Optional[str], strategy: str, 
         if paired and not measuring:
             raise UserError("--trial-cost paired: applies with --cost-model hardware (the search measures every "
                             "configuration)")
-        if paired and (not hasattr(ev, "measure_paired") or not getattr(ev, "hand_fusions", False)):
+        if paired and (not isinstance(ev, ProgramEvaluator) or not ev.hand_fusions):
             raise UserError(f"--trial-cost paired: needs an evaluator that times whole emitted programs side by side "
                             f"(--evaluator xla on the cpu backend), not {ev_name}")
         global_model, transfer_info, transfer_warnings = _setup_transfer(

@@ -375,7 +375,7 @@ def _build_program(path: Path, task: str, evaluator: Any, target: str, n_cfgs: i
     if task == "fusion":
         s_graph = np.arange(len(kernels))
         s_tiles: list = [""] * len(kernels)
-        if getattr(evaluator, "in_program", False):
+        if evaluator.in_program:
             rt, in_program = _measure_in_program(evaluator, space, cfgs, kernels)
             arrays.update(in_program)
         else:

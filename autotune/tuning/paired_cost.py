@@ -35,6 +35,8 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
+from hardware.base import ProgramEvaluator
+
 __all__ = ["PairedProgramCost", "TRIAL_COSTS", "DEFAULT_TRIAL_SECONDS"]
 
 TRIAL_COSTS = ("kernel-sum", "paired")  # `--trial-cost` choices
@@ -57,7 +59,7 @@ class PairedProgramCost:
                  pairs: int = 4, min_block_ms: float = 1.0, cache: Optional[dict] = None,
                  retries: int = 1, disturbed_factor: float = 2.0):
         from autotune.compiler.kernel import EMITTED_CPU_COMPILE_OPTIONS
-        if not hasattr(evaluator, "measure_paired"):
+        if not isinstance(evaluator, ProgramEvaluator):
             raise ValueError(f"paired trials need an evaluator that times two programs side by side "
                              f"(measure_paired: the xla evaluators); {type(evaluator).__name__} does not")
         if not seconds > 0:

@@ -39,6 +39,7 @@ from autotune.tuning.checkpoint import (CHECKPOINT, check_fingerprint, checkpoin
 from autotune.tuning.pricing import is_fusion_space, space_cost
 from autotune.tuning.result import TuningError, TuningResult
 from autotune.tuning.verifier import Verifier, measure_config
+from hardware.base import ProgramEvaluator
 
 # The names importers took from this module before pricing, checkpoints, the result and verification
 # moved to their own modules (re-exported so that they still can).
@@ -277,7 +278,7 @@ class Tuner:
         verification's spare time."""
         from hardware.base import Budget
         ev = self.evaluator
-        if (ev is None or not is_fusion_space(self.space) or hasattr(ev, "measure_program")
+        if (ev is None or not is_fusion_space(self.space) or isinstance(ev, ProgramEvaluator)
                 or self.budget.seconds is None or self._default_measurement is not None):
             return
         hw = self.hw_budget.seconds if isinstance(self.hw_budget, Budget) else Budget(self.hw_budget).seconds

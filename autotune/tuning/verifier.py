@@ -37,6 +37,7 @@ from autotune.compiler.layouts import XLA_CPU_DROPS_LAYOUTS
 from autotune.tuning.pricing import is_fusion_space, is_layout_space
 from autotune.tuning.result import ORIGINAL_COMPILE_OPTIONS, TuningResult, keep_original_text
 from autotune.tuning.verification import confirm_paired, race_programs, race_tiles
+from hardware.base import ProgramEvaluator
 
 
 def _sha256(text: str) -> str:
@@ -79,7 +80,7 @@ class Verifier:
         """Fill `result`'s verification within the hardware budget `hw` (a hardware.base.Budget) by the
         path for this space and evaluator (module docstring)."""
         ev = self.evaluator
-        if is_layout_space(self.space) and hasattr(ev, "measure_program"):
+        if is_layout_space(self.space) and isinstance(ev, ProgramEvaluator):
             self.layout_outputs(result, hw.seconds)
         elif is_layout_space(self.space):
             self.kernel_sums(result, hw)
@@ -87,7 +88,7 @@ class Verifier:
                 result.verification["how"] = result.verification["how"].replace("fused.hlo", "layouts.hlo")
         elif not is_fusion_space(self.space):
             self.tile_race(result, hw.seconds)
-        elif hasattr(ev, "measure_program") and getattr(ev, "hand_fusions", False):
+        elif isinstance(ev, ProgramEvaluator) and ev.hand_fusions:
             self.end_to_end(result, hw.seconds)
         else:
             self.kernel_sums(result, hw)
@@ -96,7 +97,7 @@ class Verifier:
         """Kernel-sum verification: the default first, then the top predictions in predicted order
         while the hardware budget `hw` lasts (the default and the best prediction always)."""
         ev = self.evaluator
-        exact = not hasattr(ev, "measure_program")  # the simulator times kernels; XLA runs programs
+        exact = not isinstance(ev, ProgramEvaluator)  # the simulator times kernels; XLA runs programs
         md, status = self.default_measurement or measure_config(self.space, self.space.default(), ev)
         result.measured_default = md if status == "ok" else None
         default_status = status
@@ -123,7 +124,7 @@ class Verifier:
         result.measured_best = best_m if best_cfg is not None else None
         result.measured_best_config = best_cfg
         result.measured_best_predicted = best_pred
-        name = getattr(ev, "name", type(ev).__name__)
+        name = ev.name
         result.verification = {
             "status": "verified" if best_cfg is not None else "failed",
             "method": "kernel-sum",
@@ -148,7 +149,7 @@ class Verifier:
             _warn(result, f"the best predicted configuration failed verification ({result.verified[0]['status']})")
         if not exact:
             # Kernel sums of real hardware are not the program that runs: no measured speedup.
-            result.verification["reason"] = (f"the {name} evaluator on {getattr(ev, 'platform', '?')} cannot run "
+            result.verification["reason"] = (f"the {name} evaluator on {ev.platform if isinstance(ev, ProgramEvaluator) else ev.target} cannot run "
                                              "hand-made fusions end to end; kernel sums are estimates")
             result.verification["kernel_sum_default_s"] = result.measured_default
             result.verification["kernel_sum_best_s"] = result.measured_best
@@ -186,11 +187,11 @@ class Verifier:
             chosen, chosen_pred = space.default(), result.default_cost
         result.measured_best_config = chosen
         result.measured_best_predicted = chosen_pred
-        name = getattr(ev, "name", type(ev).__name__)
+        name = ev.name
         result.verification = {
             "status": "verified" if chosen is not None else "failed", "method": "outputs", "exact": False,
-            "evaluator": name, "platform": getattr(ev, "platform", None),
-            "inputs": f"hardware.xla.verification_inputs (seed {getattr(ev, 'seed', 0)})",
+            "evaluator": name, "platform": ev.platform,
+            "inputs": f"hardware.xla.verification_inputs (seed {ev.seed})",
             "how": ("the default's and the best predicted configurations' programs (rewritten with their layouts and "
                     "copies) run end to end; their outputs compared with the original program's on the same inputs "
                     "(layouts change no values); the best predicted one that matches is kept"),
@@ -223,7 +224,7 @@ class Verifier:
             result.measured_best = race.entries[race.winner].best
             result.measured_best_config = space.decode(race.winner)
             result.measured_best_predicted = ranked[race.winner][1]
-        name = getattr(ev, "name", type(ev).__name__)
+        name = ev.name
         result.verification = {
             "status": "verified" if race.winner is not None else "failed",
             "method": "race", "exact": True, "evaluator": name, "estimate": "median",
@@ -256,7 +257,6 @@ class Verifier:
         from hardware.xla import OUTPUT_TOL, OUTPUT_TOL_16BIT
         started = time.monotonic()
         ev = self.evaluator
-        paired = hasattr(ev, "measure_paired")
         space = self.space
         original = self.reference_text if self.reference_text is not None else space.program.module.to_text()
         emitted: dict = {}    # text -> (rank or "default", FusionConfig, predicted seconds)
@@ -291,7 +291,7 @@ class Verifier:
                 return ev.measure_program(text, **ORIGINAL_COMPILE_OPTIONS)
             return ev.measure_program(text, reference=original if first else None, **EMITTED_CPU_COMPILE_OPTIONS)
 
-        race_seconds = seconds * (1 - self.paired_share) if paired and seconds is not None else seconds
+        race_seconds = seconds * (1 - self.paired_share) if seconds is not None else seconds
         race = race_programs(time_program, candidates(), race_seconds, baseline=original,
                              max_rounds=self.verify_rounds, min_rounds=min(2, self.verify_rounds))
         for text, e in race.entries.items():
@@ -322,12 +322,12 @@ class Verifier:
             "status": "verified" if verified_any else "failed",
             "method": "end-to-end",
             "exact": True,
-            "evaluator": getattr(ev, "name", type(ev).__name__),
-            "platform": getattr(ev, "platform", None),
+            "evaluator": ev.name,
+            "platform": ev.platform,
             "baseline": "original: XLA's own compile of the original program (default options)",
             "baseline_compile_options": ORIGINAL_COMPILE_OPTIONS,
             "compile_options": EMITTED_CPU_COMPILE_OPTIONS,
-            "inputs": f"hardware.xla.verification_inputs (seed {getattr(ev, 'seed', 0)})",
+            "inputs": f"hardware.xla.verification_inputs (seed {ev.seed})",
             "output_tolerance": {"float": OUTPUT_TOL, "16-bit float": OUTPUT_TOL_16BIT,
                                  "float of a program computing in 16-bit floats": OUTPUT_TOL_16BIT,
                                  "integer": "exact",
@@ -342,13 +342,13 @@ class Verifier:
                     "and the original timed again, interleaved, for at least two rounds and until the budget "
                     f"is spent or {self.verify_rounds} rounds are done; the lowest median over a program's "
                     "timings wins; when the original wins, or no candidate is shown faster, fused.hlo is the "
-                    "original program (keep it)" + (
-                        f"; the race had {1 - self.paired_share:.0%} of the hardware budget, then its winner was timed "
-                        "beside the original for the rest (paired: short alternating blocks O W O W ... O, each "
-                        "winner block over the original's block before it and over the one after it, so that the "
-                        "machine's drift cancels; the median ratio, with a block-bootstrap interval), and kept only "
-                        "if the whole "
-                        f"{self.paired_confidence:.0%} interval of the paired speedup is above 1" if paired else "")),
+                    "original program (keep it)"
+                    f"; the race had {1 - self.paired_share:.0%} of the hardware budget, then its winner was timed "
+                    "beside the original for the rest (paired: short alternating blocks O W O W ... O, each "
+                    "winner block over the original's block before it and over the one after it, so that the "
+                    "machine's drift cancels; the median ratio, with a block-bootstrap interval), and kept only "
+                    "if the whole "
+                    f"{self.paired_confidence:.0%} interval of the paired speedup is above 1"),
             "programs_timed": len(race.entries), "timings": race.timings, "race_rounds": race.rounds,
             "winner": (emitted[winner][0] if winner is not None else "original" if race.winner == original
                        else None),
@@ -379,9 +379,8 @@ class Verifier:
             self._keep_original(result, original, "XLA's own compile of the original won the race "
                                 f"({len(race.entries) - 1} tuned programs timed)")
             return
-        if paired:
-            remaining = None if seconds is None else max(0.0, seconds - (time.monotonic() - started))
-            self._confirm_paired(result, race, emitted, original, remaining)
+        remaining = None if seconds is None else max(0.0, seconds - (time.monotonic() - started))
+        self._confirm_paired(result, race, emitted, original, remaining)
 
     def _keep_original(self, result: TuningResult, original: str, why: str) -> None:
         """Nothing verified beats XLA's own compile of the original: the result is to keep the original

@@ -10,6 +10,8 @@ import sys
 
 import pytest
 
+from hardware.base import ProgramEvaluator
+
 pytest.importorskip("xgboost")
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -59,11 +61,15 @@ def test_arms_and_slow_arms_on_fusion_spaces():
     assert res["history"]["vae"]["program_names"] == ["autoencoder_small_infer"]
 
 
-class _RemeasureMachine:
+class _RemeasureMachine(ProgramEvaluator):
     """measure_paired answers a fixed ratio per emitted text (its re-measurement), with 40 block ratios
     around it; measure_program fails the texts in `wrong` (outputs that differ)."""
 
+    def _measure_batch(self, kernels, tiles):
+        raise AssertionError("a whole-program fake measures no kernels")
+
     def __init__(self, ratio_of_text: dict, wrong: set = frozenset()):
+        super().__init__(target="cpu")
         self.ratio_of_text, self.wrong = ratio_of_text, wrong
         self.paired = 0
 
@@ -111,10 +117,14 @@ def test_best_known_paired_follows_the_rule():
     assert B.trials_to_near([1.0] + [trial[k] for k in keys[:3]], min(trial.values())) == 2  # as it would raw
 
 
-class _CountingMachine:
+class _CountingMachine(ProgramEvaluator):
     """measure_program: the default's 1 ms; measure_paired: a ratio from the text's length; both counted."""
 
+    def _measure_batch(self, kernels, tiles):
+        raise AssertionError("a whole-program fake measures no kernels")
+
     def __init__(self):
+        super().__init__(target="cpu")
         self.calls = 0
 
     def measure_program(self, text, reference=None, **opts):

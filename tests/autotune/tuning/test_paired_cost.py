@@ -16,19 +16,23 @@ from autotune.compiler.program import Program
 from autotune.tuning.paired_cost import PairedProgramCost
 from autotune.tuning.pricing import space_cost
 from autotune.tuning.tuner import Tuner
-from hardware.base import Measurement
+from hardware.base import Measurement, ProgramEvaluator
 from search.base import get_strategy
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 TWO_OUTPUTS = os.path.join(ROOT, "tests", "fixtures", "hlo", "small", "two_outputs.hlo")
 
 
-class _PairedMachine:
+class _PairedMachine(ProgramEvaluator):
     """measure_program: the default's time (once); measure_paired: a ratio that is a function of the
     candidate text (its number of `fusion` instructions: more fused = faster here), or a failure for
     texts holding `fail_marker`."""
 
+    def _measure_batch(self, kernels, tiles):
+        raise AssertionError("a whole-program fake measures no kernels")
+
     def __init__(self, default_s: float = 2e-3, fail_all_paired: bool = False):
+        super().__init__(target="cpu")
         self.default_s = default_s
         self.program_calls = 0
         self.paired_calls: list = []

@@ -17,14 +17,14 @@ from autotune.tuning.report import _result_report
 from autotune.tuning.result import TuningError
 from autotune.tuning.tuner import Tuner
 from autotune.tuning.verification import PairedCheck, confirm_paired, median_interval
-from hardware.base import Budget, Measurement
+from hardware.base import Budget, Measurement, ProgramEvaluator
 from search.base import get_strategy
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 TWO_OUTPUTS = os.path.join(ROOT, "tests", "fixtures", "hlo", "small", "two_outputs.hlo")
 
 
-class _DriftingMachine:
+class _DriftingMachine(ProgramEvaluator):
     """A stand-in for XlaEvaluator on a drifting machine: `measure_program` answers a program's true
     time times the machine's speed at that moment, which happened to be 20% slower whenever the
     original was timed (a neighbour's job in phase with the race's rounds: a claimed 1.25x that
@@ -36,8 +36,12 @@ class _DriftingMachine:
     name = "fake-xla"
     platform = "cpu"
 
+    def _measure_batch(self, kernels, tiles):
+        raise AssertionError("a whole-program fake measures no kernels")
+
     def __init__(self, default_text: str, default_s: float = 1e-3, other_s: float = 1.05e-3,
                  pairs_per_call: int = 8, fail_paired: str | None = None, call_s: float = 0.02):
+        super().__init__(target="cpu")
         self.default_text = default_text
         self.default_s, self.other_s = default_s, other_s
         self.budget = Budget(None)
