@@ -24,25 +24,13 @@ from autotune import api
 from autotune.cli.errors import OneLineErrorsGroup, UserError
 from autotune.cli.errors import friendly as _friendly
 from autotune.compiler.targets import UnknownTargetError, get_target, target_names
+from autotune.tuning import budget as budget_model
 from autotune.tuning.paired_cost import DEFAULT_TRIAL_SECONDS, TRIAL_COSTS
 from hardware.base import ProgramEvaluator
 
 _XLA_EVALUATORS = ("xla", "xla-inprogram")  # evaluators that run programs on this machine's XLA
 MEASUREMENT_FAILED_EXIT = 3   # hardware measurement failed / nothing verified (outputs are written)
 INTERRUPTED_EXIT = 130
-# `fusion` keeps this much time per second of parsing the program for writing its outputs at the end
-# (fused.hlo emission, best_config.json, report; the plot apart): measured 0.55-0.86 s per second of parsing
-# on the 12/48/200-layer transformers of examples/scale on a quiet machine, up to 1.21 under a load average of
-# 13-16 (report.json budget_split outputs_s; BENCHMARKS.md, "Scale (issue 21)"), plus a fixed part.
-OUTPUT_SECONDS_PER_LOAD_SECOND = 1.25
-OUTPUT_FIXED_SECONDS = 0.2
-OUTPUT_PLOTS = 2.0  # search.png, in drawings of a small plot timed at start-up (the machine's current speed)
-# A --budget that start-up, verification and writing the outputs use up leaves the search nothing: it
-# cannot be held (the run would end late, having searched nothing), so it is refused with one line naming
-# the budget this program needs (exit 2), as soon as that is known: after parsing the program when parsing
-# alone used it up, else after start-up, before the search. The budget named leaves the search this much:
-MIN_SEARCH_SECONDS = 1.0
-NEEDED_BUDGET_MARGIN = 1.2  # the budget named: what this start-up needed, with room for the machine's load
 
 
 def _is_main_program() -> bool:
@@ -50,41 +38,6 @@ def _is_main_program() -> bool:
     script), not a caller that invoked it in-process (tests, notebooks)."""
     spec = getattr(sys.modules.get("__main__"), "__spec__", None)
     return getattr(spec, "name", None) == "autotune.cli.__main__" or os.path.basename(sys.argv[0]) == "autotune"
-
-
-_PLOT_SECONDS: list = []  # the timed drawing, once per process
-
-
-def _time_a_plot() -> float:
-    """Seconds of drawing a small search plot, after a first (untimed) drawing that imports and warms
-    up matplotlib: what writing search.png will take on this machine; 0 without matplotlib. Timed
-    once per process (a caller running several commands in-process pays it once)."""
-    if _PLOT_SECONDS:
-        return _PLOT_SECONDS[0]
-    import io
-    from autotune.tuning.report import plot_search
-    history = [(0.0, 0, 1e-3), (1.0, 10, 9e-4)]
-    try:
-        plot_search(history, io.BytesIO(), "warm-up", 1e-3)
-        t0 = time.monotonic()
-        plot_search(history, io.BytesIO(), "timed", 1e-3)
-        _PLOT_SECONDS.append(time.monotonic() - t0)
-    except Exception:  # noqa: BLE001 - no plotting library: write_fusion_outputs records the error
-        _PLOT_SECONDS.append(0.0)
-    return _PLOT_SECONDS[0]
-
-
-def _process_age() -> float:
-    """Seconds since this process started (Linux /proc; 0 elsewhere): the interpreter's start-up and
-    imports before a command began."""
-    try:
-        with open("/proc/self/stat") as f:
-            start_ticks = float(f.read().rsplit(")", 1)[1].split()[19])
-        with open("/proc/uptime") as f:
-            uptime = float(f.read().split()[0])
-        return max(uptime - start_ticks / os.sysconf("SC_CLK_TCK"), 0.0)
-    except (OSError, ValueError, IndexError):
-        return 0.0
 
 
 def _check_target(ctx: click.Context, param: click.Parameter, value: str) -> str:
@@ -362,67 +315,26 @@ def _search_options(cost_model_help: str, evaluator_help: str, hw_help: str, bat
 def _command_start() -> float:
     """When --budget's wall clock started: the process's start when it runs the command line itself
     (interpreter and imports count), else now."""
-    return time.monotonic() - (_process_age() if _is_main_program() else 0.0)
-
-
-def _verification_seconds(hw: float, model_name: Optional[str]) -> float:
-    """The part of --budget kept for verifying the best on hardware (none when the search itself measures)."""
-    return hw if hw > 0 and model_name != "hardware" else 0.0
-
-
-def _needed_budget(used_s: float, reserve_s: float, hw: float, total: float, model_name: Optional[str]) -> int:
-    """Whole seconds of --budget this program needs on this machine now: start-up (`used_s`), writing the
-    outputs, the least search and verification (a tenth of the budget when --hw-budget is the default)."""
-    need = used_s + reserve_s + MIN_SEARCH_SECONDS
-    if _verification_seconds(hw, model_name) > 0:
-        need = need / 0.9 if hw == total / 10 else need + hw
-    return int(math.ceil(need * NEEDED_BUDGET_MARGIN))
-
-
-def _budget_too_short(budget_text: str, need: int, startup_s: float, load_s: float, reserve_s: float,
-                      verify_s: float, early: bool) -> UserError:
-    verify = f", verification {verify_s:.1f}s" if verify_s > 0 else ""
-    return UserError(f"--budget {budget_text} is too short for this program: start-up {'alone ' if early else ''}took "
-                     f"{startup_s:.1f}s (parsing {load_s:.1f}s), writing the outputs needs about {reserve_s:.1f}s"
-                     f"{verify}, leaving nothing for the search; give it --budget "
-                     f"{need}s or more" + (" (at least: the fusion space and the cost model are not built yet)"
-                                           if early else ""))
+    return time.monotonic() - (budget_model.process_age() if _is_main_program() else 0.0)
 
 
 def _check_budget_after_parse(total: Optional[float], hw: float, model_spec: Optional[str], started: float,
                               load_s: float, budget_text: str) -> None:
-    """Refuse a --budget that parsing the program alone (with the outputs' reserve) used up, before the
-    fusion space, the cost model and the search are built (the rest of start-up only adds to it)."""
-    if total is None:
-        return
-    model_name = (model_spec or "").strip().lower()
-    verify_s = _verification_seconds(hw, model_name)
-    used = time.monotonic() - started
-    reserve_s = OUTPUT_FIXED_SECONDS + OUTPUT_SECONDS_PER_LOAD_SECOND * load_s
-    if total - used - reserve_s - verify_s <= 0:
-        need = _needed_budget(used, reserve_s, hw, total, model_name)
-        raise _budget_too_short(budget_text, need, used, load_s, reserve_s, verify_s, early=True)
+    """`budget_model.check_after_parse` as a one-line usage error."""
+    try:
+        budget_model.check_after_parse(total, hw, (model_spec or "").strip().lower(), time.monotonic() - started, load_s,
+                                 budget_text)
+    except budget_model.BudgetTooShort as e:
+        raise UserError(str(e)) from None
 
 
 def _search_budget(total: Optional[float], hw: float, model_name: str, started: float, load_s: float,
                    budget_text: str) -> tuple:
-    """(search seconds, the report's budget_split): --budget is the whole command's wall clock, so the
-    search gets what start-up (so far), hardware verification and writing the outputs (estimated from
-    this program's parse time and a timed small plot) do not; a budget that leaves nothing is refused
-    (UserError naming the budget this program needs)."""
-    if total is None:
-        return None, None
-    plot_s = _time_a_plot()  # importing and warming up the plot is start-up; one more drawing is timed
-    verify_s = _verification_seconds(hw, model_name)
-    startup_s = time.monotonic() - started
-    reserve_s = OUTPUT_FIXED_SECONDS + OUTPUT_PLOTS * plot_s + OUTPUT_SECONDS_PER_LOAD_SECOND * load_s
-    search_budget = total - startup_s - reserve_s - verify_s
-    if search_budget <= 0:
-        need = _needed_budget(startup_s, reserve_s, hw, total, model_name)
-        raise _budget_too_short(budget_text, need, startup_s, load_s, reserve_s, verify_s, early=False)
-    note = {"startup_s": round(startup_s, 3), "parse_s": round(load_s, 3), "output_reserve_s": round(reserve_s, 3),
-            "search_budget_s": round(search_budget, 3)}
-    return search_budget, note
+    """`budget_model.split_budget` from this command's start, as a one-line usage error when it cannot be held."""
+    try:
+        return budget_model.split_budget(total, hw, model_name, time.monotonic() - started, load_s, budget_text)
+    except budget_model.BudgetTooShort as e:
+        raise UserError(str(e)) from None
 
 
 def _stamp_wall(out: Path, report: dict, started: float) -> None:
@@ -683,9 +595,12 @@ def fusion(program: str, budget: str, cost_model: Optional[str], strategy: str, 
     from autotune.tuning.tuner import Tuner
 
     started = _command_start()
+    clock = budget_model.StartupClock(started, time.monotonic() - started)
     total, hw, hw_budget = _budget_split(budget, hw_budget)
     prog, load_s = _timed_load(program)
+    clock.mark("parse")
     space = FusionSpace(prog, target)
+    clock.mark("fusion_space")
     # No fusible edge: one configuration (the default), still emitted, reported and verified.
     no_edges = (f"{program}: no fusible producer->consumer edges on target {target}: the program has one "
                 "configuration, written as it is") if space.n_edges == 0 else None
@@ -702,8 +617,10 @@ def fusion(program: str, budget: str, cost_model: Optional[str], strategy: str, 
     out = Path(resume_dir) if resume_dir and not out_dir else _run_dir(program, out_dir, "fusion")
     _output_dir(out, "--out")
     ev = make_evaluator(evaluator, target, store, seed, scheduler=scheduler, workers=workers)
+    clock.mark("evaluator")
     try:
         model, model_name = make_cost_model(cost_model, "fusion", target, ev)
+        clock.mark("cost_model")
         program_sha = program_fingerprint(space)
         measuring = model_name == "hardware"
         paired = trial_cost == "paired"
@@ -736,6 +653,8 @@ def fusion(program: str, budget: str, cost_model: Optional[str], strategy: str, 
                                                      "transfer": api.transfer_fingerprint(transfer_info),
                                                      **({"trial_cost": "paired"} if paired else {})})
         result.warnings.extend(transfer_warnings)
+        if meta.get("budget_split"):
+            meta["budget_split"]["startup_breakdown"] = clock.breakdown(meta["budget_split"]["startup_s"])
         if getattr(strat, "prior_weight", None) is not None:
             transfer_info["prior_weight_last_fit"] = strat.prior_weight
         meta["strategy_params"] = {k: v for k, v in params.items() if k != "prior"}

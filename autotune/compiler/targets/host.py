@@ -20,7 +20,7 @@ from typing import Optional
 
 from autotune.compiler.targets.base import GiB, KiB, MiB, TargetSpec
 
-__all__ = ["host_cpu_spec", "measure_host", "host_cache_path", "host_machine"]
+__all__ = ["host_cpu_spec", "measure_host", "host_cache_dir", "host_cache_path", "host_machine"]
 
 # ------------------------------------------------------------------------------------------------
 # Host CPU (measured)
@@ -91,7 +91,8 @@ def _cpu_clock_hz() -> float:
     return 2.0e9
 
 
-def _cache_dir() -> Path:
+def host_cache_dir() -> Path:
+    """Where facts measured once per machine are cached: ``$XDG_CACHE_HOME/autotune`` (``~/.cache/autotune``)."""
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "autotune"
 
@@ -100,7 +101,7 @@ def host_cache_path() -> Path:
     """Where this machine's micro-benchmark results are cached (keyed by hostname and CPU model)."""
     key = f"{socket.gethostname()}|{_cpu_model()}|{os.cpu_count()}"
     digest = hashlib.sha1(key.encode()).hexdigest()[:16]
-    return _cache_dir() / f"host-cpu-{digest}.json"
+    return host_cache_dir() / f"host-cpu-{digest}.json"
 
 
 def _best_time(fn, repeats: int) -> float:
