@@ -330,7 +330,7 @@ def kernel_history(problem: Problem, configs: list, kev: Any, store: Any, second
 def remeasure_candidates(space: Any, ev: Any, configs: dict, cands: list, ratio_of: dict, reference: str) -> dict:
     """Steps 2-3 of the rules (here and benchmarks/autotvm_rule_v2.py): each candidate's outputs checked against the
     original program's, then re-timed beside the default for REMEASURE_S (median block ratio, 95% interval)."""
-    from autotune.compiler.kernel import EMITTED_CPU_COMPILE_OPTIONS, emit_fused_text
+    from autotune.compiler.emission import EMITTED_CPU_COMPILE_OPTIONS, emit_fused_text
     from autotune.tuning.verification import median_interval
     default_text = emit_fused_text(space, space.default(), header=True)
     remeasured: dict = {}
@@ -479,7 +479,7 @@ def run_xla_paired(programs, seeds: int, trials: int, log: Callable, arms: tuple
     from autotune.tuning.history import fit_global_model, load_history
     from autotune.tuning.store import MeasurementStore, MemoryStore
     from hardware.xla import TimingOptions, XlaEvaluator
-    from autotune.compiler.kernel import EMITTED_CPU_COMPILE_OPTIONS, emit_fused_text
+    from autotune.compiler.emission import EMITTED_CPU_COMPILE_OPTIONS, emit_fused_text
     journal = None
     if cache_path:
         journal = TrialJournal(cache_path, {"programs": list(programs), "paired_trial_s": PAIRED_TRIAL_S,

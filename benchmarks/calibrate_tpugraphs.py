@@ -50,7 +50,7 @@ _FREE = {"parameter", "constant", "tuple", "get-tuple-element"}
 
 
 class ModuleKernel:
-    """A kernel covering a whole (already fused) entry computation: duck-types autotune.compiler.kernel.Kernel
+    """A kernel covering a whole (already fused) entry computation: duck-types autotune.compiler.emission.Kernel
     for the tile geometry, the simulator and the analytical model."""
 
     def __init__(self, program: Program, name: str):

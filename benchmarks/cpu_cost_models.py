@@ -416,7 +416,7 @@ def program_ranking(path: str, models: dict, n_random: int, n_searched: int, rou
     """(b) for one program: measured end-to-end runtimes and each model's Kendall tau against them (the
     searched configurations come from `models`; `also_price` models only price them)."""
     from autotune.compiler.fusion import FusionSpace
-    from autotune.compiler.kernel import EMITTED_CPU_COMPILE_OPTIONS, emit_fused_text
+    from autotune.compiler.emission import EMITTED_CPU_COMPILE_OPTIONS, emit_fused_text
     from autotune.compiler.program import Program
     from autotune.tuning.dataset import searched_configurations
     from autotune.tuning.pricing import space_cost

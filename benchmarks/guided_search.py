@@ -132,7 +132,7 @@ def run_sim_job(job: dict) -> dict:
 def run_xla_job(job: dict) -> dict:
     """One (program, seed, start) on real XLA:CPU. job: program, seed, start, hw_budget (B, wall seconds),
     hw_chains, model_seconds, cost_model, rounds. Both arms are judged by interleaved end-to-end timing."""
-    from autotune.compiler.kernel import emit_fused_text
+    from autotune.compiler.emission import emit_fused_text
     from autotune.tuning.verification import race_programs
     from costmodels.base import EvaluatorCostModel
     from hardware.base import Budget, create_evaluator

@@ -129,7 +129,7 @@ def collect_kernels(program: str, n_random: int, walk: int, seed: int) -> tuple:
 
 def fresh(kernels: list) -> list:
     """New Kernel objects for the same kernels (their cached inputs and costs dropped)."""
-    from autotune.compiler.kernel import Kernel
+    from autotune.compiler.emission import Kernel
     return [Kernel(k.space, k.comp, k.root, k.members, k.hash) for k in kernels]
 
 

@@ -36,7 +36,7 @@ def stage_times(text: str, target: str, name: str = "<scale>",
     which another job on the machine does not inflate)."""
     from autotune.compiler.fusion import FusionSpace
     from autotune.compiler.hlo import parse_hlo
-    from autotune.compiler.kernel import emit_fused_text
+    from autotune.compiler.emission import emit_fused_text
     from autotune.compiler.program import Program
 
     out: dict[str, float] = {}

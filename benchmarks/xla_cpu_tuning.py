@@ -52,7 +52,7 @@ def main() -> None:
     args = ap.parse_args()
 
     from autotune.compiler.fusion import FusionSpace
-    from autotune.compiler.kernel import EMITTED_CPU_COMPILE_OPTIONS, emit_fused_text
+    from autotune.compiler.emission import EMITTED_CPU_COMPILE_OPTIONS, emit_fused_text
     from autotune.compiler.program import Program
     from autotune.tuning.tuner import Tuner
     from autotune.tuning.verification import confirm_paired

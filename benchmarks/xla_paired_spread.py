@@ -9,7 +9,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from autotune.compiler.fusion import FusionSpace
 from autotune.compiler.program import Program
-from autotune.compiler.kernel import EMITTED_CPU_COMPILE_OPTIONS, emit_fused_text
+from autotune.compiler.emission import EMITTED_CPU_COMPILE_OPTIONS, emit_fused_text
 from hardware.xla import XlaEvaluator
 def main():
     progs = sys.argv[1].split(",")

@@ -7,13 +7,13 @@ Optional extra ``xla`` (jax/jaxlib), imported lazily like :mod:`hardware.xla`.
 * :func:`check_program` emits configurations of a program for a target and checks each one on
   XLA:CPU: our parser and XLA's re-read the text, XLA compiles it (its verifier runs first) with the
   options a user would use (``xla``: XLA's defaults) and with those our evaluator measures with
-  (``measure``: :data:`autotune.compiler.kernel.EMITTED_CPU_COMPILE_OPTIONS`), runs it and compares the
+  (``measure``: :data:`autotune.compiler.emission.EMITTED_CPU_COMPILE_OPTIONS`), runs it and compares the
   outputs with the original's. Each (program, target) runs in its own subprocess: an XLA
   ``Check failed`` aborts the process, and then each (configuration, options) case is run alone to
   say which one did it.
 
 Configurations for a target other than ``cpu`` are checked in the form XLA:CPU can run
-(:func:`autotune.compiler.kernel.cpu_checkable`): every fusion kLoop, and kernels XLA:CPU cannot compile as
+(:func:`autotune.compiler.emission.cpu_checkable`): every fusion kLoop, and kernels XLA:CPU cannot compile as
 one loop fusion split into single instructions; each result says how many of the configuration's
 multi-instruction kernels were checked as fusions.
 
@@ -80,7 +80,7 @@ class ParityResult:
 
 
 def _compile_options(mode: str) -> dict:
-    from autotune.compiler.kernel import EMITTED_CPU_COMPILE_OPTIONS
+    from autotune.compiler.emission import EMITTED_CPU_COMPILE_OPTIONS
     if mode == "xla":
         return {}
     if mode == "measure":
@@ -101,7 +101,7 @@ def _check_in_process(path: str, target: str, specs: Sequence[str], modes: Seque
     (configuration, option set)."""
     from autotune.compiler.fusion import FusionSpace
     from autotune.compiler.hlo import parse_hlo
-    from autotune.compiler.kernel import cpu_checkable
+    from autotune.compiler.emission import cpu_checkable
     from autotune.compiler.program import Program
     from hardware.xla import accuracy_fallback, compile_hlo, computes_in_16bit, f64_accuracy, parse_hlo_text
 

@@ -213,7 +213,7 @@ def show(program: str, target: str, as_json: bool) -> None:
 def emit(program: str, target: str, config_path: Optional[str], output: str, no_metadata: bool) -> None:
     """Write the fused program (fusion instructions per kernel) for a configuration."""
     from autotune.compiler.fusion import FusionSpace
-    from autotune.compiler.kernel import emit_fused_text
+    from autotune.compiler.emission import emit_fused_text
 
     _output_file(output, "-o/--output")
     prog, _ = _load(program)
@@ -816,7 +816,7 @@ def measure(program: str, evaluator: Optional[str], target: str, config_path: Op
                       "kernels_total": len(kernels), "kernels_failed": failed,
                       "total_s": total if not failed else None, "kernels": rows}
         if end_to_end:
-            from autotune.compiler.kernel import EMITTED_CPU_COMPILE_OPTIONS, emit_fused_text
+            from autotune.compiler.emission import EMITTED_CPU_COMPILE_OPTIONS, emit_fused_text
             original = Path(program).read_text()
             m_cfg = ev.measure_program(emit_fused_text(space, cfg), reference=original, **EMITTED_CPU_COMPILE_OPTIONS)
             m_xla = ev.measure_program(original)

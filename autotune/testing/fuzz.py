@@ -450,7 +450,7 @@ def run_pipeline(text: str, filename: str = "fuzz.hlo") -> dict:
     from autotune.compiler.analysis import module_cost
     from autotune.compiler.fusion import FusionSpace
     from autotune.compiler.hlo import parse_hlo
-    from autotune.compiler.kernel import emit_fused_text
+    from autotune.compiler.emission import emit_fused_text
     from autotune.compiler.program import Program
     from autotune.compiler.targets import get_target
     from autotune.tuning.store import MemoryStore

@@ -58,7 +58,7 @@ class PairedProgramCost:
                  reference_text: Optional[str] = None, compile_options: Optional[dict] = None,
                  pairs: int = 4, min_block_ms: float = 1.0, cache: Optional[dict] = None,
                  retries: int = 1, disturbed_factor: float = 2.0):
-        from autotune.compiler.kernel import EMITTED_CPU_COMPILE_OPTIONS
+        from autotune.compiler.emission import EMITTED_CPU_COMPILE_OPTIONS
         if not isinstance(evaluator, ProgramEvaluator):
             raise ValueError(f"paired trials need an evaluator that times two programs side by side "
                              f"(measure_paired: the xla evaluators); {type(evaluator).__name__} does not")
@@ -93,7 +93,7 @@ class PairedProgramCost:
 
     # ---- the default: timed once, absolutely, its outputs checked
     def _emit(self, cfg: Any) -> str:
-        from autotune.compiler.kernel import emit_fused_text
+        from autotune.compiler.emission import emit_fused_text
         return emit_fused_text(self.space, cfg, header=True)
 
     def _start(self) -> None:

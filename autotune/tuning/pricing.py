@@ -70,7 +70,7 @@ class ProgramCost:
         return self.config_key(c) in self.config_cost
 
     def _price(self, refs: Sequence) -> None:
-        from autotune.compiler.kernel import Kernel
+        from autotune.compiler.emission import Kernel
         todo: dict = {}
         memo = self.memo
         for r in refs:

@@ -108,7 +108,7 @@ def write_fusion_outputs(out_dir: "str | Path", space: Any, result: Any, meta: d
     reported only for verified programs (`verification` says what was verified and how;
     `warnings` lists every failed or skipped step)."""
     from autotune.tuning.config_io import save_config
-    from autotune.compiler.kernel import emit_fused_text
+    from autotune.compiler.emission import emit_fused_text
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

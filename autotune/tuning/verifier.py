@@ -4,7 +4,7 @@ Run after the search (paper section 7):
 
 * an evaluator that runs whole programs and compiles hand-made fusions (XLA:CPU: `measure_program`,
   `hand_fusions`): each candidate is emitted exactly as fused.hlo is written
-  (`autotune.compiler.kernel.emit_fused_text`), compiled with `EMITTED_CPU_COMPILE_OPTIONS` and run end to
+  (`autotune.compiler.emission.emit_fused_text`), compiled with `EMITTED_CPU_COMPILE_OPTIONS` and run end to
   end; its outputs must match the original program's on the same random inputs
   (`hardware.xla.output_error`), and the candidates race the default configuration's program
   (`autotune.tuning.verification.race_programs`). Where the evaluator times two programs side by side
@@ -253,7 +253,7 @@ class Verifier:
         rest (`confirm_paired`): it is kept only if the paired speedup's interval is above 1. When no
         emitted program is shown faster, the result is to keep the original: fused.hlo is the original
         program with a header saying so (`keep_original_text`), and one warning line says it."""
-        from autotune.compiler.kernel import EMITTED_CPU_COMPILE_OPTIONS, emit_fused_text
+        from autotune.compiler.emission import EMITTED_CPU_COMPILE_OPTIONS, emit_fused_text
         from hardware.xla import OUTPUT_TOL, OUTPUT_TOL_16BIT
         started = time.monotonic()
         ev = self.evaluator
@@ -400,7 +400,7 @@ class Verifier:
                         seconds: Optional[float]) -> None:
         """Time the race's winner beside XLA's own compile of the original (`confirm_paired`); keep the
         original unless the paired speedup is above 1 beyond its interval (one warning line otherwise)."""
-        from autotune.compiler.kernel import EMITTED_CPU_COMPILE_OPTIONS
+        from autotune.compiler.emission import EMITTED_CPU_COMPILE_OPTIONS
         ev = self.evaluator
         ver = result.verification
         race_speedup = (result.measured_original / result.measured_best

@@ -96,7 +96,7 @@ class GnnFineTune:
         from costmodels.features import TILE_DIM, kernel_graphs, tile_features
         space = self.space
         if self.fusion:
-            from autotune.compiler.kernel import Kernel
+            from autotune.compiler.emission import Kernel
             refs = [space.state(c).refs() for c in configs]
             new: dict = {}
             for rs in refs:

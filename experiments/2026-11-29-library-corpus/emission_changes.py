@@ -14,7 +14,7 @@ import sys
 
 import numpy as np
 
-import autotune.compiler.kernel as K
+import autotune.compiler.emission as K
 from autotune.compiler.fusion import FusionSpace
 from autotune.compiler.program import Program
 from hardware.parity import config_for

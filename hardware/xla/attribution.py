@@ -97,7 +97,7 @@ def attribute_thunks(kernels: Sequence[Any], thunks: dict[str, dict], *,
     times and the unattributed ones add up to the executor's run; each kernel's ``extra`` keeps both
     parts (``thunk_seconds``, ``gap_seconds``, medians per run of it). Kernels need
     ``root_instruction`` (name, opcode, shape) and ``opcodes``. See :class:`InProgramTiming`."""
-    from autotune.compiler.kernel import emitted_kernel_root
+    from autotune.compiler.emission import emitted_kernel_root
     by_root: dict[str, int] = {}
     for i, k in enumerate(kernels):
         by_root.setdefault(k.root_instruction.name, i)

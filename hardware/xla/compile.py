@@ -146,7 +146,7 @@ def compile_hlo(text: str, *, disable_fusion: bool = False,
     flags = dict(xla_flags or {})
     if disable_fusion:
         passes = [p for p in str(flags.get("xla_disable_hlo_passes", "")).split(",") if p]
-        from autotune.compiler.kernel import XLA_FUSION_PASSES
+        from autotune.compiler.emission import XLA_FUSION_PASSES
         passes += list(XLA_FUSION_PASSES)
         flags["xla_disable_hlo_passes"] = ",".join(dict.fromkeys(passes))
     if "lapack_" in text:

@@ -412,7 +412,7 @@ class XlaEvaluator(ProgramEvaluator):
         program text whose outputs (XLA's default compilation, same inputs) this program's must
         match: ``extra["output_error"]``/``extra["outputs_match"]`` (:func:`output_error`).
         ``disable_fusion``/``xla_flags`` override the evaluator's compile options for this program
-        (e.g. ``autotune.compiler.kernel.EMITTED_CPU_COMPILE_OPTIONS`` for an emitted configuration).
+        (e.g. ``autotune.compiler.emission.EMITTED_CPU_COMPILE_OPTIONS`` for an emitted configuration).
 
         Not cached in the store. Its fault-hook key is the sha1 hex digest of the text.
         """
@@ -478,7 +478,7 @@ class XlaEvaluator(ProgramEvaluator):
         ``kernels``: the configuration's kernels to report (default: all, ``space.kernels(cfg)``). A
         failure (emission, compile, runtime, budget) fails the end-to-end measurement and every kernel
         with its status. Not cached in the store; CPU backend only (hand-made fusions)."""
-        from autotune.compiler.kernel import EMITTED_CPU_COMPILE_OPTIONS, emit_fused_text
+        from autotune.compiler.emission import EMITTED_CPU_COMPILE_OPTIONS, emit_fused_text
         kernels = list(space.kernels(cfg) if kernels is None else kernels)
 
         def failed(status: str, extra: Optional[dict] = None) -> InProgramTiming:

@@ -90,7 +90,7 @@ def test_best_known_paired_follows_the_rule():
     re-measured ratio when it has one; the program is open only when the best's interval is below 1/1.02."""
     import numpy as np
     from autotune.compiler.fusion import FusionSpace
-    from autotune.compiler.kernel import emit_fused_text
+    from autotune.compiler.emission import emit_fused_text
     from autotune.compiler.program import Program
     prog = os.path.join(REPO, "tests", "fixtures", "hlo", "small", "two_outputs.hlo")
     space = FusionSpace(Program.from_file(prog), "cpu")

@@ -84,7 +84,7 @@ def test_illegal_in_place_fusion_is_caught_as_a_mismatch(tmp_path):
     other numbers."""
     pytest.importorskip("jax")
     from autotune.compiler.fusion import FusionConfig, FusionSpace
-    from autotune.compiler.kernel import emit_fused_text
+    from autotune.compiler.emission import emit_fused_text
     from autotune.compiler.program import Program
     from hardware.xla import compile_hlo, output_error
     path = os.path.join(FIXTURES, "dus_shifted_window.hlo")
@@ -106,7 +106,7 @@ def test_emitted_transpose_into_reshape_computes_under_measure_options():
     program gives what XLA's default compile of the original gives."""
     pytest.importorskip("jax")
     from autotune.compiler.fusion import FusionSpace
-    from autotune.compiler.kernel import EMITTED_CPU_COMPILE_OPTIONS, emit_fused_text
+    from autotune.compiler.emission import EMITTED_CPU_COMPILE_OPTIONS, emit_fused_text
     from autotune.compiler.program import Program
     from hardware.xla import compile_hlo, verification_inputs
     path = os.path.join(FIXTURES, "loop_rotate_transpose.hlo")
@@ -127,7 +127,7 @@ def test_bf16_rounding_placement_is_judged_without_excess_precision():
     parity check judges such a program by the latter; a wrong program still fails there."""
     pytest.importorskip("jax")
     from autotune.compiler.fusion import FusionSpace
-    from autotune.compiler.kernel import emit_fused_text
+    from autotune.compiler.emission import emit_fused_text
     from autotune.compiler.program import Program
     from hardware.parity import check_program
     from hardware.xla import compile_hlo, output_error, strict_precision_error, verification_inputs

@@ -424,7 +424,7 @@ def test_output_error_metric():
 
 def test_measure_program_checks_outputs_against_a_reference(evaluator):
     from autotune.compiler.fusion import FusionSpace
-    from autotune.compiler.kernel import EMITTED_CPU_COMPILE_OPTIONS, emit_fused_text
+    from autotune.compiler.emission import EMITTED_CPU_COMPILE_OPTIONS, emit_fused_text
     from autotune.compiler.program import Program
     for name in ("donated_update", "random_normal", "two_outputs"):
         original = (SMALL / f"{name}.hlo").read_text()
@@ -552,7 +552,7 @@ def test_measure_program_judges_bf16_roundings_without_excess_precision(evaluato
     the original (excess precision keeps its fused chains in f32) and bit-identical without
     excess precision; a wrong program still fails."""
     from autotune.compiler.fusion import FusionSpace
-    from autotune.compiler.kernel import EMITTED_CPU_COMPILE_OPTIONS, emit_fused_text
+    from autotune.compiler.emission import EMITTED_CPU_COMPILE_OPTIONS, emit_fused_text
     from autotune.compiler.program import Program
     original = (SMALL.parent / "bf16_gelu_rmsnorm_loop.hlo").read_text()
     space = FusionSpace(Program.from_text(original), "cpu")

@@ -305,7 +305,7 @@ ENTRY e {
 def _profiled_once(text: str) -> tuple:
     """A program's default configuration emitted, compiled and profiled once: its kernels, the
     profile answer and the charged attribution."""
-    from autotune.compiler.kernel import EMITTED_CPU_COMPILE_OPTIONS, emit_fused_text
+    from autotune.compiler.emission import EMITTED_CPU_COMPILE_OPTIONS, emit_fused_text
     space = _space(text)
     kernels = [k for k in space.kernels(space.default()) if not k.is_trivial]
     emitted = X.strip_metadata(emit_fused_text(space, space.default()))

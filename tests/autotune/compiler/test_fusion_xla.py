@@ -16,7 +16,7 @@ pytest.importorskip("jax")
 
 from autotune.cli.app import main  # noqa: E402
 from autotune.compiler.fusion import FusionSpace  # noqa: E402
-from autotune.compiler.kernel import EMITTED_CPU_COMPILE_OPTIONS, emit_fused_text  # noqa: E402
+from autotune.compiler.emission import EMITTED_CPU_COMPILE_OPTIONS, emit_fused_text  # noqa: E402
 from autotune.compiler.program import Program  # noqa: E402
 from autotune.tuning.tuner import Tuner  # noqa: E402
 from hardware import xla as X  # noqa: E402

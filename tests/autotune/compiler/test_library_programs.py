@@ -12,7 +12,7 @@ import pytest
 
 from autotune.compiler.fusion import FusionSpace
 from autotune.compiler.hlo import parse_hlo
-from autotune.compiler.kernel import cpu_checkable, emit_fused_module, emit_fused_text
+from autotune.compiler.emission import cpu_checkable, emit_fused_module, emit_fused_text
 from autotune.compiler.program import Program
 from autotune.compiler.widen import WidenError, widen_to_f64
 

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from autotune.cli.app import main
 from autotune.compiler.fusion import FusionSpace
-from autotune.compiler.kernel import emit_fused_text
+from autotune.compiler.emission import emit_fused_text
 from autotune.compiler.opcodes import ELEMENTWISE
 from autotune.compiler.program import Computation, Program
 from autotune.compiler.targets import (CPU, TPU, TPU_V2, TPU_V3, CpuRules, FusionRules, Target, TpuRules,

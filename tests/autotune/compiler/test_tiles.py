@@ -193,7 +193,7 @@ CELL = """
 def fused_as_one(body: str):
     """All non-trivial default kernels of body as one kernel, as XLA:TPU may fuse them (TpuGraphs
     holds such fusions), beyond what the tpu fusion rules form (a dot's epilogue stays elementwise)."""
-    from autotune.compiler.kernel import Kernel
+    from autotune.compiler.emission import Kernel
     ks = kernels_of(body)
     members = tuple(sorted({m for k in ks for m in k.members}))
     root = max(k.root for k in ks)

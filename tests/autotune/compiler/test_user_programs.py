@@ -11,7 +11,7 @@ import pytest
 
 from autotune.compiler.fusion import FusionSpace
 from autotune.compiler.hlo import parse_hlo
-from autotune.compiler.kernel import emit_fused_text
+from autotune.compiler.emission import emit_fused_text
 from autotune.compiler.program import Program
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "hlo"

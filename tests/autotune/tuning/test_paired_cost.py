@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from autotune.compiler.fusion import FusionSpace
-from autotune.compiler.kernel import emit_fused_text
+from autotune.compiler.emission import emit_fused_text
 from autotune.compiler.program import Program
 from autotune.tuning.paired_cost import PairedProgramCost
 from autotune.tuning.pricing import space_cost

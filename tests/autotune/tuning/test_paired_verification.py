@@ -122,7 +122,7 @@ def test_the_baseline_is_xla_s_own_compile_of_the_original():
     """The original is timed with XLA's default options and never output-checked (it is the
     reference); every emitted program with the emission's options, checked against the original on
     its first timing; the paired timing compiles the original with XLA's defaults too."""
-    from autotune.compiler.kernel import EMITTED_CPU_COMPILE_OPTIONS
+    from autotune.compiler.emission import EMITTED_CPU_COMPILE_OPTIONS
     from autotune.tuning.result import ORIGINAL_COMPILE_OPTIONS
     t, result, original = _tuned()
     ev = _DriftingMachine(original, other_s=0.8e-3)

@@ -10,7 +10,7 @@ import pytest
 
 from autotune.compiler.fusion import FusionConfig, FusionSpace
 from autotune.compiler.hlo import parse_hlo
-from autotune.compiler.kernel import emit_fused_text
+from autotune.compiler.emission import emit_fused_text
 from autotune.compiler.program import Program
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
@@ -151,7 +151,7 @@ def _emitted(name: str, target: str, cfg=None):
 def _elementwise_fusions_with_rearranged_operands(module) -> list:
     """Fusions XLA's ReshapeMover would rewrite: elementwise-only, every operand a reshape of one
     same shape (the keepdims pattern: log(reshape(sum)) + reshape(max))."""
-    from autotune.compiler.kernel import _XLA_ELEMENTWISE
+    from autotune.compiler.emission import _XLA_ELEMENTWISE
     bodies = {c.name: c for c in module.computations}
     out = []
     for comp in module.computations:
@@ -185,7 +185,7 @@ def test_width_changing_bitcast_convert_is_never_inside_a_fusion():
         for cfg in (sp.default(), sp.random(np.random.default_rng(0), p=1.0)):
             module = parse_hlo(emit_fused_text(sp, cfg)) if target == "cpu" else None
             if module is None:
-                from autotune.compiler.kernel import cpu_checkable_text
+                from autotune.compiler.emission import cpu_checkable_text
                 module = parse_hlo(cpu_checkable_text(sp, cfg))
             for comp in module.computations:
                 if not comp.name.startswith("fused_"):

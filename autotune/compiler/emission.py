@@ -4,7 +4,7 @@ how to compile it so its fusions are the kernels that run, and its XLA:CPU-check
 The emission policy is the target's (`Target.xla_cpu_emission`, the rules' `wrap_single` and
 `inline_constants`). Kernels themselves (`Kernel`, `KernelRef`, a kernel's standalone module) live in
 autotune/compiler/fusion/kernels.py, signatures in autotune/compiler/signature.py; both are
-re-exported here for `from autotune.compiler.kernel import Kernel`.
+re-exported here for `from autotune.compiler.emission import Kernel`.
 """
 from __future__ import annotations
 
