@@ -122,7 +122,7 @@ def main(argv=None) -> dict:
         m = GnnCostModel("fusion" if loss == "mse" else "tile", hidden=a.hidden, layers=a.layers, loss=loss,
                          threads=a.model_threads or None)
         m.fit_scalers(graphs, tf)
-        opt = torch.optim.Adam(m.net.parameters(), lr=1e-3)
+        opt = torch.optim.Adam(m.net_.parameters(), lr=1e-3)
         bs = 64
         preps = [m.prepare_graph(batch[i]) for i in range(bs)]
         y = torch.from_numpy(rng.normal(size=bs).astype(np.float32))
@@ -131,8 +131,8 @@ def main(argv=None) -> dict:
                     np.concatenate([np.stack([p[3] for p in preps]), tf[:bs]], axis=1))
 
         def step():
-            m.net.train()
-            out = m.net(b)
+            m.net_.train()
+            out = m.net_(b)
             lo = torch.nn.functional.mse_loss(out, y) if loss == "mse" else pairwise_rank_loss(out, y, grp)
             opt.zero_grad()
             lo.backward()

@@ -77,7 +77,7 @@ def ranking(ds: Dataset, epochs: int, hops: int, segments: int, seeds: list, hid
             t0 = time.monotonic()
             if MODELS[name] is None:
                 m = LayoutXgbModel(seed=seed, nthread=1).fit(ds)
-                note = f"{m.best_iteration} rounds"
+                note = f"{m.best_iteration_} rounds"
             else:
                 loss, residual, gst_on = MODELS[name]
                 m = LayoutGnnModel(hops=hops, segments=segments if gst_on else 1, residual=residual, seed=seed,
@@ -117,7 +117,7 @@ def gst_child(data: str, program: str, segments: int, steps: int, hidden: int) -
     import torch
     torch.set_num_threads(1)
     from costmodels.features import FeatureScaler
-    m.scaler = FeatureScaler().fit([g.raw])
+    m.scaler_ = FeatureScaler().fit([g.raw])
     # warm-up (torch's first-use costs are not training's): one step of a throwaway model on 64 tiny segments
     warm = LayoutGnnModel(segments=64, seed=0, hidden=hidden, layers=3, loss="rank", rank_loss="listmle")
     fit_layout_gnn(warm, [warm.prepare(program, "warm-up", rec.arrays)], None, epochs=1, steps_per_epoch=1,

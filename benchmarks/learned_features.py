@@ -45,7 +45,7 @@ def _train_and_score(ds, *, seed: int, rounds: int, depth: int, lr: float, min_r
             "mape_pooled": res["pooled"]["m"]["mape"], "kendall_mean": res["summary"]["m"]["kendall"],
             "kendall_median": res["median"]["m"]["kendall"], "kendall_pooled": res["pooled"]["m"]["kendall"],
             "mape_all_mean": res["summary"]["m"]["mape_all"], "mape_all_pooled": res["pooled"]["m"]["mape_all"],
-            "best_iteration": m.best_iteration, "train_s": train_s,
+            "best_iteration": m.best_iteration_, "train_s": train_s,
             "per_program": {p: r["m"] for p, r in res["programs"].items()}}
 
 

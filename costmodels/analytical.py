@@ -87,11 +87,24 @@ class AnalyticalCostModel(CostModel):
     dedup_by_hash = False  # pricing a kernel costs less than its canonical hash (see ProgramCost)
 
     def __init__(self, target: Any = "tpu", scales: Optional[dict] = None):
-        self.spec = get_spec(target)
-        self.target = self.spec.name
-        self.scales = {k: 1.0 for k in KINDS}
-        if scales:
-            self.scales.update({k: float(v) for k, v in scales.items()})
+        self.target = target
+        self.scales = scales  # per-kind scales to start from (kinds not given: 1.0); `fit` learns `scales_`
+
+    @property
+    def spec(self) -> Any:
+        """The target's hardware spec (`get_spec`, looked up once per target)."""
+        cached = self.__dict__.get("_spec")
+        if cached is None or cached[0] is not self.target:
+            cached = self._spec = (self.target, get_spec(self.target))
+        return cached[1]
+
+    @property
+    def kind_scales(self) -> dict:
+        """The scale of each kernel kind in use: fitted (`scales_`), else the `scales` given, else 1.0."""
+        fitted = self.__dict__.get("scales_")
+        if fitted is not None:
+            return fitted
+        return {k: 1.0 for k in KINDS} | {k: float(v) for k, v in (self.scales or {}).items()}
 
     # ---- prediction
     def predict(self, kernels: Sequence[Any], tiles: Optional[Sequence[Any]] = None) -> np.ndarray:
@@ -100,7 +113,8 @@ class AnalyticalCostModel(CostModel):
             return np.zeros(0)
         s = self.spec
         launch = s.kernel_launch_s
-        sc = np.array([self.scales[k] for k in KINDS])
+        scales = self.kind_scales
+        sc = np.array([scales[k] for k in KINDS])
         if tiles is None:
             # Untiled (fusion task): five static numbers per kernel, no tile geometry (this is the
             # inner loop of fusion search, where most kernels are seen once).
@@ -116,21 +130,21 @@ class AnalyticalCostModel(CostModel):
     # ---- fitting
     def fit_scales(self, kernels: Sequence[Any], runtimes: Sequence[float],
                    tiles: Optional[Sequence[Any]] = None) -> dict:
-        """Per-kind scale by least squares on log runtimes (kinds with no data keep 1.0)."""
+        """Per-kind scale by least squares on log runtimes, set as `scales_` and returned (kinds with no data
+        keep the scale in use before)."""
         kernels = list(kernels)
         y = np.asarray(runtimes, float)
-        saved = self.scales
-        self.scales = {k: 1.0 for k in KINDS}
-        pred = self.predict(kernels, tiles)
-        self.scales = saved
+        new = dict(self.kind_scales)
+        unit = AnalyticalCostModel(self.target)
+        unit._spec = (self.target, self.spec)
+        pred = unit.predict(kernels, tiles)
         kind = untiled_rows(kernels)[:, 4].astype(int)
         ok = np.isfinite(y) & (y > 0) & np.isfinite(pred) & (pred > 0)
-        new = dict(self.scales)
         for i, k in enumerate(KINDS):
             m = ok & (kind == i)
             if m.any():
                 new[k] = float(np.exp(np.mean(np.log(y[m]) - np.log(pred[m]))))
-        self.scales = new
+        self.scales_ = new
         return new
 
     def fit(self, dataset: Any) -> "AnalyticalCostModel":
@@ -146,13 +160,16 @@ class AnalyticalCostModel(CostModel):
 
     def save(self, path: str) -> None:
         with open(path, "w") as f:
-            json.dump({"model": self.name, "target": self.target, "scales": self.scales}, f, indent=1)
+            json.dump({"model": self.name, "target": self.spec.name, "scales": self.kind_scales}, f, indent=1)
 
     @classmethod
     def load(cls, path: str) -> "AnalyticalCostModel":
+        """A saved model; its scales are fitted state (`scales_`)."""
         with open(path) as f:
             d = json.load(f)
-        return cls(d.get("target", "tpu"), d.get("scales"))
+        m = cls(d.get("target", "tpu"))
+        m.scales_ = m.kind_scales | {k: float(v) for k, v in (d.get("scales") or {}).items()}
+        return m
 
 
 register_cost_model("analytical", AnalyticalCostModel)

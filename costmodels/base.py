@@ -4,6 +4,11 @@ A cost model predicts kernel runtimes: `predict(kernels, tiles=None) -> np.ndarr
 scores where the model is rank-trained (then `predicts_absolute` is False: only the order within a
 kernel's tiles is meaningful). Trainable models add `fit(dataset)`, `save(path)`, `load(path)`.
 
+Cost models keep scikit-learn's estimator conventions (`Estimator`): `__init__` stores its named parameters
+and nothing else (an unknown one is a one-line TypeError), `get_params()` reads them back, and what `fit` or
+`load` learns lives in attributes ending in `_`, so `is_fitted()` can tell; a learned model used before it is
+fitted raises `NotFittedError`. `autotune.testing.contracts.check_cost_model` checks all of this.
+
 Models are found by name through the `COST_MODELS` registry (autotune/plugins.py): a registered or
 built-in name (`register_cost_model`), an entry point in the group `autotune.costmodels`, or
 `module:Class` (`module.Class` and `path/to/file.py:Class` also work). Any `Evaluator` can serve as a
@@ -11,15 +16,17 @@ cost model through `EvaluatorCostModel` (hardware in the loop; failures become +
 """
 from __future__ import annotations
 
+import functools
+import inspect
 from abc import ABC, abstractmethod
 from pathlib import Path
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, ClassVar, Iterable, Optional, Sequence
 
 import numpy as np
 
 from autotune.plugins import Registry, UnknownPluginError
 
-__all__ = ["CostModel", "EvaluatorCostModel", "register_cost_model", "get_cost_model", "list_cost_models",
+__all__ = ["CostModel", "Estimator", "NotFittedError", "OldFittedName", "reject_unknown_parameters", "EvaluatorCostModel", "register_cost_model", "get_cost_model", "list_cost_models",
            "UnknownCostModelError", "ENTRY_POINT_GROUP", "COST_MODELS", "check_model_scope"]
 
 ENTRY_POINT_GROUP = "autotune.costmodels"
@@ -39,7 +46,97 @@ def check_model_scope(path: str, kind: str, have_task: Any, have_target: Any, ta
                          f"this needs task {want_task}, target {want_target}")
 
 
-class CostModel(ABC):
+class NotFittedError(ValueError):
+    """A learned model used before `fit` or `load` (scikit-learn's NotFittedError; a ValueError, so the
+    command line prints it in one line)."""
+
+
+def reject_unknown_parameters(owner: str, given: Iterable[str], known: Iterable[str]) -> None:
+    """A TypeError in one line naming the unknown parameters among `given` and the known ones."""
+    known = list(known)
+    unknown = sorted(set(given) - set(known))
+    if unknown:
+        raise TypeError(f"{owner} got unknown parameter(s): {', '.join(unknown)} (accepted: {', '.join(known)})")
+
+
+class Estimator:
+    """scikit-learn's estimator conventions:
+
+    * `__init__` stores each named parameter under its own name and does nothing else: no network is built,
+      nothing global (torch's random state) is touched, values are validated where they are used (fit,
+      predict, load); only an unknown parameter name is refused at once (`reject_unknown_parameters`);
+    * `get_params()` reads the parameters back, so `type(m)(**m.get_params())` is an unfitted twin;
+    * what `fit` or `load` learns lives in instance attributes whose names end in `_`, which exist only once
+      fitted: `is_fitted()` tells, `check_is_fitted()` raises `NotFittedError` in one line. A model whose
+      class sets `requires_fit` False (the default) predicts without fitting.
+    """
+
+    requires_fit: ClassVar[bool] = False
+
+    def __init_subclass__(cls, **kw: Any) -> None:
+        """A subclass's `__init__` of named parameters refuses unknown ones in one line that lists the accepted
+        ones (Python's own TypeError names only the unknown one); one taking **kwargs checks them itself."""
+        super().__init_subclass__(**kw)
+        init = cls.__dict__.get("__init__")
+        if init is None:
+            return
+        params = inspect.signature(init).parameters
+        if any(p.kind is p.VAR_KEYWORD for p in params.values()):
+            return
+        known = [n for n, p in params.items() if n != "self" and p.kind is not p.VAR_POSITIONAL]
+
+        @functools.wraps(init)
+        def checked_init(self: Any, *args: Any, **kwargs: Any) -> None:
+            reject_unknown_parameters(type(self).__name__, kwargs, known)
+            init(self, *args, **kwargs)
+
+        cls.__init__ = checked_init  # type: ignore[misc]
+
+    def get_params(self) -> dict:
+        """The constructor's named parameters, read from the attributes of the same names."""
+        out = {}
+        for name, p in inspect.signature(type(self).__init__).parameters.items():
+            if name == "self" or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+                continue
+            if not hasattr(self, name):
+                raise AttributeError(f"{type(self).__name__} keeps no attribute {name!r} for its constructor "
+                                     f"parameter {name!r} (store each parameter under its own name, or override "
+                                     "get_params)")
+            out[name] = getattr(self, name)
+        return out
+
+    def fitted_attributes(self) -> list:
+        """Names of the instance attributes ending in `_` (what fit or load has set), sorted."""
+        return sorted(k for k in vars(self) if k.endswith("_") and not k.startswith("__"))
+
+    def is_fitted(self) -> bool:
+        """Whether the model can predict: it needs no fitting, or fit/load has set its `_` attributes."""
+        return not self.requires_fit or bool(self.fitted_attributes())
+
+    def check_is_fitted(self, what: Optional[str] = None, attributes: Sequence[str] = ()) -> None:
+        """NotFittedError unless `is_fitted()` (and every name in `attributes` is set); `what` names the
+        model in the message (default: its class)."""
+        if not self.is_fitted() or any(not hasattr(self, a) for a in attributes):
+            raise NotFittedError(f"the {what or type(self).__name__} is not trained (fit or load it first)")
+
+
+class OldFittedName:
+    """The name a fitted attribute had before the trailing `_` (scripts written before it read and set it):
+    reads the new attribute, or `default()` before fit as the old attribute read, and sets the new one."""
+
+    def __init__(self, new: str, default: Callable[[], Any] = lambda: None):
+        self.new, self.default = new, default
+
+    def __get__(self, obj: Any, owner: Any = None) -> Any:
+        if obj is None:
+            return self
+        return obj.__dict__[self.new] if self.new in obj.__dict__ else self.default()
+
+    def __set__(self, obj: Any, value: Any) -> None:
+        setattr(obj, self.new, value)
+
+
+class CostModel(Estimator, ABC):
     """Predicts kernel runtimes (seconds) or rank scores."""
 
     name: str = "costmodel"
@@ -73,12 +170,14 @@ class CostModel(ABC):
 class EvaluatorCostModel(CostModel):
     """Any `hardware.base.Evaluator` as a CostModel: measured seconds, +inf for a failure."""
 
-    name = "evaluator"
     predicts_absolute = True
 
     def __init__(self, evaluator: Any):
         self.evaluator = evaluator
-        self.name = f"evaluator:{getattr(evaluator, 'name', type(evaluator).__name__)}"
+
+    @property
+    def name(self) -> str:  # type: ignore[override]
+        return f"evaluator:{getattr(self.evaluator, 'name', type(self.evaluator).__name__)}"
 
     def predict(self, kernels: Sequence[Any], tiles: Optional[Sequence[Any]] = None) -> np.ndarray:
         kernels = list(kernels)

@@ -13,9 +13,12 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
+from costmodels.base import NotFittedError
+
 
 class TileRanker:
-    """sklearn-style: fit(X, y, groups, default_mask) / predict(X) / pick(X, default_mask).
+    """sklearn-style: fit(X, y, groups, default_mask) / predict(X) / pick(X, default_mask); fitted state
+    `model_` and `train_groups_` (the kernels it was fitted on) exist once fitted.
 
     y are measured runtimes (lower is better); groups name the kernel (the ranking query) of each row.
     `margin` is the score lead a tile needs over the default tile to be picked instead of it (fixed up
@@ -25,8 +28,6 @@ class TileRanker:
                  margin: float = 0.0, seed: int = 0, n_jobs: int = 1):
         self.n_estimators, self.max_depth, self.learning_rate = n_estimators, max_depth, learning_rate
         self.margin, self.seed, self.n_jobs = margin, seed, n_jobs
-        self.model_ = None
-        self.train_groups_: set = set()
 
     def fit(self, X: np.ndarray, y: np.ndarray, groups: Sequence) -> "TileRanker":
         """Fit on rows grouped by kernel; relevance = within-kernel rank of -runtime (ties equal)."""
@@ -50,8 +51,8 @@ class TileRanker:
 
     def predict(self, X: np.ndarray) -> np.ndarray:
         """Scores (higher = predicted faster)."""
-        if self.model_ is None:
-            raise RuntimeError("TileRanker.predict before fit")
+        if not hasattr(self, "model_"):
+            raise NotFittedError("the TileRanker is not trained (fit it first)")
         return self.model_.predict(np.asarray(X, np.float32))
 
     def pick(self, X: np.ndarray, default_mask: Optional[np.ndarray] = None) -> int:
@@ -136,22 +137,21 @@ class SimulatorResidual:
     ranks a kernel's tiles by the corrected simulator time. It keeps the default tile unless the
     corrected prediction of the best tile is faster by more than `threshold` (a log-time gap, fixed
     before seeing the kernel; `fit(..., threshold="loko_error")` sets it to `loko_gain_error` of the
-    training kernels)."""
+    training kernels). Fitted state: `model_`, `train_groups_` and `threshold_` (the threshold `pick` uses)."""
 
     def __init__(self, n_estimators: int = 300, max_depth: int = 3, learning_rate: float = 0.05,
                  threshold: float = 0.0, seed: int = 0, n_jobs: int = 1):
         self.n_estimators, self.max_depth, self.learning_rate = n_estimators, max_depth, learning_rate
         self.threshold, self.seed, self.n_jobs = threshold, seed, n_jobs
-        self.model_ = None
-        self.train_groups_: set = set()
 
-    def params(self) -> dict:
+    def get_params(self) -> dict:
         """Constructor arguments (to fit a twin on other kernels)."""
         return {"n_estimators": self.n_estimators, "max_depth": self.max_depth, "learning_rate": self.learning_rate,
                 "threshold": self.threshold, "seed": self.seed, "n_jobs": self.n_jobs}
 
     def fit(self, kernels: Sequence[KernelTiles], threshold: Optional[str] = None) -> "SimulatorResidual":
-        """Fit on the training kernels; threshold="loko_error" also sets `threshold` from them."""
+        """Fit on the training kernels; `threshold_` is the `threshold` given, or with threshold="loko_error"
+        the leave-one-kernel-out gain error of the training kernels (`loko_gain_error`)."""
         import xgboost as xgb
         if not len(kernels):
             raise ValueError("SimulatorResidual.fit needs at least one kernel")
@@ -169,21 +169,20 @@ class SimulatorResidual:
                                        random_state=self.seed, n_jobs=self.n_jobs, tree_method="hist")
         self.model_.fit(np.concatenate(X), np.concatenate(target), sample_weight=w * len(w) / w.sum())
         self.train_groups_ = {k.name for k in kernels}
-        if threshold == "loko_error":
-            self.threshold = loko_gain_error(kernels, **self.params())
+        self.threshold_ = loko_gain_error(kernels, **self.get_params()) if threshold == "loko_error" else self.threshold
         return self
 
     def predict(self, rows: np.ndarray, sim_log: np.ndarray, default: int) -> np.ndarray:
         """Corrected log time of each tile relative to the default tile (lower = predicted faster)."""
-        if self.model_ is None:
-            raise RuntimeError("SimulatorResidual.predict before fit")
+        if not hasattr(self, "model_"):
+            raise NotFittedError("the SimulatorResidual is not trained (fit it first)")
         r = self.model_.predict(np.asarray(rows, np.float32)).astype(float)
         s = np.asarray(sim_log, float)
         return (s - s[default]) + (r - r[default])
 
     def pick(self, rows: np.ndarray, sim_log: np.ndarray, default: int) -> int:
         """Index of the chosen tile: the best corrected time, unless it beats the default by <= threshold."""
-        return pick_with_threshold(self.predict(rows, sim_log, default), default, self.threshold)
+        return pick_with_threshold(self.predict(rows, sim_log, default), default, self.threshold_)
 
 
 def pick_with_threshold(corrected: np.ndarray, default: int, threshold: float) -> int:

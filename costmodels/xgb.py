@@ -29,7 +29,7 @@ from costmodels.features import (CPU_GEOMETRY_COLUMNS, CPU_GEOMETRY_GROUPS, GEOM
                                NUM_OPCODES, STATIC_COLUMNS, TILE_DIM, KernelGraph, feature_version, kernel_graph,
                                kernel_graphs, tile_features)
 
-from costmodels.base import CostModel, check_model_scope, register_cost_model
+from costmodels.base import CostModel, NotFittedError, OldFittedName, check_model_scope, register_cost_model
 
 __all__ = ["XgbCostModel", "kernel_vector", "kernel_static_vector", "KERNEL_VECTOR_DIM", "KERNEL_STATIC_DIM",
            "FORMAT_VERSION", "FEATURE_GROUPS"]
@@ -113,28 +113,43 @@ def _masked(X: np.ndarray, static: bool, drop: Sequence[str] = ()) -> np.ndarray
 
 
 class XgbCostModel(CostModel):
-    """Gradient-boosted trees on kernel-level features."""
+    """Gradient-boosted trees on kernel-level features. Fitted state: `booster_`, `y_mu_` and `y_sigma_` (the
+    standardization of log runtime), `best_iteration_` (early stopping's, or None)."""
 
     name = "xgboost"
+    requires_fit = True
+    # the names these attributes had before the fitted-state convention (costmodels.base.Estimator)
+    booster = OldFittedName("booster_")
+    y_mu = OldFittedName("y_mu_", lambda: 0.0)
+    y_sigma = OldFittedName("y_sigma_", lambda: 1.0)
+    best_iteration = OldFittedName("best_iteration_")
 
     def __init__(self, task: str = "fusion", target: str = "tpu", n_estimators: int = 300, max_depth: int = 6,
                  learning_rate: float = 0.1, subsample: float = 0.9, seed: int = 0, static_features: bool = True,
                  early_stopping_rounds: int = 30, nthread: Optional[int] = None, min_runtime_s: float = 0.0,
-                 drop_groups: Sequence[str] = (), **_: Any):
-        if task not in ("fusion", "tile"):
-            raise ValueError(f"task must be fusion or tile, not {task!r}")
-        unknown = [g for g in drop_groups if g not in FEATURE_GROUPS]
+                 drop_groups: Sequence[str] = ()):
+        self.task, self.target = task, target
+        self.n_estimators, self.max_depth, self.learning_rate = n_estimators, max_depth, learning_rate
+        self.subsample, self.seed, self.static_features = subsample, seed, static_features
+        self.early_stopping_rounds, self.nthread = early_stopping_rounds, nthread
+        self.min_runtime_s, self.drop_groups = min_runtime_s, drop_groups
+
+    @property
+    def params(self) -> dict:
+        """The training parameters, checked and typed (what a saved model records as "params")."""
+        return self.check_params()
+
+    def check_params(self) -> dict:
+        """`params`, or a one-line ValueError naming a bad value (scikit-learn checks values in fit)."""
+        if self.task not in ("fusion", "tile"):
+            raise ValueError(f"task must be fusion or tile, not {self.task!r}")
+        unknown = [g for g in self.drop_groups if g not in FEATURE_GROUPS]
         if unknown:
             raise ValueError(f"unknown feature group {unknown[0]!r} (known: {', '.join(FEATURE_GROUPS)})")
-        self.task, self.target = task, target
-        self.params = {"n_estimators": int(n_estimators), "max_depth": int(max_depth),
-                       "learning_rate": float(learning_rate), "subsample": float(subsample), "seed": int(seed),
-                       "static_features": bool(static_features), "early_stopping_rounds": int(early_stopping_rounds),
-                       "min_runtime_s": float(min_runtime_s), "drop_groups": list(drop_groups)}
-        self.nthread = nthread
-        self.booster = None
-        self.y_mu, self.y_sigma = 0.0, 1.0
-        self.best_iteration: Optional[int] = None
+        return {"n_estimators": int(self.n_estimators), "max_depth": int(self.max_depth),
+                "learning_rate": float(self.learning_rate), "subsample": float(self.subsample), "seed": int(self.seed),
+                "static_features": bool(self.static_features), "early_stopping_rounds": int(self.early_stopping_rounds),
+                "min_runtime_s": float(self.min_runtime_s), "drop_groups": list(self.drop_groups)}
 
     @property
     def predicts_absolute(self) -> bool:  # type: ignore[override]
@@ -142,21 +157,22 @@ class XgbCostModel(CostModel):
 
     # ---- training
     def _xy(self, samples: Any) -> tuple:
+        p = self.params
         rt = np.asarray(samples.runtime, np.float64)
         keep = np.isfinite(rt) & (rt > 0)
-        if self.task == "fusion" and self.params["min_runtime_s"] > 0:
-            keep &= rt >= self.params["min_runtime_s"]
+        if self.task == "fusion" and p["min_runtime_s"] > 0:
+            keep &= rt >= p["min_runtime_s"]
         ok = np.nonzero(keep)[0]
         graphs = [samples.graphs[samples.graph[i]] for i in ok]
         tf = samples.tile_feat[ok] if self.task == "tile" else None
-        X = _matrix(graphs, tf, self.params["static_features"], self.params["drop_groups"])
+        X = _matrix(graphs, tf, p["static_features"], p["drop_groups"])
         ly = np.log(rt[ok])
         groups = np.asarray(samples.program, np.int64)[ok] * 10_000_000 + np.asarray(samples.graph, np.int64)[ok]
         return X, ly, groups
 
-    def _dmatrix(self, X: np.ndarray, ly: np.ndarray, groups: np.ndarray):
+    def _dmatrix(self, X: np.ndarray, ly: np.ndarray, groups: np.ndarray, mu: float, sigma: float):
         import xgboost as xgb
-        y = (ly - self.y_mu) / self.y_sigma
+        y = (ly - mu) / sigma
         if self.task == "tile":  # integer relevance: dense rank of speed inside each kernel's group
             from scipy.stats import rankdata
             order = np.argsort(groups, kind="stable")
@@ -189,7 +205,8 @@ class XgbCostModel(CostModel):
     def fit_matrix(self, X: np.ndarray, log_runtime: np.ndarray, groups: np.ndarray) -> "XgbCostModel":
         """Fit on `KERNEL_VECTOR_DIM` feature rows (e.g. measurement history: `kernel_static_vector`
         and tile features), their log runtimes and query groups (one per kernel for the tile task)."""
-        X = _masked(np.asarray(X, np.float32).copy(), self.params["static_features"], self.params["drop_groups"])
+        p = self.params
+        X = _masked(np.asarray(X, np.float32).copy(), p["static_features"], p["drop_groups"])
         ly = np.asarray(log_runtime, np.float64)
         keep = np.isfinite(ly)
         return self._train(X[keep], ly[keep], np.asarray(groups, np.int64)[keep], None, False)
@@ -197,11 +214,11 @@ class XgbCostModel(CostModel):
     def _train(self, X: np.ndarray, ly: np.ndarray, g: np.ndarray, validation: Optional[tuple],
                verbose: bool) -> "XgbCostModel":
         import xgboost as xgb
+        p = self.params
         if len(X) == 0:
             raise ValueError("the training split has no successful measurements")
-        self.y_mu, self.y_sigma = float(ly.mean()), float(max(ly.std(), 1e-3))
-        dtrain = self._dmatrix(X, ly, g)
-        p = self.params
+        mu, sigma = float(ly.mean()), float(max(ly.std(), 1e-3))
+        dtrain = self._dmatrix(X, ly, g, mu, sigma)
         params = {"max_depth": p["max_depth"], "eta": p["learning_rate"], "subsample": p["subsample"],
                   "seed": p["seed"], "objective": "rank:pairwise" if self.task == "tile" else "reg:squarederror",
                   "tree_method": "hist", "verbosity": 0}
@@ -209,36 +226,37 @@ class XgbCostModel(CostModel):
             params.update({"eval_metric": "ndcg", "ndcg_exp_gain": False})
         if self.nthread:
             params["nthread"] = self.nthread
-        evals = [(self._dmatrix(*validation), "validation")] if validation is not None else []
+        evals = [(self._dmatrix(*validation, mu, sigma), "validation")] if validation is not None else []
         kw = {}
         if evals and p["early_stopping_rounds"] > 0:
             kw["early_stopping_rounds"] = p["early_stopping_rounds"]
-        self.booster = xgb.train(params, dtrain, num_boost_round=p["n_estimators"], evals=evals,
-                                 verbose_eval=verbose, **kw)
-        self.best_iteration = getattr(self.booster, "best_iteration", None) if kw else None
+        booster = xgb.train(params, dtrain, num_boost_round=p["n_estimators"], evals=evals,
+                            verbose_eval=verbose, **kw)
+        self.booster_, self.y_mu_, self.y_sigma_ = booster, mu, sigma
+        self.best_iteration_ = getattr(booster, "best_iteration", None) if kw else None
         return self
 
     # ---- inference
     def predict_graphs(self, graphs: Sequence[KernelGraph], tile_feat: Optional[np.ndarray] = None) -> np.ndarray:
         import xgboost as xgb
-        if self.booster is None:
-            raise ValueError("the XGBoost cost model is not trained (fit or load it first)")
+        self.check_is_fitted("XGBoost cost model")
         if not len(graphs):
             return np.zeros(0)
-        X = _matrix(graphs, tile_feat if self.task == "tile" else None, self.params["static_features"],
-                    self.params["drop_groups"])
+        p = self.params
+        X = _matrix(graphs, tile_feat if self.task == "tile" else None, p["static_features"], p["drop_groups"])
         kw = {}
-        if self.best_iteration is not None:
-            kw["iteration_range"] = (0, int(self.best_iteration) + 1)
-        out = self.booster.predict(xgb.DMatrix(X, nthread=self.nthread or -1), **kw).astype(np.float64)
+        if self.best_iteration_ is not None:
+            kw["iteration_range"] = (0, int(self.best_iteration_) + 1)
+        out = self.booster_.predict(xgb.DMatrix(X, nthread=self.nthread or -1), **kw).astype(np.float64)
         if self.task == "tile":
             return -out  # higher relevance = faster; scores: lower = faster
-        return np.exp(np.clip(self.y_mu + self.y_sigma * out, -80, 20))
+        return np.exp(np.clip(self.y_mu_ + self.y_sigma_ * out, -80, 20))
 
     def predict(self, kernels: Sequence[Any], tiles: Optional[Sequence[Any]] = None) -> np.ndarray:
         kernels = list(kernels)
         if not kernels:
             return np.zeros(0)
+        self.check_is_fitted("XGBoost cost model")
         graphs = kernel_graphs(kernels, self.target)
         tf = None
         if self.task == "tile":
@@ -250,12 +268,13 @@ class XgbCostModel(CostModel):
 
     # ---- persistence
     def save(self, path: str) -> None:
-        if self.booster is None:
-            raise ValueError("cannot save an untrained XGBoost cost model")
+        if not self.is_fitted():
+            raise NotFittedError("cannot save an untrained XGBoost cost model (fit or load it first)")
         write_model_doc(path, {"format": "autotune-xgb", "version": FORMAT_VERSION, "task": self.task,
-                               "target": self.target, "params": self.params, "y_mu": self.y_mu, "y_sigma": self.y_sigma,
-                               "best_iteration": self.best_iteration, "feature_dim": KERNEL_VECTOR_DIM,
-                               "feature_version": feature_version(self.target)}, self.booster)
+                               "target": self.target, "params": self.params, "y_mu": self.y_mu_,
+                               "y_sigma": self.y_sigma_, "best_iteration": self.best_iteration_,
+                               "feature_dim": KERNEL_VECTOR_DIM, "feature_version": feature_version(self.target)},
+                        self.booster_)
 
     @classmethod
     def load(cls, path: str, task: Optional[str] = None, target: Optional[str] = None) -> "XgbCostModel":
@@ -269,11 +288,20 @@ class XgbCostModel(CostModel):
             raise ValueError(f"{path}: XGBoost model trained with feature layout {have}, this autotune computes "
                              f"layout {want} for target {doc.get('target')}; retrain it with `autotune train --model xgboost`")
         check_model_scope(path, "XGBoost", doc.get("task"), doc.get("target"), task, target)
-        m = cls(doc["task"], doc["target"], **doc["params"])
-        m.booster = doc_booster(path, doc)
-        m.y_mu, m.y_sigma = float(doc["y_mu"]), float(doc["y_sigma"])
-        m.best_iteration = doc.get("best_iteration")
+        m = cls(doc["task"], doc["target"], **known_params(cls, doc["params"]))
+        m.check_params()
+        m.booster_ = doc_booster(path, doc)
+        m.y_mu_, m.y_sigma_ = float(doc["y_mu"]), float(doc["y_sigma"])
+        m.best_iteration_ = doc.get("best_iteration")
         return m
+
+
+def known_params(cls: type, saved: dict) -> dict:
+    """The saved parameters that `cls` takes (a file may record one this version no longer has: it had no
+    effect on the saved booster's predictions)."""
+    import inspect
+    names = inspect.signature(cls.__init__).parameters
+    return {k: v for k, v in saved.items() if k in names}
 
 
 def write_model_doc(path: str, doc: dict, booster: Any) -> None:

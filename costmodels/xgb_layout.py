@@ -22,10 +22,10 @@ from typing import Any, Optional
 import numpy as np
 
 from autotune.compiler.layouts import KERNEL_CLASSES
-from costmodels.base import check_model_scope
+from costmodels.base import Estimator, NotFittedError, OldFittedName, check_model_scope
 from costmodels.features import opcode_id
 from costmodels.gnn.layout import LAYOUT_INPUT_DIM, LayoutGraph
-from costmodels.xgb import doc_booster, read_model_doc, write_model_doc
+from costmodels.xgb import doc_booster, known_params, read_model_doc, write_model_doc
 
 __all__ = ["LayoutXgbModel", "layout_config_matrix", "LAYOUT_XGB_DIM"]
 
@@ -57,25 +57,32 @@ def layout_config_matrix(g: LayoutGraph) -> np.ndarray:
     return np.concatenate(parts, axis=1).astype(np.float32)
 
 
-class LayoutXgbModel:
-    """Layout-configuration ranking model: XGBoost rank:pairwise on `layout_config_matrix` rows."""
+class LayoutXgbModel(Estimator):
+    """Layout-configuration ranking model: XGBoost rank:pairwise on `layout_config_matrix` rows. Fitted state
+    (costmodels.base.Estimator): `booster_`, `best_iteration_` (early stopping's, or None)."""
 
     name = "xgboost"
     task = "layout"
     predicts_absolute = False
     score_scale = 1.0
     residual = False
+    requires_fit = True
+    booster = OldFittedName("booster_")  # the names before the fitted-state convention
+    best_iteration = OldFittedName("best_iteration_")
 
     def __init__(self, target: str = "tpu", n_estimators: int = 300, max_depth: int = 3,
                  learning_rate: float = 0.1, seed: int = 0, nthread: Optional[int] = 1,
                  early_stopping_rounds: int = 0):
         self.target = target
-        self.params = {"n_estimators": int(n_estimators), "max_depth": int(max_depth),
-                       "learning_rate": float(learning_rate), "seed": int(seed),
-                       "early_stopping_rounds": int(early_stopping_rounds)}
-        self.nthread = nthread
-        self.booster: Any = None
-        self.best_iteration: Optional[int] = None
+        self.n_estimators, self.max_depth, self.learning_rate = n_estimators, max_depth, learning_rate
+        self.seed, self.nthread, self.early_stopping_rounds = seed, nthread, early_stopping_rounds
+
+    @property
+    def params(self) -> dict:
+        """The training parameters, typed (what a saved model records as "params")."""
+        return {"n_estimators": int(self.n_estimators), "max_depth": int(self.max_depth),
+                "learning_rate": float(self.learning_rate), "seed": int(self.seed),
+                "early_stopping_rounds": int(self.early_stopping_rounds)}
 
     def prepare(self, name: str, family: str, arrays: dict, analytical_reference_s: Optional[float] = None) -> LayoutGraph:
         return LayoutGraph(name, family, arrays, None, 1, analytical_reference_s)
@@ -113,18 +120,18 @@ class LayoutXgbModel:
         if val and p["early_stopping_rounds"] > 0:
             kw = {"evals": [(self._dmatrix(val), "validation")], "early_stopping_rounds": p["early_stopping_rounds"],
                   "verbose_eval": False}
-        self.booster = xgb.train(params, self._dmatrix(train), num_boost_round=p["n_estimators"], **kw)
-        self.best_iteration = getattr(self.booster, "best_iteration", None) if kw else None
+        booster = xgb.train(params, self._dmatrix(train), num_boost_round=p["n_estimators"], **kw)
+        self.booster_ = booster
+        self.best_iteration_ = getattr(booster, "best_iteration", None) if kw else None
         return self
 
     def scores(self, g: LayoutGraph) -> np.ndarray:
         """Scores (lower = faster) of a prepared program's configurations."""
         import xgboost as xgb
-        if self.booster is None:
-            raise ValueError("the layout XGBoost model is not trained (fit or load it first)")
-        kw = {"iteration_range": (0, int(self.best_iteration) + 1)} if self.best_iteration is not None else {}
+        self.check_is_fitted("layout XGBoost model")
+        kw = {"iteration_range": (0, int(self.best_iteration_) + 1)} if self.best_iteration_ is not None else {}
         X = layout_config_matrix(g)
-        return -self.booster.predict(xgb.DMatrix(X, nthread=self.nthread or -1), **kw).astype(np.float64)
+        return -self.booster_.predict(xgb.DMatrix(X, nthread=self.nthread or -1), **kw).astype(np.float64)
 
     def predict_layouts(self, name: str, family: str, arrays: dict) -> np.ndarray:
         """Scores of every configuration of one layout record's arrays."""
@@ -132,11 +139,11 @@ class LayoutXgbModel:
 
     # ---- persistence
     def save(self, path: str) -> None:
-        if self.booster is None:
-            raise ValueError("cannot save an untrained layout XGBoost model")
+        if not self.is_fitted():
+            raise NotFittedError("cannot save an untrained layout XGBoost model (fit or load it first)")
         write_model_doc(path, {"format": "autotune-xgb", "version": LAYOUT_XGB_FORMAT_VERSION, "task": "layout",
-                               "target": self.target, "params": self.params, "best_iteration": self.best_iteration,
-                               "feature_dim": LAYOUT_XGB_DIM}, self.booster)
+                               "target": self.target, "params": self.params, "best_iteration": self.best_iteration_,
+                               "feature_dim": LAYOUT_XGB_DIM}, self.booster_)
 
     @classmethod
     def load(cls, path: str, target: Optional[str] = None) -> "LayoutXgbModel":
@@ -144,7 +151,7 @@ class LayoutXgbModel:
         check_model_scope(path, "XGBoost", doc.get("task"), doc.get("target"), "layout", target)
         if doc.get("version") != LAYOUT_XGB_FORMAT_VERSION or doc.get("feature_dim") != LAYOUT_XGB_DIM:
             raise ValueError(f"{path}: layout XGBoost model of another feature layout; retrain it")
-        m = cls(doc["target"], **doc["params"])
-        m.booster = doc_booster(path, doc)
-        m.best_iteration = doc.get("best_iteration")
+        m = cls(doc["target"], **known_params(cls, doc["params"]))
+        m.booster_ = doc_booster(path, doc)
+        m.best_iteration_ = doc.get("best_iteration")
         return m

@@ -235,13 +235,24 @@ try:  # the simulator also serves as a cost model ("sim")
     from costmodels.base import CostModel, register_cost_model
 
     class SimulatorCostModel(CostModel):
-        """The simulator as a CostModel (noise off by default)."""
+        """The simulator as a CostModel (noise off by default); parameters as `TpuSimulator`'s."""
 
         name = "sim"
         predicts_absolute = True
 
-        def __init__(self, target: str = "tpu", noise: float = 0.0, seed: int = 0, **kw: Any):
-            self.sim = TpuSimulator(target, noise=noise, seed=seed, **kw)
+        def __init__(self, target: str = "tpu", noise: float = 0.0, seed: int = 0,
+                     constants: Optional[SimConstants] = None, sim_seconds_per_item: float = 0.0):
+            self.target, self.noise, self.seed = target, noise, seed
+            self.constants, self.sim_seconds_per_item = constants, sim_seconds_per_item
+
+        @property
+        def sim(self) -> TpuSimulator:
+            """The simulator of these parameters (made on first use)."""
+            params = self.get_params()
+            made = self.__dict__.get("_sim")
+            if made is None or made[0] != params:
+                made = self._sim = (params, TpuSimulator(**params))
+            return made[1]
 
         def predict(self, kernels, tiles=None):
             return self.sim.simulate(kernels, tiles)

@@ -10,12 +10,14 @@ tuners and Optuna's samplers, reduced to two calls:
         configs = strategy.ask(n)             # up to n configurations (fewer is fine)
         strategy.tell(configs, costs(configs))  # seconds; inf for failures
 
-Contracts every strategy keeps (tests/search/test_strategies.py checks them):
+Contracts every strategy keeps (`autotune.testing.contracts.check_strategy` checks them, docs/plugins.md):
 - `ask(n)` returns between 1 and n valid configurations, unless `finished` is True (then it may
-  return []). It never returns the same configuration twice within one call.
+  return []). It never returns the same configuration twice within one call, nor one it asked before
+  (when every asked configuration is told).
 - `tell(configs, costs)` accepts any configurations of the space (also ones it never asked, e.g.
   warm starts from a store), in any order, and tolerates asked configurations that are never told.
-- The same seed and the same told costs give the same asks.
+- The same seed and the same told costs give the same asks; nothing global (numpy's or torch's random
+  state) is drawn from.
 - `state_dict()` is picklable (configurations stored as `space.encode(...)`, rng state included);
   `load_state_dict()` on a fresh instance over the same space resumes exactly where it stopped.
 

@@ -50,13 +50,14 @@ class GnnFineTune:
         self.target = target if isinstance(target, str) else str(getattr(target, "name", target))
         self._kind = target if isinstance(target, str) else str(getattr(target, "kind", self.target))
         self.gnn = gnn if gnn is not None else self._shipped()
+        self.gnn.check_is_fitted("GNN to fine-tune")
         if getattr(self.gnn, "members", 1) > 1:
             raise ValueError(f"model gnn: fine-tuning needs one GNN, not an ensemble of {self.gnn.members} "
                              "(its members' heads differ)")
-        if self.gnn.net.reduction == "node":
+        if self.gnn.net_.reduction == "node":
             raise ValueError("model gnn: the GNN's node reduction has no per-kernel readout to fine-tune on")
         self.absolute = bool(self.gnn.predicts_absolute)
-        self.head0 = copy.deepcopy(self.gnn.net.head.state_dict())
+        self.head0 = copy.deepcopy(self.gnn.net_.head.state_dict())
         self.steps, self.time_limit_s, self.lr = max(1, int(steps)), float(time_limit_s), float(lr)
         self._row_of: dict = {}          # kernel hash (fusion) / encoded tile -> row
         self._readouts: list = []        # chunks of [rows, readout width]
@@ -133,7 +134,7 @@ class GnnFineTune:
         z, lb = self._readout_tensor()
         idx = torch.as_tensor(rows)
         raw = head(z.index_select(0, idx)).squeeze(-1).double()
-        return self.gnn.y_mu + self.gnn.y_sigma * raw + lb.index_select(0, idx) if self.absolute else raw
+        return self.gnn.y_mu_ + self.gnn.y_sigma_ * raw + lb.index_select(0, idx) if self.absolute else raw
 
     def _values(self, head: Any, rows: list, weights: list) -> torch.Tensor:
         """Predicted log time (or score) of each configuration, differentiable in the head."""
@@ -155,7 +156,7 @@ class GnnFineTune:
         """Fine-tune a copy of the shipped head on (configurations, log cost); returns
         `score(configs, base_margin=None) -> array`, lower = predicted faster (standardized units)."""
         from costmodels.gnn.model import torch_threads
-        from costmodels.gnn.train import pairwise_rank_loss
+        from costmodels.gnn.train import pairwise_rank_loss, torch_seeded
         if objective not in ("rank", "reg"):
             raise ValueError(f"objective must be rank or reg, not {objective!r}")
         y = np.asarray(y_log, dtype=np.float64)
@@ -165,13 +166,12 @@ class GnnFineTune:
         if len(self._row_of) > self._max_rows():  # a long search: forget the readouts (earlier scores go stale)
             self._row_of, self._readouts, self._log_base, self._z, self._lb = {}, [], [], None, None
         rows, weights = self._rows(configs)
-        head = copy.deepcopy(self.gnn.net.head)
+        head = copy.deepcopy(self.gnn.net_.head)
         head.load_state_dict(self.head0)
         opt = torch.optim.Adam(head.parameters(), lr=self.lr)
         group = torch.zeros(len(y), dtype=torch.long)
         t0, steps, loss_value = time.monotonic(), 0, math.nan
-        with torch_threads(1):
-            torch.manual_seed(int(seed))
+        with torch_threads(1), torch_seeded(int(seed)):
             head.train()
             for steps in range(1, self.steps + 1):
                 v = self._values(head, rows, weights)

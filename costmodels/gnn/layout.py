@@ -40,8 +40,9 @@ import torch
 from autotune.compiler.layouts import KERNEL_CLASSES
 from costmodels.features import NUM_OPCODES, TPUGRAPHS_NODE_DIM, FeatureScaler, prune_layout_graph
 from costmodels.gnn.layers import GraphBatch
-from costmodels.gnn.model import GnnNet, normalize_config, torch_threads
-from costmodels.gnn.train import fit_layout_gnn, join_partials, segment_partials
+from costmodels.base import Estimator, OldFittedName, reject_unknown_parameters
+from costmodels.gnn.model import CONFIG_KEYS, GnnNet, normalize_config, torch_threads
+from costmodels.gnn.train import fit_layout_gnn, join_partials, segment_partials, torch_seeded
 
 __all__ = ["LAYOUT_INPUT_DIM", "LayoutGraph", "LayoutGnnModel", "analytical_log_ratio", "analytical_term_ratios",
            "config_node_features", "segment_bounds"]
@@ -201,35 +202,66 @@ class LayoutGraph:
                           torch.from_numpy(np.tile(np.arange(n), m)), torch.full((m,), n, dtype=torch.long), m)
 
 
-class LayoutGnnModel:
-    """Layout-configuration ranking model: a `GnnNet` of task "layout" and its feature scaler."""
+class LayoutGnnModel(Estimator):
+    """Layout-configuration ranking model: a `GnnNet` of task "layout" and its feature scaler. Fitted state
+    (costmodels.base.Estimator), set by fit or load: `net_`, `scaler_`, `analytical_scale_` (residual: score
+    units per unit of log analytical ratio), `history_`."""
 
     name = "gnn"
     task = "layout"
     predicts_absolute = False
+    requires_fit = True
+    # the names these attributes had before the fitted-state convention
+    net = OldFittedName("net_")
+    scaler = OldFittedName("scaler_", FeatureScaler)
+    analytical_scale = OldFittedName("analytical_scale_", lambda: 1.0)  # (1.0 until fitted)
+    history = OldFittedName("history_", list)
 
     def __init__(self, target: str = "tpu", threads: Optional[int] = 1, hops: Optional[int] = None,
                  segments: int = 1, residual: bool = False, **config: Any):
-        self.config = normalize_config(dict(config, task="layout", target=target, reduction="column"))
+        reject_unknown_parameters(type(self).__name__, config, ("target", "threads", "hops", "segments", "residual")
+                                  + tuple(k for k in CONFIG_KEYS if k not in ("task", "target", "residual")))
         self.target = target
         self.threads = threads
         self.hops = hops
-        self.segments = max(1, int(segments))
-        self.residual = bool(residual)
-        self.analytical_scale = 1.0  # residual: score units per unit of log analytical ratio (fit)
-        torch.manual_seed(int(config.get("seed", 0) or 0))
-        self.net = GnnNet(self.config, in_dim=TPUGRAPHS_NODE_DIM + LAYOUT_INPUT_DIM, num_opcodes=NUM_OPCODES)
-        if self.residual:  # the correction starts at zero: an untrained residual model ranks as the analytical one
-            last = [mod for mod in self.net.head.modules() if isinstance(mod, torch.nn.Linear)][-1]
+        self.segments = segments
+        self.residual = residual
+        self._config_params = dict(config)  # as given (`CONFIG_KEYS`); `config` adds the defaults
+
+    def get_params(self) -> dict:
+        return {"target": self.target, "threads": self.threads, "hops": self.hops, "segments": self.segments,
+                "residual": self.residual, **self._config_params}
+
+    @property
+    def config(self) -> dict:
+        """The network's configuration (task layout, column reduction), checked on first use (`normalize_config`)."""
+        cfg = self.__dict__.get("_config")
+        if cfg is None:
+            cfg = self._config = normalize_config(dict(self._config_params, task="layout", target=self.target,
+                                                       reduction="column"))
+        return cfg
+
+    @property
+    def num_segments(self) -> int:
+        """Graph segments (`segments`, at least 1)."""
+        return max(1, int(self.segments))
+
+    def init_network(self) -> GnnNet:
+        """A new untrained network as `net_`, its weights drawn from a generator seeded with config seed (torch's
+        global random state is left as it was). Residual: the correction starts at zero, so an untrained residual
+        model ranks as the analytical model."""
+        with torch_seeded(int(self.config.get("seed", 0) or 0)):
+            net = GnnNet(self.config, in_dim=TPUGRAPHS_NODE_DIM + LAYOUT_INPUT_DIM, num_opcodes=NUM_OPCODES)
+        if self.residual:
+            last = [mod for mod in net.head.modules() if isinstance(mod, torch.nn.Linear)][-1]
             torch.nn.init.zeros_(last.weight)
             torch.nn.init.zeros_(last.bias)
             # learned weights (logs, 0 = the analytical model): of the analytical term as a whole, so that
             # sharpening it costs the network nothing, and of each kernel class's part of the price
-            self.net.register_parameter("analytical_log_weight", torch.nn.Parameter(torch.zeros(())))
-            self.net.register_parameter("analytical_term_log_weights",
-                                        torch.nn.Parameter(torch.zeros(len(KERNEL_CLASSES))))
-        self.scaler = FeatureScaler()
-        self.history: list = []
+            net.register_parameter("analytical_log_weight", torch.nn.Parameter(torch.zeros(())))
+            net.register_parameter("analytical_term_log_weights", torch.nn.Parameter(torch.zeros(len(KERNEL_CLASSES))))
+        self.net_ = net
+        return net
 
     @property
     def loss_name(self) -> str:
@@ -240,16 +272,19 @@ class LayoutGnnModel:
     def score_scale(self) -> float:
         """Score units per unit of log runtime: a residual model's scores are its analytical log ratio
         times `analytical_scale` plus the network's correction (1 for a plain ranking model)."""
-        return self.analytical_scale * float(self.net.analytical_log_weight.detach().exp()) if self.residual else 1.0
+        if not self.residual:
+            return 1.0
+        return self.analytical_scale * float(self.net_.analytical_log_weight.detach().exp())
 
     def prepare(self, name: str, family: str, arrays: dict, analytical_reference_s: Optional[float] = None) -> LayoutGraph:
-        g = LayoutGraph(name, family, arrays, self.hops, self.segments, analytical_reference_s)
+        g = LayoutGraph(name, family, arrays, self.hops, self.num_segments, analytical_reference_s)
         if self.residual and g.analytical_terms is None:
             raise ValueError(f"{name}: the residual layout GNN needs the configurations' analytical prices "
                              "by kernel class (config_analytical_terms: `add_layout_analytical_terms` adds them "
                              "to a dataset built without them)")
-        if self.scaler.fitted:
-            g.scale(self.scaler)
+        scaler = self.__dict__.get("scaler_")
+        if scaler is not None and scaler.fitted:
+            g.scale(scaler)
         return g
 
     def offsets(self, g: LayoutGraph, configs: np.ndarray) -> torch.Tensor:
@@ -257,32 +292,31 @@ class LayoutGnnModel:
         if not self.residual:
             return torch.zeros(len(configs))
         terms = torch.from_numpy(g.analytical_terms[np.asarray(configs)].astype(np.float32))
-        reweighted = (terms * self.net.analytical_term_log_weights.exp()).sum(-1).clamp_min(1e-12)
-        return self.analytical_scale * self.net.analytical_log_weight.exp() * reweighted.log()
+        reweighted = (terms * self.net_.analytical_term_log_weights.exp()).sum(-1).clamp_min(1e-12)
+        return self.analytical_scale * self.net_.analytical_log_weight.exp() * reweighted.log()
 
     def fit_analytical_scale(self, graphs: list) -> None:
         """Residual: scale the analytical log ratio to unit spread, 1 / the median over the training
         programs of its standard deviation over their configurations."""
         spread = [float(np.std(g.analytical_ratio)) for g in graphs if g.analytical_ratio is not None]
         spread = [v for v in spread if v > 0]
-        self.analytical_scale = 1.0 / float(np.median(spread)) if spread else 1.0
+        self.analytical_scale_ = 1.0 / float(np.median(spread)) if spread else 1.0
 
     def scores(self, g: LayoutGraph, configs: Optional[np.ndarray] = None, chunk: int = 32) -> np.ndarray:
         """Scores (lower = faster) of a prepared program's configurations, without gradients."""
-        if not self.scaler.fitted:
-            raise ValueError("the layout GNN is not trained (fit or load it first)")
+        self.check_is_fitted("layout GNN", ("net_", "scaler_"))
         if g.x is None:
-            g.scale(self.scaler)
+            g.scale(self.scaler_)
         configs = np.arange(g.num_configs) if configs is None else np.asarray(configs)
         out = np.empty(len(configs))
-        self.net.eval()
+        self.net_.eval()
         with torch.inference_mode(), torch_threads(self.threads):
             for s in range(0, len(configs), chunk):
                 c = configs[s:s + chunk]
-                parts = [segment_partials(self.net, g, c, k) for k in range(len(g.bounds))]
+                parts = [segment_partials(self.net_, g, c, k) for k in range(len(g.bounds))]
                 sums = torch.stack([p[0] for p in parts], 1)
                 maxs = torch.stack([p[1] for p in parts], 1)
-                out[s:s + len(c)] = (join_partials(self.net, sums, maxs, g.num_nodes) + self.offsets(g, c)).double().numpy()
+                out[s:s + len(c)] = (join_partials(self.net_, sums, maxs, g.num_nodes) + self.offsets(g, c)).double().numpy()
         return out
 
     def predict_layouts(self, name: str, family: str, arrays: dict) -> np.ndarray:
@@ -297,6 +331,8 @@ class LayoutGnnModel:
         if not train:
             raise ValueError(f"dataset {dataset.root} has no programs in the train split")
         val = [self.prepare(n, f, r.arrays) for n, f, r in dataset.iter_layouts("validation")]
+        self.init_network()  # scikit-learn's fit: from scratch every time
+        self.analytical_scale_ = 1.0
         if self.residual:
             self.fit_analytical_scale(train)
         with torch_threads(self.threads):
@@ -305,10 +341,11 @@ class LayoutGnnModel:
 
     # ---- persistence
     def save(self, path: str) -> None:
+        self.check_is_fitted("layout GNN", ("net_", "scaler_"))
         st = {"format": LAYOUT_FORMAT, "version": LAYOUT_FORMAT_VERSION, "config": self.config, "target": self.target,
-              "hops": self.hops, "segments": self.segments, "residual": self.residual,
-              "analytical_scale": self.analytical_scale, "state_dict": self.net.state_dict(),
-              "scaler": self.scaler.state_dict(), "history": self.history,
+              "hops": self.hops, "segments": self.num_segments, "residual": bool(self.residual),
+              "analytical_scale": self.analytical_scale, "state_dict": self.net_.state_dict(),
+              "scaler": self.scaler_.state_dict(), "history": self.history_,
               "input_dim": TPUGRAPHS_NODE_DIM + LAYOUT_INPUT_DIM, "num_opcodes": NUM_OPCODES}
         tmp = f"{path}.tmp{os.getpid()}"
         torch.save(st, tmp)
@@ -328,13 +365,13 @@ class LayoutGnnModel:
         if st.get("version") != LAYOUT_FORMAT_VERSION or st.get("input_dim") != TPUGRAPHS_NODE_DIM + LAYOUT_INPUT_DIM \
                 or st.get("num_opcodes") != NUM_OPCODES:
             raise ValueError(f"{path}: layout GNN model of another format or feature layout; retrain it")
-        cfg = {k: v for k, v in st["config"].items() if k not in ("task", "target", "residual")}
+        cfg = {k: v for k, v in st["config"].items() if k in CONFIG_KEYS and k not in ("task", "target", "residual")}
         m = cls(st["target"], hops=st.get("hops"), segments=int(st.get("segments", 1)),
                 residual=bool(st.get("residual", False)), **cfg)
-        m.analytical_scale = float(st.get("analytical_scale", 1.0))
-        m.net.load_state_dict(st["state_dict"])
-        m.scaler = FeatureScaler.from_state(st["scaler"])
-        m.history = list(st.get("history", []))
+        m.analytical_scale_ = float(st.get("analytical_scale", 1.0))
+        m.init_network().load_state_dict(st["state_dict"])
+        m.scaler_ = FeatureScaler.from_state(st["scaler"])
+        m.history_ = list(st.get("history", []))
         return m
 
 

@@ -47,12 +47,14 @@ from autotune.compiler.tiles import default_tile
 
 KDIM = len(KERNEL_FEATURE_NAMES)
 KERNEL_STATIC = (0, 1, 2, 3, 4)  # flops, transcendentals, bytes read/written, intensity
-from costmodels.base import CostModel, check_model_scope, register_cost_model
+from costmodels.base import (CostModel, NotFittedError, OldFittedName, check_model_scope, register_cost_model,
+                             reject_unknown_parameters)
+from costmodels.gnn.train import torch_seeded
 
 from costmodels.gnn.layers import (DirectedSAGEConv, GATConv, GraphBatch, collate_prepared, scatter_max, scatter_mean,
                                   scatter_sum, to_padded)
 
-__all__ = ["GnnNet", "GnnEnsembleNet", "GnnCostModel", "DEFAULT_CONFIG", "LEGACY_CONFIG", "ENCODERS", "REDUCTIONS",
+__all__ = ["GnnNet", "GnnEnsembleNet", "GnnCostModel", "DEFAULT_CONFIG", "CONFIG_KEYS", "LEGACY_CONFIG", "ENCODERS", "REDUCTIONS",
            "FORMAT_VERSION", "PLE_GROUPS", "ple_columns", "mlp_head"]
 
 FORMAT_VERSION = 1
@@ -68,6 +70,8 @@ DEFAULT_CONFIG: dict = {
     "dropout": 0.0, "graph_features": True, "late_join": True, "geometry_features": False,
     "residual": False, "head_layers": 1, "head_hidden": None, "ple_bins": 0, "ple_groups": None,
 }
+# the configuration parameters of the GNN models (`GnnCostModel`, `costmodels.gnn.layout.LayoutGnnModel`)
+CONFIG_KEYS: tuple = tuple(DEFAULT_CONFIG) + ("seed",)
 # geometry groups (`GEOMETRY_GROUPS`) encoded piecewise-linearly by default (config ple_bins > 0): the groups
 # XGBoost's fusion predictions come from (SHAP, BENCHMARKS.md, "Piecewise-linear geometry in the GNN head")
 PLE_GROUPS = ("tile", "dot", "analytical")
@@ -294,25 +298,51 @@ class GnnEnsembleNet(nn.Module):
 # --------------------------------------------------------------------------------------------------
 class GnnCostModel(CostModel):
     """Learned kernel cost model (GNN). Task "fusion": log-runtime regression, predicts seconds.
-    Task "tile": rank-trained by default (scores; `predicts_absolute` False), or MSE (seconds)."""
+    Task "tile": rank-trained by default (scores; `predicts_absolute` False), or MSE (seconds).
+    Parameters: task, target, batch_size, threads and the configuration (`CONFIG_KEYS`). Fitted state
+    (costmodels.base.Estimator), set by fit or load: `net_` (the network), `node_scaler_`, `kernel_scaler_`,
+    `tile_scaler_` (feature scalers), `y_mu_`, `y_sigma_` (the standardization of log runtime), `history_`."""
 
     name = "gnn"
+    requires_fit = True
+    # the names these attributes had before the fitted-state convention
+    net = OldFittedName("net_")
+    node_scaler = OldFittedName("node_scaler_", FeatureScaler)
+    tile_scaler = OldFittedName("tile_scaler_", FeatureScaler)
+    kernel_scaler = OldFittedName("kernel_scaler_", FeatureScaler)
+    y_mu = OldFittedName("y_mu_", lambda: 0.0)
+    y_sigma = OldFittedName("y_sigma_", lambda: 1.0)
+    history = OldFittedName("history_", list)
 
     def __init__(self, task: str = "fusion", target: str = "tpu", batch_size: int = 256, threads: Optional[int] = 1,
                  **config: Any):
-        self.config = normalize_config(dict(config, task=task, target=target))
-        self.task, self.target = self.config["task"], self.config["target"]
-        self.batch_size = int(batch_size)
+        reject_unknown_parameters(type(self).__name__, config, ("task", "target", "batch_size", "threads") + CONFIG_KEYS)
+        self.task, self.target = task, target
+        self.batch_size = batch_size
         self.threads = threads  # torch intra-op threads while predicting/training (None: leave as is)
-        torch.manual_seed(int(config.get("seed", 0) or 0))
-        self.net = GnnNet(self.config)
-        self.node_scaler = FeatureScaler()
-        self.tile_scaler = FeatureScaler()
-        self.kernel_scaler = FeatureScaler()
-        self.history: list = []
-        self.y_mu, self.y_sigma = 0.0, 1.0  # log-runtime standardization (fitted on the training split)
+        self._config_params = dict(config)  # as given (`CONFIG_KEYS`); `config` adds the defaults
         self._prep_cache: dict = {}
         self._mask = None
+
+    def get_params(self) -> dict:
+        return {"task": self.task, "target": self.target, "batch_size": self.batch_size, "threads": self.threads,
+                **self._config_params}
+
+    @property
+    def config(self) -> dict:
+        """The network's configuration: `DEFAULT_CONFIG` under the parameters given, checked on first use
+        (`normalize_config`: a bad value is a one-line ValueError from fit, predict or load)."""
+        cfg = self.__dict__.get("_config")
+        if cfg is None:
+            cfg = self._config = normalize_config(dict(self._config_params, task=self.task, target=self.target))
+        return cfg
+
+    def init_network(self) -> "GnnNet":
+        """A new untrained network for the configuration, as `net_`: its weights are drawn from a generator
+        seeded with config seed, and torch's global random state is left as it was (`torch_seeded`)."""
+        with torch_seeded(int(self.config.get("seed", 0) or 0)):
+            self.net_ = GnnNet(self.config)
+        return self.net_
 
     @property
     def predicts_absolute(self) -> bool:  # type: ignore[override]
@@ -332,8 +362,8 @@ class GnnCostModel(CostModel):
         key = g.hash or id(g)
         p = self._prep_cache.get(key)
         if p is None:
-            x = self.node_scaler.transform(g.node_feat) * self._static_mask()
-            kf = self.kernel_scaler.transform(self._kernel_row(g)[None, :])[0]
+            x = self.node_scaler_.transform(g.node_feat) * self._static_mask()
+            kf = self.kernel_scaler_.transform(self._kernel_row(g)[None, :])[0]
             if not self.config["static_features"]:
                 kf[list(KERNEL_STATIC)] = 0.0
             p = (x.astype(np.float32), g.opcode, g.edge_index, kf.astype(np.float32))
@@ -359,8 +389,8 @@ class GnnCostModel(CostModel):
             for s0 in range(0, len(items), self.PREPARE_CHUNK):  # chunks: the temporaries stay in cache
                 chunk = items[s0:s0 + self.PREPARE_CHUNK]
                 new = [g for _, g in chunk]
-                x = self.node_scaler.transform(np.concatenate([g.node_feat for g in new]), self._static_mask())
-                kf = self.kernel_scaler.transform(self._kernel_rows(new))
+                x = self.node_scaler_.transform(np.concatenate([g.node_feat for g in new]), self._static_mask())
+                kf = self.kernel_scaler_.transform(self._kernel_rows(new))
                 if not self.config["static_features"]:
                     kf[:, list(KERNEL_STATIC)] = 0.0
                 kf = kf.astype(np.float32)
@@ -393,15 +423,19 @@ class GnnCostModel(CostModel):
         tf = np.asarray(tile_feat, np.float32).reshape(-1, TILE_DIM)
         if self.task == "fusion":
             return np.zeros_like(tf)
-        return self.tile_scaler.transform(tf)
+        return self.tile_scaler_.transform(tf)
 
     def fit_scalers(self, graphs: Sequence[KernelGraph], tile_feat: np.ndarray) -> None:
-        self.node_scaler = FeatureScaler().fit([g.node_feat for g in graphs])
+        """Fit the feature scalers (and the network's piecewise-linear bins) on training graphs (a part of fit:
+        builds the network when there is none yet)."""
+        if getattr(self, "net_", None) is None:
+            self.init_network()
+        self.node_scaler_ = FeatureScaler().fit([g.node_feat for g in graphs])
         rows = self._kernel_rows(graphs)
-        self.kernel_scaler = FeatureScaler().fit(rows)
-        self.net.set_ple_bins(self.kernel_scaler.transform(rows))
+        self.kernel_scaler_ = FeatureScaler().fit(rows)
+        self.net_.set_ple_bins(self.kernel_scaler_.transform(rows))
         tf = np.asarray(tile_feat, np.float32).reshape(-1, TILE_DIM)
-        self.tile_scaler = FeatureScaler().fit(tf if len(tf) else np.zeros((1, TILE_DIM), np.float32))
+        self.tile_scaler_ = FeatureScaler().fit(tf if len(tf) else np.zeros((1, TILE_DIM), np.float32))
         self._prep_cache.clear()
 
     # ---- inference
@@ -410,8 +444,7 @@ class GnnCostModel(CostModel):
         n = len(graphs)
         if n == 0:
             return np.zeros(0)
-        if not self.node_scaler.fitted:
-            raise ValueError("the GNN cost model is not trained (fit or load it first)")
+        self.check_is_fitted("GNN cost model")
         tf = np.zeros((n, TILE_DIM), np.float32) if tile_feat is None else np.asarray(tile_feat, np.float32)
         return self.forward_prepared(self.prepare_graphs(graphs), self.scale_tiles(tf))
 
@@ -421,8 +454,8 @@ class GnnCostModel(CostModel):
         [n, readout width] (`GnnNet.readout`)."""
         n = len(preps)
         out = np.empty(n) if not readout else None
-        self.net.eval()
-        bs = self.batch_size
+        self.net_.eval()
+        bs = int(self.batch_size)
         # sequence reductions pad every graph to the longest in the batch: batch similar sizes together
         order = (np.argsort([len(p[0]) for p in preps], kind="stable")
                  if self.config["reduction"] in ("lstm", "transformer") else np.arange(n))
@@ -431,9 +464,9 @@ class GnnCostModel(CostModel):
                 idx = order[s:s + bs]
                 b = collate_prepared([preps[i] for i in idx], tfs[idx])
                 if not readout:
-                    out[idx] = self.net(b).double().numpy()
+                    out[idx] = self.net_(b).double().numpy()
                     continue
-                r = self.net.readout(b).numpy()
+                r = self.net_.readout(b).numpy()
                 if out is None:
                     out = np.empty((n, r.shape[1]), np.float32)
                 out[idx] = r
@@ -447,7 +480,7 @@ class GnnCostModel(CostModel):
 
     def seconds(self, raw: np.ndarray, log_base: np.ndarray) -> np.ndarray:
         """Seconds from raw network outputs (standardized log runtime, over `log_baseline`)."""
-        return np.exp(np.clip(self.y_mu + self.y_sigma * np.asarray(raw, np.float64) + log_base, -80, 20))
+        return np.exp(np.clip(self.y_mu_ + self.y_sigma_ * np.asarray(raw, np.float64) + log_base, -80, 20))
 
     PIPELINE_CHUNK = 1024  # kernels featurized per step of a pipelined predict (a multiple of batch_size)
     WORKER_CHUNK = 512  # kernels per chunk of a predict featurized on two processes (a multiple of batch_size)
@@ -477,26 +510,23 @@ class GnnCostModel(CostModel):
         n = len(kernels)
         if not n:
             return np.zeros(0)
+        self.check_is_fitted("GNN cost model")
         if (self.task == "fusion" and self.featurize_workers and n >= self.WORKER_MIN_NEW
                 and self.config["reduction"] not in ("lstm", "transformer") and _usable_cores() >= 2
                 and fork_available() and uncached_count(kernels, self.target) >= self.WORKER_MIN_NEW
                 and (self.featurize_workers != "auto" or _a_core_is_free())):
-            if not self.node_scaler.fitted:
-                raise ValueError("the GNN cost model is not trained (fit or load it first)")
             raw = np.empty(n)
             log_base = np.empty(n)
-            chunk = max(self.WORKER_CHUNK // self.batch_size, 1) * self.batch_size
+            chunk = max(self.WORKER_CHUNK // int(self.batch_size), 1) * int(self.batch_size)
             for a, b, graphs in graphs_in_chunks(kernels, self.target, chunk):
                 raw[a:b], log_base[a:b] = self._network_stage(graphs, None)
             return self.seconds(raw, log_base) if self.predicts_absolute else raw
         tl = list(tiles) if tiles is not None else [None] * n
-        chunk = max(self.PIPELINE_CHUNK // self.batch_size, 1) * self.batch_size
+        chunk = max(self.PIPELINE_CHUNK // int(self.batch_size), 1) * int(self.batch_size)
         if n <= chunk or self.config["reduction"] in ("lstm", "transformer") or _usable_cores() < 2:
             # (sequence reductions sort their batches over all graphs; one core: nothing to overlap)
             graphs, tf = self._inputs(kernels, tl)
             return self.predict_graphs(graphs, tf)
-        if not self.node_scaler.fitted:
-            raise ValueError("the GNN cost model is not trained (fit or load it first)")
         raw = np.empty(n)
         log_base = np.empty(n)
         with ThreadPoolExecutor(1, thread_name_prefix="gnn-network") as pool:
@@ -555,6 +585,7 @@ class GnnCostModel(CostModel):
                 raise ValueError(f"dataset is for task {dataset.task!r}, the model for {self.task!r}")
         else:
             train = dataset
+        self.init_network()  # scikit-learn's fit: from scratch every time
         with torch_threads(self.threads):
             fit_gnn(self, train, validation, **train_kw)
         return self
@@ -563,7 +594,8 @@ class GnnCostModel(CostModel):
     @property
     def members(self) -> int:
         """Number of member networks: 1, or a seed ensemble's size (`ensemble`)."""
-        return len(self.net.members) if isinstance(self.net, GnnEnsembleNet) else 1
+        net = self.__dict__.get("net_")
+        return len(net.members) if isinstance(net, GnnEnsembleNet) else 1
 
     @classmethod
     def ensemble(cls, models: Sequence["GnnCostModel"], names: Optional[Sequence[str]] = None) -> "GnnCostModel":
@@ -586,8 +618,8 @@ class GnnCostModel(CostModel):
                 raise ValueError(f"{name}: an ensemble combines fusion/tile GNN cost models, not {type(m).__name__}")
             if m.members != 1:
                 raise ValueError(f"{name} is already an ensemble ({m.members} members): give its member files")
-            if not m.node_scaler.fitted:
-                raise ValueError(f"{name}: the GNN cost model is not trained")
+            if not m.is_fitted():
+                raise NotFittedError(f"{name}: the GNN cost model is not trained")
         for name, m in zip(names[1:], models[1:]):
             if (m.task, m.target) != (ref.task, ref.target):
                 raise ValueError(f"{name} is a {m.task} model for {m.target}, {names[0]} a {ref.task} model for "
@@ -598,19 +630,19 @@ class GnnCostModel(CostModel):
                 raise ValueError(f"{name} and {names[0]} differ in configuration ({', '.join(diff)}): ensemble "
                                  "members must be seeds of one recipe")
             same = (all(_same_state(getattr(m, s).state_dict(), getattr(ref, s).state_dict())
-                        for s in ("node_scaler", "kernel_scaler", "tile_scaler"))
-                    and (m.y_mu, m.y_sigma) == (ref.y_mu, ref.y_sigma)
-                    and all(torch.equal(m.net.state_dict()[k], ref.net.state_dict()[k])
-                            for k in ("ple_lo", "ple_w") if k in ref.net.state_dict()))
+                        for s in ("node_scaler_", "kernel_scaler_", "tile_scaler_"))
+                    and (m.y_mu_, m.y_sigma_) == (ref.y_mu_, ref.y_sigma_)
+                    and all(torch.equal(m.net_.state_dict()[k], ref.net_.state_dict()[k])
+                            for k in ("ple_lo", "ple_w") if k in ref.net_.state_dict()))
             if not same:
                 raise ValueError(f"{name} and {names[0]} were fitted on different training data (feature scalers, "
                                  "bins or runtime standardization differ): ensemble members must share them")
         out = cls(**strip(ref.config), batch_size=ref.batch_size, threads=ref.threads)
-        out.net = GnnEnsembleNet([copy.deepcopy(m.net) for m in models])
-        out.net.eval()
-        out.node_scaler, out.tile_scaler, out.kernel_scaler = ref.node_scaler, ref.tile_scaler, ref.kernel_scaler
-        out.y_mu, out.y_sigma = ref.y_mu, ref.y_sigma
-        out.history = [{"member": name, "seed": m.config.get("seed"), "history": m.history}
+        out.net_ = GnnEnsembleNet([copy.deepcopy(m.net_) for m in models])
+        out.net_.eval()
+        out.node_scaler_, out.tile_scaler_, out.kernel_scaler_ = ref.node_scaler_, ref.tile_scaler_, ref.kernel_scaler_
+        out.y_mu_, out.y_sigma_ = ref.y_mu_, ref.y_sigma_
+        out.history_ = [{"member": name, "seed": m.config.get("seed"), "history": m.history_}
                        for name, m in zip(names, models)]
         return out
 
@@ -621,22 +653,25 @@ class GnnCostModel(CostModel):
                 raise IndexError(f"member {i} of a single model")
             return self
         m = GnnCostModel(**self.config, batch_size=self.batch_size, threads=self.threads)
-        m.net = self.net.members[i]
-        m.node_scaler, m.tile_scaler, m.kernel_scaler = self.node_scaler, self.tile_scaler, self.kernel_scaler
-        m.y_mu, m.y_sigma = self.y_mu, self.y_sigma
+        m.net_ = self.net_.members[i]
+        m.node_scaler_, m.tile_scaler_, m.kernel_scaler_ = self.node_scaler_, self.tile_scaler_, self.kernel_scaler_
+        m.y_mu_, m.y_sigma_ = self.y_mu_, self.y_sigma_
         return m
 
     # ---- persistence
     def state(self) -> dict:
-        weights = ({"members": [n.state_dict() for n in self.net.members]} if self.members > 1
-                   else {"state_dict": self.net.state_dict()})
+        """What `save` writes (the file format keeps the names of before the fitted-state convention)."""
+        self.check_is_fitted("GNN cost model", ("net_", "node_scaler_"))
+        weights = ({"members": [n.state_dict() for n in self.net_.members]} if self.members > 1
+                   else {"state_dict": self.net_.state_dict()})
         return {"format": "autotune-gnn", "version": FORMAT_VERSION, "config": self.config,
                 "task": self.task, "target": self.target, **weights,
-                "node_scaler": self.node_scaler.state_dict(), "tile_scaler": self.tile_scaler.state_dict(),
-                "kernel_scaler": self.kernel_scaler.state_dict(),
-                "node_dim": NODE_DIM, "tile_dim": TILE_DIM, "num_opcodes": NUM_OPCODES, "history": self.history,
-                "feature_version": feature_version(self.target),
-                "y_mu": self.y_mu, "y_sigma": self.y_sigma}
+                "node_scaler": self.node_scaler_.state_dict(), "tile_scaler": self.tile_scaler_.state_dict(),
+                "kernel_scaler": self.kernel_scaler_.state_dict(),
+                "node_dim": NODE_DIM, "tile_dim": TILE_DIM, "num_opcodes": NUM_OPCODES,
+                "history": getattr(self, "history_", []), "feature_version": feature_version(self.target),
+                # (a model whose scalers alone are fitted has no runtime standardization yet: the identity)
+                "y_mu": getattr(self, "y_mu_", 0.0), "y_sigma": getattr(self, "y_sigma_", 1.0)}
 
     def save(self, path: str) -> None:
         tmp = f"{path}.tmp{os.getpid()}"
@@ -668,26 +703,28 @@ class GnnCostModel(CostModel):
                              f"autotune computes layout {want} for target {st.get('target')}; retrain it with "
                              f"`autotune train --model gnn`")
         check_model_scope(path, "GNN", st.get("task"), st.get("target"), task, target)
-        cfg = {**LEGACY_CONFIG, **dict(st["config"])}
+        cfg = {k: v for k, v in {**LEGACY_CONFIG, **dict(st["config"])}.items() if k in CONFIG_KEYS}
         m = cls(**cfg)
         try:
+            m.init_network()
             if "members" in st:  # a seed ensemble (`ensemble`): one state dict per member network
                 sds = list(st["members"])
                 if len(sds) < 2:
                     raise ValueError(f"{path}: a GNN ensemble file with {len(sds)} member(s)")
-                nets = [m.net] + [GnnNet(m.config) for _ in sds[1:]]
+                with torch_seeded(0):  # (the weights are loaded over the initial ones)
+                    nets = [m.net_] + [GnnNet(m.config) for _ in sds[1:]]
                 for net, sd in zip(nets, sds):
                     net.load_state_dict(sd)
-                m.net = GnnEnsembleNet(nets)
+                m.net_ = GnnEnsembleNet(nets)
             else:
-                m.net.load_state_dict(st["state_dict"])
+                m.net_.load_state_dict(st["state_dict"])
         except (RuntimeError, KeyError, TypeError) as e:
             raise ValueError(f"{path}: weights do not match the model configuration ({str(e).splitlines()[0]})") from None
-        m.node_scaler = FeatureScaler.from_state(st["node_scaler"])
-        m.tile_scaler = FeatureScaler.from_state(st["tile_scaler"])
-        m.kernel_scaler = FeatureScaler.from_state(st["kernel_scaler"])
-        m.history = list(st.get("history", []))
-        m.y_mu, m.y_sigma = float(st.get("y_mu", 0.0)), float(st.get("y_sigma", 1.0))
+        m.node_scaler_ = FeatureScaler.from_state(st["node_scaler"])
+        m.tile_scaler_ = FeatureScaler.from_state(st["tile_scaler"])
+        m.kernel_scaler_ = FeatureScaler.from_state(st["kernel_scaler"])
+        m.history_ = list(st.get("history", []))
+        m.y_mu_, m.y_sigma_ = float(st.get("y_mu", 0.0)), float(st.get("y_sigma", 1.0))
         return m
 
 

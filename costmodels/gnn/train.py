@@ -22,11 +22,12 @@ tile_feat ([S, TILE_DIM] raw), runtime (seconds), family_of_sample (family id pe
 """
 from __future__ import annotations
 
+import contextlib
 import copy
 import math
 import sys
 import time
-from typing import Any, Optional
+from typing import Any, Iterator, Optional
 
 import numpy as np
 import torch
@@ -36,7 +37,7 @@ from costmodels.metrics import ordered_pair_accuracy
 
 from costmodels.gnn.layers import collate_prepared
 
-__all__ = ["fit_gnn", "FUSION_RECIPE", "fit_layout_gnn", "segment_partials", "join_partials", "validate_layout", "pairwise_rank_loss",
+__all__ = ["fit_gnn", "torch_seeded", "FUSION_RECIPE", "fit_layout_gnn", "segment_partials", "join_partials", "validate_layout", "pairwise_rank_loss",
            "listmle_loss", "rank_loss", "family_weights", "SELECT_METRICS", "LR_SCHEDULES", "DRAWS"]
 
 SELECT_METRICS = ("loss", "mape")
@@ -54,6 +55,15 @@ DRAWS = ("families", "kernels")
 FUSION_RECIPE: dict = {"geometry_features": True, "residual": True, "large_weight": 10.0, "select": "mape",
                        "lr_schedule": "cosine", "lr": 2e-3, "head_layers": 2, "head_hidden": 256, "epochs": 25,
                        "ple_bins": 32, "patience": 25}
+
+
+@contextlib.contextmanager
+def torch_seeded(seed: int) -> Iterator[None]:
+    """torch's default generator seeded with `seed` inside the block and restored afterwards: what a model
+    draws (initial weights, dropout masks) is fixed by its seed, and the caller's random state is untouched."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(int(seed))
+        yield
 
 
 def pairwise_rank_loss(scores: torch.Tensor, y: torch.Tensor, group: torch.Tensor, kind: str = "hinge",
@@ -114,7 +124,7 @@ def _step(model: Any, opt: Any, loss: torch.Tensor) -> float:
     """One optimizer step on `loss` (gradients clipped to norm 5); returns the loss value."""
     opt.zero_grad()
     loss.backward()
-    torch.nn.utils.clip_grad_norm_(model.net.parameters(), 5.0)
+    torch.nn.utils.clip_grad_norm_(model.net_.parameters(), 5.0)
     opt.step()
     return float(loss.detach())
 
@@ -134,7 +144,7 @@ class _Checkpoints:
         self.history.append(rec)
         val = rec["val"]
         if math.isfinite(val) and val < self.best[0] - 1e-9:
-            self.best = (val, copy.deepcopy(self.model.net.state_dict()), rec["epoch"])
+            self.best = (val, copy.deepcopy(self.model.net_.state_dict()), rec["epoch"])
             self.bad = 0
             return False
         self.bad += 1
@@ -143,9 +153,9 @@ class _Checkpoints:
     def finish(self) -> list:
         """Load the best weights; the model's history (epochs, then best epoch and value)."""
         if self.best[1] is not None:
-            self.model.net.load_state_dict(self.best[1])
-        self.model.history = self.history + [{"best_epoch": self.best[2], "best_val": self.best[0]}]
-        return self.model.history
+            self.model.net_.load_state_dict(self.best[1])
+        self.model.history_ = self.history + [{"best_epoch": self.best[2], "best_val": self.best[0]}]
+        return self.model.history_
 
 
 class _Prepared:
@@ -163,7 +173,7 @@ class _Prepared:
         self.weight = np.where(self.large, float(large_weight), 1.0).astype(np.float32)
         # standardized log runtime over the baseline (the model's y_mu / y_sigma, fitted on the training split)
         self.log_base = model.log_baseline(samples.graphs)[self.graph] if len(self.graph) else np.zeros(0)
-        self.y = (np.log(np.where(ok, rt, 1.0)) - self.log_base - model.y_mu) / model.y_sigma
+        self.y = (np.log(np.where(ok, rt, 1.0)) - self.log_base - model.y_mu_) / model.y_sigma_
         self.family = np.asarray(samples.family_of_sample())
         self.n = len(self.keep)
         # rank-loss pairs: tiles of one kernel (tile task); kernels of one program (fusion task, where
@@ -248,61 +258,62 @@ def fit_gnn(model: Any, train: Any, validation: Any = None, *, epochs: int = 20,
         raise ValueError(f"draws must be one of {', '.join(DRAWS)}, not {draws!r}")
     if not large_weight > 0:
         raise ValueError(f"the weight of large kernels must be > 0, not {large_weight}")
-    torch.manual_seed(seed)
-    rng = np.random.default_rng(seed)
-    model.fit_scalers(train.graphs, train.tile_feat)
-    rt = np.asarray(train.runtime, np.float64)
-    ok = np.isfinite(rt) & (rt > 0)
-    ly = np.log(rt[ok]) - model.log_baseline(train.graphs)[np.asarray(train.graph, np.int64)[ok]]
-    if len(ly):
-        model.y_mu, model.y_sigma = float(ly.mean()), float(max(ly.std(), 1e-3))
-    tr = _Prepared(model, train, min_runtime_s, large_weight)
-    if tr.n == 0:
-        raise ValueError("the training split has no successful measurements")
-    va = (_Prepared(model, validation, min_runtime_s) if validation is not None and len(validation.graph)
-          else None)
-    if va is not None and va.n == 0:
-        va = None
-    rank = model.config["loss"] == "rank"
-    if rank:
-        select = "loss"
-    if steps_per_epoch is None:
-        steps_per_epoch = max(1, math.ceil(tr.n / batch_size))
-    opt = torch.optim.Adam(model.net.parameters(), lr=lr, weight_decay=weight_decay)
-    sched = (torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=max(1, int(epochs) * steps_per_epoch),
-                                                        eta_min=lr / 100) if lr_schedule == "cosine" else None)
-    show = progress if progress is not None else sys.stderr.isatty()
-    checkpoints = _Checkpoints(model, patience)
-    t0 = time.monotonic()
-    try:
-        from tqdm import tqdm
-    except ImportError:  # pragma: no cover
-        tqdm = None
-    for ep in range(int(epochs)):
-        model.net.train()
-        it = (_batches_tile(tr, batch_size, tiles_per_kernel, rng, steps_per_epoch) if rank
-              else _batches_fusion(tr, batch_size, rng, steps_per_epoch, draws))
-        if show and tqdm is not None:
-            it = tqdm(it, total=steps_per_epoch, desc=f"epoch {ep + 1}/{epochs}", leave=False, file=sys.stderr)
-        total = 0.0
-        for idx in it:
-            b, y, g, w = tr.batch(idx)
-            out = model.net(b)
-            if rank:
-                loss = rank_loss(out, y, g, model.config["rank_loss"], float(model.config["margin"]))
-            else:
-                loss = (w * (out - y) ** 2).sum() / w.sum()
-            total += _step(model, opt, loss)
-            if sched is not None:
-                sched.step()
-        train_loss = total / steps_per_epoch
-        val = _validate(model, va, select) if va is not None else train_loss
-        rec = {"epoch": ep + 1, "train_loss": train_loss, "val": val, "seconds": time.monotonic() - t0}
-        if log is not None:
-            log(rec)
-        if checkpoints.after_epoch(rec) or (time_limit_s is not None and time.monotonic() - t0 > time_limit_s):
-            break
-    return checkpoints.finish()
+    if getattr(model, "net_", None) is None:
+        model.init_network()
+    with torch_seeded(seed):  # dropout and the like draw from it: a local generator
+        rng = np.random.default_rng(seed)
+        model.fit_scalers(train.graphs, train.tile_feat)
+        rt = np.asarray(train.runtime, np.float64)
+        ok = np.isfinite(rt) & (rt > 0)
+        ly = np.log(rt[ok]) - model.log_baseline(train.graphs)[np.asarray(train.graph, np.int64)[ok]]
+        model.y_mu_, model.y_sigma_ = (float(ly.mean()), float(max(ly.std(), 1e-3))) if len(ly) else (0.0, 1.0)
+        tr = _Prepared(model, train, min_runtime_s, large_weight)
+        if tr.n == 0:
+            raise ValueError("the training split has no successful measurements")
+        va = (_Prepared(model, validation, min_runtime_s) if validation is not None and len(validation.graph)
+              else None)
+        if va is not None and va.n == 0:
+            va = None
+        rank = model.config["loss"] == "rank"
+        if rank:
+            select = "loss"
+        if steps_per_epoch is None:
+            steps_per_epoch = max(1, math.ceil(tr.n / batch_size))
+        opt = torch.optim.Adam(model.net_.parameters(), lr=lr, weight_decay=weight_decay)
+        sched = (torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=max(1, int(epochs) * steps_per_epoch),
+                                                            eta_min=lr / 100) if lr_schedule == "cosine" else None)
+        show = progress if progress is not None else sys.stderr.isatty()
+        checkpoints = _Checkpoints(model, patience)
+        t0 = time.monotonic()
+        try:
+            from tqdm import tqdm
+        except ImportError:  # pragma: no cover
+            tqdm = None
+        for ep in range(int(epochs)):
+            model.net_.train()
+            it = (_batches_tile(tr, batch_size, tiles_per_kernel, rng, steps_per_epoch) if rank
+                  else _batches_fusion(tr, batch_size, rng, steps_per_epoch, draws))
+            if show and tqdm is not None:
+                it = tqdm(it, total=steps_per_epoch, desc=f"epoch {ep + 1}/{epochs}", leave=False, file=sys.stderr)
+            total = 0.0
+            for idx in it:
+                b, y, g, w = tr.batch(idx)
+                out = model.net_(b)
+                if rank:
+                    loss = rank_loss(out, y, g, model.config["rank_loss"], float(model.config["margin"]))
+                else:
+                    loss = (w * (out - y) ** 2).sum() / w.sum()
+                total += _step(model, opt, loss)
+                if sched is not None:
+                    sched.step()
+            train_loss = total / steps_per_epoch
+            val = _validate(model, va, select) if va is not None else train_loss
+            rec = {"epoch": ep + 1, "train_loss": train_loss, "val": val, "seconds": time.monotonic() - t0}
+            if log is not None:
+                log(rec)
+            if checkpoints.after_epoch(rec) or (time_limit_s is not None and time.monotonic() - t0 > time_limit_s):
+                break
+        return checkpoints.finish()
 
 
 # --------------------------------------------------------------------------------------------------
@@ -347,7 +358,7 @@ class _SegmentTable:
         if gi not in self.sums:
             allc = np.arange(g.num_configs)
             with torch.no_grad():
-                parts = [segment_partials(model.net, g, allc, k) for k in range(len(g.bounds))]
+                parts = [segment_partials(model.net_, g, allc, k) for k in range(len(g.bounds))]
             self.sums[gi] = torch.stack([p[0] for p in parts], 1)   # [c, K, H]
             self.maxs[gi] = torch.stack([p[1] for p in parts], 1)
         return self.sums[gi], self.maxs[gi]
@@ -365,49 +376,51 @@ def fit_layout_gnn(model: Any, train: list, validation: Optional[list] = None, *
     from costmodels.features import FeatureScaler
     if not train:
         raise ValueError("the training split has no programs")
-    torch.manual_seed(seed)
-    rng = np.random.default_rng(seed)
-    model.scaler = FeatureScaler().fit([g.raw for g in train])
-    for g in list(train) + list(validation or []):
-        g.scale(model.scaler)
-    usable = [i for i, g in enumerate(train) if g.num_configs >= 2]
-    if not usable:
-        raise ValueError("no training program has two or more configurations to rank")
-    p = family_weights(np.array([train[i].family for i in usable]))
-    steps = steps_per_epoch or len(usable)
-    opt = torch.optim.Adam(model.net.parameters(), lr=lr, weight_decay=weight_decay)
-    table = _SegmentTable()
-    checkpoints = _Checkpoints(model, patience)
-    t0 = time.monotonic()
-    for ep in range(int(epochs)):
-        total = 0.0
-        for _ in range(steps):
-            model.net.train()
-            gi = usable[int(rng.choice(len(usable), p=p))]
-            g = train[gi]
-            cfgs = np.sort(rng.choice(g.num_configs, min(configs_per_step, g.num_configs), replace=False))
-            y = torch.from_numpy(g.y[cfgs])
-            K = len(g.bounds)
-            if K == 1:
-                s, m = segment_partials(model.net, g, cfgs, 0)
-                scores = join_partials(model.net, s[:, None], m[:, None], g.num_nodes) + model.offsets(g, cfgs)
-            else:
-                sums, maxs = table.get(model, gi, g)
-                k = int(rng.integers(K))
-                s, m = segment_partials(model.net, g, cfgs, k)
-                keep = torch.ones(K, dtype=torch.bool)
-                keep[k] = False
-                all_s = torch.cat([sums[cfgs][:, keep], s[:, None]], 1)
-                all_m = torch.cat([maxs[cfgs][:, keep], m[:, None]], 1)
-                scores = join_partials(model.net, all_s, all_m, g.num_nodes) + model.offsets(g, cfgs)
-                sums[cfgs, k] = s.detach()
-                maxs[cfgs, k] = m.detach()
-            loss = _layout_loss(model, scores, y)
-            total += _step(model, opt, loss)
-        val = validate_layout(model, validation) if validation else total / steps
-        rec = {"epoch": ep + 1, "train_loss": total / steps, "val": val, "seconds": time.monotonic() - t0}
-        if log is not None:
-            log(rec)
-        if checkpoints.after_epoch(rec) or (time_limit_s is not None and time.monotonic() - t0 > time_limit_s):
-            break
-    return checkpoints.finish()
+    if getattr(model, "net_", None) is None:
+        model.init_network()
+    with torch_seeded(seed):  # torch's global random state is left as it was
+        rng = np.random.default_rng(seed)
+        model.scaler_ = FeatureScaler().fit([g.raw for g in train])
+        for g in list(train) + list(validation or []):
+            g.scale(model.scaler_)
+        usable = [i for i, g in enumerate(train) if g.num_configs >= 2]
+        if not usable:
+            raise ValueError("no training program has two or more configurations to rank")
+        p = family_weights(np.array([train[i].family for i in usable]))
+        steps = steps_per_epoch or len(usable)
+        opt = torch.optim.Adam(model.net_.parameters(), lr=lr, weight_decay=weight_decay)
+        table = _SegmentTable()
+        checkpoints = _Checkpoints(model, patience)
+        t0 = time.monotonic()
+        for ep in range(int(epochs)):
+            total = 0.0
+            for _ in range(steps):
+                model.net_.train()
+                gi = usable[int(rng.choice(len(usable), p=p))]
+                g = train[gi]
+                cfgs = np.sort(rng.choice(g.num_configs, min(configs_per_step, g.num_configs), replace=False))
+                y = torch.from_numpy(g.y[cfgs])
+                K = len(g.bounds)
+                if K == 1:
+                    s, m = segment_partials(model.net_, g, cfgs, 0)
+                    scores = join_partials(model.net_, s[:, None], m[:, None], g.num_nodes) + model.offsets(g, cfgs)
+                else:
+                    sums, maxs = table.get(model, gi, g)
+                    k = int(rng.integers(K))
+                    s, m = segment_partials(model.net_, g, cfgs, k)
+                    keep = torch.ones(K, dtype=torch.bool)
+                    keep[k] = False
+                    all_s = torch.cat([sums[cfgs][:, keep], s[:, None]], 1)
+                    all_m = torch.cat([maxs[cfgs][:, keep], m[:, None]], 1)
+                    scores = join_partials(model.net_, all_s, all_m, g.num_nodes) + model.offsets(g, cfgs)
+                    sums[cfgs, k] = s.detach()
+                    maxs[cfgs, k] = m.detach()
+                loss = _layout_loss(model, scores, y)
+                total += _step(model, opt, loss)
+            val = validate_layout(model, validation) if validation else total / steps
+            rec = {"epoch": ep + 1, "train_loss": total / steps, "val": val, "seconds": time.monotonic() - t0}
+            if log is not None:
+                log(rec)
+            if checkpoints.after_epoch(rec) or (time_limit_s is not None and time.monotonic() - t0 > time_limit_s):
+                break
+        return checkpoints.finish()

@@ -72,7 +72,7 @@ def test_make_cost_model_passes_task_and_target():
     assert (plug.task, plug.target) == ("tile", "cpu")
     assert isinstance(api.make_cost_model(f"{__name__}:Plain", "fusion", "tpu"), Plain)
     with pytest.raises(ValueError, match="simulates|TPU target"):  # the simulator model gets the target too
-        api.make_cost_model("sim", "fusion", "cpu")
+        api.make_cost_model("sim", "fusion", "cpu").predict([])  # (checked on first use, as a model's values are)
     ev = api.make_evaluator("sim", "tpu", store="none")
     assert isinstance(api.make_cost_model("hardware", "fusion", "tpu", ev), EvaluatorCostModel)
     with pytest.raises(ValueError, match="measures on an evaluator"):

@@ -84,7 +84,7 @@ def test_fit_scales_recovers_kind_scale(tmp_path):
     m2 = AnalyticalCostModel.load(str(p))
     assert np.allclose(m2.predict(ks), y)
     m3 = AnalyticalCostModel("tpu").fit((ks, y))
-    assert m3.scales == pytest.approx(scales)
+    assert m3.scales_ == pytest.approx(scales) and m3.scales is None  # fitted state; the parameter as given
 
 
 def test_registry_and_batch_speed():

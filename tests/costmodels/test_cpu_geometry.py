@@ -153,8 +153,8 @@ def test_gnn_recipe_leaves_the_tile_encoding_off_on_cpu():
     assert api.gnn_training_options("fusion", {}, "cpu")["ple_bins"] == 0
     assert api.gnn_training_options("fusion", {}, "tpu")["ple_bins"] == 32
     assert api.gnn_training_options("fusion", {"ple_bins": 4}, "cpu")["ple_bins"] == 4  # asked for: refused below
-    with pytest.raises(ValueError, match="ple_bins"):
-        GnnCostModel("fusion", "cpu", geometry_features=True, ple_bins=4)
+    with pytest.raises(ValueError, match="ple_bins"):  # values are checked on first use (fit, predict, load)
+        GnnCostModel("fusion", "cpu", geometry_features=True, ple_bins=4).init_network()
 
 
 def test_xgboost_feature_groups_by_name_and_prefix():

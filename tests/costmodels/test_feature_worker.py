@@ -196,7 +196,7 @@ def test_scaling_in_place_is_the_scaling_expression_bit_for_bit(kernels):
     _cold(m)
     gs = features.kernel_graphs(kernels, "tpu")
     a = np.concatenate([g.node_feat for g in gs])
-    sc, mask = m.node_scaler, m._static_mask()
+    sc, mask = m.node_scaler_, m._static_mask()
     rng = np.where(sc.hi - sc.lo > 0, sc.hi - sc.lo, 1.0).astype(np.float32)
     ref = ((a - sc.lo) / rng).astype(np.float32) * mask
     got = sc.transform(a, mask)

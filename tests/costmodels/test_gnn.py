@@ -153,7 +153,7 @@ def test_family_weights_are_even():
 def test_fusion_training_save_load(fusion_ds, kernels, tmp_path):
     m = GnnCostModel("fusion", **TINY)
     m.fit(fusion_ds, epochs=4, batch_size=32, progress=False)
-    assert m.history[-1]["best_epoch"] >= 1
+    assert m.history_[-1]["best_epoch"] >= 1
     p = m.predict(kernels)
     assert p.shape == (len(kernels),) and np.all(p > 0) and np.all(np.isfinite(p))
     assert m.predicts_absolute
@@ -186,9 +186,9 @@ def test_geometry_features_join_the_kernel_input(fusion_ds, kernels, tmp_path):
     from costmodels.features import GEOMETRY_DIM
     from costmodels.gnn.model import KDIM
     m = GnnCostModel("fusion", geometry_features=True, **TINY)
-    assert m.net.gdim == KDIM + GEOMETRY_DIM
+    assert m.init_network().gdim == KDIM + GEOMETRY_DIM
     m.fit(fusion_ds, epochs=1, batch_size=32, progress=False)
-    assert m.kernel_scaler.lo.shape == (KDIM + GEOMETRY_DIM,)
+    assert m.kernel_scaler_.lo.shape == (KDIM + GEOMETRY_DIM,)
     p = m.predict(kernels)
     assert np.isfinite(p).all() and (p > 0).all()
     path = tmp_path / "g.pt"
@@ -237,7 +237,7 @@ def test_tile_listmle_training_learns(tile_ds):
 
 def test_early_stopping_keeps_best(fusion_ds):
     m = GnnCostModel("fusion", encoder="none", **TINY)
-    hist = m.fit(fusion_ds, epochs=50, batch_size=16, lr=0.5, patience=2, progress=False).history
+    hist = m.fit(fusion_ds, epochs=50, batch_size=16, lr=0.5, patience=2, progress=False).history_
     epochs = [h for h in hist if "epoch" in h]
     assert len(epochs) < 50
     best = hist[-1]
@@ -348,7 +348,7 @@ def test_validation_scores_follow_sample_order(fusion_ds):
     sizes = [len(data.graphs[g][0]) for g in data.graph[idx]]
     assert sizes != sorted(sizes)  # the stored order is not already by size, so the reorder is exercised
     one_by_one = m.predict_graphs([val.graphs[g] for g in data.graph[idx]])
-    assert np.allclose(np.exp(out * m.y_sigma + m.y_mu), one_by_one, rtol=1e-4)
+    assert np.allclose(np.exp(out * m.y_sigma_ + m.y_mu_), one_by_one, rtol=1e-4)
 
 
 def test_residual_learns_over_the_analytical_time(fusion_ds, kernels, tmp_path):
@@ -362,11 +362,11 @@ def test_residual_learns_over_the_analytical_time(fusion_ds, kernels, tmp_path):
     assert (t_an > 0).all()
     assert np.allclose(m.log_baseline(gs), np.log(t_an))
     raw = m.forward_graphs(gs)
-    assert np.allclose(m.predict(kernels), np.exp(m.y_mu + m.y_sigma * raw) * t_an, rtol=1e-6)
+    assert np.allclose(m.predict(kernels), np.exp(m.y_mu_ + m.y_sigma_ * raw) * t_an, rtol=1e-6)
     train = fusion_ds.load("train")
     ok = np.isfinite(train.runtime) & (train.runtime > 0)
     ratio = np.log(train.runtime[ok]) - m.log_baseline(train.graphs)[train.graph[ok]]
-    assert m.y_mu == pytest.approx(ratio.mean()) and m.y_sigma == pytest.approx(ratio.std())
+    assert m.y_mu_ == pytest.approx(ratio.mean()) and m.y_sigma_ == pytest.approx(ratio.std())
     path = tmp_path / "r.pt"
     m.save(str(path))
     m2 = GnnCostModel.load(str(path))
@@ -374,8 +374,8 @@ def test_residual_learns_over_the_analytical_time(fusion_ds, kernels, tmp_path):
     assert np.allclose(m2.predict(kernels), m.predict(kernels))
     # without residual the baseline is zero: the output is the log runtime itself
     assert not GnnCostModel("fusion", residual=False, **TINY).log_baseline(gs).any()
-    with pytest.raises(ValueError, match="residual"):
-        GnnCostModel("tile", residual=True, **TINY)
+    with pytest.raises(ValueError, match="residual"):  # values are checked on first use (fit, predict, load)
+        GnnCostModel("tile", residual=True, **TINY).fit(fusion_ds.load("train"), epochs=1)
 
 
 def test_files_saved_before_residual_and_head_layers_load_as_before(fusion_ds, kernels, tmp_path):
@@ -408,7 +408,7 @@ def test_mape_checkpoint_selection_scores_the_kept_weights(fusion_ds):
     from costmodels.gnn.train import _Prepared, _validate
     m = GnnCostModel("fusion", residual=True, **TINY)
     hist = m.fit(fusion_ds, epochs=3, batch_size=32, progress=False, select="mape", min_runtime_s=0.0,
-                 large_weight=4.0, lr_schedule="cosine").history
+                 large_weight=4.0, lr_schedule="cosine").history_
     epochs = [h for h in hist if "epoch" in h]
     assert hist[-1]["best_val"] == min(h["val"] for h in epochs)
     val = fusion_ds.load("validation")
@@ -464,12 +464,12 @@ def test_dropout_acts_in_training_only(fusion_ds):
     train = fusion_ds.load("train")
     preps = m.prepare_graphs(train.graphs[:8])
     b = collate_prepared(preps, np.zeros((len(preps), TILE_DIM), np.float32))
-    m.net.train()
+    m.net_.train()
     with torch.no_grad():
-        assert not torch.equal(m.net(b), m.net(b))
-    m.net.eval()
+        assert not torch.equal(m.net_(b), m.net_(b))
+    m.net_.eval()
     with torch.no_grad():
-        assert torch.equal(m.net(b), m.net(b))
+        assert torch.equal(m.net_(b), m.net_(b))
 
 
 def test_training_is_reproducible(fusion_ds):
@@ -477,7 +477,7 @@ def test_training_is_reproducible(fusion_ds):
     a, b = (GnnCostModel("fusion", residual=True, seed=3, **TINY) for _ in range(2))
     for m in (a, b):
         m.fit(fusion_ds, epochs=2, progress=False, seed=3, select="mape", lr_schedule="cosine", large_weight=10.0)
-    for (k, x), (_, y) in zip(a.net.state_dict().items(), b.net.state_dict().items()):
+    for (k, x), (_, y) in zip(a.net_.state_dict().items(), b.net_.state_dict().items()):
         assert torch.equal(x, y), k
 
 
@@ -521,29 +521,29 @@ def test_piecewise_linear_geometry_in_the_head(fusion_ds, kernels, tmp_path):
     cols = ple_columns(cfg)
     assert len(cols) == sum(len(GEOMETRY_GROUPS[g]) for g in PLE_GROUPS) and min(cols) >= KDIM
     m = GnnCostModel("fusion", geometry_features=True, ple_bins=4, **TINY)
-    assert m.net.gdim == KDIM + GEOMETRY_DIM + 4 * len(cols)
+    assert m.init_network().gdim == KDIM + GEOMETRY_DIM + 4 * len(cols)
     m.fit(fusion_ds, epochs=1, batch_size=32, progress=False)
     # the bins: lower edges ascending from each column's training minimum, widths summing to its range
-    lo, w = m.net.ple_lo.numpy(), m.net.ple_w.numpy()
-    rows = m.kernel_scaler.transform(m._kernel_rows(fusion_ds.load("train").graphs))[:, cols]
+    lo, w = m.net_.ple_lo.numpy(), m.net_.ple_w.numpy()
+    rows = m.kernel_scaler_.transform(m._kernel_rows(fusion_ds.load("train").graphs))[:, cols]
     assert np.allclose(lo[:, 0], rows.min(0), atol=1e-6)
     assert (np.diff(lo, axis=1) >= -1e-7).all() and (w > 0).all()
     # the encoding of one batch, by hand
     from costmodels.gnn.layers import collate_prepared
     preps = m.prepare_graphs([kernel_graph(k, "tpu") for k in kernels[:3]])
     b = collate_prepared(preps, np.zeros((3, TILE_DIM), np.float32))
-    g = m.net._gfeat(b).numpy()
+    g = m.net_._gfeat(b).numpy()
     x = np.stack([p[3] for p in preps])[:, cols]
     assert np.allclose(g[:, KDIM + GEOMETRY_DIM:], np.clip((x[:, :, None] - lo) / w, 0, 1).reshape(3, -1), atol=1e-6)
     p = m.predict(kernels)
     assert np.isfinite(p).all() and (p > 0).all()
     m.save(str(tmp_path / "ple.pt"))
     back = GnnCostModel.load(str(tmp_path / "ple.pt"))
-    assert back.config["ple_bins"] == 4 and np.allclose(back.net.ple_lo.numpy(), lo)
+    assert back.config["ple_bins"] == 4 and np.allclose(back.net_.ple_lo.numpy(), lo)
     assert np.allclose(back.predict(kernels), p)
     # off by default: no extra inputs, no saved bins
-    plain = GnnCostModel("fusion", geometry_features=True, **TINY)
-    assert plain.net.gdim == KDIM + GEOMETRY_DIM and "ple_lo" not in plain.net.state_dict()
+    plain = GnnCostModel("fusion", geometry_features=True, **TINY).init_network()
+    assert plain.gdim == KDIM + GEOMETRY_DIM and "ple_lo" not in plain.state_dict()
     with pytest.raises(ValueError, match="needs geometry_features"):
         normalize_config(dict(ple_bins=4))
     with pytest.raises(ValueError, match="unknown geometry group 'nope'"):

@@ -39,7 +39,7 @@ def seeds(fusion_ds, tmp_path_factory):
 def test_ensemble_predicts_the_mean_log_time_of_its_members(seeds, kernels, tmp_path):
     models = [m for _, m in seeds]
     e = GnnCostModel.ensemble(models)
-    assert e.members == 3 and isinstance(e.net, GnnEnsembleNet)
+    assert e.members == 3 and isinstance(e.net_, GnnEnsembleNet)
     member_logs = np.log([m.predict(kernels) for m in models])
     assert member_logs.std(0).max() > 1e-4  # the seeds differ, so the mean is a real test
     assert np.allclose(np.log(e.predict(kernels)), member_logs.mean(0), atol=1e-5)
@@ -50,10 +50,10 @@ def test_ensemble_predicts_the_mean_log_time_of_its_members(seeds, kernels, tmp_
     # save and load: the same predictions, the members' seeds kept
     e.save(str(tmp_path / "e.pt"))
     back = load_model_file(str(tmp_path / "e.pt"), task="fusion", target="tpu")
-    assert back.members == 3 and [h["seed"] for h in back.history] == [0, 1, 2]
+    assert back.members == 3 and [h["seed"] for h in back.history_] == [0, 1, 2]
     assert np.allclose(back.predict(kernels), e.predict(kernels), rtol=1e-6)
     with pytest.raises(ValueError, match="no single readout"):
-        back.net.readout(None)
+        back.net_.readout(None)
     # the model-based strategy's fine-tuning needs one head: a clear error, not an AttributeError
     from costmodels.gnn.finetune import GnnFineTune
     space = FusionSpace(Program.from_file(str(ROOT / "examples/hlo/lstm_small_infer.hlo")), "tpu")
@@ -70,7 +70,7 @@ def test_ensemble_members_must_match(seeds, fusion_ds, tmp_path):
     with pytest.raises(ValueError, match=r"^B and A differ in configuration \(hidden\)"):
         GnnCostModel.ensemble([a, other], names=["A", "B"])
     shifted = GnnCostModel.load(seeds[1][0])
-    shifted.y_mu += 0.5
+    shifted.y_mu_ += 0.5
     with pytest.raises(ValueError, match="different training data"):
         GnnCostModel.ensemble([a, shifted])
     with pytest.raises(ValueError, match="not trained"):

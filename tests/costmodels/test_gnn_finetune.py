@@ -47,7 +47,7 @@ def test_readout_and_head_reproduce_the_shipped_model(fusion_case):
     local = GnnFineTune(space)
     rows, weights = local._rows(configs[:5])
     with torch.no_grad():
-        mine = local._values(local.gnn.net.head, rows, weights).numpy()
+        mine = local._values(local.gnn.net_.head, rows, weights).numpy()
     shipped = np.log(ProgramCost(space, local.gnn.predict)(configs[:5]))
     np.testing.assert_allclose(mine, shipped, rtol=1e-4)
 
@@ -57,7 +57,7 @@ def test_fine_tuning_orders_the_measurements_better_than_the_shipped_head(fusion
     local = GnnFineTune(space, steps=60, time_limit_s=30.0, lr=3e-3)
     rows, weights = local._rows(configs)
     with torch.no_grad():
-        before = local._values(local.gnn.net.head, rows, weights).numpy()
+        before = local._values(local.gnn.net_.head, rows, weights).numpy()
     score = local("reg", configs, y, seed=0)
     after = score(configs)
     assert local.last_fit["steps"] == 60
@@ -65,7 +65,7 @@ def test_fine_tuning_orders_the_measurements_better_than_the_shipped_head(fusion
     assert np.corrcoef(after, y)[0, 1] > 0.8
     # the shipped head is untouched: the next fit starts from it again
     with torch.no_grad():
-        again = local._values(local.gnn.net.head, rows, weights).numpy()
+        again = local._values(local.gnn.net_.head, rows, weights).numpy()
     np.testing.assert_allclose(again, before)
     # a base margin shifts the score as it is given
     margin = np.linspace(0, 1, len(configs))

@@ -99,16 +99,17 @@ def test_a_program_without_layout_choices_is_skipped_with_a_warning(tmp_path):
 
 def test_joined_column_reduction_is_the_networks_forward(layout_ds):
     m = LayoutGnnModel(**TINY)
+    m.init_network()
     rec = layout_ds.load_layout("bert_small_infer")
     g = LayoutGraph("bert", "bert", rec.arrays)
     from costmodels.features import FeatureScaler
-    m.scaler = FeatureScaler().fit([g.raw])
-    g.scale(m.scaler)
+    m.scaler_ = FeatureScaler().fit([g.raw])
+    g.scale(m.scaler_)
     cfgs = np.arange(4)
     with torch.no_grad():
-        s, mx = segment_partials(m.net, g, cfgs, 0)
-        joined = join_partials(m.net, s[:, None], mx[:, None], g.num_nodes)
-        whole = m.net(g.batch(cfgs, 0))
+        s, mx = segment_partials(m.net_, g, cfgs, 0)
+        joined = join_partials(m.net_, s[:, None], mx[:, None], g.num_nodes)
+        whole = m.net_(g.batch(cfgs, 0))
     torch.testing.assert_close(joined, whole)
 
 
@@ -117,10 +118,10 @@ def test_segments_change_nothing_without_message_passing(layout_ds):
     rec = layout_ds.load_layout("bert_small_infer")
     m1 = LayoutGnnModel(encoder="none", segments=1, **TINY)
     m4 = LayoutGnnModel(encoder="none", segments=4, **TINY)
-    m4.net.load_state_dict(m1.net.state_dict())
+    m4.init_network().load_state_dict(m1.init_network().state_dict())
     from costmodels.features import FeatureScaler
     g1, g4 = m1.prepare("b", "b", rec.arrays), m4.prepare("b", "b", rec.arrays)
-    m1.scaler = m4.scaler = FeatureScaler().fit([g1.raw])
+    m1.scaler_ = m4.scaler_ = FeatureScaler().fit([g1.raw])
     assert len(g4.bounds) == 4
     np.testing.assert_allclose(m1.scores(g1), m4.scores(g4), rtol=1e-5, atol=1e-6)
 
@@ -135,13 +136,13 @@ def test_training_ranks_the_training_programs(layout_ds, loss):
     taus = [kendall(m.predict_layouts(n, f, r.arrays), r.arrays["config_runtime"])
             for n, f, r in layout_ds.iter_layouts("train")]
     assert np.nanmean(taus) > 0.5, taus
-    assert m.history[-1]["best_epoch"] >= 1
+    assert m.history_[-1]["best_epoch"] >= 1
 
 
 def test_graph_segment_training_trains_and_round_trips(layout_ds, tmp_path):
     m = LayoutGnnModel(segments=3, hops=1, seed=1, **TINY)
     m.fit(layout_ds, epochs=3, configs_per_step=8)
-    assert all("train_loss" in h for h in m.history[:-1]) and np.isfinite(m.history[0]["train_loss"])
+    assert all("train_loss" in h for h in m.history_[:-1]) and np.isfinite(m.history_[0]["train_loss"])
     m.save(str(tmp_path / "lay.pt"))
     back = LayoutGnnModel.load(str(tmp_path / "lay.pt"))
     assert back.segments == 3 and back.hops == 1
@@ -156,16 +157,16 @@ def test_an_untrained_residual_model_ranks_as_the_analytical_model_and_round_tri
     m = LayoutGnnModel(residual=True, hops=1, seed=0, **TINY)
     m.fit(layout_ds, epochs=1, configs_per_step=8, lr=0.0)          # scaler and analytical scale only
     spreads = [np.std(analytical_log_ratio(r.arrays)) for _, _, r in layout_ds.iter_layouts("train")]
-    assert m.analytical_scale == pytest.approx(1 / np.median([v for v in spreads if v > 0]))
+    assert m.analytical_scale_ == pytest.approx(1 / np.median([v for v in spreads if v > 0]))
     for name, fam, rec in layout_ds.iter_layouts("all"):
         s = m.predict_layouts(name, fam, rec.arrays)
         ratio = analytical_log_ratio(rec.arrays)
         assert ratio[np.flatnonzero(rec.arrays["config_is_default"])[0]] == 0.0
-        np.testing.assert_allclose(s, m.analytical_scale * ratio, rtol=1e-5, atol=1e-5)  # zero correction
+        np.testing.assert_allclose(s, m.analytical_scale_ * ratio, rtol=1e-5, atol=1e-5)  # zero correction
     m.fit(layout_ds, epochs=2, configs_per_step=8, lr=3e-3)
     m.save(str(tmp_path / "res.pt"))
     back = LayoutGnnModel.load(str(tmp_path / "res.pt"))
-    assert back.residual and back.analytical_scale == m.analytical_scale and back.score_scale == m.score_scale
+    assert back.residual and back.analytical_scale_ == m.analytical_scale_ and back.score_scale == m.score_scale
     rec = layout_ds.load_layout("lstm_small_infer")
     np.testing.assert_allclose(back.predict_layouts("l", "lstm", rec.arrays), m.predict_layouts("l", "lstm", rec.arrays))
     no_prices = {k: v for k, v in rec.arrays.items() if k != "config_analytical"}

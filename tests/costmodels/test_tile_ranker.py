@@ -4,6 +4,7 @@ import pytest
 
 pytest.importorskip("xgboost")
 
+from costmodels.base import NotFittedError  # noqa: E402
 from costmodels.tile_ranker import TileRanker  # noqa: E402
 
 
@@ -44,7 +45,7 @@ def test_margin_keeps_default_and_train_groups_recorded():
 
 
 def test_predict_before_fit_is_an_error():
-    with pytest.raises(RuntimeError):
+    with pytest.raises(NotFittedError, match="not trained"):
         TileRanker().predict(np.zeros((2, 2)))
 
 
@@ -108,12 +109,12 @@ def test_loko_gain_error_is_small_when_the_simulator_is_right_and_sets_the_thres
     err = loko_gain_error(wrong, corrected)
     assert err == pytest.approx(loko_gain_error(wrong, n_estimators=30))
     m = SimulatorResidual(n_estimators=30).fit(wrong, threshold="loko_error")
-    assert m.threshold == pytest.approx(err)
+    assert m.threshold_ == pytest.approx(err) and m.threshold == 0.0  # fitted state; the parameter as given
     with pytest.raises(ValueError):
         SimulatorResidual().fit(wrong, threshold="median")
     with pytest.raises(ValueError):
         SimulatorResidual().fit([])
-    with pytest.raises(RuntimeError):
+    with pytest.raises(NotFittedError, match="not trained"):
         SimulatorResidual().predict(wrong[0].rows, wrong[0].sim_log, 0)
 
 

@@ -50,8 +50,10 @@ def test_min_runtime_and_dropped_groups(fusion_ds, kernels):
     assert not X[:, FEATURE_GROUPS["geo_analytical"] + FEATURE_GROUPS["nodes"]].any()
     m.fit(fusion_ds)
     assert np.isfinite(m.predict(kernels)).all()
-    with pytest.raises(ValueError, match="unknown feature group 'nope'"):
-        XgbCostModel("fusion", drop_groups=["nope"])
+    with pytest.raises(ValueError, match="unknown feature group 'nope'"):  # values are checked in fit
+        XgbCostModel("fusion", drop_groups=["nope"]).fit(fusion_ds)
+    with pytest.raises(TypeError, match=r"unknown parameter\(s\): max_dept \(accepted: .*max_depth"):
+        XgbCostModel("fusion", max_dept=3)
 
 
 def test_fusion_regression_save_load(fusion_ds, kernels, tmp_path):

@@ -1,18 +1,19 @@
-"""Strategies on a real program with a synthetic cost: improvement, ask/tell contracts, determinism,
-checkpoint round trips, and strategy-specific behaviour (annealing chains, GA elitism, exhaustion)."""
+"""Strategies on a real program with a synthetic cost: improvement, the ask/tell contracts of every registered
+strategy and of examples/custom_strategy.py (autotune.testing.contracts.check_strategy), and strategy-specific
+behaviour (annealing chains, GA elitism, exhaustion, random interleavings)."""
 from __future__ import annotations
 
 import math
 import os
-import pickle
 
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from autotune.testing.contracts import STRATEGY_CONTRACTS, check_strategy
 from search.annealing import SimulatedAnnealing
-from search.base import get_strategy
+from search.base import get_strategy, list_strategies
 from search.genetic import GeneticSearch
 from search.random import RandomSearch
 
@@ -71,110 +72,42 @@ def test_annealing_beats_random_at_equal_evaluations(space, cost):
 
 
 # --------------------------------------------------------------------------------------------------
-# ask/tell contracts
+# The ask/tell contracts (autotune.testing.contracts.check_strategy), on this program's fusion space;
+# topk ranks the tiles of one kernel by a cost model, so it is checked on a tile space.
 
 
-@pytest.mark.parametrize("name", list(STRATEGIES))
-def test_ask_contract(name, space, cost):
-    s = make(name, space)
-    for n in (1, 3, 64, 2):
-        cfgs = s.ask(n)
-        assert 1 <= len(cfgs) <= n
-        assert len({c.key() for c in cfgs}) == len(cfgs)
-        assert all(space.is_valid(c) for c in cfgs)
-        s.tell(cfgs, cost.many(cfgs))
-    assert not s.finished
+def _contract_arguments(name: str, program) -> dict:
+    from autotune.compiler.fusion import FusionSpace
+    if name == "topk":
+        from autotune.compiler.tiles import TileSpace
+        from costmodels.analytical import AnalyticalCostModel
+        fs = FusionSpace(program, "tpu")
+        kernel = max(fs.kernels(fs.default()), key=lambda k: len(TileSpace(k, "tpu").tiles()))
+        return {"params": {"cost_model": AnalyticalCostModel("tpu"), "k": 8},
+                "space_factory": lambda: TileSpace(kernel, "tpu")}
+    return {"params": STRATEGIES.get(name, {}), "space_factory": lambda: FusionSpace(program, "tpu")}
 
 
-@pytest.mark.parametrize("name", list(STRATEGIES))
-def test_tell_tolerates_order_subsets_failures_and_strangers(name, space, cost):
-    s = make(name, space)
-    cfgs = s.ask(8)
-    if len(cfgs) < 3:  # the hill climber first asks for its starting point alone
-        s.tell(cfgs, cost.many(cfgs))
-        cfgs = s.ask(8)
-    costs = cost.many(cfgs)
-    # reversed order, one never told, one failure (inf), one NaN, plus a configuration never asked
-    told = list(reversed(cfgs[1:]))
-    tc = list(reversed(costs[1:]))
-    tc[0] = math.inf
-    if len(tc) > 1:
-        tc[1] = float("nan")
-    stranger = space.random(np.random.default_rng(99))
-    s.tell(told + [stranger], tc + [cost(stranger)])
-    assert math.isfinite(s.best.cost)
-    for _ in range(3):
-        more = s.ask(8)
-        assert more and all(space.is_valid(c) for c in more)
-        s.tell(more, cost.many(more))
-    with pytest.raises(ValueError):
-        s.tell(more, [1.0] * (len(more) + 1))
+@pytest.mark.parametrize("name", sorted(set(list_strategies()) | {HILLCLIMB}))
+def test_keeps_the_strategy_contracts(name, program):
+    assert check_strategy(name, **_contract_arguments(name, program)) == list(STRATEGY_CONTRACTS)
 
 
-@pytest.mark.parametrize("name", ["random", "annealing", "genetic"])
-def test_builtins_never_propose_a_configuration_twice(name, space, cost):
-    s = make(name, space)
-    keys = drive(s, cost, steps=20)
-    assert len(keys) == len(set(keys))
-
-
-@pytest.mark.parametrize("name", list(STRATEGIES))
-def test_all_failures_leave_no_best(name, space):
-    s = make(name, space)
-    for _ in range(3):
-        cfgs = s.ask(4)
-        s.tell(cfgs, [math.inf] * len(cfgs))
-    assert s.best.config is None and s.best.cost == math.inf
-    assert s.ask(4)
-
-
-def test_unknown_parameter_is_an_error(space):
-    with pytest.raises(TypeError, match="n_chain"):
-        SimulatedAnnealing(space, n_chain=3)
+def test_different_seeds_ask_differently(program, cost_of):
+    from autotune.compiler.fusion import FusionSpace
+    for name in ("random", "annealing", "genetic", "model-based"):
+        asked = [drive(make(name, space, seed=seed), cost_of(space), steps=8)
+                 for seed, space in ((7, FusionSpace(program, "tpu")), (8, FusionSpace(program, "tpu")))]
+        assert asked[0] != asked[1], name
 
 
 # --------------------------------------------------------------------------------------------------
-# Determinism and checkpoints
-
-
-@pytest.mark.parametrize("name", list(STRATEGIES))
-def test_same_seed_same_asks(name, program, space, cost, cost_of):
-    from autotune.compiler.fusion import FusionSpace
-    other = FusionSpace(program, "tpu")  # a separate space: no shared caches
-    a = drive(make(name, space, seed=7), cost, steps=8)
-    b = drive(make(name, other, seed=7), cost_of(other), steps=8)
-    assert a == b
-    if name != HILLCLIMB:  # the hill climber's first steps are neighbors of the default either way
-        c = drive(make(name, FusionSpace(program, "tpu"), seed=8), cost, steps=8)
-        assert a != c
-
-
-@pytest.mark.parametrize("name", list(STRATEGIES))
-@pytest.mark.parametrize("pending", [False, True], ids=["after_tell", "between_ask_and_tell"])
-def test_state_dict_round_trip_resumes_identically(name, pending, program, space, cost, cost_of):
-    from autotune.compiler.fusion import FusionSpace
-    a = make(name, space, seed=5)
-    drive(a, cost, steps=6)
-    cfgs = a.ask(16) if pending else []
-    state = pickle.loads(pickle.dumps(a.state_dict()))
-    other = FusionSpace(program, "tpu")
-    b = make(name, other, seed=12345)  # a different seed: everything must come from the state
-    b.load_state_dict(state)
-    assert b.best.cost == a.best.cost
-    if pending:
-        costs = cost.many(cfgs)
-        a.tell(cfgs, costs)
-        b.tell([other.decode(c.key()) for c in cfgs], costs)
-    assert drive(a, cost, steps=6) == drive(b, cost_of(other), steps=6)
+# Strategy specifics
 
 
 def test_load_state_dict_of_another_strategy_fails(space):
     with pytest.raises(ValueError, match="annealing"):
         RandomSearch(space).load_state_dict(SimulatedAnnealing(space, n_chains=2).state_dict())
-
-
-# --------------------------------------------------------------------------------------------------
-# Strategy specifics
 
 
 def test_annealing_one_proposal_per_chain_derived_from_heads(space, cost):
