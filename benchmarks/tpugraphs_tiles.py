@@ -37,6 +37,7 @@ import argparse
 import json
 import os
 import platform
+import shlex
 import sys
 import time
 from dataclasses import replace
@@ -423,7 +424,7 @@ def run_full(a, ap) -> dict:
     out = full_loko(recs, a.seeds, grid, sims, wanted, posthoc, folds,
                     log=lambda m: print(f"[{time.perf_counter() - t0:.0f} s] {m}", file=sys.stderr, flush=True))
     meta = {"date": time.strftime("%Y-%m-%d", time.gmtime()), "command": "python benchmarks/tpugraphs_tiles.py "
-            + " ".join(a.argv), "machine": _machine(a.note), "wall_s": time.perf_counter() - t0, "seeds": a.seeds,
+            + shlex.join(a.argv), "machine": _machine(a.note), "wall_s": time.perf_counter() - t0, "seeds": a.seeds,
             "grid": {k: list(v) for k, v in grid.items()}, "grid_points": len(cal.grid_points(grid)[1]),
             "posthoc": {p: list(POSTHOC[p]) for p in posthoc},
             "shipped_constants": {k: getattr(DEFAULTS, k) for k in grid}}
