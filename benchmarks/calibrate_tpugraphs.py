@@ -29,6 +29,7 @@ import os
 import sys
 from dataclasses import replace
 from functools import cached_property
+from typing import Optional
 
 import numpy as np
 from scipy.stats import kendalltau
@@ -222,15 +223,52 @@ def _loss(pred: np.ndarray, y: np.ndarray) -> float:
     return loss
 
 
-def fit(recs) -> dict:
-    names = list(GRID)
-    combos = list(itertools.product(*[GRID[n] for n in names]))
-    losses = np.zeros((len(combos), len(recs)))
+def grid_points(grid: dict = GRID) -> tuple:
+    """(constant names, every combination of their grid values), in a fixed order."""
+    names = list(grid)
+    return names, list(itertools.product(*[grid[n] for n in names]))
+
+
+def _grid_key(grid: dict) -> tuple:
+    return tuple((n, tuple(float(v) for v in vals)) for n, vals in grid.items())
+
+
+def kernel_losses(r: dict, grid: dict = GRID) -> np.ndarray:
+    """`_loss` of one kernel at every point of `grid_points(grid)`: a function of that kernel's own
+    tiles and measurements alone."""
+    names, combos = grid_points(grid)
+    out = np.zeros(len(combos))
+    ks = [r["kernel"]] * len(r["tiles"])
     for ci, vals in enumerate(combos):
-        c = replace(DEFAULTS, noise=0.0, **dict(zip(names, vals)))
-        sim = TpuSimulator("tpu", constants=c)
-        for ri, r in enumerate(recs):
-            losses[ci, ri] = _loss(sim.simulate([r["kernel"]] * len(r["tiles"]), r["tiles"], noise=False), r["y"])
+        sim = TpuSimulator("tpu", constants=replace(DEFAULTS, noise=0.0, **dict(zip(names, vals))))
+        out[ci] = _loss(sim.simulate(ks, r["tiles"], noise=False), r["y"])
+    return out
+
+
+def fit_constants(recs, grid: dict = GRID, cache: Optional[dict] = None) -> dict:
+    """Simulator constants fitted on `recs` only: the grid point with the lowest mean over these
+    kernels of `kernel_losses`. `cache` (optional, any dict) memoizes each kernel's losses by (kernel
+    name, grid); an entry depends on its own kernel alone, so a kernel left out of `recs` never
+    enters the fit, whatever the cache holds."""
+    names, combos = grid_points(grid)
+    if not len(recs):
+        raise ValueError("fit_constants needs at least one kernel")
+    gk = _grid_key(grid)
+    cols = []
+    for r in recs:
+        key = (r["name"], gk)
+        col = cache.get(key) if cache is not None else None
+        if col is None:
+            col = kernel_losses(r, grid)
+            if cache is not None:
+                cache[key] = col
+        cols.append(col)
+    return dict(zip(names, combos[int(np.argmin(np.column_stack(cols).mean(axis=1)))]))  # as `fit`
+
+
+def fit(recs, grid: dict = GRID) -> dict:
+    names, combos = grid_points(grid)
+    losses = np.column_stack([kernel_losses(r, grid) for r in recs])
     best_all = combos[int(np.argmin(losses.mean(axis=1)))]
     loko = {}
     for ri, r in enumerate(recs):

@@ -46,8 +46,61 @@ def test_residual_picker_beats_xla_default_leave_one_kernel_out():
     assert picks["fusion.191"] == int(np.argmin(f191["y"]))
 
 
-@pytest.mark.parametrize("args", [["--variants", "ranker,magic"], ["--drop-geometry", "colour"]])
+@pytest.mark.parametrize("args", [["--variants", "ranker,magic"], ["--drop-geometry", "colour"],
+                                  ["--full-loko", "--sims", "fold,magic"], ["--full-loko", "--posthoc", "all,colour"]])
 def test_bad_flags_are_user_errors(args, capsys):
     with pytest.raises(SystemExit) as e:
         _bench().main(args)
     assert e.value.code == 2 and "choose from" in capsys.readouterr().err
+
+
+TINY_GRID = {"launch_s": [0.05e-6, 0.4e-6], "dma_r0_bytes": [1024.0, 4096.0]}
+
+
+def test_full_loko_fits_the_simulator_without_the_held_out_kernel():
+    """--full-loko, 2 folds, a 4-point grid, the residual variants: every simulator fit of a fold gets
+    the other kernels only (the outer fit the 14 others, each nested fit 13), and the held-out kernel's
+    inputs are simulated with the constants fitted on the 14 others."""
+    from dataclasses import replace
+    from costmodels.analytical import AnalyticalCostModel
+    from hardware.simulator import DEFAULTS, TpuSimulator
+    b = _bench()
+    recs = b.cal.load(b.cal.DATA)
+    names = [r["name"] for r in recs]
+    assert len(names) == 15
+    calls, cache = [], {}
+
+    def fit(train, grid, losses):
+        calls.append([r["name"] for r in train])
+        return b.cal.fit_constants(train, grid, losses)
+
+    for held in ("fusion.181", "fusion.250"):
+        calls.clear()
+        out = b.full_loko(recs, seeds=1, grid=TINY_GRID, sims=("fold",), variants=("residual", "residual+nested"),
+                          posthoc=("all",), folds=[held], fit=fit)
+        assert calls and all(held not in c for c in calls)
+        outer = [c for c in calls if len(c) == 14]
+        assert outer == [[n for n in names if n != held]]
+        assert all(len(c) == 13 for c in calls if len(c) != 14)  # nested folds: 13 each
+        res = out["sims"]["fold"]
+        assert set(res["pickers"]["residual"]["per_kernel"]) == {held}
+        c14 = b.cal.fit_constants([r for r in recs if r["name"] != held], TINY_GRID, cache)
+        assert res["constants"][held] == c14
+        r = next(q for q in recs if q["name"] == held)
+        inp = b.FoldInputs(recs, TINY_GRID, AnalyticalCostModel("tpu"), "fold", (), fit)(frozenset({held}))
+        sim = TpuSimulator("tpu", constants=replace(DEFAULTS, noise=0.0, **c14))
+        np.testing.assert_allclose(inp[held]["sim_log"], np.log(sim.simulate([r["kernel"]] * len(r["tiles"]), r["tiles"],
+                                                                              noise=False)))
+
+
+def test_fit_constants_reads_only_the_kernels_it_is_given():
+    """A poisoned cache entry of a kernel outside the fit changes nothing."""
+    b = _bench()
+    recs = b.cal.load(b.cal.DATA)
+    train = [r for r in recs if r["name"] != "fusion.191"]
+    clean = b.cal.fit_constants(train, TINY_GRID, {})
+    names, combos = b.cal.grid_points(TINY_GRID)
+    poison = np.full(len(combos), 1e9)
+    poison[next(i for i, c in enumerate(combos) if dict(zip(names, c)) != clean)] = -1e9
+    cache = {("fusion.191", b.cal._grid_key(TINY_GRID)): poison}
+    assert b.cal.fit_constants(train, TINY_GRID, cache) == clean
