@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from typing import Any, Optional, Sequence
 
-from hardware.base import KernelLike, Measurement
+from hardware.base import Budget, KernelLike, Measurement
 from hardware.xla.evaluator import XlaEvaluator
+from hardware.xla.timing import TimingOptions
 
 
 def configuration_of(space: Any, kernels: Sequence[Any]) -> Any:
@@ -42,11 +43,18 @@ class XlaInProgramEvaluator(XlaEvaluator):
     name = "xla-inprogram"
     in_program = True  # kernel times are in-program times: datasets measure whole configurations
 
-    def __init__(self, *args: Any, runs: int = 20, **kwargs: Any):
+    # The constructor names every option (no *args/**kwargs): `create_evaluator` passes an evaluator the
+    # options its signature names, and a catch-all signature lost the store, the budget and the seed.
+    def __init__(self, target: Optional[str] = None, budget: "Budget | str | float | None" = None,
+                 store: Any = None, *, runs: int = 20, timing: TimingOptions = TimingOptions(),
+                 timeout_s: float = IN_PROGRAM_TIMEOUT_S, seed: int = 0, disable_fusion: bool = False,
+                 xla_flags: Optional[dict[str, Any]] = None, startup_timeout_s: float = 120.0,
+                 n_workers: int = 1, scheduler: Optional[str] = None):
         # One request compiles a whole program (efficientnet_small_train: 110 s at load average 10 on
         # 2 cores) and runs it `runs` times under the profiler: the kernel evaluator's 60 s is too short.
-        kwargs.setdefault("timeout_s", IN_PROGRAM_TIMEOUT_S)
-        super().__init__(*args, **kwargs)
+        super().__init__(target, budget, store, timing=timing, timeout_s=timeout_s, seed=seed,
+                         disable_fusion=disable_fusion, xla_flags=xla_flags, startup_timeout_s=startup_timeout_s,
+                         n_workers=n_workers, scheduler=scheduler)
         self.runs = max(1, int(runs))
 
     def _measure_batch(self, kernels: Sequence[KernelLike], tiles: Sequence[Any]) -> list[Measurement]:
