@@ -199,16 +199,13 @@ def test_random_search_exhausts_a_tiny_space(tiny_space):
 
 def test_strategies_also_search_tile_spaces(program):
     """Strategies only need the Space interface: they run on a kernel's tile space as well."""
-    try:
-        from autotune.compiler.fusion import FusionSpace
-        from autotune.compiler.tiles import TileSpace
-        from costmodels.analytical import AnalyticalCostModel
-        fs = FusionSpace(program, "tpu")
-        kernel = max(fs.kernels(fs.default()), key=lambda k: len(TileSpace(k, "tpu").tiles()))
-        ts, model = TileSpace(kernel, "tpu"), AnalyticalCostModel("tpu")
-        optimum = float(np.min(model.predict([kernel] * len(ts.tiles()), ts.tiles())))
-    except Exception as exc:  # noqa: BLE001 - another engineer's module in progress
-        pytest.skip(f"tile space not usable yet: {exc}")
+    from autotune.compiler.fusion import FusionSpace
+    from autotune.compiler.tiles import TileSpace
+    from costmodels.analytical import AnalyticalCostModel
+    fs = FusionSpace(program, "tpu")
+    kernel = max(fs.kernels(fs.default()), key=lambda k: len(TileSpace(k, "tpu").tiles()))
+    ts, model = TileSpace(kernel, "tpu"), AnalyticalCostModel("tpu")
+    optimum = float(np.min(model.predict([kernel] * len(ts.tiles()), ts.tiles())))
     for name, kw in [("random", {}), ("annealing", {"n_chains": 4}), ("genetic", {"population": 8, "elite": 2})]:
         s = get_strategy(name)(ts, seed=0, **kw)
         for _ in range(40):
