@@ -372,13 +372,14 @@ def make_transfer(spec: Optional[str], task: str, target: str, evaluator: Any, p
     if key.lower() not in ("auto", "store"):
         resolved = resolve_cost_model(key, task, target)
         return make_cost_model(resolved, task, target, evaluator), {"source": "model", "model": resolved}, []
-    store = getattr(evaluator, "store", None)
-    machine = None if any_machine else getattr(evaluator, "machine", None)
-    namespace = getattr(evaluator, "store_namespace", None)
-    if store is None or namespace is None:
+    from hardware.base import Evaluator
+    info: dict[str, Any]
+    if not isinstance(evaluator, Evaluator) or evaluator.store is None:
         info = {"source": None, "reason": "the evaluator has no measurement store"}
         return None, info, ([f"--transfer store: {info['reason']}; searching without history"]
                             if key.lower() == "store" else [])
+    store, namespace = evaluator.store, evaluator.store_namespace
+    machine = None if any_machine else evaluator.machine
     history = load_history(store, task, target, namespace, machine, exclude_programs=[program])
     info = {"source": "store", "store": str(getattr(store, "path", None) or "memory"), **history.describe()}
     if history.rows < MIN_HISTORY_ROWS:

@@ -90,7 +90,7 @@ class Estimator:
             reject_unknown_parameters(type(self).__name__, kwargs, known)
             init(self, *args, **kwargs)
 
-        cls.__init__ = checked_init  # type: ignore[misc]
+        cls.__init__ = checked_init  # type: ignore[method-assign]
 
     def get_params(self) -> dict:
         """The constructor's named parameters, read from the attributes of the same names."""

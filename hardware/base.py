@@ -226,8 +226,8 @@ class Evaluator(ABC):
                 self._on_result = commit
                 try:
                     batch = list(self._measure_batch([kernels[i] for i in reps], [tiles[i] for i in reps]))
-                except _StoreFailure as failure:
-                    raise failure.error from None
+                except _StoreFailure as store_failure:
+                    raise store_failure.error from None
                 except Exception as exc:  # an evaluator bug must not lose the run
                     failure = Measurement.failure(f"{EVALUATOR_ERROR}: {type(exc).__name__}: {exc}")
                     batch = [failure] * len(reps)
@@ -329,7 +329,7 @@ def create_evaluator(name: str, target: str, **options: Any) -> "Evaluator":
         except ImportError:
             raise ValueError(f"the {key} evaluator needs jax/jaxlib: pip install 'autotune[xla]'") from None
     try:
-        params = inspect.signature(factory).parameters
+        params = set(inspect.signature(factory).parameters)
     except (TypeError, ValueError):
-        params = {}
+        params = set()
     return factory(target=target, **{k: v for k, v in options.items() if k in params and k != "target"})

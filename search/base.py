@@ -82,7 +82,7 @@ class Best:
         self.config: Any = None
         self.cost: float = math.inf
 
-    def update(self, configs: Sequence[Any], costs: Sequence[float]) -> bool:
+    def update(self, configs: Sequence[Any], costs: "Sequence[float] | np.ndarray") -> bool:
         improved = False
         for cfg, c in zip(configs, costs):
             c = float(c)
