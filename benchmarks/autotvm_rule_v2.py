@@ -2,7 +2,7 @@
 
 Why: with ~1,000 single 0.3 s trials per program, the 8 lowest trial ratios of the first rule
 (`best_known_paired`) were all trials in which the default's own blocks ran 3-5x slower than usual
-(BENCHMARKS.md, "Real XLA:CPU, 64 trials per run"), so bert's best known was a re-measured outlier.
+(docs/lab-notes/2026-11-27-autotvm-xla-cpu-64-trials.md), so bert's best known was a re-measured outlier.
 
 The rule v2, fixed before it was run (2026-11-27 ~08:55 UTC):
 1. a trial is *disturbed* when its median reference block is more than 2x (or less than half) the median

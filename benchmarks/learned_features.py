@@ -5,7 +5,8 @@ ablation (issue 17).
                                           [--lr 0.05] [--min-runtime-us 5] [--no-ablation]
                                           [--out benchmarks/results/learned_features.md]
 
-DS/fusion is built with `autotune dataset build --task fusion --evaluator sim` (BENCHMARKS.md). Every
+DS/fusion is built with `autotune dataset build --task fusion --evaluator sim`
+(docs/lab-notes/2026-11-24-kernel-geometry-features.md). Every
 model is trained on the train split (early stopping on the validation split) with one thread and
 scored on the test split by `autotune.cli.learn.evaluate_models`, the code behind `autotune
 evaluate`: per-program mean and median MAPE and Kendall tau over kernels >= 5 us, and the pooled

@@ -519,7 +519,7 @@ def section_fusion_search_xla(ctx: Ctx) -> dict:
           "Quality: the kept configuration's end-to-end time (min of 5 interleaved rounds with the default) as "
           "speedup over the default configuration; 3 seeds, median (min-max).\n\n" + table
           + f"\n\nModel + B/10 matches or beats hardware-only search in {wins} of {n} cases. Timing noise on this "
-          "shared machine is about 12% run to run (BENCHMARKS.md), so differences of a few percent are within noise."
+          "shared machine is about 12% run to run (docs/lab-notes/2026-11-22-xla-evaluator-noise.md), so differences of a few percent are within noise."
           "\n\n![fusion search xla](results/fusion_search_xla.png)")
     return {"markdown": md, "data": rows, "plots": ["fusion_search_xla.png"]}
 

@@ -19,7 +19,7 @@ cores) trains each variant for a few hundred steps on a seeded subsample of kern
 mode trains about as long as the shipped models (see QUICK and FULL): training and scoring on 2 cores
 (2026-11-23/24) took 26-861 s per fusion variant, 2,205 s in all, and 15-136 s per tile variant, 926 s
 in all. Fusion metrics are computed on kernels >= 5 us as in the paper (plus every kernel, for
-comparison with BENCHMARKS.md).
+comparison with docs/lab-notes/2026-11-23-learned-cost-models.md).
 """
 
 import argparse

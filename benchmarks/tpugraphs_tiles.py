@@ -221,12 +221,12 @@ def _summary(recs, runs: list) -> dict:
 
 
 # ---- leave-one-kernel-out all the way: the simulator fitted without the held-out kernel
-# The contraction-step geometry (RESIDUAL_FEATURE_NAMES) came in one commit (8454449), written after the
-# diagnosis that the simulator favours feature-splitting tiles on fusion.191 (docs/simulator.md) and after
-# looking at that kernel's measured tiles grouped by contraction steps (BENCHMARKS.md, "The design saw the
-# held-out kernel"). `feature_steps` is the feature that record names; `window_steps` (steps over window
-# positions, the other half of the same split, non-zero only on fusion.191 of the 15 kernels) and
-# `k_pad_factor` (the padding waste of a split K) come from the same look. Both readings are reported.
+# The contraction-step geometry (RESIDUAL_FEATURE_NAMES) came in one commit (8454449), written after the diagnosis
+# that the simulator favours feature-splitting tiles on fusion.191 (docs/simulator.md) and after looking at that
+# kernel's measured tiles grouped by contraction steps (docs/lab-notes/2026-11-25-tile-ranker-loko.md, "The design
+# saw the held-out kernel"). `feature_steps` is the feature that record names; `window_steps` (steps over window
+# positions, the other half of the same split, non-zero only on fusion.191 of the 15 kernels) and `k_pad_factor`
+# (the padding waste of a split K) come from the same look. Both readings are reported.
 POSTHOC = {"all": (), "no-feature_steps": ("feature_steps",),
            "no-contraction": ("feature_steps", "window_steps", "k_pad_factor")}
 SIMS = ("fold", "all15")  # fold: fitted on the other kernels of each (nested) fold; all15: on all 15 (the old way)

@@ -27,7 +27,7 @@ bytes as log2(1 + x), flags 0/1):
   memory [3]    bytes touched (inputs + outputs), the same per 256 KiB (XLA:CPU's parallel task
                 partitioning grows with it), bytes touched per output element
 
-Measured on the in-program XLA:CPU dataset (BENCHMARKS.md, issue 17): the same kernel runs 1.7x
+Measured on the in-program XLA:CPU dataset (docs/lab-notes/2026-11-27-xla-cpu-geometry-features.md): the same kernel runs 1.7x
 slower inside one program than inside another, so these features bound what a kernel-level model can
 do there; they are what the kernel itself decides.
 """

@@ -1,7 +1,8 @@
 """Hardware trials of fusion configurations costed end to end, paired with the default (issue 19).
 
 On XLA:CPU the sum of a configuration's standalone kernel times is not its program's runtime
-(bert_small_infer: 2.24 ms of kernels against 0.57 ms end to end, BENCHMARKS.md issue 17), and
+(bert_small_infer: 2.24 ms of kernels against 0.57 ms end to end,
+docs/lab-notes/2026-11-25-xla-cpu-inprogram-costs.md), and
 absolute end-to-end timings drift with the machine's load by more than most fusion gains. A
 *paired trial* measures what the program does: the configuration is emitted as a whole program
 (exactly as fused.hlo is written), compiled with ``EMITTED_CPU_COMPILE_OPTIONS`` and timed beside
@@ -163,10 +164,11 @@ class PairedProgramCost:
         return ratio * self.default_s, record
 
     def _reference_disturbed(self, reference_s: Any) -> bool:
-        """The default's blocks in a trial ran far off its own time (BENCHMARKS.md, issue 19: on a loaded
-        2-core machine the default program alone can run 3-5x slower for a whole trial while the candidate
-        between its blocks does not, which the pairing does not cancel; such trials gave ratios of 0.3 for
-        configurations that re-measure at 1.1)."""
+        """The default's blocks in a trial ran far off its own time
+        (docs/lab-notes/2026-11-27-autotvm-xla-cpu-64-trials.md: on a loaded 2-core machine the default
+        program alone can run 3-5x slower for a whole trial while the candidate between its blocks does not,
+        which the pairing does not cancel; such trials gave ratios of 0.3 for configurations that re-measure
+        at 1.1)."""
         if reference_s is None or not self.default_s:
             return False
         return not (1.0 / self.disturbed_factor <= float(reference_s) / self.default_s <= self.disturbed_factor)

@@ -1,6 +1,6 @@
 """Hardware verification of tuned programs: a race of whole programs timed end to end.
 
-XLA:CPU timings on a shared 2-core machine vary about 12% run to run (BENCHMARKS.md), more than
+XLA:CPU timings on a shared 2-core machine vary about 12% run to run (docs/lab-notes/2026-11-22-xla-evaluator-noise.md), more than
 most fusion gains, so timing each candidate once keeps whichever got a lucky run (the winner's
 curse). :func:`race_programs` spends a verification budget by this rule:
 
@@ -25,7 +25,7 @@ A timing that fails (compile or run error, outputs that differ from the original
 crash) drops that program from the race with its reason; it is never the winner.
 
 Absolute times of interleaved rounds still drift with the machine between the rounds (a 1.25x race
-speedup re-measured at 1.00x, BENCHMARKS.md), so where the evaluator can time two programs side by
+speedup re-measured at 1.00x, docs/lab-notes/2026-11-25-xla-cpu-quiet-machine.md), so where the evaluator can time two programs side by
 side (XLA:CPU: ``measure_paired``), the race's winner is confirmed by :func:`confirm_paired`: the
 winner and the baseline timed in short alternating blocks, R C R C ... R, each winner block over the
 baseline block before it and over the one after it (the drift cancels), for a share of the budget; the speedup is

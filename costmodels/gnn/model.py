@@ -73,7 +73,7 @@ DEFAULT_CONFIG: dict = {
 # the configuration parameters of the GNN models (`GnnCostModel`, `costmodels.gnn.layout.LayoutGnnModel`)
 CONFIG_KEYS: tuple = tuple(DEFAULT_CONFIG) + ("seed",)
 # geometry groups (`GEOMETRY_GROUPS`) encoded piecewise-linearly by default (config ple_bins > 0): the groups
-# XGBoost's fusion predictions come from (SHAP, BENCHMARKS.md, "Piecewise-linear geometry in the GNN head")
+# XGBoost's fusion predictions come from (SHAP, docs/lab-notes/2026-11-27-gnn-head-piecewise-linear.md)
 PLE_GROUPS = ("tile", "dot", "analytical")
 # Values of config keys added after a model format was in use, for files saved without them.
 LEGACY_CONFIG: dict = {"residual": False, "head_layers": 1, "head_hidden": None, "ple_bins": 0, "ple_groups": None}
@@ -762,7 +762,7 @@ class torch_threads:
     block exits. Weight decay drives unused weights and Adam's first moments into the subnormal range,
     where every multiply takes a slow microcode path: a training with `--weight-decay 1e-4` ran 3x slower
     per epoch by its 4th epoch (49,187 of 214,337 weights subnormal), and the same training with flushing
-    gives the same losses (BENCHMARKS.md, issue 17, 2026-11-27)."""
+    gives the same losses (docs/lab-notes/2026-11-27-subnormals-weight-decay.md)."""
 
     def __init__(self, n: Optional[int], flush_denormal: bool = True):
         self.n = n

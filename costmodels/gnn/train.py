@@ -45,13 +45,14 @@ LR_SCHEDULES = ("constant", "cosine")
 DRAWS = ("families", "kernels")
 
 # `autotune train --model gnn --task fusion` defaults (loss mse; `autotune.api.gnn_training_options`): the
-# default-tile geometry before the head, a residual over the tiled analytical time, kernels >= 5 us weighted
-# 10x, the epoch with the lowest validation MAPE of kernels >= 5 us kept, cosine-annealed lr 0.002 over 25
-# epochs and a 2-layer head of width 256 (BENCHMARKS.md, "GNN accuracy work (issue 17, continued)" and
-# "The recipe as the default"), which also gets a piecewise-linear encoding of the geometry groups tile, dot and
-# analytical on 32 quantile bins per column, with no early stop within the 25 epochs (patience 25: with 32 bins
-# the validation MAPE is noisier early and a patience of 5 stopped two of three seeds at epochs 11 and 14)
-# ("Piecewise-linear geometry in the GNN head" and "More bins in the GNN head's piecewise-linear encoding").
+# default-tile geometry before the head, a residual over the tiled analytical time, kernels >= 5 us weighted 10x,
+# the epoch with the lowest validation MAPE of kernels >= 5 us kept, cosine-annealed lr 0.002 over 25 epochs and a
+# 2-layer head of width 256 (docs/lab-notes/2026-11-25-gnn-accuracy-work.md and
+# docs/lab-notes/2026-11-25-gnn-recipe-default.md), which also gets a piecewise-linear encoding of the geometry
+# groups tile, dot and analytical on 32 quantile bins per column, with no early stop within the 25 epochs
+# (patience 25: with 32 bins the validation MAPE is noisier early and a patience of 5 stopped two of three seeds
+# at epochs 11 and 14) (docs/lab-notes/2026-11-27-gnn-head-piecewise-linear.md and
+# docs/lab-notes/2026-11-27-gnn-head-more-bins.md).
 FUSION_RECIPE: dict = {"geometry_features": True, "residual": True, "large_weight": 10.0, "select": "mape",
                        "lr_schedule": "cosine", "lr": 2e-3, "head_layers": 2, "head_hidden": 256, "epochs": 25,
                        "ple_bins": 32, "patience": 25}

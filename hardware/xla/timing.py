@@ -192,7 +192,7 @@ def paired_ratios(reference: PreparedRun, candidate: PreparedRun, pairs: int = 4
 
     The median of these ratios is biased low on a loaded machine (a block over the mean of two
     catches fewer interruptions than a block over a block: a program against itself measured 0.95
-    to 0.97, BENCHMARKS.md 2026-11-27); :func:`neighbour_ratios` of the same blocks is not."""
+    to 0.97, docs/lab-notes/2026-11-27-paired-verification.md); :func:`neighbour_ratios` of the same blocks is not."""
     if pairs < 1:
         raise ValueError(f"pairs must be >= 1, got {pairs}")
     ref = [reference.block(warmup=warmup)]
@@ -234,7 +234,7 @@ def time_paired_for(reference: CompiledHlo, candidate: CompiledHlo, inputs: Sequ
     before it and over the one after it (in order). A block over the mean of two is biased low on a
     loaded machine, whose noise is a few long interruptions: the mean of two blocks catches one more
     often than a single block does, so a program paired with itself measured 0.98 (load 10) to
-    0.73 (load 14) that way (BENCHMARKS.md, 2026-11-27); a single block over a single block has median
+    0.73 (load 14) that way (docs/lab-notes/2026-11-27-paired-verification.md); a single block over a single block has median
     1 for identical programs whatever the noise, and a linear drift still cancels (the two ratios
     err by as much in opposite directions)."""
     if seconds is None or not seconds >= 0:

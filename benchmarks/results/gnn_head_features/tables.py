@@ -1,4 +1,4 @@
-"""The tables of BENCHMARKS.md, "Piecewise-linear geometry in the GNN head (issue 17)", from `autotune evaluate
+"""The tables of docs/lab-notes/2026-11-27-gnn-head-piecewise-linear.md, from `autotune evaluate
 --json` files: per file, MAPE mean / median / pooled and Kendall mean / median / pooled of kernels >= 5 us, MAPE
 of every kernel (mean over programs), and the per-family MAPE means; then the mean and spread (max - min) of the
 rows named in a group.     python tables.py LABEL=FILE.json[#MODEL] ... [--group NAME=LABEL,LABEL,...]

@@ -128,7 +128,7 @@ def test_tuner_counts_paired_trials_and_model_based_search_is_told_them(space):
 
 class _DisturbedMachine(_PairedMachine):
     """The default's blocks run 3.5x slower in the first `disturbed` paired calls (its ratio 1/3.5 of
-    the true one), as on a loaded machine (BENCHMARKS.md, issue 19)."""
+    the true one), as on a loaded machine (docs/lab-notes/2026-11-27-autotvm-xla-cpu-64-trials.md)."""
 
     def __init__(self, disturbed: int):
         super().__init__()

@@ -28,7 +28,7 @@ class _DriftingMachine(ProgramEvaluator):
     """A stand-in for XlaEvaluator on a drifting machine: `measure_program` answers a program's true
     time times the machine's speed at that moment, which happened to be 20% slower whenever the
     original was timed (a neighbour's job in phase with the race's rounds: a claimed 1.25x that
-    re-measures at 1.00x, as in BENCHMARKS.md); `measure_paired` the true ratio with 2% noise per
+    re-measures at 1.00x, as in docs/lab-notes/2026-11-25-xla-cpu-quiet-machine.md); `measure_paired` the true ratio with 2% noise per
     pair (the drift cancels within a pair). `default_s` is the original program's true time (XLA's
     own compile), `other_s` every emitted program's. Records the compile options of each call."""
 
