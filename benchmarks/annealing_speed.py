@@ -28,6 +28,8 @@ def main() -> None:
 
     from autotune.compiler.fusion import FusionSpace
     from autotune.compiler.program import Program
+    from autotune.tuning.callbacks import FunctionCallback
+    from autotune.tuning.options import TunerOptions
     from autotune.tuning.tuner import Tuner
     from costmodels.analytical import AnalyticalCostModel
     from search.base import get_strategy
@@ -39,7 +41,8 @@ def main() -> None:
     space = FusionSpace(prog, args.target)
     hist: list = []
     tuner = Tuner(space, AnalyticalCostModel(target=args.target), get_strategy("annealing")(space, seed=args.seed),
-                  budget=args.seconds, progress=False, on_batch=lambda d: hist.append((d["t"], d["evaluations"])))
+                  budget=args.seconds, options=TunerOptions(progress=False),
+                  callbacks=[FunctionCallback(on_batch=lambda info: hist.append((info.t, info.evaluations)))])
     r = tuner.run()
     start = next((h for h in hist if h[0] > 0.25 * r.elapsed_s), hist[0])
     steady = (hist[-1][1] - start[1]) / max(hist[-1][0] - start[0], 1e-9)

@@ -117,6 +117,8 @@ def run_arm(problem: Problem, arm: str, seed: int, trials: int, store: Any, prio
     """One tuning run through the Tuner; returns the noise-free cost of each configuration measured,
     in order (the default first). `hw`: the evaluator (default: the noisy simulator on `store`)."""
     from autotune.tuning.history import HistoryRecorder, RecordingCostModel, transfer_prior
+    from autotune.tuning.callbacks import FunctionCallback
+    from autotune.tuning.options import TunerOptions
     from autotune.tuning.tuner import Tuner
     from costmodels.base import EvaluatorCostModel
     from hardware.simulator import TpuSimulator
@@ -132,9 +134,10 @@ def run_arm(problem: Problem, arm: str, seed: int, trials: int, store: Any, prio
     target = str(problem.space.target) if problem.kind == "fusion" else "tpu"
     model = RecordingCostModel(EvaluatorCostModel(hw), HistoryRecorder(store, target, problem.sha, problem.program))
     measured: list = [problem.space.default()]
-    tuner = Tuner(problem.space, model, strat, budget=None, max_evaluations=trials - 1,
-                  batch_size=BATCH.get(arm, 8 if problem.kind == "fusion" else 4), progress=False,
-                  on_config=lambda c, v: measured.append(c))
+    batch = BATCH.get(arm, 8 if problem.kind == "fusion" else 4)
+    tuner = Tuner(problem.space, model, strat, budget=None,
+                  options=TunerOptions(max_evaluations=trials - 1, batch_size=batch, progress=False),
+                  callbacks=[FunctionCallback(on_config=lambda c, v: measured.append(c))])
     tuner.run()
     return [float(v) for v in problem.true_cost(measured)]
 
@@ -292,6 +295,8 @@ def run_arm_paired(problem: Problem, arm: str, seed: int, trials: int, ev: Any, 
     (the default first) and the pricer."""
     from autotune.tuning.history import transfer_prior
     from autotune.tuning.paired_cost import PairedProgramCost
+    from autotune.tuning.callbacks import FunctionCallback
+    from autotune.tuning.options import TunerOptions
     from autotune.tuning.tuner import Tuner
     from search.base import get_strategy
     name, params = ARM_STRATEGY[arm]
@@ -305,8 +310,9 @@ def run_arm_paired(problem: Problem, arm: str, seed: int, trials: int, ev: Any, 
     strat = get_strategy(name)(problem.space, seed=seed, **params)
     pricer = PairedProgramCost(problem.space, ev, PAIRED_TRIAL_S, reference_text=reference, cache=cache)
     measured: list = [problem.space.default()]
-    tuner = Tuner(problem.space, pricer, strat, budget=None, max_evaluations=trials - 1, batch_size=batch,
-                  progress=False, on_config=lambda c, v: measured.append(c))
+    tuner = Tuner(problem.space, pricer, strat, budget=None,
+                  options=TunerOptions(max_evaluations=trials - 1, batch_size=batch, progress=False),
+                  callbacks=[FunctionCallback(on_config=lambda c, v: measured.append(c))])
     tuner.run()
     return measured, pricer, getattr(strat, "prior_weight", None)
 

@@ -31,6 +31,7 @@ def run(program: str, model_name: str, evals: int, seeds: list, min_edges: int =
     from autotune.api import make_cost_model
     from autotune.compiler.fusion import FusionSpace
     from autotune.compiler.program import Program
+    from autotune.tuning.options import TunerOptions
     from autotune.tuning.tuner import Tuner
     from hardware.simulator import TpuSimulator
     from search.annealing import SimulatedAnnealing
@@ -41,8 +42,8 @@ def run(program: str, model_name: str, evals: int, seeds: list, min_edges: int =
             model = make_cost_model(None if model_name == "default" else model_name, "fusion", "tpu", None)
             strat = SimulatedAnnealing(space, seed=seed, group_moves=gm, group_min_edges=min_edges)
             t0 = time.perf_counter()
-            r = Tuner(space, model, strat, budget=seconds or None, max_evaluations=None if seconds else evals,
-                      progress=False).run()
+            r = Tuner(space, model, strat, budget=seconds or None,
+                      options=TunerOptions(max_evaluations=None if seconds else evals, progress=False)).run()
             wall = time.perf_counter() - t0
             sim = TpuSimulator(noise=0.0)
             default_s = float(np.sum(sim.simulate(space.kernels(space.default()))))

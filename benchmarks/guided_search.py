@@ -60,21 +60,25 @@ def hardware_only_search(space: Any, cost: Any, seed: int, start: str, budget: A
                          n_chains: Optional[int] = None, on_config: Optional[Callable] = None) -> Any:
     """Simulated annealing whose cost is the hardware itself, within `budget`; returns the tuner's result."""
     from autotune import api
+    from autotune.tuning.callbacks import FunctionCallback
+    from autotune.tuning.options import TunerOptions
     from autotune.tuning.tuner import Tuner
     params = {"start": start} if n_chains is None else {"start": start, "n_chains": n_chains}
     strategy = api.make_strategy("annealing", space, seed=seed, **params)
-    kw = {} if on_config is None else {"on_config": on_config}
-    return Tuner(space, cost, strategy, budget=budget, progress=False, include_default=start == "default",
-                 **kw).run()
+    callbacks = [] if on_config is None else [FunctionCallback(on_config=on_config)]
+    return Tuner(space, cost, strategy, budget=budget,
+                 options=TunerOptions(progress=False, include_default=start == "default"), callbacks=callbacks).run()
 
 
 def guided_candidates(space: Any, model: Any, seed: int, start: str, seconds: float, top_k: int) -> list:
     """Annealing on the cost model for `seconds`; the best `top_k` configurations in predicted order,
     after the default configuration when the search starts from it."""
     from autotune import api
+    from autotune.tuning.options import TunerOptions, VerifyOptions
     from autotune.tuning.tuner import Tuner
     t = Tuner(space, model.predict, api.make_strategy("annealing", space, seed=seed, start=start), budget=seconds,
-              progress=False, top_k_verify=top_k, include_default=start == "default")
+              options=TunerOptions(progress=False, include_default=start == "default"),
+              verify=VerifyOptions(top_k=top_k))
     t.run()
     return ([space.default()] if start == "default" else []) + [c for _, c in t.top_predicted()]
 

@@ -31,6 +31,7 @@ from autotune.api import make_cost_model  # noqa: E402
 from autotune.compiler.layouts import LayoutSpace, complete_layout  # noqa: E402
 from autotune.compiler.program import load_program  # noqa: E402
 from autotune.tuning.pricing import LayoutCost  # noqa: E402
+from autotune.tuning.options import TunerOptions  # noqa: E402
 from autotune.tuning.tuner import Tuner  # noqa: E402
 from costmodels.analytical import AnalyticalCostModel  # noqa: E402
 from costmodels.metrics import kendall  # noqa: E402
@@ -88,7 +89,7 @@ def search(programs: list, evals: int, seed: int, budget_s: Optional[float] = No
                          "evaluations": 0, "seconds": time.time() - t0})
             continue
         r = Tuner(space, model, get_strategy("annealing")(space, seed=seed), budget=budget_s,
-                  max_evaluations=evals, progress=False, batch_size=16).run()
+                  options=TunerOptions(max_evaluations=evals, progress=False, batch_size=16)).run()
         default_s, best_s = LayoutCost(space, sim.simulate)([space.default(), r.best])
         rows.append({"program": name, "nodes": len(space.nodes), "free_tensors": len(space.free_slots),
                      "default_ms": default_s * 1e3, "best_ms": best_s * 1e3, "speedup": float(default_s / best_s),

@@ -96,7 +96,7 @@ class Ctx:
     # datasets ------------------------------------------------------------------------------
     def dataset(self, task: str, evaluator: str = "sim") -> Any:
         """Build (or resume) one of the run's datasets with the project's own dataset builder."""
-        from autotune.tuning.dataset import build_dataset
+        from autotune.tuning.dataset import DatasetOptions, build_dataset
         name = f"ds_{task}_{evaluator}"
         out = self.work / name
         target = "tpu" if evaluator == "sim" else "cpu"
@@ -117,8 +117,9 @@ class Ctx:
             self.reused.append(name)
         self.log(f"dataset {name}: building/resuming in {out}")
         try:
-            ds = build_dataset(HLO, task, ev, target, cfgs, out, seed=self.seed,
-                               max_tiles_per_kernel=self.q(16, 64), programs=programs, store=store,
+            options = DatasetOptions(seed=self.seed, max_tiles_per_kernel=self.q(16, 64), programs=programs,
+                                     store=store)
+            ds = build_dataset(HLO, task, ev, target, cfgs, out, options,
                                log=lambda n, r: self.log(f"  {name}: {n}: {r['n_samples']} samples ({r['split']})"))
         finally:
             if evaluator == "xla":

@@ -34,13 +34,15 @@ def run_one(args: tuple) -> dict:
     path, strategy, budget, seed = args
     from autotune.compiler.fusion import FusionSpace
     from autotune.compiler.program import Program
+    from autotune.tuning.options import TunerOptions
     from autotune.tuning.tuner import Tuner
     from hardware.simulator import TpuSimulator
     from search.base import get_strategy
 
     space = FusionSpace(Program.from_file(path), "tpu")
     sim = TpuSimulator(noise=0.0)
-    t = Tuner(space, sim.simulate, get_strategy(strategy)(space, seed=seed), budget=budget, progress=False)
+    t = Tuner(space, sim.simulate, get_strategy(strategy)(space, seed=seed), budget=budget,
+              options=TunerOptions(progress=False))
     r = t.run()
     return {"program": os.path.basename(path)[:-4], "strategy": strategy, "default_s": r.default_cost,
             "best_s": r.best_cost, "speedup": r.speedup, "evaluations": r.evaluations, "seed": seed}

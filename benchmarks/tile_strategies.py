@@ -30,12 +30,13 @@ NEAR = 1.02
 
 def shipped_ratio(case, strategy: str, seed: int, trials: int) -> float:
     """Noise-free time of the tile tune_kernel_tiles ships, over the kernel's optimum."""
-    from autotune.tuning.tile_tuning import tune_kernel_tiles
+    from autotune.tuning.tile_tuning import TileTuningOptions, tune_kernel_tiles
     from costmodels.analytical import AnalyticalCostModel
     from hardware.simulator import TpuSimulator
     hw = TpuSimulator(noise=0.015, seed=seed)
-    r = tune_kernel_tiles(case.kernel, AnalyticalCostModel("tpu"), hw, strategy=strategy, trials=trials, top_k=10,
-                          repeats=3, seed=seed, space=case.space)
+    r = tune_kernel_tiles(case.kernel, AnalyticalCostModel("tpu"), hw,
+                          TileTuningOptions(strategy=strategy, trials=trials, top_k=10, repeats=3, seed=seed),
+                          space=case.space)
     tile = r.measured_best_config if r.measured_best_config is not None else case.space.default()
     return float(case.true[case.tiles.index(tile)] / case.optimum)
 

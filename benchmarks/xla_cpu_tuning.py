@@ -54,6 +54,7 @@ def main() -> None:
     from autotune.compiler.fusion import FusionSpace
     from autotune.compiler.emission import EMITTED_CPU_COMPILE_OPTIONS, emit_fused_text
     from autotune.compiler.program import Program
+    from autotune.tuning.options import TunerOptions, VerifyOptions
     from autotune.tuning.tuner import Tuner
     from autotune.tuning.verification import confirm_paired
     from autotune import api
@@ -70,9 +71,9 @@ def main() -> None:
             name = os.path.basename(path)[:-4]
             original = open(path).read()
             space = FusionSpace(Program.from_file(path), "cpu")
-            tuner = Tuner(space, model, get_strategy("annealing")(space, seed=args.seed), budget=args.search_seconds,
-                          progress=False, top_k_verify=args.verify, evaluator=ev, hw_budget=args.hw_seconds,
-                          reference_text=original)
+            tuner = Tuner(space, model, get_strategy("annealing")(space, seed=args.seed),
+                          budget=args.search_seconds, evaluator=ev, options=TunerOptions(progress=False),
+                          verify=VerifyOptions(top_k=args.verify, hw_budget=args.hw_seconds, reference_text=original))
             res = tuner.run()
             ver = res.verification
             if res.fused_text is None:

@@ -61,6 +61,7 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
+from autotune.compiler.space import EdgeSpace, MutableSpace, Space, WalkingSpace
 from search.base import Strategy, config_hash, register_strategy
 
 
@@ -80,7 +81,7 @@ class SimulatedAnnealing(Strategy):
 
     name = "annealing"
 
-    def __init__(self, space: Any, seed: Optional[int] = None, n_chains: int = 64, t_start: float = 0.003,
+    def __init__(self, space: Space, seed: Optional[int] = None, n_chains: int = 64, t_start: float = 0.003,
                  t_end: float = 3e-5, n_steps: int = 300, eps: float = 0.05, patience: int = 8,
                  retries: int = 8, init_random: float = 0.25, start: str = "default", group_moves: float = 0.94,
                  group_min_edges: int = 12000, **params: Any):
@@ -117,8 +118,13 @@ class SimulatedAnnealing(Strategy):
         self.round = 0
         self.n_restarts = 0
         self._exhausted = False
+        # What the space offers beyond `Space` (autotune/compiler/space.py), looked up once.
+        self._edge_space = isinstance(space, EdgeSpace)  # edge bits: mutation rates, group moves
+        self._n_edges = space.n_edges if self._edge_space else 0
+        self._mutable = isinstance(space, MutableSpace)
+        self._walking = isinstance(space, WalkingSpace)
         # The tuner derives a proposal's kernels from its head's cached state: keep heads cached.
-        if hasattr(space, "state_cache_size"):
+        if self._edge_space:
             space.state_cache_size = max(space.state_cache_size, 4 * self.n_chains + 16)
 
     # ---- schedule
@@ -139,7 +145,7 @@ class SimulatedAnnealing(Strategy):
 
     def _large(self) -> bool:
         # (a layout space says so itself: where its moves are priced incrementally, LayoutSpace.walks)
-        return getattr(self.space, "n_edges", 0) > self.LARGE_SPACE_EDGES or bool(getattr(self.space, "walks", False))
+        return self._n_edges > self.LARGE_SPACE_EDGES or (self._walking and bool(self.space.walks))
 
     def _walk(self, start: Any, max_steps: int = 8) -> Any:
         """A random walk of 1..max_steps (log-uniform) neighbor moves from `start`."""
@@ -158,10 +164,10 @@ class SimulatedAnnealing(Strategy):
         default = self.space.default()
         if i == 0 and config_hash(self.space, default) not in self.visited:
             return default
-        n_edges = getattr(self.space, "n_edges", 0)
+        n_edges = self._n_edges
         if self._large():
             return self._walk(default)
-        if self.rng.random() < self.init_random or not n_edges or not hasattr(self.space, "mutate"):
+        if self.rng.random() < self.init_random or not n_edges or not self._mutable:
             return self.space.random(self.rng)
         # log-uniform in [1/n_edges, 0.2]; programs with fewer than 5 edges: one expected flip
         low = math.log(1.0 / n_edges)
@@ -187,8 +193,8 @@ class SimulatedAnnealing(Strategy):
         grouped, times g / (g + (1 - g) F) (F: expected edges a group move flips), so that group moves
         make a share g = `group_moves` of the flips; 0 for spaces without group moves."""
         if self._group_p is None:
-            n = getattr(self.space, "n_edges", 0)
-            on = self.group_moves > 0 and n >= max(1, self.group_min_edges) and hasattr(self.space, "group_neighbor")
+            n = self._n_edges
+            on = self.group_moves > 0 and n >= max(1, self.group_min_edges) and self._edge_space
             sizes = np.array([len(g) for g in self.space.edge_groups()] if on else [], dtype=float)
             if not len(sizes):
                 self._group_p = 0.0

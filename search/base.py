@@ -1,7 +1,8 @@
 """Strategy interface (ask/tell) and the strategy registry.
 
-A strategy proposes configurations of a `Space` (fusion or tile) and learns from their costs; it
-never evaluates anything itself. The tuner (autotune/tuning/tuner.py) owns budgets, cost evaluation,
+A strategy proposes configurations of a `Space` (fusion, tile or layout: autotune/compiler/space.py,
+with the optional capabilities listed there) and learns from their costs; it never evaluates anything
+itself. The tuner (autotune/tuning/tuner.py) owns budgets, cost evaluation,
 memoization, de-duplication, logging, checkpoints and progress display. The shape follows AutoTVM's
 tuners and Optuna's samplers, reduced to two calls:
 
@@ -27,6 +28,7 @@ with `register_strategy`, entry points of group `autotune.strategies`, or `modul
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import inspect
 import math
@@ -35,6 +37,7 @@ from typing import Any, ClassVar, Optional, Sequence
 
 import numpy as np
 
+from autotune.compiler.space import DigestSpace, Space
 from autotune.plugins import Registry, UnknownPluginError
 
 ENTRY_POINT_GROUP = "autotune.strategies"
@@ -66,13 +69,19 @@ def key_hash(key: Any) -> int:
     return int.from_bytes(hashlib.blake2b(bytes(data), digest_size=8).digest(), "little") >> 1
 
 
-def config_hash(space: Any, cfg: Any) -> int:
+def config_hash(space: Space, cfg: Any) -> int:
     """`key_hash` of a configuration, from the space's incremental digest when it has one
-    (`FusionSpace.config_digest`: O(1) for a one-edge move, where hashing the key reads every bit)."""
-    digest = getattr(space, "config_digest", None)
-    if digest is not None:
-        return digest(cfg) & ((1 << 63) - 1)
+    (`DigestSpace`, e.g. `FusionSpace.config_digest`: O(1) for a one-edge move, where hashing the key
+    reads every bit)."""
+    if _digests(type(space)):
+        return space.config_digest(cfg) & ((1 << 63) - 1)  # type: ignore[attr-defined]
     return key_hash(space.encode(cfg))
+
+
+@functools.lru_cache(maxsize=None)
+def _digests(space_class: type) -> bool:
+    """Whether a space class is a `DigestSpace` (per class, once: called for every configuration)."""
+    return issubclass(space_class, DigestSpace)
 
 
 class Best:
@@ -117,7 +126,7 @@ class Strategy(ABC):
 
     name: ClassVar[str] = "base"
 
-    def __init__(self, space: Any, seed: Optional[int] = None, **params: Any):
+    def __init__(self, space: Space, seed: Optional[int] = None, **params: Any):
         if params:
             known = [p for p in inspect.signature(type(self).__init__).parameters
                      if p not in ("self", "space", "seed", "params")]

@@ -16,6 +16,7 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
+from autotune.compiler.space import EdgeSpace, MutableSpace, Space
 from search.base import Strategy, config_hash, register_strategy
 
 
@@ -24,7 +25,7 @@ class GeneticSearch(Strategy):
 
     name = "genetic"
 
-    def __init__(self, space: Any, seed: Optional[int] = None, population: int = 32, elite: int = 4,
+    def __init__(self, space: Space, seed: Optional[int] = None, population: int = 32, elite: int = 4,
                  tournament: int = 3, mutation_k: float = 2.0, crossover_prob: float = 0.9,
                  retries: int = 8, **params: Any):
         super().__init__(space, seed, **params)
@@ -36,7 +37,8 @@ class GeneticSearch(Strategy):
         self.mutation_k = float(mutation_k)
         self.crossover_prob = float(crossover_prob)
         self.retries = max(1, int(retries))
-        n_edges = getattr(space, "n_edges", 0) or 0
+        n_edges = (space.n_edges if isinstance(space, EdgeSpace) else 0) or 0
+        self._mutable = isinstance(space, MutableSpace)  # else: one neighbor move per mutation (e.g. tiles)
         self.mutation_rate = min(1.0, self.mutation_k / n_edges) if n_edges else 0.0
         self.population: list[tuple[Any, float]] = []  # parents, best first
         self._offspring: list[tuple[Any, float]] = []  # told since the last breeding
@@ -56,7 +58,7 @@ class GeneticSearch(Strategy):
         return self.population[int(min(idx, key=lambda j: (self.population[j][1], j)))][0]
 
     def _mutate(self, cfg: Any) -> Any:
-        if hasattr(self.space, "mutate"):
+        if self._mutable:
             return self.space.mutate(cfg, self.rng, self.mutation_rate)
         return self.space.neighbor(cfg, self.rng)  # spaces without mutate (e.g. tiles): one step
 

@@ -51,6 +51,7 @@ from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
+from autotune.compiler.space import ArraySpace, EnumerableSpace, FeatureSpace, Space
 from search.base import Strategy, config_hash, register_strategy
 
 # AutoTVM's XGBoostCostModel parameters (max_depth 3, eta 0.3, gamma 1e-4, min_child_weight 1), with a
@@ -206,15 +207,15 @@ def select_batch(score: np.ndarray, free: np.ndarray, k: int, epsilon: float,
     return greedy, eps
 
 
-def config_features(space: Any, configs: Sequence[Any]) -> np.ndarray:
-    """Knob features of configurations: `space.features` when the space has it; tiles: log2(1 +
-    extent) per dimension (`space.to_array`); fusion and any bytes-encoded space: one 0/1 column per
-    byte of the encoding (per edge)."""
+def config_features(space: Space, configs: Sequence[Any]) -> np.ndarray:
+    """Knob features of configurations: `space.features` when the space has it (`FeatureSpace`); tiles:
+    log2(1 + extent) per dimension (`space.to_array`, `ArraySpace`); fusion and any bytes-encoded space:
+    one 0/1 column per byte of the encoding (per edge)."""
     if not configs:
         return np.zeros((0, 0))
-    if callable(getattr(space, "features", None)):
+    if isinstance(space, FeatureSpace):
         return np.asarray(space.features(configs), dtype=float)
-    if callable(getattr(space, "to_array", None)):
+    if isinstance(space, ArraySpace):
         return np.log2(1.0 + np.maximum(np.asarray(space.to_array(configs), dtype=float), 0.0))
     keys = [space.encode(c) for c in configs]
     if all(isinstance(k, (bytes, bytearray)) for k in keys):
@@ -240,7 +241,7 @@ class ModelBasedSearch(Strategy):
 
     name = "model-based"
 
-    def __init__(self, space: Any, seed: Optional[int] = None, objective: str = "rank", epsilon: float = 0.1,
+    def __init__(self, space: Space, seed: Optional[int] = None, objective: str = "rank", epsilon: float = 0.1,
                  n_initial: Optional[int] = None, sa_chains: int = 32, sa_steps: int = 40,
                  sa_temperature: float = 1.0, max_enumerate: int = 4096,
                  features: Optional[Callable[[Any, Sequence[Any]], np.ndarray]] = None,
@@ -294,7 +295,7 @@ class ModelBasedSearch(Strategy):
         return config_hash(self.space, cfg)
 
     def _enumerable(self) -> bool:
-        if self._all is None and callable(getattr(self.space, "tiles", None)):
+        if self._all is None and isinstance(self.space, EnumerableSpace):
             tiles = list(self.space.tiles())
             if len(tiles) <= self.max_enumerate:
                 self._all = tiles
@@ -305,7 +306,7 @@ class ModelBasedSearch(Strategy):
         `explore_moves=0`; otherwise walks of 1..explore_moves neighbor moves from one of the best
         measured configurations (the default first)."""
         out: list = []
-        local = self.explore_moves > 0 and not self._enumerable() and callable(getattr(self.space, "default", None))
+        local = self.explore_moves > 0 and not self._enumerable()
         if local:
             ranked = sorted(((v, c) for c, v in self._told.values() if math.isfinite(v)), key=lambda t: t[0])
             starts = [c for _, c in ranked[:4]] or [self.space.default()]
@@ -356,10 +357,10 @@ class ModelBasedSearch(Strategy):
         space, rng = self.space, self.rng
         measured = sorted(self._told.values(), key=lambda t: t[1])
         heads = [c for c, v in measured[:self.sa_chains // 2] if math.isfinite(v)]
-        if not heads and callable(getattr(space, "default", None)):
+        if not heads:
             heads = [space.default()]
         heads += self._sa_heads[:self.sa_chains - len(heads)]  # chains go on where the last round's ended
-        heads += self._random(self.sa_chains - len(heads), set())  # local walks where the space has a default
+        heads += self._random(self.sa_chains - len(heads), set())  # local walks from the best (or the default)
         heads += [space.random(rng) for _ in range(self.sa_chains - len(heads))]
         cur = score(heads)
         t0 = self.sa_temperature * max(float(np.std(cur)), 1e-9)
@@ -385,7 +386,7 @@ class ModelBasedSearch(Strategy):
         first = self.n_initial if self.n_initial is not None else n
         out = []
         if successes < max(2, first):
-            if not self._told and not self._asked and callable(getattr(self.space, "default", None)):
+            if not self._told and not self._asked:
                 out.append(self.space.default())  # the compiler's choice: a strong first measurement
                 taken.add(self._hash(out[0]))
             if self.prior is None or n - len(out) <= 0:

@@ -10,6 +10,7 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
+from autotune.compiler.space import Space
 from search.base import Strategy, config_hash, register_strategy
 
 
@@ -22,7 +23,7 @@ class RandomSearch(Strategy):
 
     name = "random"
 
-    def __init__(self, space: Any, seed: Optional[int] = None, max_tries: int = 20, **params: Any):
+    def __init__(self, space: Space, seed: Optional[int] = None, max_tries: int = 20, **params: Any):
         super().__init__(space, seed, **params)
         self.max_tries = int(max_tries)
         self._seen: set[int] = set()

@@ -22,6 +22,7 @@ from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
+from autotune.compiler.space import KernelSpace
 from search.base import Strategy, register_strategy
 
 
@@ -101,8 +102,8 @@ class TopKTileSearch(Strategy):
 
     def _ensure_ranked(self) -> list:
         if self._ranked is None:
-            kernel = getattr(self.space, "kernel", None)
-            if self.space is None or kernel is None:
+            kernel = self.space.kernel if isinstance(self.space, KernelSpace) else None
+            if kernel is None:
                 raise ValueError("ask() needs a tile space with .kernel; use candidates(kernels) otherwise")
             self._ranked = self.candidates([kernel], [self.space])[0]
         return self._ranked

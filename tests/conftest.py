@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from autotune.tuning.dataset import build_dataset
+from autotune.tuning.dataset import DatasetOptions, build_dataset
 
 ROOT = Path(__file__).resolve().parents[1]
 SMALL_CORPUS = ("vae_small_infer", "lstm_small_infer", "autoencoder_small_infer")
@@ -32,11 +32,12 @@ def progs(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def fusion_ds(progs, tmp_path_factory):
     """Fusion dataset of the small corpus on the simulator: 3 configurations per program."""
-    return build_dataset(progs, "fusion", "sim", configs_per_program=3, out_dir=tmp_path_factory.mktemp("fus"), seed=1)
+    return build_dataset(progs, "fusion", "sim", configs_per_program=3, out_dir=tmp_path_factory.mktemp("fus"),
+                         options=DatasetOptions(seed=1))
 
 
 @pytest.fixture(scope="session")
 def tile_ds(progs, tmp_path_factory):
     """Tile dataset of the small corpus on the simulator: at most 8 tiles per kernel."""
     return build_dataset(progs, "tile", "sim", configs_per_program=1, out_dir=tmp_path_factory.mktemp("tile"),
-                         max_tiles_per_kernel=8)
+                         options=DatasetOptions(max_tiles_per_kernel=8))

@@ -15,12 +15,14 @@ import math
 import os
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional
 
 import click
 
 from autotune import api
+from autotune.cli.arguments import FusionArgs, SearchArgs, TileArgs
 from autotune.cli.errors import OneLineErrorsGroup, UserError
 from autotune.cli.errors import friendly as _friendly
 from autotune.compiler.targets import UnknownTargetError, get_target, target_names
@@ -355,22 +357,38 @@ def _make_strategy(strategy_cls: Any, space: Any, seed: int, params: dict) -> An
         raise UserError(f"--strategy-param: {e}") from None
 
 
-def _run_tuner(space: Any, model: Any, model_name: str, strat: Any, strategy: str, ev: Any, ev_name: str, *,
-               program: str, target: str, seed: int, total: Optional[float], hw: float, top_k: int, out: Path,
-               batch_size: int, no_progress: bool, max_evals: Optional[int], resume_dir: Optional[str],
-               note: Optional[str], started: float, load_s: float, budget_text: str,
-               task: Optional[str] = None, program_sha: Optional[str] = None,
-               fingerprint_extra: Optional[dict] = None) -> tuple:
-    """The search of `fusion` and `layout`: the Tuner over `space` (resumed from `resume_dir`), the search
-    budget being what start-up, verification and writing the outputs leave of --budget (`program_sha`: the
-    program's fingerprint when the caller has it already; `fingerprint_extra`: more options a checkpoint
-    must match, e.g. strategy parameters and transfer); returns (TuningResult, the report's meta)."""
+@dataclass(frozen=True)
+class _SearchRun:
+    """What `_run_tuner` needs of a `fusion` or `layout` command besides the space, cost model, strategy
+    and evaluator: its options and what start-up found."""
+
+    args: SearchArgs                       # the command's options
+    program: str                           # PROGRAM, as given
+    out: Path                              # the run folder
+    total: Optional[float]                 # --budget in seconds (None: no limit)
+    hw: float                              # --hw-budget in seconds
+    started: float                         # when --budget's wall clock started (time.monotonic)
+    load_s: float                          # seconds the program's parsing took
+    model_name: str                        # the cost-model spec as resolved (a shipped model's path)
+    ev_name: str                           # the evaluator's name
+    note: Optional[str] = None             # a warning to report first (e.g. a single configuration)
+    task: Optional[str] = None             # recorded in the fingerprint and the report when given
+    program_sha: Optional[str] = None      # the program's fingerprint when the caller has it already
+    fingerprint_extra: Optional[dict] = None  # more options a checkpoint must match (strategy parameters, transfer)
+
+
+def _run_tuner(space: Any, model: Any, strat: Any, ev: Any, run: _SearchRun) -> tuple:
+    """The search of `fusion` and `layout`: the Tuner over `space` (resumed from --resume), the search
+    budget being what start-up, verification and writing the outputs leave of --budget; returns
+    (TuningResult, the report's meta)."""
     from hardware.base import Budget
     from autotune.tuning.checkpoint import program_fingerprint
+    from autotune.tuning.options import TunerOptions, VerifyOptions
     from autotune.tuning.tuner import Tuner
 
+    a, total, hw, started = run.args, run.total, run.hw, run.started
     try:
-        search_budget, budget_note = _search_budget(total, hw, model_name, started, load_s, budget_text)
+        search_budget, budget_note = _search_budget(total, hw, run.model_name, started, run.load_s, a.budget)
     except UserError as err:
         if _is_main_program():  # refused after start-up: say so now, without freeing the model's heap object by object
             ev.close()
@@ -378,42 +396,44 @@ def _run_tuner(space: Any, model: Any, model_name: str, strat: Any, strategy: st
             sys.stderr.flush()
             os._exit(err.exit_code)
         raise
-    strategy_name = getattr(type(strat), "name", strategy)
-    fingerprint = {"program": program_sha or program_fingerprint(space), "target": target, "cost_model": model_identity(model_name),
-                   "strategy": strategy_name, "evaluator": ev_name, "seed": seed}
-    if task is not None:
-        fingerprint["task"] = task
-    fingerprint.update(fingerprint_extra or {})
-    tuner = Tuner(space, model, strat, Budget(search_budget), evaluator=ev if hw > 0 else None,
-                  hw_budget=hw, top_k_verify=top_k, out_dir=out, batch_size=batch_size,
-                  progress=not no_progress, max_evaluations=max_evals, fingerprint=fingerprint,
-                  reference_text=Path(program).read_text(),
-                  overhead_s=(total - search_budget) if total is not None else 0.0)
-    if resume_dir:
-        tuner.resume(resume_dir)
+    strategy_name = getattr(type(strat), "name", a.strategy)
+    fingerprint = {"program": run.program_sha or program_fingerprint(space), "target": a.target,
+                   "cost_model": model_identity(run.model_name), "strategy": strategy_name, "evaluator": run.ev_name,
+                   "seed": a.seed}
+    if run.task is not None:
+        fingerprint["task"] = run.task
+    fingerprint.update(run.fingerprint_extra or {})
+    options = TunerOptions(out_dir=run.out, batch_size=a.batch_size, progress=not a.no_progress,
+                           max_evaluations=a.max_evals, fingerprint=fingerprint,
+                           overhead_s=(total - search_budget) if total is not None else 0.0)
+    verify = VerifyOptions(hw_budget=hw, top_k=a.top_k, reference_text=Path(run.program).read_text())
+    tuner = Tuner(space, model, strat, Budget(search_budget), evaluator=ev if hw > 0 else None, options=options,
+                  verify=verify)
+    if a.resume_dir:
+        tuner.resume(a.resume_dir)
         r = tuner.resumed_from
         left = (f"{r['remaining_s']:.1f}s of the {r['search_budget_s']:g}s search budget left"
                 if r["search_budget_s"] is not None else "no search time limit")
-        click.echo(f"resuming {resume_dir}: {r['evaluations']:,} configurations and {r['elapsed_s']:.1f}s of "
+        click.echo(f"resuming {a.resume_dir}: {r['evaluations']:,} configurations and {r['elapsed_s']:.1f}s of "
                    f"search done before; {left}", err=True)
-    out.mkdir(parents=True, exist_ok=True)
-    if model_name == "hardware":
+    run.out.mkdir(parents=True, exist_ok=True)
+    if run.model_name == "hardware":
         ev.budget = Budget(tuner.budget.seconds)
     result = tuner.run()
     if budget_note is not None:  # where the budget went: outputs_s follows in _stamp_wall
         budget_note["search_s"] = round(result.elapsed_s, 3)
         budget_note["verification_s"] = result.verification.get("seconds", 0.0) if result.verification else 0.0
         budget_note["search_and_verification_end_s"] = round(time.monotonic() - started, 3)
-    if note:
-        result.warnings.insert(0, note)
+    if run.note:
+        result.warnings.insert(0, run.note)
     if hw <= 0:
         result.verification = {"status": "skipped", "reason": "--hw-budget 0: no hardware verification asked for"}
-    meta = {"program": str(program), "target": target, "cost_model": model_name, "strategy": strategy_name,
-            "evaluator": ev_name, "budget_s": total, "hw_budget_s": hw, "seed": seed, "out_dir": str(out),
+    meta = {"program": str(run.program), "target": a.target, "cost_model": run.model_name, "strategy": strategy_name,
+            "evaluator": run.ev_name, "budget_s": total, "hw_budget_s": hw, "seed": a.seed, "out_dir": str(run.out),
             "fingerprint": fingerprint, "resumed_from": tuner.resumed_from,
             "machine": getattr(ev, "machine", None), "budget_split": budget_note}
-    if task is not None:
-        meta["task"] = task
+    if run.task is not None:
+        meta["task"] = run.task
     return result, meta
 
 
@@ -580,11 +600,7 @@ def _setup_transfer(spec: str, task: str, target: str, ev: Any, strategy_cls: An
               help="--trial-cost paired: seconds of paired timing per configuration (its compilation comes on top).")
 @_transfer_options
 @_friendly
-def fusion(program: str, budget: str, cost_model: Optional[str], strategy: str, evaluator: Optional[str],
-           target: str, hw_budget: Optional[str], top_k: int, seed: int, out_dir: Optional[str], resume_dir: Optional[str],
-           store: Optional[str], batch_size: int, max_evals: Optional[int], no_progress: bool,
-           scheduler: Optional[str], workers: int, trial_cost: str, trial_seconds: float, strategy_param: tuple,
-           transfer: str, history_any_machine: bool) -> None:
+def fusion(program: str, **options: Any) -> None:
     """Search fusion configurations of PROGRAM with a cost model, verify the best on hardware.
 
     Exit status 3 when no configuration could be verified (outputs are still written)."""
@@ -594,9 +610,11 @@ def fusion(program: str, budget: str, cost_model: Optional[str], strategy: str, 
     from autotune.tuning.checkpoint import program_fingerprint
     from autotune.tuning.tuner import Tuner
 
+    a = FusionArgs(**options)
+    target, seed = a.target, a.seed
     started = _command_start()
     clock = budget_model.StartupClock(started, time.monotonic() - started)
-    total, hw, hw_budget = _budget_split(budget, hw_budget)
+    total, hw, hw_budget = _budget_split(a.budget, a.hw_budget)
     prog, load_s = _timed_load(program)
     clock.mark("parse")
     space = FusionSpace(prog, target)
@@ -604,26 +622,26 @@ def fusion(program: str, budget: str, cost_model: Optional[str], strategy: str, 
     # No fusible edge: one configuration (the default), still emitted, reported and verified.
     no_edges = (f"{program}: no fusible producer->consumer edges on target {target}: the program has one "
                 "configuration, written as it is") if space.n_edges == 0 else None
-    strategy_cls = get_strategy(strategy)
-    params = _strategy_params(strategy_param, strategy_cls)
-    ev_name = evaluator or _default_evaluator(target)
-    if (scheduler or workers > 1) and ev_name not in _XLA_EVALUATORS:
+    strategy_cls = get_strategy(a.strategy)
+    params = _strategy_params(a.strategy_param, strategy_cls)
+    ev_name = a.evaluator or _default_evaluator(target)
+    if (a.scheduler or a.workers > 1) and ev_name not in _XLA_EVALUATORS:
         raise UserError("--scheduler/--workers apply to the xla evaluators (the simulator is vectorized in-process)")
-    if total is not None and 0 < total <= hw and (cost_model or "").strip().lower() != "hardware":
-        raise UserError(f"--hw-budget {hw_budget} leaves nothing of --budget {budget} for the search")
-    if resume_dir:
-        Tuner.read_checkpoint(resume_dir)  # a missing or corrupt checkpoint fails before any work
-    _check_budget_after_parse(total, hw, cost_model, started, load_s, budget)
-    out = Path(resume_dir) if resume_dir and not out_dir else _run_dir(program, out_dir, "fusion")
+    if total is not None and 0 < total <= hw and (a.cost_model or "").strip().lower() != "hardware":
+        raise UserError(f"--hw-budget {hw_budget} leaves nothing of --budget {a.budget} for the search")
+    if a.resume_dir:
+        Tuner.read_checkpoint(a.resume_dir)  # a missing or corrupt checkpoint fails before any work
+    _check_budget_after_parse(total, hw, a.cost_model, started, load_s, a.budget)
+    out = Path(a.resume_dir) if a.resume_dir and not a.out_dir else _run_dir(program, a.out_dir, "fusion")
     _output_dir(out, "--out")
-    ev = make_evaluator(evaluator, target, store, seed, scheduler=scheduler, workers=workers)
+    ev = make_evaluator(a.evaluator, target, a.store, seed, scheduler=a.scheduler, workers=a.workers)
     clock.mark("evaluator")
     try:
-        model, model_name = make_cost_model(cost_model, "fusion", target, ev)
+        model, model_name = make_cost_model(a.cost_model, "fusion", target, ev)
         clock.mark("cost_model")
         program_sha = program_fingerprint(space)
         measuring = model_name == "hardware"
-        paired = trial_cost == "paired"
+        paired = a.trial_cost == "paired"
         if paired and not measuring:
             raise UserError("--trial-cost paired: applies with --cost-model hardware (the search measures every "
                             "configuration)")
@@ -631,7 +649,7 @@ def fusion(program: str, budget: str, cost_model: Optional[str], strategy: str, 
             raise UserError(f"--trial-cost paired: needs an evaluator that times whole emitted programs side by side "
                             f"(--evaluator xla on the cpu backend), not {ev_name}")
         global_model, transfer_info, transfer_warnings = _setup_transfer(
-            transfer, "fusion", target, ev, strategy_cls, measuring, program_sha, history_any_machine, seed)
+            a.transfer, "fusion", target, ev, strategy_cls, measuring, program_sha, a.history_any_machine, seed)
         if global_model is not None:
             from autotune.tuning.history import transfer_prior
             # paired trials are end-to-end times, the global model's kernel sums another scale: the prior is
@@ -639,19 +657,17 @@ def fusion(program: str, budget: str, cost_model: Optional[str], strategy: str, 
             params["prior"] = transfer_prior(space, global_model, same_units=not paired)
         if paired:
             from autotune.tuning.paired_cost import PairedProgramCost
-            model = PairedProgramCost(space, ev, trial_seconds, reference_text=Path(program).read_text())
+            model = PairedProgramCost(space, ev, a.trial_seconds, reference_text=Path(program).read_text())
         elif measuring and getattr(ev, "store", None) is not None:  # every measured kernel becomes history
             from autotune.tuning.history import HistoryRecorder, RecordingCostModel
             model = RecordingCostModel(model, HistoryRecorder(ev.store, target, program_sha, Path(program).name))
         strat = _make_strategy(strategy_cls, space, seed, params)
-        result, meta = _run_tuner(space, model, model_name, strat, strategy, ev, ev_name, program=program,
-                                  target=target, seed=seed, total=total, hw=hw, top_k=top_k, out=out,
-                                  batch_size=batch_size, no_progress=no_progress, max_evals=max_evals,
-                                  resume_dir=resume_dir, note=no_edges, started=started, load_s=load_s,
-                                  budget_text=budget, program_sha=program_sha,
-                                  fingerprint_extra={"strategy_params": _params_fingerprint(params),
-                                                     "transfer": api.transfer_fingerprint(transfer_info),
-                                                     **({"trial_cost": "paired"} if paired else {})})
+        result, meta = _run_tuner(space, model, strat, ev, _SearchRun(
+            args=a, program=program, out=out, total=total, hw=hw, started=started, load_s=load_s,
+            model_name=model_name, ev_name=ev_name, note=no_edges, program_sha=program_sha,
+            fingerprint_extra={"strategy_params": _params_fingerprint(params),
+                               "transfer": api.transfer_fingerprint(transfer_info),
+                               **({"trial_cost": "paired"} if paired else {})}))
         result.warnings.extend(transfer_warnings)
         if meta.get("budget_split"):
             meta["budget_split"]["startup_breakdown"] = clock.breakdown(meta["budget_split"]["startup_s"])
@@ -699,10 +715,7 @@ def fusion(program: str, budget: str, cost_model: Optional[str], strategy: str, 
                  "XLA:CPU drops the layouts) [default: sim for tpu, xla for cpu]",
                  hw_help="Wall-clock budget for verification (0 = none) [default: a tenth of --budget].", batch_size=16)
 @_friendly
-def layout(program: str, budget: str, cost_model: Optional[str], strategy: str, evaluator: Optional[str],
-           target: str, hw_budget: Optional[str], top_k: int, seed: int, out_dir: Optional[str],
-           resume_dir: Optional[str], store: Optional[str], batch_size: int, max_evals: Optional[int],
-           no_progress: bool) -> None:
+def layout(program: str, **options: Any) -> None:
     """Search the layouts (minor-to-major orders) of PROGRAM's convolutions, dots and reshapes.
 
     Each configuration is priced as the program rewritten with its layouts and the copies they need
@@ -713,31 +726,30 @@ def layout(program: str, budget: str, cost_model: Optional[str], strategy: str, 
     from autotune.tuning.report import write_layout_outputs
     from autotune.tuning.tuner import Tuner
 
+    a = SearchArgs(**options)
+    target = a.target
     started = _command_start()
-    total, hw, hw_budget = _budget_split(budget, hw_budget)
+    total, hw, hw_budget = _budget_split(a.budget, a.hw_budget)
     prog, load_s = _timed_load(program)
     space = LayoutSpace(prog, target)
     single = (f"{program}: no convolution, dot or reshape with a choice of layout on target {target}: the program "
               "has one layout configuration, written as it is") if not space.free_slots else None
-    strategy_cls = get_strategy(strategy)
-    ev_name = evaluator or _default_evaluator(target)
-    spec = cost_model or ("sim" if get_target(target).spec.kind == "tpu" else "analytical")
+    strategy_cls = get_strategy(a.strategy)
+    ev_name = a.evaluator or _default_evaluator(target)
+    spec = a.cost_model or ("sim" if get_target(target).spec.kind == "tpu" else "analytical")
     if total is not None and 0 < total <= hw and (spec or "").strip().lower() != "hardware":
-        raise UserError(f"--hw-budget {hw_budget} leaves nothing of --budget {budget} for the search")
-    if resume_dir:
-        Tuner.read_checkpoint(resume_dir)
-    _check_budget_after_parse(total, hw, spec, started, load_s, budget)
-    out = Path(resume_dir) if resume_dir and not out_dir else _run_dir(program, out_dir, "layout")
+        raise UserError(f"--hw-budget {hw_budget} leaves nothing of --budget {a.budget} for the search")
+    if a.resume_dir:
+        Tuner.read_checkpoint(a.resume_dir)
+    _check_budget_after_parse(total, hw, spec, started, load_s, a.budget)
+    out = Path(a.resume_dir) if a.resume_dir and not a.out_dir else _run_dir(program, a.out_dir, "layout")
     _output_dir(out, "--out")
-    ev = make_evaluator(evaluator, target, store, seed)
+    ev = make_evaluator(a.evaluator, target, a.store, a.seed)
     try:
         model, model_name = make_cost_model(spec, "layout" if api.is_learned_spec(spec) else "fusion", target, ev)
-        result, meta = _run_tuner(space, model, model_name, _make_strategy(strategy_cls, space, seed, {}), strategy,
-                                  ev, ev_name, program=program,
-                                  target=target, seed=seed, total=total, hw=hw, top_k=top_k, out=out,
-                                  batch_size=batch_size, no_progress=no_progress, max_evals=max_evals,
-                                  resume_dir=resume_dir, note=single, started=started, load_s=load_s,
-                                  budget_text=budget, task="layout")
+        result, meta = _run_tuner(space, model, _make_strategy(strategy_cls, space, a.seed, {}), ev, _SearchRun(
+            args=a, program=program, out=out, total=total, hw=hw, started=started, load_s=load_s,
+            model_name=model_name, ev_name=ev_name, note=single, task="layout"))
         report = write_layout_outputs(out, space, result, meta)
         _stamp_wall(out, report, started)
     finally:
@@ -875,10 +887,11 @@ def measure(program: str, evaluator: Optional[str], target: str, config_path: Op
 @click.option("--seed", default=0, show_default=True, type=click.IntRange(0, None))
 @_transfer_options
 @_friendly
-def tile(program: str, top_k: int, strategy: str, trials: int, repeats: int, cost_model: Optional[str],
-         evaluator: str, target: str, config_path: Optional[str], budget: Optional[str], out_dir: Optional[str],
-         store: Optional[str], seed: int, strategy_param: tuple, transfer: str, history_any_machine: bool) -> None:
+def tile(program: str, **options: Any) -> None:
     """Choose a tile size per kernel: search each kernel's tiles, race the best on the evaluator."""
+    a = TileArgs(**options)
+    target, top_k, strategy, trials, repeats, evaluator, seed = (a.target, a.top_k, a.strategy, a.trials, a.repeats,
+                                                                 a.evaluator, a.seed)
     if get_target(target).xla_cpu_emission:
         raise UserError(f"--target {target}: XLA:CPU has no tile knob (it picks each kernel's loop tiling "
                         f"and parallel split itself; no tile size reaches the compiled program): nothing to tune")
@@ -887,27 +900,27 @@ def tile(program: str, top_k: int, strategy: str, trials: int, repeats: int, cos
     from search.base import get_strategy
     from autotune.compiler.fusion import FusionSpace
     from autotune.tuning.report import write_json
-    from autotune.tuning.tile_tuning import program_kernels, tune_program_tiles
+    from autotune.tuning.tile_tuning import TileTuningOptions, program_kernels, tune_program_tiles
 
     from autotune.tuning.history import HistoryRecorder
     from autotune.tuning.checkpoint import program_fingerprint
 
-    seconds = _duration(budget, "--budget")
+    seconds = _duration(a.budget, "--budget")
     strategy_cls = get_strategy(strategy)  # an unknown name fails before any work
     strategy_name = getattr(strategy_cls, "name", strategy)
     online = strategy_name != "topk"
-    params = _strategy_params(strategy_param, strategy_cls)
+    params = _strategy_params(a.strategy_param, strategy_cls)
     if params and not online:
         raise UserError("--strategy-param applies to an online --strategy (topk takes --top-k)")
     prog, _ = _load(program)
     space = FusionSpace(prog, target)
-    cfg = _load_config(space, config_path)
-    out = _output_dir(_run_dir(program, out_dir, "tile"), "--out")
-    ev = make_evaluator(evaluator, target, store, seed, budget=seconds)
-    model, model_name = make_cost_model(cost_model, "tile", target, ev)
+    cfg = _load_config(space, a.config_path)
+    out = _output_dir(_run_dir(program, a.out_dir, "tile"), "--out")
+    ev = make_evaluator(evaluator, target, a.store, seed, budget=seconds)
+    model, model_name = make_cost_model(a.cost_model, "tile", target, ev)
     program_sha = program_fingerprint(space)
     global_model, transfer_info, transfer_warnings = _setup_transfer(
-        transfer, "tile", target, ev, strategy_cls, online, program_sha, history_any_machine, seed)
+        a.transfer, "tile", target, ev, strategy_cls, online, program_sha, a.history_any_machine, seed)
     recorder = HistoryRecorder(ev.store, target, program_sha, Path(program).name) \
         if online and getattr(ev, "store", None) is not None else None
     out.mkdir(parents=True, exist_ok=True)
@@ -927,9 +940,11 @@ def tile(program: str, top_k: int, strategy: str, trials: int, repeats: int, cos
             bar.update(1)
 
     try:
-        tune_program_tiles(kernels, model, ev, on_kernel=on_kernel, stop=lambda: ev.budget_exhausted or ev.budget.exhausted,
-                           strategy=strategy, top_k=top_k, trials=trials, repeats=repeats, seed=seed, target=target,
-                           strategy_params=params, transfer=global_model, recorder=recorder)
+        tune_program_tiles(kernels, model, ev, TileTuningOptions(strategy=strategy, top_k=top_k, trials=trials,
+                                                                 repeats=repeats, seed=seed, target=target,
+                                                                 strategy_params=params),
+                           on_kernel=on_kernel, stop=lambda: ev.budget_exhausted or ev.budget.exhausted,
+                           transfer=global_model, recorder=recorder)
     finally:
         if bar is not None:
             bar.close()
@@ -945,7 +960,7 @@ def tile(program: str, top_k: int, strategy: str, trials: int, repeats: int, cos
                                "repeats": repeats, "finalists": 2,
                                "timings": sum(r["timings"] for r in rows)},
               "budget_exhausted": bool(ev.budget_exhausted or ev.budget.exhausted), "seed": seed,
-              "config": config_path or "default", "strategy_params": params, "machine": getattr(ev, "machine", None),
+              "config": a.config_path or "default", "strategy_params": params, "machine": getattr(ev, "machine", None),
               "transfer": transfer_info, "warnings": list(transfer_warnings)}
     failed = [r for r in rows if r["default_s"] is None or r["chosen_s"] is None]
     if failed:

@@ -36,6 +36,7 @@ from typing import Any, Optional, Sequence
 import click
 
 from autotune.api import load_model_file, train_model
+from autotune.cli.arguments import DatasetBuildArgs
 from autotune.cli.errors import UserError, friendly
 from autotune.tuning.evaluation import evaluate_models
 
@@ -82,19 +83,19 @@ def dataset() -> None:
               help="Configurations each --searched search prices (bounded so that a seed reproduces it).")
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False))
 @_friendly
-def build(programs_dir: str, task: str, evaluator: str, target: str, configs_per_program: int, max_tiles: int,
-          split_file: Optional[str], only: Sequence[str], store: Optional[str], seed: int, searched: int,
-          search_model: Sequence[str], search_evals: int, out_dir: str) -> None:
+def build(**options: Any) -> None:
     """Measure random fusion configurations' kernels (or every tile of kernels) into a dataset.
 
     Layout task: per program, the default layout configuration, a neighbour walk from it and random
     ones, each priced as the whole rewritten program, written as TpuGraphs layout npz files."""
-    from autotune.tuning.dataset import build_dataset
+    from autotune.tuning.dataset import DatasetOptions, build_dataset
     from autotune.tuning.store import open_store
 
+    a = DatasetBuildArgs(**options)
+    task, target, searched, search_model, out_dir = a.task, a.target, a.searched, a.search_model, a.out_dir
     st = None
-    if store is not None or evaluator == "xla":
-        st = open_store(store)
+    if a.store is not None or a.evaluator == "xla":
+        st = open_store(a.store)
 
     def log(name: str, rec: dict) -> None:
         what = (f"{rec['n_kernels']} configurable nodes, {rec['n_samples']} configurations" if task == "layout"
@@ -111,11 +112,11 @@ def build(programs_dir: str, task: str, evaluator: str, target: str, configs_per
             raise LearnError("--searched needs --search-model (gnn, xgboost, analytical or a model file)")
         from autotune import api
         model = [api.make_cost_model(m, "fusion", target) for m in search_model]
-    ds = build_dataset(programs_dir, task, evaluator, target, configs_per_program, out_dir, split_file, seed,
-                       max_tiles_per_kernel=max_tiles, programs=list(only) or None, store=st,
-                       progress=sys.stderr.isatty(), log=log, warn=lambda line: click.echo(line, err=True),
-                       searched=searched, search_model=model, search_evaluations=search_evals,
-                       search_model_name=list(search_model) or None)
+    ds = build_dataset(a.programs_dir, task, a.evaluator, target, a.configs_per_program, out_dir, DatasetOptions(
+        split_file=a.split_file, seed=a.seed, max_tiles_per_kernel=a.max_tiles, programs=list(a.only) or None,
+        store=st, searched=searched, search_model=model, search_evaluations=a.search_evals,
+        search_model_name=list(search_model) or None),
+        progress=sys.stderr.isatty(), log=log, warn=lambda line: click.echo(line, err=True))
     counts = {s: len(ds.programs_in(s)) for s in ("train", "validation", "test")}
     click.echo(f"wrote {out_dir}: {len(ds.programs)} programs ({counts['train']} train, {counts['validation']} "
                f"validation, {counts['test']} test), {len(ds)} samples")
@@ -189,16 +190,7 @@ def build(programs_dir: str, task: str, evaluator: str, target: str, configs_per
 @click.option("--configs-per-step", type=click.IntRange(2, 100000), default=None,
               help="Layout GNN: configurations of one program per training step (default 16).")
 @_friendly
-def train(model: str, task: str, data_dir: str, out_path: str, seed: int, epochs: Optional[int],
-          batch_size: Optional[int], lr: Optional[float], hidden: Optional[int], layers: Optional[int],
-          reduction: Optional[str], encoder: Optional[str], loss: Optional[str], no_static_features: bool,
-          edge_direction: Optional[str], no_kernel_features: bool, geometry_features: Optional[bool],
-          residual: Optional[bool], head_layers: Optional[int], head_hidden: Optional[int], large_weight: Optional[float], select: Optional[str],
-          lr_schedule: Optional[str], weight_decay: Optional[float], patience: Optional[int],
-          dropout: Optional[float], ple_bins: Optional[int], draws: Optional[str], n_estimators: Optional[int],
-          max_depth: Optional[int], min_runtime_us: Optional[float], threads: Optional[int],
-          drop_groups: Optional[str], segments: Optional[int],
-          prune_hops: Optional[int], configs_per_step: Optional[int]) -> None:
+def train(model: str, task: str, data_dir: str, out_path: str, **options: Any) -> None:
     """Train a GNN or XGBoost cost model on a dataset's train split (validation for model selection).
 
     A fusion GNN trained on log runtime takes the shipped model's recipe (costmodels.gnn.FUSION_RECIPE) for
@@ -207,20 +199,11 @@ def train(model: str, task: str, data_dir: str, out_path: str, seed: int, epochs
     ds = Dataset.open(data_dir)
     if ds.task != task:
         raise LearnError(f"{data_dir} is a {ds.task} dataset, not {task}")
-    if task != "layout" and (segments or prune_hops is not None or configs_per_step):
+    if task != "layout" and (options["segments"] or options["prune_hops"] is not None or options["configs_per_step"]):
         raise LearnError("--segments, --prune-hops and --configs-per-step are options of --task layout")
-    if drop_groups and model != "xgboost":
+    if options["drop_groups"] and model != "xgboost":
         raise LearnError("--drop-groups is an option of --model xgboost")
-    rank_loss = "listmle" if loss == "listmle" else None
-    opts = dict(seed=seed, epochs=epochs, batch_size=batch_size, lr=lr, hidden=hidden, layers=layers,
-                reduction=reduction, encoder=encoder, loss="rank" if rank_loss else loss, rank_loss=rank_loss,
-                static_features=not no_static_features,
-                edge_direction=edge_direction, n_estimators=n_estimators, kernel_features=not no_kernel_features,
-                max_depth=max_depth, min_runtime_us=min_runtime_us, nthread=threads, geometry_features=geometry_features,
-                residual=residual, head_layers=head_layers, head_hidden=head_hidden, large_weight=large_weight, select=select,
-                lr_schedule=lr_schedule, weight_decay=weight_decay, patience=patience, dropout=dropout, draws=draws,
-                ple_bins=ple_bins, drop_groups=drop_groups,
-                segments=segments, prune_hops=prune_hops, configs_per_step=configs_per_step)
+    opts = _training_options(options)
     if model == "gnn":  # one line per epoch: a long training can be followed from its log
         opts["log"] = lambda rec: click.echo(f"epoch {rec['epoch']}: train loss {rec['train_loss']:.4g}, validation "
                                              f"{rec['val']:.4g}, {rec['seconds']:.0f} s", err=True)
@@ -231,6 +214,27 @@ def train(model: str, task: str, data_dir: str, out_path: str, seed: int, epochs
     if hist and "best_epoch" in hist[-1]:
         extra = f" (best epoch {hist[-1]['best_epoch']}, validation {hist[-1]['best_val']:.4g})"
     click.echo(f"wrote {out_path}: {model} {task} model{extra}")
+
+
+# `train_model`'s keywords in the order `train` has always passed them (model files record their options)
+_TRAINING_OPTIONS = ("seed", "epochs", "batch_size", "lr", "hidden", "layers", "reduction", "encoder", "loss",
+                     "rank_loss", "static_features", "edge_direction", "n_estimators", "kernel_features", "max_depth",
+                     "min_runtime_us", "nthread", "geometry_features", "residual", "head_layers", "head_hidden",
+                     "large_weight", "select", "lr_schedule", "weight_decay", "patience", "dropout", "draws",
+                     "ple_bins", "drop_groups", "segments", "prune_hops", "configs_per_step")
+
+
+def _training_options(flags: dict) -> dict:
+    """`train`'s options (besides the model, task, data and output) as `train_model` keywords:
+    --no-X flags as X=False, --threads as nthread, --loss listmle as loss rank with rank_loss listmle."""
+    unknown = set(flags) - set(_TRAINING_OPTIONS) - {"no_static_features", "no_kernel_features", "threads"}
+    if unknown:  # a new flag that does not reach train_model
+        raise TypeError(f"train: option(s) {', '.join(sorted(unknown))} not passed to train_model")
+    rank_loss = "listmle" if flags["loss"] == "listmle" else None
+    derived = {"loss": "rank" if rank_loss else flags["loss"], "rank_loss": rank_loss,
+               "static_features": not flags["no_static_features"], "kernel_features": not flags["no_kernel_features"],
+               "nthread": flags["threads"]}
+    return {k: derived[k] if k in derived else flags[k] for k in _TRAINING_OPTIONS}
 
 
 # --------------------------------------------------------------------------------------------------

@@ -444,7 +444,7 @@ class HloInstruction:
 
     def __init__(self, name: str, opcode: str, shape: Shape, operands: list, attrs: Optional[dict] = None,
                  parsed: Optional[dict] = None, is_root: bool = False, literal: Optional[str] = None,
-                 parameter_number: Optional[int] = None, lineno: int = 0, col: int = 0, offset: int = -1):
+                 parameter_number: Optional[int] = None, offset: int = -1):
         self.name = name
         self.opcode = opcode
         self.shape = shape
@@ -454,8 +454,8 @@ class HloInstruction:
         self.is_root = is_root
         self.literal = literal
         self.parameter_number = parameter_number
-        self.lineno = lineno  # 1-based line and column where the instruction starts (0: unknown)
-        self.col = col
+        self.lineno = 0  # 1-based line and column where the instruction starts (0: unknown; the parser sets them)
+        self.col = 0
         self.offset = offset  # byte offset in the parsed text (-1: not parsed from text)
 
     def attr(self, key: str, default: Any = None) -> Any:
@@ -474,8 +474,8 @@ class HloInstruction:
 
     def copy(self, **changes: Any) -> "HloInstruction":
         new = HloInstruction(self.name, self.opcode, self.shape, list(self.operands), dict(self.attrs),
-                             dict(self.parsed), self.is_root, self.literal, self.parameter_number, self.lineno,
-                             self.col, self.offset)
+                             dict(self.parsed), self.is_root, self.literal, self.parameter_number, self.offset)
+        new.lineno, new.col = self.lineno, self.col
         for k, v in changes.items():
             setattr(new, k, v)
         return new

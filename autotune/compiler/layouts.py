@@ -54,6 +54,7 @@ import numpy as np
 from autotune.compiler.hlo import HloComputation, HloInstruction, HloModule, Shape
 from autotune.compiler.opcodes import ELEMENTWISE, is_elementwise
 from autotune.compiler.program import Computation, Program
+from autotune.compiler.space import Space
 from autotune.compiler.targets import Target, get_target
 
 __all__ = ["CONFIGURABLE_OPCODES", "KERNEL_CLASSES", "kernel_class", "LayoutConfig", "LayoutNode", "LayoutSpace", "complete_layout", "physical_order",
@@ -194,9 +195,9 @@ class LayoutConfig:
         return self
 
 
-class LayoutSpace:
-    """The layout search space of a program on a target (the `Space` interface strategies use:
-    default, random, neighbor, mutate, crossover, encode, decode)."""
+class LayoutSpace(Space):
+    """The layout search space of a program on a target (the `Space` interface, autotune/compiler/space.py,
+    with `mutate` and `walks`)."""
 
     def __init__(self, program: Program, target: "str | Target" = "tpu"):
         self.program = program

@@ -1,22 +1,43 @@
-"""Tuner callbacks: progress bar, jsonl log, checkpoints and early stopping as objects users pass.
+"""Tuner callbacks: progress bar, jsonl log, checkpoints and early stopping as objects users pass; the
+one way to hook into a search.
 
-The Tuner (autotune/tuning/tuner.py) calls, in order: `on_start(tuner)` once before the first batch,
-`on_batch(tuner, info)` after every priced batch, `on_end(tuner, result)` once when the search
-stops (before hardware verification). `info` holds `t` (seconds searched, resumed runs included),
-`evaluations`, `batch`, `new` (configurations not priced before), `batch_best_s`, `best_s`,
-`kernels_priced`. A callback stops the search with `tuner.stop(reason)`; the reason becomes
-`TuningResult.stopped_by`. The Tuner adds ProgressBar, JsonlLogger and Checkpointer itself from its
-`progress` and `out_dir` arguments; anything else (EarlyStopping, FunctionCallback, a class of your
-own) goes in `Tuner(..., callbacks=[...])`.
+The Tuner (autotune/tuning/tuner.py) calls, in order: `on_start(tuner)` once before the first batch;
+for every batch, `on_config(tuner, cfg, cost)` for each configuration priced for the first time (e.g.
+to charge a simulated hardware trial, or to record what was measured), then `on_batch(tuner, info)`
+with a `BatchInfo`; `on_end(tuner, result)` once when the search stops (before hardware verification).
+A callback stops the search with `tuner.stop(reason)`; the reason becomes `TuningResult.stopped_by`.
+The Tuner adds ProgressBar, JsonlLogger and Checkpointer itself from its options (`progress`,
+`out_dir`: autotune/tuning/options.py); anything else (EarlyStopping, FunctionCallback, a class of
+your own) goes in `Tuner(..., callbacks=[...])`.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-__all__ = ["Callback", "ProgressBar", "JsonlLogger", "Checkpointer", "EarlyStopping", "FunctionCallback"]
+__all__ = ["BatchInfo", "Callback", "ProgressBar", "JsonlLogger", "Checkpointer", "EarlyStopping",
+           "FunctionCallback"]
+
+
+@dataclass(frozen=True)
+class BatchInfo:
+    """Where the search stands after a priced batch (`Callback.on_batch`; one line of log.jsonl, in this order)."""
+
+    t: float              # seconds searched, resumed sessions included
+    evaluations: int      # configurations priced so far (each once)
+    batch: int            # configurations in this batch
+    new: int              # of them, configurations not priced before
+    batch_best_s: float   # the batch's lowest cost
+    best_s: float         # the lowest cost so far
+    kernels_priced: int   # kernels (tiles, layout configurations) the cost model priced so far
+
+    def as_dict(self) -> dict:
+        """The fields in order (log.jsonl's keys)."""
+        return dataclasses.asdict(self)
 
 
 class Callback:
@@ -25,7 +46,10 @@ class Callback:
     def on_start(self, tuner: Any) -> None:
         """Before the first batch (after resuming, when the run resumes)."""
 
-    def on_batch(self, tuner: Any, info: dict) -> None:
+    def on_config(self, tuner: Any, cfg: Any, cost: float) -> None:
+        """For each configuration priced for the first time, after its batch is priced (before on_batch)."""
+
+    def on_batch(self, tuner: Any, info: BatchInfo) -> None:
         """After every priced batch."""
 
     def on_end(self, tuner: Any, result: Any) -> None:
@@ -33,13 +57,21 @@ class Callback:
 
 
 class FunctionCallback(Callback):
-    """A plain function `fn(info)` called after every batch."""
+    """Plain functions as a callback: `on_batch(info)` after every batch, `on_config(cfg, cost)` for
+    each configuration priced for the first time (either may be None)."""
 
-    def __init__(self, fn: Callable[[dict], None]):
-        self.fn = fn
+    def __init__(self, on_batch: Optional[Callable[[BatchInfo], None]] = None,
+                 on_config: Optional[Callable[[Any, float], None]] = None):
+        self.batch_fn = on_batch
+        self.config_fn = on_config
 
-    def on_batch(self, tuner: Any, info: dict) -> None:
-        self.fn(info)
+    def on_config(self, tuner: Any, cfg: Any, cost: float) -> None:
+        if self.config_fn is not None:
+            self.config_fn(cfg, cost)
+
+    def on_batch(self, tuner: Any, info: BatchInfo) -> None:
+        if self.batch_fn is not None:
+            self.batch_fn(info)
 
 
 class JsonlLogger(Callback):
@@ -53,10 +85,9 @@ class JsonlLogger(Callback):
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._file = open(self.path, "a")
 
-    def on_batch(self, tuner: Any, info: dict) -> None:
+    def on_batch(self, tuner: Any, info: BatchInfo) -> None:
         if self._file is not None:
-            self._file.write(json.dumps({"t": round(info["t"], 4), **{k: v for k, v in info.items() if k != "t"}})
-                             + "\n")
+            self._file.write(json.dumps({**info.as_dict(), "t": round(info.t, 4)}) + "\n")
 
     def flush(self) -> None:
         if self._file is not None:
@@ -82,7 +113,7 @@ class Checkpointer(Callback):
         tuner.save_checkpoint()
         self._last = self.clock()
 
-    def on_batch(self, tuner: Any, info: dict) -> None:
+    def on_batch(self, tuner: Any, info: BatchInfo) -> None:
         if self.clock() - self._last > self.every_s:
             tuner.save_checkpoint()
             if self.flush is not None:
@@ -108,11 +139,11 @@ class EarlyStopping(Callback):
     def on_start(self, tuner: Any) -> None:
         self._best, self._at = tuner.best_cost, tuner.evaluations
 
-    def on_batch(self, tuner: Any, info: dict) -> None:
-        best = info["best_s"]
+    def on_batch(self, tuner: Any, info: BatchInfo) -> None:
+        best = info.best_s
         if best < self._best * (1.0 - self.min_delta):
-            self._best, self._at = best, info["evaluations"]
-        elif info["evaluations"] - self._at >= self.patience:
+            self._best, self._at = best, info.evaluations
+        elif info.evaluations - self._at >= self.patience:
             tuner.stop("early_stopping")
 
 
@@ -133,14 +164,14 @@ class ProgressBar(Callback):
                          disable=None, mininterval=0.25,
                          bar_format="{l_bar}{bar}| {n:.0f}/{total:.0f}s [{remaining} left{postfix}]")
 
-    def on_batch(self, tuner: Any, info: dict) -> None:
+    def on_batch(self, tuner: Any, info: BatchInfo) -> None:
         bar = self._bar
         if bar is None:
             return
         el = tuner.budget.elapsed
         bar.n = round(min(el, bar.total or el), 1)
-        rate = info["evaluations"] / max(info["t"], 1e-9)
-        bar.set_postfix_str(f"best {info['best_s'] * 1e3:.4g} ms, x{tuner.default_cost / info['best_s']:.3f} vs "
+        rate = info.evaluations / max(info.t, 1e-9)
+        bar.set_postfix_str(f"best {info.best_s * 1e3:.4g} ms, x{tuner.default_cost / info.best_s:.3f} vs "
                             f"default, {rate:,.0f} evals/s", refresh=False)
         bar.refresh()
 

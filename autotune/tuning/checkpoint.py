@@ -6,12 +6,16 @@ from __future__ import annotations
 import hashlib
 import os
 import pickle
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from autotune.compiler.fusion import FusionSpace
-from autotune.tuning.pricing import is_fusion_space, is_layout_space
+from autotune.compiler.layouts import LayoutSpace
 from autotune.tuning.result import TuningError
+
+if TYPE_CHECKING:
+    from search.base import Strategy
 
 CHECKPOINT = "checkpoint.pkl"
 # Options whose change makes a checkpoint another run (Tuner.resume compares them).
@@ -33,31 +37,50 @@ def program_fingerprint(space: FusionSpace) -> str:
 
 def space_fingerprint(space: Any) -> str:
     """What a checkpoint's "program" entry holds: the program's sha256, or a tile space's kernel hash."""
-    if is_fusion_space(space) or is_layout_space(space):
+    if isinstance(space, (FusionSpace, LayoutSpace)):
         return program_fingerprint(space)
     return f"kernel:{space.kernel.hash}"
 
 
+def edge_count(space: Any) -> Optional[int]:
+    """A fusion space's edge count, which a checkpoint records and checks (None for other spaces)."""
+    return space.n_edges if isinstance(space, FusionSpace) else None
+
+
 def save_best_config(out_dir: Path, space: Any, best: Any, best_cost: float, evaluations: int) -> None:
     """best_config.json of a fusion or layout space (a tile space has none)."""
-    if is_fusion_space(space) or is_layout_space(space):
+    if isinstance(space, (FusionSpace, LayoutSpace)):
         from autotune.tuning.config_io import save_config
         save_config(space, best, out_dir / "best_config.json",
                     {"predicted_cost_s": best_cost, "evaluations": evaluations})
 
 
-def checkpoint_state(space: Any, strategy: Any, fingerprint: dict, *, best: Any, best_cost: float,
-                     default_cost: float, evaluations: int, history: list, memo: dict, elapsed: float,
-                     top: list, overhead: float) -> dict:
+@dataclass(frozen=True)
+class SearchProgress:
+    """What a search has found and spent so far: the part of a checkpoint that is the Tuner's."""
+
+    best: Any             # the best configuration (decoded)
+    best_cost: float
+    default_cost: float
+    evaluations: int      # configurations priced
+    history: list         # [(seconds, evaluations, best cost)]
+    memo: dict            # the pricer's memoized costs
+    elapsed: float        # seconds searched, earlier sessions included
+    top: list             # the Tuner's heap of the best distinct predictions
+    overhead: float       # seconds of the budget spent outside the search, earlier sessions included
+
+
+def checkpoint_state(space: Any, strategy: "Strategy", fingerprint: dict, progress: SearchProgress) -> dict:
     """What checkpoint.pkl holds (version 2): the run's fingerprint, the strategy's state, the best
     configuration (encoded), the memoized costs, the top predictions and the budget spent."""
+    p = progress
     return {
-        "version": 2, "n_edges": getattr(space, "n_edges", None), "fingerprint": fingerprint,
+        "version": 2, "n_edges": edge_count(space), "fingerprint": fingerprint,
         "strategy": strategy.state_dict(),
-        "strategy_name": getattr(strategy, "name", type(strategy).__name__),
-        "best": space.encode(best), "best_cost": best_cost, "default_cost": default_cost,
-        "evaluations": evaluations, "history": history, "memo": memo,
-        "elapsed": elapsed, "top": top, "overhead": overhead,
+        "strategy_name": strategy.name,
+        "best": space.encode(p.best), "best_cost": p.best_cost, "default_cost": p.default_cost,
+        "evaluations": p.evaluations, "history": p.history, "memo": p.memo,
+        "elapsed": p.elapsed, "top": p.top, "overhead": p.overhead,
     }
 
 

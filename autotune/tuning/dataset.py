@@ -40,7 +40,7 @@ import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, NamedTuple, Optional, Sequence
+from typing import Any, Callable, Iterator, NamedTuple, Optional, Sequence
 
 import numpy as np
 
@@ -53,7 +53,7 @@ from autotune.tuning.tpugraphs import (LAYOUT_DIMS, LAYOUT_TENSORS,  # re-export
                                       read_tpugraphs_npz, tpugraphs_layout_arrays, tpugraphs_layout_sample,
                                       write_tpugraphs_layout, write_tpugraphs_tile)
 
-__all__ = ["Samples", "Dataset", "build_dataset", "make_split", "program_family", "read_split_file",
+__all__ = ["Samples", "Dataset", "DatasetOptions", "build_dataset", "make_split", "program_family", "read_split_file",
            "FEATURE_VERSION", "DATASET_VERSION", "read_tpugraphs_npz", "TpuGraphsRecord", "write_tpugraphs_tile",
            "write_tpugraphs_layout", "read_tpugraphs_layout", "layout_config_features", "layout_configs",
            "tpugraphs_layout_sample", "prune_layout_graph", "tpugraphs_layout_arrays", "LAYOUT_TENSORS", "LAYOUT_DIMS",
@@ -281,13 +281,15 @@ def searched_configurations(space: Any, cost_model: Any, n: int, max_evaluations
     """The n best distinct predictions of a simulated-annealing search priced by `cost_model`, the default
     configuration excluded: what a search with that model would pick (AutoTVM trains on such picks). Bounded
     by `max_evaluations` (reproducible for a seed) and/or `seconds`."""
+    from autotune.tuning.options import TunerOptions, VerifyOptions
     from autotune.tuning.tuner import Tuner
     from search.annealing import SimulatedAnnealing
     if n <= 0:
         return []
     budget = float(seconds) if seconds else "1h"
-    tuner = Tuner(space, cost_model, SimulatedAnnealing(space, seed=seed), budget=budget, progress=False,
-                  top_k_verify=n + 1, max_evaluations=max_evaluations)
+    tuner = Tuner(space, cost_model, SimulatedAnnealing(space, seed=seed), budget=budget,
+                  options=TunerOptions(progress=False, max_evaluations=max_evaluations),
+                  verify=VerifyOptions(top_k=n + 1))
     tuner.run()
     default = space.encode(space.default())
     return [c for _, c in tuner.top_predicted() if space.encode(c) != default][:n]
@@ -502,18 +504,34 @@ def _atomic_json(path: Path, obj: Any) -> None:
     os.replace(tmp, path)
 
 
+@dataclass(frozen=True)
+class DatasetOptions:
+    """What `build_dataset` measures beyond the task, evaluator, target and configurations per program."""
+
+    split_file: Optional[str] = None            # JSON {"train": [...], ...} of program names (None: split by family)
+    seed: int = 0
+    max_tiles_per_kernel: int = 64              # tile task: at most this many tiles per kernel
+    programs: Optional[Sequence[str]] = None    # only these program names (None: every .hlo file)
+    store: Any = None                           # measurement store (None: the evaluator's own)
+    searched: int = 0                           # fusion: each program's N best predictions of a search, measured too
+    search_model: Any = None                    # the cost model of those searches, or a sequence of them
+    search_evaluations: int = 2000              # configurations each search prices
+    search_model_name: "Optional[str | Sequence[str]]" = None  # the models' names in the manifest
+
+
 def build_dataset(programs_dir: "str | os.PathLike", task: str, evaluator: Any, target: str = "tpu",
                   configs_per_program: int = 8, out_dir: "str | os.PathLike" = "dataset",
-                  split_file: Optional[str] = None, seed: int = 0, max_tiles_per_kernel: int = 64,
-                  programs: Optional[Sequence[str]] = None, store: Any = None, progress: bool = False,
-                  log=None, warn=None, searched: int = 0, search_model: Any = None,
-                  search_evaluations: int = 2000, search_model_name: "Optional[str | Sequence[str]]" = None
-                  ) -> "Dataset":
-    """Generate (or resume) a dataset; returns it opened. `programs` restricts to these names. Fusion task:
-    `searched` > 0 adds to each program's sampled configurations the `searched` best distinct predictions of an
-    annealing search priced by `search_model` (a cost model, or a sequence of them: `searched` picks of each;
-    `search_evaluations` configurations each search), so that models learn the configurations searches pick,
-    not only random ones."""
+                  options: Optional[DatasetOptions] = None, *, progress: bool = False,
+                  log: Optional[Callable[[str, dict], None]] = None,
+                  warn: Optional[Callable[[str], None]] = None) -> "Dataset":
+    """Generate (or resume) a dataset; returns it opened. `options.programs` restricts to these names.
+    Fusion task: `options.searched` > 0 adds to each program's sampled configurations the `searched` best
+    distinct predictions of an annealing search priced by `search_model` (a cost model, or a sequence of
+    them: `searched` picks of each; `search_evaluations` configurations each search), so that models learn
+    the configurations searches pick, not only random ones. `log(program, record)` after each program,
+    `warn(line)` for what was skipped."""
+    o = options if options is not None else DatasetOptions()
+    split_file, seed, programs, searched, search_model = o.split_file, o.seed, o.programs, o.searched, o.search_model
     if task not in ("fusion", "tile", "layout"):
         raise ValueError(f"task must be fusion, tile or layout, not {task!r}")
     if searched and (task != "fusion" or search_model is None):
@@ -547,9 +565,9 @@ def build_dataset(programs_dir: "str | os.PathLike", task: str, evaluator: Any, 
     (out / "shards").mkdir(parents=True, exist_ok=True)
     lock = _BuildLock(out)
     try:
-        search = _make_search(searched, search_model, search_evaluations, search_model_name) if searched else None
+        search = _make_search(searched, search_model, o.search_evaluations, o.search_model_name) if searched else None
         return _build_locked(files, task, evaluator, target, configs_per_program, out, split, families, seed,
-                             max_tiles_per_kernel, store, progress, log, warn, search)
+                             o.max_tiles_per_kernel, o.store, progress, log, warn, search)
     finally:
         lock.release()
 

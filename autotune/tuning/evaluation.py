@@ -9,6 +9,8 @@ from typing import Any
 
 import numpy as np
 
+from costmodels.base import CostModel
+
 __all__ = ["evaluate_models", "fit_analytical_scales", "FittedAnalytical", "KERNEL_KINDS"]
 
 KERNEL_KINDS = ("kLoop", "kInput", "kOutput")
@@ -81,7 +83,7 @@ def evaluate_models(models: dict, ds: Any, split: str = "test") -> dict:
                 pred, absolute = m.apply(s), True
             else:
                 pred = m.predict_graphs(s.sample_graphs(), s.tile_feat)
-                absolute = bool(getattr(m, "predicts_absolute", True))
+                absolute = not isinstance(m, CostModel) or bool(m.predicts_absolute)
             if ds.task == "fusion":
                 pooled_pred[label].append(np.asarray(pred, float) if absolute else None)
                 met = fusion_metrics(pred, s.runtime)

@@ -26,6 +26,7 @@ from typing import Any, Callable, Iterable, Optional, Sequence
 import numpy as np
 
 from autotune.tuning.store import KernelRecord
+from costmodels.base import CostModel
 
 __all__ = ["History", "HistoryRecorder", "RecordingCostModel", "load_history", "fit_global_model",
            "transfer_prior", "GLOBAL_MODEL_PARAMS", "MIN_HISTORY_ROWS"]
@@ -62,13 +63,13 @@ class HistoryRecorder:
         return n
 
 
-class RecordingCostModel:
+class RecordingCostModel(CostModel):
     """A cost model (an evaluator's, in practice) whose priced kernels are recorded as history."""
 
-    def __init__(self, model: Any, recorder: HistoryRecorder):
+    def __init__(self, model: CostModel, recorder: HistoryRecorder):
         self.model, self.recorder = model, recorder
-        self.name = getattr(model, "name", type(model).__name__)
-        self.dedup_by_hash = getattr(model, "dedup_by_hash", True)
+        self.name = model.name
+        self.dedup_by_hash = model.dedup_by_hash
 
     def predict(self, kernels: Sequence[Any], tiles: Optional[Sequence[Any]] = None) -> np.ndarray:
         kernels = list(kernels)
@@ -180,7 +181,7 @@ def transfer_prior(space: Any, model: Any, same_units: bool = True) -> Callable[
     the local model as it is but standardized and weighted by its correlation with the measurements."""
     from autotune.tuning.pricing import is_fusion_space, space_cost
     cost = space_cost(space, model)
-    log_seconds = is_fusion_space(space) or bool(getattr(model, "predicts_absolute", True))
+    log_seconds = is_fusion_space(space) or not isinstance(model, CostModel) or bool(model.predicts_absolute)
 
     def prior(configs: Sequence[Any]) -> np.ndarray:
         values = cost(configs)

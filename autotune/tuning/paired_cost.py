@@ -12,8 +12,8 @@ one after it, the median ratio; the drift cancels). A trial's cost is that ratio
 default's end-to-end time (measured once, when the pricer starts), so costs are seconds, ordered
 as the ratios are, and the default costs exactly its own time (its ratio is 1 by definition).
 
-:class:`PairedProgramCost` is a configuration-level pricer with the interface of the tuner's
-kernel-sum ``ProgramCost`` (``__call__``, ``is_priced``, ``config_cost``): the Tuner uses it as it
+:class:`PairedProgramCost` is a configuration-level ``Pricer`` (autotune/tuning/pricing.py: ``__call__``,
+``is_priced``, ``config_cost``), as the tuner's kernel-sum ``ProgramCost`` is: the Tuner uses it as it
 is (``space_cost``). What the search learns then is program-level: the model-based strategy's local
 model is fitted on the configurations' edge bits against these end-to-end costs. A transfer prior
 (a global kernel model trained on other programs' kernel measurements) prices kernel sums, whose
@@ -36,6 +36,7 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
+from autotune.tuning.pricing import Pricer
 from hardware.base import ProgramEvaluator
 
 __all__ = ["PairedProgramCost", "TRIAL_COSTS", "DEFAULT_TRIAL_SECONDS"]
@@ -44,7 +45,7 @@ TRIAL_COSTS = ("kernel-sum", "paired")  # `--trial-cost` choices
 DEFAULT_TRIAL_SECONDS = 0.3  # paired timing per trial, `--trial-seconds`' default (compilation comes on top)
 
 
-class PairedProgramCost:
+class PairedProgramCost(Pricer):
     """Costs of fusion configurations: end-to-end time paired with the default's (module docstring).
 
     ``evaluator``: anything with ``measure_paired(reference_text, text, seconds, **compile_options)``
@@ -52,7 +53,6 @@ class PairedProgramCost:
     evaluators on the cpu backend). ``reference_text``: the original program, whose outputs the
     default configuration's program must match (checked once, when the default is timed)."""
 
-    prices_configurations = True  # the Tuner takes it as the space's pricer as it is
     trial_cost = "paired"
 
     def __init__(self, space: Any, evaluator: Any, seconds: float = DEFAULT_TRIAL_SECONDS, *,

@@ -1,10 +1,11 @@
 """Pricing a space's configurations with a cost model: `ProgramCost` (fusion), `TileCost` (tiles),
-`LayoutCost` and `LearnedLayoutCost` (layouts), chosen by `space_cost`. Each batches the cost model's
-calls and memoizes them (a fusion or layout move prices only the kernels it changes), so that the
-Tuner's loop (autotune/tuning/tuner.py) and other callers (datasets, transfer) price alike."""
+`LayoutCost` and `LearnedLayoutCost` (layouts), chosen by `space_cost`; all are `Pricer`s. Each batches
+the cost model's calls and memoizes them (a fusion or layout move prices only the kernels it changes),
+so that the Tuner's loop (autotune/tuning/tuner.py) and other callers (datasets, transfer) price alike."""
 from __future__ import annotations
 
 import math
+from abc import ABC, abstractmethod
 from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
@@ -12,16 +13,36 @@ import numpy as np
 from autotune.compiler.fusion import FusionConfig, FusionSpace
 from autotune.compiler.layouts import KERNEL_CLASSES, LayoutSpace, kernel_class
 from autotune.tuning.result import TuningError
+from costmodels.base import CostModel
 
 
 def is_fusion_space(space: Any) -> bool:
-    """A program's fusion space (else: a kernel's tile space, or another space with `.kernel`)."""
-    return hasattr(space, "n_edges") and hasattr(space, "state")
+    """A program's fusion space (else: a kernel's tile space, or a layout space)."""
+    return isinstance(space, FusionSpace)
 
 
 def is_layout_space(space: Any) -> bool:
     """A program's layout space (autotune.compiler.layouts)."""
     return isinstance(space, LayoutSpace)
+
+
+class Pricer(ABC):
+    """What the Tuner prices a space's configurations with: their costs (seconds), memoized, and the
+    cost model's calls counted. `space_cost` makes one from a cost model; a Pricer given as the cost
+    model is used as it is (e.g. PairedProgramCost, autotune/tuning/paired_cost.py)."""
+
+    memo: dict            # what a checkpoint keeps of the pricer: its memoized costs
+    config_cost: dict     # configuration key -> seconds (the Tuner's de-duplication)
+    kernel_calls: int     # calls of the cost model
+    kernels_priced: int   # items (kernels, tiles, configurations) the cost model priced
+
+    @abstractmethod
+    def __call__(self, cfgs: Sequence[Any]) -> np.ndarray:
+        """One cost per configuration (inf: a failure)."""
+
+    @abstractmethod
+    def is_priced(self, cfg: Any) -> bool:
+        """Whether the configuration's cost is memoized already (pricing it again is free)."""
 
 
 def _memoize_costs(pricer: Any, memo: dict, keys: Sequence, costs: Any, what: str) -> None:
@@ -36,7 +57,7 @@ def _memoize_costs(pricer: Any, memo: dict, keys: Sequence, costs: Any, what: st
         memo[k] = float(c) if np.isfinite(c) else math.inf
 
 
-class ProgramCost:
+class ProgramCost(Pricer):
     """Program cost of fusion configurations from a kernel cost function, memoized per kernel.
 
     `kernel_cost(kernels) -> array of seconds` is any CostModel's predict (or an evaluator's
@@ -165,7 +186,7 @@ class ProgramCost:
         return out
 
 
-class TileCost:
+class TileCost(Pricer):
     """Cost of tiles of one kernel's tile space from `kernel_cost(kernels, tiles) -> seconds`,
     memoized by tile (one batched call per batch for the tiles not priced before)."""
 
@@ -190,7 +211,7 @@ class TileCost:
         return self.space.encode(tile) in self.config_cost
 
 
-class LayoutCost:
+class LayoutCost(Pricer):
     """Program cost of layout configurations: the kernels of the program rewritten with the layouts
     (`LayoutSpace.kernels`: copies included, shapes carrying the layouts) priced by `kernel_cost`,
     memoized by canonical kernel hash, times their multiplicity, summed.
@@ -223,7 +244,7 @@ class LayoutCost:
         for k, c in fresh.items():
             # a configuration a move (or a short walk of moves) from a priced one: from that one
             parent, slots, node = None, [], c
-            while self.incremental and getattr(node, "parent", None) is not None and len(slots) < self.MAX_CHAIN:
+            while self.incremental and node.parent is not None and len(slots) < self.MAX_CHAIN:
                 slots.extend(node.flips)
                 node = node.parent
                 if node.key() in self.config_cost:
@@ -262,7 +283,7 @@ class LayoutCost:
             self.config_cost[k] = float(cost)
             self.moves_incremental += 1
         for c in fresh.values():  # priced: the derivation history is no longer needed
-            if getattr(c, "parent", None) is not None:
+            if c.parent is not None:
                 c.parent.detach()
         return np.array([self.config_cost[k] for k in keys], dtype=float)
 
@@ -276,7 +297,7 @@ class LayoutCost:
         return self.space.encode(cfg) in self.config_cost
 
 
-class LearnedLayoutCost:
+class LearnedLayoutCost(Pricer):
     """Program cost of layout configurations by a learned layout model (`predict_layouts`:
     costmodels.gnn.layout, costmodels.xgb_layout) over the program's TpuGraphs layout graph. The model
     ranks; its score differences from the default configuration's, over the model's `score_scale`
@@ -327,17 +348,17 @@ class LearnedLayoutCost:
         return self.space.encode(cfg) in self.memo
 
 
-def space_cost(space: Any, cost_model: Any) -> "ProgramCost | TileCost | LayoutCost | LearnedLayoutCost":
-    """The memoized pricing of a space's configurations with a cost model (or a bare function); a
-    configuration-level pricer (`prices_configurations`, e.g. paired end-to-end trials,
+def space_cost(space: Any, cost_model: Any) -> Pricer:
+    """The memoized pricing of a space's configurations with a cost model (a CostModel, anything with
+    `predict`, or a bare function); a `Pricer` (e.g. paired end-to-end trials,
     autotune/tuning/paired_cost.py) is used as it is."""
-    if getattr(cost_model, "prices_configurations", False):
+    if isinstance(cost_model, Pricer):
         return cost_model
-    if is_layout_space(space) and hasattr(cost_model, "predict_layouts"):
+    if isinstance(space, LayoutSpace) and hasattr(cost_model, "predict_layouts"):  # a layout model ranks programs
         return LearnedLayoutCost(space, cost_model)
-    fn = cost_model.predict if hasattr(cost_model, "predict") else cost_model
-    if is_fusion_space(space):
-        return ProgramCost(space, fn, dedup=getattr(cost_model, "dedup_by_hash", True))
-    if is_layout_space(space):
+    fn = cost_model.predict if hasattr(cost_model, "predict") else cost_model  # CostModels, evaluators, functions
+    if isinstance(space, FusionSpace):
+        return ProgramCost(space, fn, dedup=cost_model.dedup_by_hash if isinstance(cost_model, CostModel) else True)
+    if isinstance(space, LayoutSpace):
         return LayoutCost(space, fn)
     return TileCost(space, fn)

@@ -6,7 +6,10 @@ import math
 import os
 from collections import Counter
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
+
+if TYPE_CHECKING:
+    from autotune.tuning.result import TuningResult
 
 
 def _finite(x: Any) -> Any:
@@ -50,12 +53,12 @@ def plot_search(history: list, path: "str | Path", title: str = "", default_cost
     plt.close(fig)
 
 
-def _result_report(meta: dict, result: Any) -> dict:
+def _result_report(meta: dict, result: TuningResult) -> dict:
     """The report fields every tuning run has (fusion and layout): meta, predicted and measured costs,
     verification, bookkeeping."""
     report = dict(meta)
-    baseline = getattr(result, "measured_baseline", result.measured_default)
-    original = getattr(result, "measured_original", None)
+    baseline = result.measured_baseline
+    original = result.measured_original
     report.update({
         "default_cost_s": result.default_cost,
         "best_cost_s": result.best_cost,
@@ -72,12 +75,11 @@ def _result_report(meta: dict, result: Any) -> dict:
                               else "default configuration" if baseline is not None else None),
         "measured_best_s": result.measured_best,
         # paired (the winner timed beside the baseline) where the verification did that, else the race's ratio
-        "measured_speedup": (result.measured_speedup if hasattr(result, "measured_speedup") else
-                             baseline / result.measured_best if baseline and result.measured_best else None),
-        "measured_speedup_interval": getattr(result, "measured_speedup_interval", None),
-        "measured_speedup_method": ("paired" if getattr(result, "measured_speedup_interval", None) else
+        "measured_speedup": result.measured_speedup,
+        "measured_speedup_interval": result.measured_speedup_interval,
+        "measured_speedup_method": ("paired" if result.measured_speedup_interval else
                                     "race medians" if baseline and result.measured_best else None),
-        "keep_original": bool(getattr(result, "keep_original", False)),
+        "keep_original": bool(result.keep_original),
         "verification": result.verification,
         "evaluations": result.evaluations,
         "kernel_evaluations": result.kernel_evaluations,
@@ -100,7 +102,7 @@ def _write_report_and_plot(out: Path, report: dict, result: Any, meta: dict) -> 
     return report
 
 
-def write_fusion_outputs(out_dir: "str | Path", space: Any, result: Any, meta: dict) -> dict:
+def write_fusion_outputs(out_dir: "str | Path", space: Any, result: TuningResult, meta: dict) -> dict:
     """Everything a fusion run leaves behind; returns the report dictionary.
 
     fused.hlo is the program verified end to end when there is one (`result.fused_text`, byte for
@@ -123,7 +125,7 @@ def write_fusion_outputs(out_dir: "str | Path", space: Any, result: Any, meta: d
         "verified": result.verified,
         "warnings": list(space.program.flags) + list(result.warnings),
     })
-    keep_original = bool(getattr(result, "keep_original", False))  # the written program is not `chosen`
+    keep_original = bool(result.keep_original)  # the written program is not `chosen`
     save_config(space, chosen, out / "best_config.json",
                 {"predicted_cost_s": result.best_cost if chosen is result.best else result.measured_best_predicted,
                  "measured_cost_s": None if keep_original else result.measured_best,
@@ -133,7 +135,7 @@ def write_fusion_outputs(out_dir: "str | Path", space: Any, result: Any, meta: d
     return _write_report_and_plot(out, report, result, meta)
 
 
-def write_layout_outputs(out_dir: "str | Path", space: Any, result: Any, meta: dict) -> dict:
+def write_layout_outputs(out_dir: "str | Path", space: Any, result: TuningResult, meta: dict) -> dict:
     """Everything a layout run leaves behind (report.json, best_config.json, layouts.hlo: the program
     rewritten with the chosen layouts and their copies, search.png); returns the report dictionary."""
     from autotune.compiler.layouts import XLA_CPU_DROPS_LAYOUTS

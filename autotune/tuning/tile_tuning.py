@@ -13,7 +13,8 @@ The race (`autotune.tuning.verification.race_tiles`): every tile timed once, the
 and the default timed `repeats` more times, interleaved; the lowest median wins, so a tile that got
 one lucky timing does not.
 
-`autotune tile` and benchmarks/paper.py use `tune_kernel_tiles` / `tune_program_tiles`.
+`autotune tile` and benchmarks/paper.py use `tune_kernel_tiles` / `tune_program_tiles`, with the
+search's options in a `TileTuningOptions`.
 """
 from __future__ import annotations
 
@@ -21,10 +22,26 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Optional, Sequence
 
+from autotune.tuning.options import TunerOptions, VerifyOptions
 from autotune.tuning.result import TuningResult
 from autotune.tuning.tuner import Tuner
 
-__all__ = ["KernelTiling", "program_kernels", "tune_kernel_tiles", "tune_program_tiles"]
+__all__ = ["KernelTiling", "TileTuningOptions", "program_kernels", "tune_kernel_tiles", "tune_program_tiles"]
+
+
+@dataclass(frozen=True)
+class TileTuningOptions:
+    """How a kernel's tiles are searched and raced (module docstring)."""
+
+    strategy: str = "topk"                 # "topk" (the cost model ranks every tile) or an online strategy's name
+    top_k: int = 10                        # tiles raced on the evaluator with the default
+    trials: int = 32                       # an online strategy's measurements per kernel
+    repeats: int = 3                       # extra timings of the finalists and the default in the race
+    finalists: int = 2                     # tiles timed `repeats` more times with the default
+    seed: int = 0
+    target: Any = "tpu"
+    batch_size: int = 4                    # an online strategy's batch
+    strategy_params: Optional[dict] = None  # keywords of the strategy's constructor
 
 
 @dataclass
@@ -77,57 +94,61 @@ def program_kernels(kernels: Iterable[Any]) -> list[tuple[Any, float]]:
     return [(k, m) for k, m in uniq.values()]
 
 
-def tune_kernel_tiles(kernel: Any, cost_model: Any, evaluator: Any, *, strategy: str = "topk", top_k: int = 10,
-                      trials: int = 32, repeats: int = 3, finalists: int = 2, seed: int = 0, target: Any = "tpu",
-                      space: Any = None, callbacks: Sequence[Any] = (), batch_size: int = 4,
-                      strategy_params: Optional[dict] = None, transfer: Any = None,
+def tune_kernel_tiles(kernel: Any, cost_model: Any, evaluator: Any, options: Optional[TileTuningOptions] = None, *,
+                      space: Any = None, callbacks: Sequence[Any] = (), transfer: Any = None,
                       recorder: Any = None) -> TuningResult:
     """Search one kernel's tiles (module docstring); `result.measured_best_config` is the tile chosen.
 
     `cost_model` ranks tiles for "topk" (unused otherwise: the evaluator's measurements are the
-    costs of an online strategy); `trials` bounds an online strategy's measurements;
-    `strategy_params` go to the strategy's constructor; `transfer` (a cost model) is the prior of a
-    strategy that takes one (model-based); `recorder` (a HistoryRecorder) records measured kernels."""
+    costs of an online strategy); `options` (TileTuningOptions) the search and the race; `transfer`
+    (a cost model) is the prior of a strategy that takes one (model-based); `recorder` (a
+    HistoryRecorder) records measured kernels."""
     from costmodels.base import EvaluatorCostModel
     from search.base import get_strategy
     from search.topk import TopKTileSearch
 
+    o = options if options is not None else TileTuningOptions()
     if space is None:
         from autotune.compiler.tiles import TileSpace
-        space = TileSpace(kernel, target)
-    if str(strategy).lower() == "topk":
-        strat: Any = TopKTileSearch(space, cost_model=cost_model, k=top_k, target=target)
-        model, max_evals, batch = cost_model, None, max(1, top_k)
+        space = TileSpace(kernel, o.target)
+    if str(o.strategy).lower() == "topk":
+        strat: Any = TopKTileSearch(space, cost_model=cost_model, k=o.top_k, target=o.target)
+        model, max_evals, batch = cost_model, None, max(1, o.top_k)
     else:
-        params = dict(strategy_params or {})
+        params = dict(o.strategy_params or {})
         if transfer is not None:
             from autotune.tuning.history import transfer_prior
             params["prior"] = transfer_prior(space, transfer)
-        strat = get_strategy(strategy)(space, seed=seed, **params)
-        model, max_evals, batch = EvaluatorCostModel(evaluator), max(1, int(trials)), batch_size
+        strat = get_strategy(o.strategy)(space, seed=o.seed, **params)
+        model, max_evals, batch = EvaluatorCostModel(evaluator), max(1, int(o.trials)), o.batch_size
         if recorder is not None:
             from autotune.tuning.history import RecordingCostModel
             model = RecordingCostModel(model, recorder)
     # top_k + 1 kept: the default (always raced as the baseline) must not push a candidate out
-    tuner = Tuner(space, model, strat, budget=None, evaluator=evaluator, hw_budget=None, top_k_verify=top_k + 1,
-                  max_evaluations=max_evals, batch_size=batch, progress=False, verify_rounds=repeats,
-                  finalists=finalists, callbacks=callbacks)
+    tuner = Tuner(space, model, strat, budget=None, evaluator=evaluator,
+                  options=TunerOptions(max_evaluations=max_evals, batch_size=batch, progress=False),
+                  verify=VerifyOptions(hw_budget=None, top_k=o.top_k + 1, rounds=o.repeats, finalists=o.finalists),
+                  callbacks=callbacks)
     return tuner.run()
 
 
-def tune_program_tiles(kernels: Iterable[Any], cost_model: Any, evaluator: Any, *,
+def tune_program_tiles(kernels: Iterable[Any], cost_model: Any, evaluator: Any,
+                       options: Optional[TileTuningOptions] = None, *,
                        on_kernel: Optional[Callable[[KernelTiling], None]] = None,
-                       stop: Optional[Callable[[], bool]] = None, **options: Any) -> list[KernelTiling]:
+                       stop: Optional[Callable[[], bool]] = None, transfer: Any = None,
+                       recorder: Any = None) -> list[KernelTiling]:
     """`tune_kernel_tiles` for every distinct kernel (`program_kernels`), in order; `on_kernel` is
     called after each (e.g. to write tiles.json), `stop()` is asked before each (e.g. a spent budget)."""
+    options = options if options is not None else TileTuningOptions()
     out = []
     for kernel, mult in program_kernels(kernels):
         if stop is not None and stop():
             break
         from autotune.compiler.tiles import TileSpace
-        space = TileSpace(kernel, options.get("target", "tpu"))
-        tiling = KernelTiling(kernel, space, mult, tune_kernel_tiles(kernel, cost_model, evaluator, space=space,
-                                                                     **options))
+        space = TileSpace(kernel, options.target)
+        tiling = KernelTiling(kernel, space, mult, tune_kernel_tiles(kernel, cost_model, evaluator, options,
+                                                                     space=space, transfer=transfer,
+                                                                     recorder=recorder))
         out.append(tiling)
         if on_kernel is not None:
             on_kernel(tiling)

@@ -12,9 +12,11 @@ model prices a from-scratch configuration of a 50k-instruction program in second
 one more configuration and the final checkpoint would not fit, and on the simulator the hardware seconds
 that kernel-sum verification will not need are lent to the search (`overhead_s`: what the caller
 spends of the same budget outside the search, e.g. the CLI's start-up and outputs).
-What happens around the loop is callbacks (autotune/tuning/callbacks.py):
-the progress bar, the jsonl log and periodic checkpoints are added from the Tuner's arguments,
-early stopping and anything else is passed in `callbacks=`.
+The options are two dataclasses (autotune/tuning/options.py): `TunerOptions` for the search,
+`VerifyOptions` for hardware verification. What happens around the loop is callbacks
+(autotune/tuning/callbacks.py): the progress bar, the jsonl log and periodic checkpoints are added from
+the options, early stopping and anything else (a hook per batch or per fresh configuration) is passed
+in `callbacks=`.
 
 Hardware verification of the top predicted configurations is its own step, `Tuner.verify`, run
 after the search (paper section 7): end to end, by kernel sums, or a race of tiles, by the space and the
@@ -28,18 +30,24 @@ import math
 import signal
 import time
 from pathlib import Path
-from typing import Any, Callable, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 import numpy as np
 
-from autotune.compiler.fusion import FusionConfig, FusionSpace
-from autotune.tuning.callbacks import Callback, Checkpointer, FunctionCallback, JsonlLogger, ProgressBar
-from autotune.tuning.checkpoint import (CHECKPOINT, check_fingerprint, checkpoint_state, read_checkpoint,
-                                        remaining_search_seconds, save_best_config, space_fingerprint, write_checkpoint)
+from autotune.compiler.fusion import FusionConfig
+from autotune.tuning.callbacks import BatchInfo, Callback, Checkpointer, JsonlLogger, ProgressBar
+from autotune.tuning.checkpoint import (CHECKPOINT, SearchProgress, check_fingerprint, checkpoint_state, edge_count,
+                                        read_checkpoint, remaining_search_seconds, save_best_config, space_fingerprint,
+                                        write_checkpoint)
+from autotune.tuning.options import TunerOptions, VerifyOptions
 from autotune.tuning.pricing import is_fusion_space, space_cost
 from autotune.tuning.result import TuningError, TuningResult
 from autotune.tuning.verifier import Verifier, measure_config
 from hardware.base import ProgramEvaluator
+
+if TYPE_CHECKING:
+    from autotune.compiler.space import Space
+    from search.base import Strategy
 
 # The names importers took from this module before pricing, checkpoints, the result and verification
 # moved to their own modules (re-exported so that they still can).
@@ -51,26 +59,18 @@ from autotune.tuning.result import NOT_VERIFIED, ORIGINAL_COMPILE_OPTIONS, keep_
 
 
 class Tuner:
-    """Runs a Strategy over a fusion or tile space against a cost model within budgets (module
-    docstring); `callbacks` are Callback objects (autotune/tuning/callbacks.py)."""
+    """Runs a Strategy over a fusion, tile or layout space against a cost model within budgets (module
+    docstring). `options` (TunerOptions) and `verify` (VerifyOptions, autotune/tuning/options.py)
+    default to their dataclasses' defaults; `evaluator` is the hardware of verification (None: none);
+    `callbacks` are Callback objects (autotune/tuning/callbacks.py)."""
 
-    def __init__(self, space: FusionSpace, cost_model: Any, strategy: Any, budget: Any = "60s", *,
-                 evaluator: Any = None, hw_budget: Any = None, top_k_verify: int = 10,
-                 out_dir: "str | Path | None" = None, batch_size: int = 64, checkpoint_every_s: float = 5.0,
-                 progress: bool = True, on_batch: Optional[Callable[[dict], None]] = None,
-                 max_evaluations: Optional[int] = None,
-                 on_config: Optional[Callable[[FusionConfig, float], None]] = None,
-                 include_default: bool = True, fingerprint: Optional[dict] = None,
-                 reference_text: Optional[str] = None, verify_rounds: int = 5,
-                 callbacks: Sequence[Callback] = (), finalists: int = 2, overhead_s: float = 0.0,
-                 paired_share: float = 0.4, paired_confidence: float = 0.95):
+    def __init__(self, space: Space, cost_model: Any, strategy: Strategy, budget: Any = "60s", *,
+                 evaluator: Any = None, options: Optional[TunerOptions] = None,
+                 verify: Optional[VerifyOptions] = None, callbacks: Sequence[Callback] = ()):
         from hardware.base import Budget
 
-        if not 0 < paired_share < 1:
-            raise TuningError(f"paired_share must be in (0, 1), got {paired_share}")
-        if not 0 < paired_confidence < 1:
-            raise TuningError(f"paired_confidence must be in (0, 1), got {paired_confidence}")
-
+        self.options = options if options is not None else TunerOptions()
+        self.verify_options = verify if verify is not None else VerifyOptions()
         self.space = space
         self.cost_model = cost_model
         self.strategy = strategy
@@ -78,31 +78,15 @@ class Tuner:
         if self.budget.seconds is not None and self.budget.seconds <= 0:
             raise TuningError(f"budget {self.budget.seconds:g}s is too small to evaluate anything")
         self.evaluator = evaluator
-        self.hw_budget = hw_budget
-        self.top_k_verify = top_k_verify
-        self.out_dir = Path(out_dir) if out_dir else None
-        self.batch_size = batch_size
-        self.checkpoint_every_s = checkpoint_every_s
-        self.progress = progress
-        self.on_batch = on_batch
-        self.max_evaluations = max_evaluations
-        self.on_config = on_config  # called once per fresh configuration (e.g. to charge hardware time)
-        # False: the default is priced (for the speedup) but is no candidate: a search from scratch.
-        self.include_default = include_default
+        self.out_dir = Path(self.options.out_dir) if self.options.out_dir else None
         # What makes a checkpoint this run: {"program": sha256, "target", "cost_model", ...}.
+        fingerprint = self.options.fingerprint
         self.fingerprint = dict(fingerprint) if fingerprint is not None else {"program": space_fingerprint(space),
                                                                                "target": str(space.target)}
-        # The original program (end-to-end verification compares outputs with it); default: as parsed.
-        self.reference_text = reference_text
-        self.verify_rounds = verify_rounds  # race rounds after screening (end to end; tile repeats)
-        self.finalists = finalists          # candidates raced against the default after screening
-        # End to end on an evaluator that times two programs side by side (measure_paired): the share of
-        # the hardware budget kept for timing the race's winner beside the default, and the interval's level.
-        self.paired_share = float(paired_share)
-        self.paired_confidence = float(paired_confidence)
         self.resumed_from: Optional[dict] = None
         self.cost = space_cost(space, cost_model)
         self.callbacks = self._default_callbacks() + list(callbacks)
+        self._config_hooks: list = []  # the callbacks that override on_config (set when the search starts)
         self.evaluations = 0
         self.history: list = []
         self.best: Optional[FusionConfig] = None
@@ -114,7 +98,7 @@ class Tuner:
         # Wall clock of this session outside the search that its budget covers (the CLI's start-up,
         # hardware verification and writing the outputs): a resumed run continues with what the
         # sessions before, overheads included, left of it.
-        self.overhead_s = max(float(overhead_s), 0.0)
+        self.overhead_s = max(float(self.options.overhead_s), 0.0)
         self._overhead_before = 0.0
         self._default_measurement: Optional[tuple] = None  # (seconds, status) of the default, measured early
         self._hw_slack = 0.0  # hardware seconds the verification will not need, lent to the search
@@ -124,13 +108,11 @@ class Tuner:
         self._checkpoint_s = 0.0                      # measured time of the last checkpoint
 
     def _default_callbacks(self) -> list:
-        """Progress bar, log.jsonl and checkpoints from the constructor's arguments."""
-        out: list = [ProgressBar()] if self.progress else []
+        """Progress bar, log.jsonl and checkpoints from the options."""
+        out: list = [ProgressBar()] if self.options.progress else []
         if self.out_dir is not None:
             log = JsonlLogger(self.out_dir / "log.jsonl")
-            out += [log, Checkpointer(self.checkpoint_every_s, flush=log.flush)]
-        if self.on_batch is not None:
-            out.append(FunctionCallback(self.on_batch))
+            out += [log, Checkpointer(self.options.checkpoint_every_s, flush=log.flush)]
         return out
 
     def stop(self, reason: str) -> None:
@@ -144,11 +126,12 @@ class Tuner:
             if v < self.best_cost:
                 self.best_cost = float(v)
                 self.best = self.space.decode(self.space.encode(c))  # detached from its derivation
-            if len(self._top) < self.top_k_verify or v < -self._top[0][0]:
+            top_k = self.verify_options.top_k
+            if len(self._top) < top_k or v < -self._top[0][0]:
                 key = self.space.encode(c)
                 if all(k != key for _, _, k in self._top):
                     heapq.heappush(self._top, (-float(v), self.evaluations, key))
-                    if len(self._top) > self.top_k_verify:
+                    if len(self._top) > top_k:
                         heapq.heappop(self._top)
 
     def top_predicted(self) -> list:
@@ -168,10 +151,10 @@ class Tuner:
 
     def _write_checkpoint(self) -> None:
         save_best_config(self.out_dir, self.space, self.best, self.best_cost, self.evaluations)
-        write_checkpoint(self.out_dir, checkpoint_state(
-            self.space, self.strategy, self.fingerprint, best=self.best, best_cost=self.best_cost,
-            default_cost=self.default_cost, evaluations=self.evaluations, history=self.history, memo=self.cost.memo,
-            elapsed=self._elapsed(), top=self._top, overhead=self._overhead_before + self.overhead_s))
+        write_checkpoint(self.out_dir, checkpoint_state(self.space, self.strategy, self.fingerprint, SearchProgress(
+            best=self.best, best_cost=self.best_cost, default_cost=self.default_cost, evaluations=self.evaluations,
+            history=self.history, memo=self.cost.memo, elapsed=self._elapsed(), top=self._top,
+            overhead=self._overhead_before + self.overhead_s)))
 
     @staticmethod
     def read_checkpoint(directory: "str | Path") -> dict:
@@ -187,7 +170,7 @@ class Tuner:
         from hardware.base import Budget
         path = Path(directory) / CHECKPOINT
         state = read_checkpoint(directory)
-        check_fingerprint(path, state, self.fingerprint, getattr(self.space, "n_edges", None))
+        check_fingerprint(path, state, self.fingerprint, edge_count(self.space))
         elapsed = float(state.get("elapsed", 0.0))
         overhead_before = float(state.get("overhead", 0.0))
         total = self.budget.seconds
@@ -234,12 +217,14 @@ class Tuner:
             self.default_cost = float(self.cost([default])[0])
             # a configuration priced from scratch: what the first batch's size is planned with
             self._scratch_s = self.budget.now() - t0
-        if self.best is None and self.include_default:
+        if self.best is None and self.options.include_default:
             self._note([default], np.array([self.default_cost]))
             self.history.append((self._elapsed(), self.evaluations, self.best_cost))
         self._lend_verification_slack()
         old_handlers = self._install_signals()
         result: Optional[TuningResult] = None
+        # the callbacks with a per-configuration hook (the others are not called for every configuration)
+        self._config_hooks = [cb for cb in self.callbacks if type(cb).on_config is not Callback.on_config]
         try:
             for cb in self.callbacks:
                 cb.on_start(self)
@@ -281,7 +266,8 @@ class Tuner:
         if (ev is None or not is_fusion_space(self.space) or isinstance(ev, ProgramEvaluator)
                 or self.budget.seconds is None or self._default_measurement is not None):
             return
-        hw = self.hw_budget.seconds if isinstance(self.hw_budget, Budget) else Budget(self.hw_budget).seconds
+        hw_budget = self.verify_options.hw_budget
+        hw = hw_budget.seconds if isinstance(hw_budget, Budget) else Budget(hw_budget).seconds
         if not hw:
             return
         old = ev.budget
@@ -293,7 +279,7 @@ class Tuner:
             took = self.budget.now() - t0
         finally:
             ev.budget = old
-        slack = hw - 2.0 * took * self.top_k_verify
+        slack = hw - 2.0 * took * self.verify_options.top_k
         if slack > 0:
             self._hw_slack = slack
             self.budget.seconds += slack
@@ -307,9 +293,10 @@ class Tuner:
         if self.budget.seconds is not None and self._sec_per_config is not None \
                 and self.budget.remaining < max(self._sec_per_config, self._last_sec_per_config) + self._checkpoint_s:
             return "budget"
-        if self.max_evaluations is not None and self.evaluations >= self.max_evaluations:
+        max_evaluations = self.options.max_evaluations
+        if max_evaluations is not None and self.evaluations >= max_evaluations:
             return "max_evaluations"
-        if getattr(self.strategy, "finished", False):
+        if self.strategy.finished:
             return "strategy_finished"
         return None
 
@@ -326,9 +313,11 @@ class Tuner:
         per = (self.budget.now() - t0) / len(cfgs)
         self._sec_per_config = per if self._sec_per_config is None else 0.5 * (self._sec_per_config + per)
         self._last_sec_per_config = per
-        if self.on_config is not None:
+        if self._config_hooks:
             for i in fresh_idx:
-                self.on_config(cfgs[i], float(costs[i]))
+                cfg, cost = cfgs[i], float(costs[i])
+                for cb in self._config_hooks:
+                    cb.on_config(self, cfg, cost)
         self.strategy.tell(cfgs, costs)
         self.evaluations += len(fresh_idx)
         before = self.best_cost
@@ -336,9 +325,9 @@ class Tuner:
         now = self._elapsed()
         if self.best_cost < before or not self.history or now - self.history[-1][0] > 1.0:
             self.history.append((now, self.evaluations, self.best_cost))
-        info = {"t": now, "evaluations": self.evaluations, "batch": len(cfgs), "new": len(fresh_idx),
-                "batch_best_s": float(np.min(costs)), "best_s": self.best_cost,
-                "kernels_priced": self.cost.kernels_priced}
+        info = BatchInfo(t=now, evaluations=self.evaluations, batch=len(cfgs), new=len(fresh_idx),
+                         batch_best_s=float(np.min(costs)), best_s=self.best_cost,
+                         kernels_priced=self.cost.kernels_priced)
         for cb in self.callbacks:
             cb.on_batch(self, info)
 
@@ -348,9 +337,10 @@ class Tuner:
         configuration of a large program in seconds), or `max_evaluations` is near. Before any batch
         is measured, a batch whose configurations priced like the default from scratch could take a
         quarter of what is left starts with one configuration."""
-        n = self.batch_size
-        if self.max_evaluations is not None:
-            n = max(1, min(n, self.max_evaluations - self.evaluations))
+        n = self.options.batch_size
+        max_evaluations = self.options.max_evaluations
+        if max_evaluations is not None:
+            n = max(1, min(n, max_evaluations - self.evaluations))
         if self.budget.seconds is None:
             return n
         room = self.budget.remaining - self._checkpoint_s
@@ -375,14 +365,14 @@ class Tuner:
         from hardware.base import Budget
         ev = self.evaluator
         old_budget = ev.budget
-        hw = self.hw_budget if isinstance(self.hw_budget, Budget) else Budget(self.hw_budget)
+        hw_budget = self.verify_options.hw_budget
+        hw = hw_budget if isinstance(hw_budget, Budget) else Budget(hw_budget)
         if self._hw_slack and hw.seconds is not None:
             hw = Budget(max(hw.seconds - self._hw_slack, 0.0))
         ev.budget = Budget(None)  # the verification keeps to the hardware budget itself
         try:
-            Verifier(self.space, ev, self.top_predicted, default_measurement=self._default_measurement,
-                     reference_text=self.reference_text, verify_rounds=self.verify_rounds, finalists=self.finalists,
-                     paired_share=self.paired_share, paired_confidence=self.paired_confidence).verify(result, hw)
+            Verifier(self.space, ev, self.top_predicted, self.verify_options,
+                     default_measurement=self._default_measurement).verify(result, hw)
         finally:
             ev.budget = old_budget
         return result

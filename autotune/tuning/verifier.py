@@ -16,24 +16,26 @@ Run after the search (paper section 7):
   the kernels of its fused.hlo - is measured, times its multiplicity, summed.
 * a tile space: the default tile and the top predicted tiles race on the evaluator
   (`race_programs`, as end-to-end verification): each is timed once, then the `finalists` fastest and
-  the default are timed again, interleaved, `verify_rounds` more times; the lowest median wins and
+  the default are timed again, interleaved, `rounds` more times; the lowest median wins and
   the number of timings of each is in the report, so that one lucky run cannot win.
 * a layout space: on an evaluator that runs whole programs, the outputs of the default's and the best
   predicted programs are checked (XLA:CPU drops layouts, so none is timed); elsewhere, kernel sums.
 
-What was verified and how, and every failure, is in `TuningResult.verification`/`warnings`. The race
-and the paired timing themselves are autotune/tuning/verification.py.
+`paired_share`, `finalists` and `rounds` are `VerifyOptions` fields (autotune/tuning/options.py). What
+was verified and how, and every failure, is in `TuningResult.verification`/`warnings`. The race and the
+paired timing themselves are autotune/tuning/verification.py.
 """
 from __future__ import annotations
 
 import hashlib
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 from autotune.compiler.fusion import FusionConfig
 from autotune.compiler.layouts import XLA_CPU_DROPS_LAYOUTS
+from autotune.tuning.options import VerifyOptions
 from autotune.tuning.pricing import is_fusion_space, is_layout_space
 from autotune.tuning.result import ORIGINAL_COMPILE_OPTIONS, TuningResult, keep_original_text
 from autotune.tuning.verification import confirm_paired, race_programs, race_tiles
@@ -64,17 +66,13 @@ def measure_config(space: Any, cfg: FusionConfig, evaluator: Any) -> tuple[float
 @dataclass
 class Verifier:
     """The verification of one search's result on `evaluator`: what it needs of the Tuner's state
-    (the space, its top predictions, the default's early measurement and the verification options)."""
+    (the space, its top predictions, the default's early measurement) and the verification options."""
 
     space: Any
     evaluator: Any
     top_predicted: Callable[[], list]          # [(predicted cost, configuration)], best first
+    options: VerifyOptions = field(default_factory=VerifyOptions)
     default_measurement: Optional[tuple] = None  # (seconds, status) of the default, measured before the search
-    reference_text: Optional[str] = None       # the original program; default: as parsed
-    verify_rounds: int = 5
-    finalists: int = 2
-    paired_share: float = 0.4
-    paired_confidence: float = 0.95
 
     def verify(self, result: TuningResult, hw: Any) -> None:
         """Fill `result`'s verification within the hardware budget `hw` (a hardware.base.Budget) by the
@@ -162,7 +160,9 @@ class Verifier:
         best predicted configuration whose outputs match is kept (the default when none does)."""
         from hardware.base import Budget
         ev, space = self.evaluator, self.space
-        reference = self.reference_text if self.reference_text is not None else space.program.module.to_text()
+        reference = self.options.reference_text
+        if reference is None:
+            reference = space.program.module.to_text()
         budget = Budget(seconds)
         chosen, chosen_pred = None, None
         ranked = [("default", result.default_cost, space.default())] + \
@@ -212,7 +212,8 @@ class Verifier:
         for rank, (pred, cfg) in enumerate(self.top_predicted()):
             ranked.setdefault(space.encode(cfg), (rank, pred))
         race = race_tiles(kernel, space, (space.decode(k) for k in ranked if k != default_key), ev, seconds,
-                          baseline=space.decode(default_key), finalists=self.finalists, repeats=self.verify_rounds)
+                          baseline=space.decode(default_key), finalists=self.options.finalists,
+                          repeats=self.options.rounds)
         for key, e in race.entries.items():
             rank, pred = ranked[key]
             result.verified.append({"rank": rank, "tile": key, "predicted_s": pred,
@@ -228,10 +229,10 @@ class Verifier:
         result.verification = {
             "status": "verified" if race.winner is not None else "failed",
             "method": "race", "exact": True, "evaluator": name, "estimate": "median",
-            "repeats": self.verify_rounds, "finalists": self.finalists,
+            "repeats": self.options.rounds, "finalists": self.options.finalists,
             "how": (f"the default tile and the {len(ranked) - 1} best predicted tiles timed once each on the {name} "
-                    f"evaluator (while 2/3 of the hardware budget lasts), then the {self.finalists} fastest and the "
-                    f"default timed {self.verify_rounds} more times, interleaved; the lowest median of a tile's "
+                    f"evaluator (while 2/3 of the hardware budget lasts), then the {self.options.finalists} fastest "
+                    f"and the default timed {self.options.rounds} more times, interleaved; the lowest median of a tile's "
                     "timings wins" + ("; the simulator's noise is a fixed function of (seed, kernel, tile), so its "
                                       "repeated timings agree" if name == "sim" else "")),
             "timings": race.timings, "race_rounds": race.rounds,
@@ -258,7 +259,9 @@ class Verifier:
         started = time.monotonic()
         ev = self.evaluator
         space = self.space
-        original = self.reference_text if self.reference_text is not None else space.program.module.to_text()
+        original = self.options.reference_text
+        if original is None:
+            original = space.program.module.to_text()
         emitted: dict = {}    # text -> (rank or "default", FusionConfig, predicted seconds)
         emit_failures: list = []
 
@@ -291,9 +294,9 @@ class Verifier:
                 return ev.measure_program(text, **ORIGINAL_COMPILE_OPTIONS)
             return ev.measure_program(text, reference=original if first else None, **EMITTED_CPU_COMPILE_OPTIONS)
 
-        race_seconds = seconds * (1 - self.paired_share) if seconds is not None else seconds
+        race_seconds = seconds * (1 - self.options.paired_share) if seconds is not None else seconds
         race = race_programs(time_program, candidates(), race_seconds, baseline=original,
-                             max_rounds=self.verify_rounds, min_rounds=min(2, self.verify_rounds))
+                             max_rounds=self.options.rounds, min_rounds=min(2, self.options.rounds))
         for text, e in race.entries.items():
             if text == original:
                 continue
@@ -340,15 +343,15 @@ class Verifier:
                     "original's on the same inputs (a mismatch fails it); the original timed first, the "
                     "candidates once each in that order for 2/3 of the hardware budget, then the two fastest "
                     "and the original timed again, interleaved, for at least two rounds and until the budget "
-                    f"is spent or {self.verify_rounds} rounds are done; the lowest median over a program's "
+                    f"is spent or {self.options.rounds} rounds are done; the lowest median over a program's "
                     "timings wins; when the original wins, or no candidate is shown faster, fused.hlo is the "
                     "original program (keep it)"
-                    f"; the race had {1 - self.paired_share:.0%} of the hardware budget, then its winner was timed "
-                    "beside the original for the rest (paired: short alternating blocks O W O W ... O, each "
+                    f"; the race had {1 - self.options.paired_share:.0%} of the hardware budget, then its winner "
+                    "was timed beside the original for the rest (paired: short alternating blocks O W O W ... O, each "
                     "winner block over the original's block before it and over the one after it, so that the "
                     "machine's drift cancels; the median ratio, with a block-bootstrap interval), and kept only "
                     "if the whole "
-                    f"{self.paired_confidence:.0%} interval of the paired speedup is above 1"),
+                    f"{self.options.paired_confidence:.0%} interval of the paired speedup is above 1"),
             "programs_timed": len(race.entries), "timings": race.timings, "race_rounds": race.rounds,
             "winner": (emitted[winner][0] if winner is not None else "original" if race.winner == original
                        else None),
@@ -410,7 +413,7 @@ class Verifier:
         check = confirm_paired(
             lambda s: ev.measure_paired(original, race.winner, s, reference_options=ORIGINAL_COMPILE_OPTIONS,
                                         **EMITTED_CPU_COMPILE_OPTIONS),
-            seconds, confidence=self.paired_confidence)
+            seconds, confidence=self.options.paired_confidence)
         ver["paired"] = {"candidate": winner, **check.as_dict()}
         result.paired = ver["paired"]
         if check.faster:

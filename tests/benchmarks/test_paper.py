@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from autotune.tuning.dataset import build_dataset
+from autotune.tuning.dataset import DatasetOptions, build_dataset
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -23,7 +23,7 @@ def tile_ds(tmp_path_factory):
     for p in PROGRAMS:
         shutil.copy(ROOT / "examples" / "hlo" / f"{p}.hlo", progs / f"{p}.hlo")
     return build_dataset(progs, "tile", "sim", configs_per_program=1, out_dir=tmp_path_factory.mktemp("t"),
-                         max_tiles_per_kernel=4)
+                         options=DatasetOptions(max_tiles_per_kernel=4))
 
 
 def test_random_split_view_reassigns_programs_not_samples(tile_ds, tmp_path):

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from autotune.tuning.dataset import build_dataset
+from autotune.tuning.dataset import DatasetOptions, build_dataset
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -41,7 +41,7 @@ def data(tmp_path_factory):
         shutil.copy(ROOT / "examples" / "hlo" / f"{p}.hlo", progs / f"{p}.hlo")
     fusion = build_dataset(progs, "fusion", "sim", configs_per_program=2, out_dir=tmp_path_factory.mktemp("f"))
     tile = build_dataset(progs, "tile", "sim", configs_per_program=1, out_dir=tmp_path_factory.mktemp("t"),
-                         max_tiles_per_kernel=8)
+                         options=DatasetOptions(max_tiles_per_kernel=8))
     return fusion, tile
 
 

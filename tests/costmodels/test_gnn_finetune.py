@@ -81,13 +81,14 @@ def test_a_fit_stops_at_its_time_limit(fusion_case):
 
 def test_model_based_with_the_gnn_on_fusion_and_tile_spaces(fusion_case):
     from autotune.compiler.tiles import TileSpace
+    from autotune.tuning.options import TunerOptions
     from autotune.tuning.tuner import Tuner
     from hardware.simulator import TpuSimulator
     from search.model_based import ModelBasedSearch
     space = fusion_case[0]
     strat = ModelBasedSearch(space, seed=0, model="gnn", sa_chains=8, sa_steps=8)
-    result = Tuner(space, TpuSimulator(noise=0.0), strat, budget=None, max_evaluations=40, batch_size=8,
-                   progress=False).run()
+    result = Tuner(space, TpuSimulator(noise=0.0), strat, budget=None,
+                   options=TunerOptions(max_evaluations=40, batch_size=8, progress=False)).run()
     assert result.evaluations == 40 and strat.fits >= 3
     assert strat.fit_local.last_fit["steps"] >= 1
     kernel = max(space.kernels(space.default()), key=lambda k: len(TileSpace(k, "tpu")))

@@ -76,12 +76,13 @@ def test_model_based_through_the_tuner_improves_a_fusion_on_the_simulator():
     """Fusion space: annealing on the model proposes; the simulator prices every configuration."""
     from autotune.compiler.fusion import FusionSpace
     from autotune.compiler.program import Program
+    from autotune.tuning.options import TunerOptions
     from autotune.tuning.tuner import Tuner
     from hardware.simulator import TpuSimulator
     space = FusionSpace(Program.from_file(os.path.join(REPO, "examples", "hlo", "gnn_small_infer.hlo")), "tpu")
     strat = ModelBasedSearch(space, seed=0, sa_chains=8, sa_steps=10)
-    result = Tuner(space, TpuSimulator(noise=0.0), strat, budget=None, max_evaluations=320, batch_size=16,
-                   progress=False).run()
+    result = Tuner(space, TpuSimulator(noise=0.0), strat, budget=None,
+                   options=TunerOptions(max_evaluations=320, batch_size=16, progress=False)).run()
     assert result.evaluations == 320
     assert result.best_cost < result.default_cost
     assert strat.fits >= 4

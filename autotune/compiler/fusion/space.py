@@ -27,6 +27,7 @@ from autotune.compiler.fusion.state import FusionState
 from autotune.compiler.gc_pause import gc_paused
 from autotune.compiler.opcodes import ELEMENTWISE, NODE_FUSIBLE, NODE_OPAQUE, is_scalar_constant
 from autotune.compiler.program import Program
+from autotune.compiler.space import Space
 from autotune.compiler.targets import FusionRules, Target, get_target
 
 __all__ = ["FusionSpace", "get_rules"]
@@ -39,8 +40,8 @@ def get_rules(target: "str | Target") -> FusionRules:
     return get_target(target).fusion_rules
 
 
-class FusionSpace(KernelHashing, SearchMoves, LegalityRepair):
-    """The fusion search space of a program on a target (`Space` interface for strategies).
+class FusionSpace(KernelHashing, SearchMoves, LegalityRepair, Space):
+    """The fusion search space of a program on a target (the `Space` interface, autotune/compiler/space.py).
 
     `target` is the name given (recorded in configurations), `compilation_target` the registered
     Target it names, `rules` that target's fusion rules."""

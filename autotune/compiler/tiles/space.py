@@ -6,6 +6,7 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
+from autotune.compiler.space import Space
 from autotune.compiler.tiles.candidates import _candidate_tiles, _choices
 from autotune.compiler.tiles.config import TileConfig
 from autotune.compiler.tiles.geometry import ScratchpadFit, io_geometry, scratchpad_fit
@@ -14,8 +15,8 @@ from autotune.compiler.tiles.roofline import _fitting_index, default_tiles
 from autotune.compiler.tiles.rows import TileRows
 
 
-class TileSpace:
-    """Valid tiles of one kernel on a target (the `Space` interface strategies see)."""
+class TileSpace(Space):
+    """Valid tiles of one kernel on a target (the `Space` interface, autotune/compiler/space.py)."""
 
     def __init__(self, kernel: Any, target: Any = "tpu", max_tiles: int = 4096):
         self.kernel = kernel

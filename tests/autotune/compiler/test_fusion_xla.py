@@ -18,6 +18,7 @@ from autotune.cli.app import main  # noqa: E402
 from autotune.compiler.fusion import FusionSpace  # noqa: E402
 from autotune.compiler.emission import EMITTED_CPU_COMPILE_OPTIONS, emit_fused_text  # noqa: E402
 from autotune.compiler.program import Program  # noqa: E402
+from autotune.tuning.options import TunerOptions, VerifyOptions  # noqa: E402
 from autotune.tuning.tuner import Tuner  # noqa: E402
 from hardware import xla as X  # noqa: E402
 
@@ -90,8 +91,9 @@ def test_failed_best_prediction_is_skipped_and_said(monkeypatch):
     def fewer_fusions(kernels):  # a model that prefers the unfused program (not the default)
         return np.array([1e-6 * len(k.members) for k in kernels])
     from search.base import get_strategy
-    t = Tuner(space, fewer_fusions, get_strategy("random")(space, seed=0), budget=5, progress=False,
-              max_evaluations=20, top_k_verify=3, hw_budget=3.0)
+    t = Tuner(space, fewer_fusions, get_strategy("random")(space, seed=0), budget=5,
+              options=TunerOptions(progress=False, max_evaluations=20),
+              verify=VerifyOptions(top_k=3, hw_budget=3.0))
     result = t.run()
     best_text = emit_fused_text(space, t.top_predicted()[0][1], header=True)  # as fused.hlo is written
     assert best_text != emit_fused_text(space, space.default(), header=True)
@@ -130,8 +132,9 @@ def test_race_winner_is_timed_beside_the_original(monkeypatch):
         return np.array([1e-6 * len(k.members) for k in kernels])
     from search.base import get_strategy
     hw = 4.0
-    t = Tuner(space, fewer_fusions, get_strategy("random")(space, seed=0), budget=5, progress=False,
-              max_evaluations=20, top_k_verify=2, hw_budget=hw, paired_share=0.5)
+    t = Tuner(space, fewer_fusions, get_strategy("random")(space, seed=0), budget=5,
+              options=TunerOptions(progress=False, max_evaluations=20),
+              verify=VerifyOptions(top_k=2, hw_budget=hw, paired_share=0.5))
     result = t.run()
     race_programs = V.race_programs
 

@@ -5,7 +5,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from autotune.tuning.dataset import (Dataset, Samples, build_dataset, make_split, program_family, read_split_file,
+from autotune.tuning.dataset import (Dataset, DatasetOptions, Samples, build_dataset, make_split, program_family, read_split_file,
                               read_tpugraphs_npz, write_tpugraphs_tile)
 from costmodels.features import NODE_DIM, TILE_DIM
 from hardware.simulator import TpuSimulator
@@ -85,7 +85,8 @@ def test_graphs_roundtrip_through_storage(fusion_ds):
 
 def test_resume_skips_finished_programs(progs, corpus_names, tmp_path):
     ev = CountingSim("tpu")
-    build_dataset(progs, "fusion", ev, configs_per_program=2, out_dir=tmp_path, programs=corpus_names[:1])
+    build_dataset(progs, "fusion", ev, configs_per_program=2, out_dir=tmp_path,
+                  options=DatasetOptions(programs=corpus_names[:1]))
     first = ev.items
     assert first > 0
     ev2 = CountingSim("tpu")
@@ -103,7 +104,8 @@ def test_split_file(progs, tmp_path):
     sf.write_text(json.dumps({"train": ["vae_small_infer", "lstm_small_infer"], "valid": [],
                               "test": ["autoencoder_small_infer.hlo"]}))
     assert read_split_file(str(sf))["autoencoder_small_infer"] == "test"
-    ds = build_dataset(progs, "fusion", "sim", configs_per_program=1, out_dir=tmp_path / "d", split_file=str(sf))
+    ds = build_dataset(progs, "fusion", "sim", configs_per_program=1, out_dir=tmp_path / "d",
+                       options=DatasetOptions(split_file=str(sf)))
     assert ds.programs_in("train") == ["lstm_small_infer", "vae_small_infer"]
     assert ds.programs_in("test") == ["autoencoder_small_infer"]
     with pytest.raises(ValueError, match="no programs in the validation"):
@@ -111,7 +113,7 @@ def test_split_file(progs, tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"train": ["vae_small_infer"]}))
     with pytest.raises(ValueError, match="does not place"):
-        build_dataset(progs, "fusion", "sim", out_dir=tmp_path / "e", split_file=str(bad))
+        build_dataset(progs, "fusion", "sim", out_dir=tmp_path / "e", options=DatasetOptions(split_file=str(bad)))
     bad.write_text(json.dumps({"train": ["a"], "test": ["a"]}))
     with pytest.raises(ValueError, match="both"):
         read_split_file(str(bad))
@@ -192,9 +194,11 @@ def test_concurrent_build_into_one_directory_is_refused(progs, tmp_path):
         held.write("4242")
         held.flush()
         with pytest.raises(ValueError, match=r"another dataset build \(pid 4242\)"):
-            build_dataset(progs, "fusion", "sim", configs_per_program=1, out_dir=tmp_path, programs=["vae_small_infer"])
+            build_dataset(progs, "fusion", "sim", configs_per_program=1, out_dir=tmp_path,
+                          options=DatasetOptions(programs=["vae_small_infer"]))
         assert not (tmp_path / "manifest.json").exists()
-    ds = build_dataset(progs, "fusion", "sim", configs_per_program=1, out_dir=tmp_path, programs=["vae_small_infer"])
+    ds = build_dataset(progs, "fusion", "sim", configs_per_program=1, out_dir=tmp_path,
+                       options=DatasetOptions(programs=["vae_small_infer"]))
     assert list(ds.programs) == ["vae_small_infer"]
     assert (tmp_path / ".build.lock").read_text() == str(os.getpid())
 
@@ -204,28 +208,33 @@ def test_searched_configurations_join_the_sampled_ones(progs, corpus_names, tmp_
     recorded in the manifest; the same seed gives the same picks; resuming with other search settings is refused."""
     from costmodels.analytical import AnalyticalCostModel
     model = AnalyticalCostModel("tpu")
-    kw = dict(configs_per_program=2, programs=corpus_names[:1], searched=3, search_model=model,
-              search_evaluations=300, search_model_name="analytical")
-    ds = build_dataset(progs, "fusion", "sim", out_dir=tmp_path / "a", **kw)
+    kw = dict(programs=corpus_names[:1], searched=3, search_model=model, search_evaluations=300,
+              search_model_name="analytical")
+    ds = build_dataset(progs, "fusion", "sim", configs_per_program=2, out_dir=tmp_path / "a",
+                       options=DatasetOptions(**kw))
     (name,) = ds.programs
     s = ds.load_program(name)
     flags = np.asarray(s.config["searched"])
     assert flags.dtype == bool and not flags[:2].any() and 1 <= flags[2:].sum() <= 3
     assert len(flags) == ds.programs[name]["n_configs"] and set(np.unique(s.config["cfg"])) == set(range(len(flags)))
     assert ds.manifest["searched"] == {"n": 3, "evaluations": 300, "model": "analytical"}
-    again = build_dataset(progs, "fusion", "sim", out_dir=tmp_path / "b", **kw)
+    again = build_dataset(progs, "fusion", "sim", configs_per_program=2, out_dir=tmp_path / "b",
+                          options=DatasetOptions(**kw))
     assert np.array_equal(np.load(again.root / again.programs[name]["file"])["hashes"],
                           np.load(ds.root / ds.programs[name]["file"])["hashes"])
     with pytest.raises(ValueError, match="searched"):
-        build_dataset(progs, "fusion", "sim", out_dir=tmp_path / "a", **dict(kw, searched=5))
+        build_dataset(progs, "fusion", "sim", configs_per_program=2, out_dir=tmp_path / "a",
+                      options=DatasetOptions(**dict(kw, searched=5)))
     with pytest.raises(ValueError, match="search cost model"):
-        build_dataset(progs, "fusion", "sim", out_dir=tmp_path / "c", configs_per_program=2, searched=2)
-    two = build_dataset(progs, "fusion", "sim", out_dir=tmp_path / "e", **dict(
-        kw, search_model=[model, AnalyticalCostModel("tpu", scales={"kLoop": 3.0})],
-        search_model_name=["analytical", "scaled"]))
+        build_dataset(progs, "fusion", "sim", out_dir=tmp_path / "c", configs_per_program=2,
+                      options=DatasetOptions(searched=2))
+    two_models = dict(kw, search_model=[model, AnalyticalCostModel("tpu", scales={"kLoop": 3.0})],
+                      search_model_name=["analytical", "scaled"])
+    two = build_dataset(progs, "fusion", "sim", configs_per_program=2, out_dir=tmp_path / "e",
+                        options=DatasetOptions(**two_models))
     assert two.manifest["searched"]["model"] == "analytical+scaled"
     flags2 = np.asarray(two.load_program(name).config["searched"])
     assert flags2.sum() >= flags.sum()  # the first model's picks, and the second's that are new
     plain = build_dataset(progs, "fusion", "sim", out_dir=tmp_path / "d", configs_per_program=2,
-                          programs=corpus_names[:1])
+                          options=DatasetOptions(programs=corpus_names[:1]))
     assert plain.manifest["searched"] is None and not np.asarray(plain.load_program(name).config["searched"]).any()

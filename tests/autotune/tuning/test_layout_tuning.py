@@ -16,6 +16,7 @@ from autotune.compiler.program import Program, load_program
 from autotune.tuning.config_io import load_config, save_config
 from autotune.tuning.pricing import LayoutCost
 from autotune.tuning.result import TuningError
+from autotune.tuning.options import TunerOptions
 from autotune.tuning.tuner import Tuner
 from hardware.simulator import simulate
 from search.base import get_strategy
@@ -60,8 +61,8 @@ def test_layout_cost_is_the_rewritten_programs_kernel_sum(vae):
 @pytest.mark.parametrize("strategy", ["random", "annealing", "genetic"])
 def test_strategies_search_layouts_unchanged(strategy, tmp_path):
     space = LayoutSpace(Program.from_text(COLUMN_MAJOR), "tpu")
-    t = Tuner(space, _sim, get_strategy(strategy)(space, seed=0), budget=30.0, max_evaluations=40,
-              out_dir=tmp_path, progress=False, batch_size=8)
+    t = Tuner(space, _sim, get_strategy(strategy)(space, seed=0), budget=30.0,
+              options=TunerOptions(max_evaluations=40, out_dir=tmp_path, progress=False, batch_size=8))
     r = t.run()
     assert r.evaluations >= 8 and r.best_cost <= r.default_cost
     assert (tmp_path / "checkpoint.pkl").exists() and (tmp_path / "best_config.json").exists()
@@ -71,17 +72,18 @@ def test_strategies_search_layouts_unchanged(strategy, tmp_path):
 
 def test_resume_and_saved_configuration(tmp_path):
     space = LayoutSpace(Program.from_text(COLUMN_MAJOR), "tpu")
-    t = Tuner(space, _sim, get_strategy("annealing")(space, seed=1), budget=30.0, max_evaluations=16,
-              out_dir=tmp_path, progress=False, batch_size=8)
+    t = Tuner(space, _sim, get_strategy("annealing")(space, seed=1), budget=30.0,
+              options=TunerOptions(max_evaluations=16, out_dir=tmp_path, progress=False, batch_size=8))
     r = t.run()
     saved = load_config(space, tmp_path / "best_config.json")
     assert saved == r.best
-    t2 = Tuner(space, _sim, get_strategy("annealing")(space, seed=1), budget=60.0, max_evaluations=24,
-               out_dir=tmp_path, progress=False, batch_size=8)
+    t2 = Tuner(space, _sim, get_strategy("annealing")(space, seed=1), budget=60.0,
+               options=TunerOptions(max_evaluations=24, out_dir=tmp_path, progress=False, batch_size=8))
     t2.resume(tmp_path)
     assert t2.evaluations == r.evaluations and t2.best == r.best
     other = LayoutSpace(load_program(VAE), "tpu")
-    t3 = Tuner(other, _sim, get_strategy("annealing")(other, seed=1), budget=5.0, progress=False)
+    t3 = Tuner(other, _sim, get_strategy("annealing")(other, seed=1), budget=5.0,
+               options=TunerOptions(progress=False))
     with pytest.raises(TuningError, match="another program"):
         t3.resume(tmp_path)
     with pytest.raises(ValueError, match="program"):

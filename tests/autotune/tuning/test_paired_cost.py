@@ -15,6 +15,8 @@ from autotune.compiler.emission import emit_fused_text
 from autotune.compiler.program import Program
 from autotune.tuning.paired_cost import PairedProgramCost
 from autotune.tuning.pricing import space_cost
+from autotune.tuning.callbacks import FunctionCallback
+from autotune.tuning.options import TunerOptions
 from autotune.tuning.tuner import Tuner
 from hardware.base import Measurement, ProgramEvaluator
 from search.base import get_strategy
@@ -114,8 +116,8 @@ def test_tuner_counts_paired_trials_and_model_based_search_is_told_them(space):
         cost = PairedProgramCost(space, ev, 0.05, cache=cache)
         measured = []
         t = Tuner(space, cost, get_strategy("model-based")(space, seed=seed, sa_chains=4, sa_steps=5), budget=None,
-                  max_evaluations=10,
-                  batch_size=4, progress=False, on_config=lambda c, v: measured.append(c))
+                  options=TunerOptions(max_evaluations=10, batch_size=4, progress=False),
+                  callbacks=[FunctionCallback(on_config=lambda c, v: measured.append(c))])
         res = t.run()
         assert len(measured) == t.evaluations <= 10  # every fresh configuration is one trial (shared cache or not)
         assert res.best_cost == pytest.approx(min(cost.config_cost.values()))

@@ -15,6 +15,7 @@ from autotune.compiler.fusion import FusionSpace
 from autotune.compiler.program import Program
 from autotune.tuning.report import _result_report
 from autotune.tuning.result import TuningError
+from autotune.tuning.options import TunerOptions, VerifyOptions
 from autotune.tuning.tuner import Tuner
 from autotune.tuning.verification import PairedCheck, confirm_paired, median_interval
 from hardware.base import Budget, Measurement, ProgramEvaluator
@@ -79,8 +80,9 @@ def _tuned(hw_budget=0.5, **kw):
 
     def fewer_fusions(kernels):  # prefers the unfused program: the predictions are not the default
         return np.array([1e-6 * len(k.members) for k in kernels])
-    t = Tuner(space, fewer_fusions, get_strategy("random")(space, seed=0), budget=5, progress=False,
-              max_evaluations=20, top_k_verify=3, hw_budget=hw_budget, **kw)
+    t = Tuner(space, fewer_fusions, get_strategy("random")(space, seed=0), budget=5,
+              options=TunerOptions(progress=False, max_evaluations=20),
+              verify=VerifyOptions(top_k=3, hw_budget=hw_budget, **kw))
     result = t.run()
     return t, result, space.program.module.to_text()  # the original: the baseline
 
@@ -178,7 +180,7 @@ def test_paired_share_of_the_budget_is_respected():
     assert len(starts) >= 2 and result.verification["paired"]["requests"] == len(starts)
     with pytest.raises(TuningError, match="paired_share"):
         Tuner(t.space, lambda ks: np.ones(len(ks)), get_strategy("random")(t.space, seed=0), budget=5,
-              paired_share=1.0)
+              verify=VerifyOptions(paired_share=1.0))
 
 
 def test_a_failed_paired_timing_keeps_the_original_and_says_why():

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from autotune.compiler.fusion import FusionSpace
 from autotune.compiler.program import Program
 from autotune.compiler.tiles import TileSpace
-from autotune.tuning.tile_tuning import program_kernels, tune_kernel_tiles, tune_program_tiles
+from autotune.tuning.tile_tuning import TileTuningOptions, program_kernels, tune_kernel_tiles, tune_program_tiles
 from autotune.tuning.verification import race_tiles
 from costmodels.analytical import AnalyticalCostModel
 from hardware.base import Evaluator, Measurement
@@ -63,7 +63,7 @@ def test_topk_tuning_equals_measuring_the_default_and_the_models_k_best(kernels)
     """What `autotune tile` did before the Tuner: measure the default and the K best predicted tiles
     once, keep the fastest (the simulator's timings repeat exactly, so the race picks the same)."""
     model, hw = AnalyticalCostModel("tpu"), TpuSimulator(noise=0.015, seed=3)
-    tilings = tune_program_tiles(kernels, model, hw, top_k=5, repeats=2)
+    tilings = tune_program_tiles(kernels, model, hw, TileTuningOptions(top_k=5, repeats=2))
     assert len(tilings) == len(program_kernels(kernels))
     for t in tilings:
         tiles = t.space.tiles()
@@ -80,7 +80,7 @@ def test_topk_tuning_equals_measuring_the_default_and_the_models_k_best(kernels)
 def test_online_model_based_tile_search_measures_its_trials(kernels):
     k = max(kernels, key=lambda k: len(TileSpace(k, "tpu")))
     hw = TpuSimulator(noise=0.015, seed=0)
-    r = tune_kernel_tiles(k, None, hw, strategy="model-based", trials=12, top_k=4, repeats=1)
+    r = tune_kernel_tiles(k, None, hw, TileTuningOptions(strategy="model-based", trials=12, top_k=4, repeats=1))
     assert r.evaluations == 12 and r.verification["status"] == "verified"
     assert r.measured_best <= r.measured_default
 

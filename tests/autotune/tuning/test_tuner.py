@@ -17,6 +17,7 @@ from autotune.compiler.fusion import FusionSpace
 from autotune.compiler.program import Program
 from autotune.tuning.pricing import ProgramCost
 from autotune.tuning.result import TuningError
+from autotune.tuning.options import TunerOptions, VerifyOptions
 from autotune.tuning.tuner import Tuner
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
@@ -52,7 +53,7 @@ def test_program_cost_incremental_equals_full(space):
 def test_tuner_improves_and_writes_checkpoint(space, tmp_path):
     from search.base import get_strategy
     strat = get_strategy("annealing")(space, seed=1)
-    t = Tuner(space, _kernel_cost, strat, budget=2.0, out_dir=tmp_path, progress=False)
+    t = Tuner(space, _kernel_cost, strat, budget=2.0, options=TunerOptions(out_dir=tmp_path, progress=False))
     r = t.run()
     assert r.best_cost <= r.default_cost and r.evaluations > 50
     assert (tmp_path / "best_config.json").exists() and (tmp_path / "checkpoint.pkl").exists()
@@ -60,7 +61,7 @@ def test_tuner_improves_and_writes_checkpoint(space, tmp_path):
     assert len(lines) >= 2 and "best_s" in json.loads(lines[-1])
     # resume keeps the memo and best, continues counting, and gets what is left of the budget
     t2 = Tuner(space, _kernel_cost, get_strategy("annealing")(space, seed=1), budget=r.elapsed_s + 0.5,
-               out_dir=tmp_path, progress=False)
+               options=TunerOptions(out_dir=tmp_path, progress=False))
     t2.resume(tmp_path)
     assert t2.budget.seconds == pytest.approx(0.5, abs=0.05)  # the checkpoint is written just after the result
     r2 = t2.run()
@@ -69,8 +70,8 @@ def test_tuner_improves_and_writes_checkpoint(space, tmp_path):
     # last batch), what matters is that the resumed run neither restarts the clock nor gets a fresh budget
     assert r.elapsed_s + 0.4 <= r2.elapsed_s <= r.elapsed_s + 1.5
     # a budget already spent is a one-line error, not a run of zero seconds
-    t3 = Tuner(space, _kernel_cost, get_strategy("annealing")(space, seed=1), budget=1.0, out_dir=tmp_path,
-               progress=False)
+    t3 = Tuner(space, _kernel_cost, get_strategy("annealing")(space, seed=1), budget=1.0,
+               options=TunerOptions(out_dir=tmp_path, progress=False))
     with pytest.raises(TuningError, match="already used"):
         t3.resume(tmp_path)
 
@@ -84,7 +85,8 @@ def test_batches_shrink_to_the_budget(space):
     def slow_cost(kernels):
         time.sleep(2e-3 * len(kernels))
         return _kernel_cost(kernels)
-    t = Tuner(space, slow_cost, get_strategy("random")(space, seed=0), budget=1.0, progress=False)
+    t = Tuner(space, slow_cost, get_strategy("random")(space, seed=0), budget=1.0,
+              options=TunerOptions(progress=False))
     t0 = time.monotonic()
     r = t.run()
     assert time.monotonic() - t0 < 1.0 + 0.6 and r.stopped_by == "budget" and r.evaluations >= 1
@@ -160,8 +162,8 @@ def test_seeded_runs_are_reproducible(space):
     from search.base import get_strategy
     res = []
     for _ in range(2):
-        t = Tuner(space, _kernel_cost, get_strategy("genetic")(space, seed=3), budget=60, progress=False,
-                  max_evaluations=300)
+        t = Tuner(space, _kernel_cost, get_strategy("genetic")(space, seed=3), budget=60,
+                  options=TunerOptions(progress=False, max_evaluations=300))
         r = t.run()
         res.append((r.best_cost, bytes(r.best.bits), r.evaluations))
     assert res[0] == res[1]
@@ -171,7 +173,7 @@ def test_zero_budget_and_bad_checkpoint(space, tmp_path):
     from search.base import get_strategy
     with pytest.raises(TuningError):
         Tuner(space, _kernel_cost, get_strategy("random")(space), budget=0)
-    t = Tuner(space, _kernel_cost, get_strategy("random")(space), budget=1, progress=False)
+    t = Tuner(space, _kernel_cost, get_strategy("random")(space), budget=1, options=TunerOptions(progress=False))
     (tmp_path / "checkpoint.pkl").write_bytes(b"garbage")
     with pytest.raises(TuningError, match="unreadable checkpoint"):
         t.resume(tmp_path)
@@ -180,8 +182,9 @@ def test_zero_budget_and_bad_checkpoint(space, tmp_path):
 def test_hardware_verification_picks_best_measured(space):
     from hardware.simulator import TpuSimulator
     from search.base import get_strategy
-    t = Tuner(space, _kernel_cost, get_strategy("annealing")(space, seed=0), budget=1.0, progress=False,
-              evaluator=TpuSimulator(noise=0.0), hw_budget=3, top_k_verify=5)
+    t = Tuner(space, _kernel_cost, get_strategy("annealing")(space, seed=0), budget=1.0,
+              evaluator=TpuSimulator(noise=0.0), options=TunerOptions(progress=False),
+              verify=VerifyOptions(hw_budget=3, top_k=5))
     r = t.run()
     assert r.measured_default is not None and r.verified
     assert r.measured_best <= r.measured_default + 1e-15
@@ -226,9 +229,9 @@ def test_verification_starts_no_measurement_the_hardware_budget_would_not_cover(
             clock[0] += 0.3
             return super().measure(kernels)
 
-    t = Tuner(space, _kernel_cost, get_strategy("annealing")(space, seed=0), budget=None, progress=False,
-              max_evaluations=200, top_k_verify=5, evaluator=Timed(noise=0.0),
-              hw_budget=Budget(1.0, clock=lambda: clock[0]))
+    t = Tuner(space, _kernel_cost, get_strategy("annealing")(space, seed=0), budget=None,
+              evaluator=Timed(noise=0.0), options=TunerOptions(progress=False, max_evaluations=200),
+              verify=VerifyOptions(top_k=5, hw_budget=Budget(1.0, clock=lambda: clock[0])))
     r = t.run()
     assert len(t.top_predicted()) == 5
     assert [v["rank"] for v in r.verified] == [0, 1] and clock[0] == pytest.approx(0.9)
@@ -374,7 +377,7 @@ def test_tuner_without_default_searches_from_scratch(space):
         return np.array([1e-9 if k.hash in default_hashes else 1e-6 for k in kernels])
     for include in (True, False):
         t = Tuner(space, cost, SimulatedAnnealing(space, seed=0, n_chains=4, start="random"), budget=None,
-                  max_evaluations=40, progress=False, include_default=include)
+                  options=TunerOptions(max_evaluations=40, progress=False, include_default=include))
         r = t.run()
         assert math.isfinite(r.default_cost) and r.best is not None
         assert (space.encode(r.best) == default_key) == include
@@ -412,17 +415,17 @@ def test_fingerprint_names_what_differs(space, tmp_path):
     from search.base import get_strategy
     fp = {"program": "p", "target": "tpu", "cost_model": "analytical", "strategy": "random", "evaluator": "sim",
           "seed": 0}
-    t = Tuner(space, _kernel_cost, get_strategy("random")(space), budget=0.2, out_dir=tmp_path, progress=False,
-              fingerprint=fp)
+    t = Tuner(space, _kernel_cost, get_strategy("random")(space), budget=0.2,
+              options=TunerOptions(out_dir=tmp_path, progress=False, fingerprint=fp))
     t.run()
     for key, value, fragment in (("target", "cpu", "--target tpu, not cpu"), ("evaluator", "xla", "--evaluator sim"),
                                  ("program", "q", "another program")):
-        other = Tuner(space, _kernel_cost, get_strategy("random")(space), budget=5, out_dir=tmp_path,
-                      progress=False, fingerprint={**fp, key: value})
+        other = Tuner(space, _kernel_cost, get_strategy("random")(space), budget=5,
+                      options=TunerOptions(out_dir=tmp_path, progress=False, fingerprint={**fp, key: value}))
         with pytest.raises(TuningError, match=fragment):
             other.resume(tmp_path)
-    ok = Tuner(space, _kernel_cost, get_strategy("random")(space), budget=5, out_dir=tmp_path, progress=False,
-               fingerprint=fp)
+    ok = Tuner(space, _kernel_cost, get_strategy("random")(space), budget=5,
+               options=TunerOptions(out_dir=tmp_path, progress=False, fingerprint=fp))
     ok.resume(tmp_path)
     assert ok.budget.seconds == pytest.approx(5 - t._elapsed(), abs=0.05)
 
@@ -451,8 +454,9 @@ def test_kernel_sum_verification_failures_are_warnings(space):
     def cost(kernels):
         return _kernel_cost(kernels) + np.array([1e-7 * (k.hash in default_hashes) for k in kernels])
 
-    t = Tuner(space, cost, get_strategy("annealing")(space, seed=0), budget=None, progress=False,
-              max_evaluations=200, top_k_verify=3, hw_budget=30)
+    t = Tuner(space, cost, get_strategy("annealing")(space, seed=0), budget=None,
+              options=TunerOptions(progress=False, max_evaluations=200),
+              verify=VerifyOptions(top_k=3, hw_budget=30))
     r = t.run()
     best = t.top_predicted()[0][1]
     only_in_best = {k.hash for k in space.kernels(best)} - {k.hash for k in space.kernels(space.default())}
@@ -463,7 +467,8 @@ def test_kernel_sum_verification_failures_are_warnings(space):
     assert any("best predicted configuration failed" in w for w in r.warnings)
     everything = {k.hash for _, c in t.top_predicted() for k in space.kernels(c)} | \
         {k.hash for k in space.kernels(space.default())}
-    r2 = Tuner(space, cost, get_strategy("annealing")(space, seed=0), budget=None, progress=False,
-               max_evaluations=200, top_k_verify=3, hw_budget=30, evaluator=Failing(everything)).run()
+    r2 = Tuner(space, cost, get_strategy("annealing")(space, seed=0), budget=None, evaluator=Failing(everything),
+               options=TunerOptions(progress=False, max_evaluations=200),
+               verify=VerifyOptions(top_k=3, hw_budget=30)).run()
     assert r2.verification_failed and r2.measured_best is None and r2.measured_default is None
     assert len(r2.warnings) == 1 and r2.warnings[0].startswith("verification failed")
