@@ -40,7 +40,7 @@ from autotune.compiler.analysis import Cost  # noqa: E402
 from autotune.compiler.fusion import FusionSpace  # noqa: E402
 from autotune.compiler.program import Program  # noqa: E402
 from autotune.compiler.targets import get_spec  # noqa: E402
-from autotune.compiler.tiles import TileConfig, TileRows, default_tile, io_geometry, scratchpad_fit, tiling_info  # noqa: E402
+from autotune.compiler.tiles import TileRows, default_tile, io_geometry, scratchpad_fit, tiling_info  # noqa: E402
 from costmodels.analytical import AnalyticalCostModel  # noqa: E402
 from hardware.simulator import DEFAULTS, TpuSimulator  # noqa: E402
 

@@ -237,7 +237,7 @@ def _fusion_table(ctx: Ctx, evaluator: str) -> dict:
     tag = f"fusion_{evaluator}"
     models = {"gnn": ctx.model("gnn", ds, tag), "xgboost": ctx.model("xgboost", ds, tag)}
     res = _evaluate(ds, models)
-    s, md_ = res["summary"], res["median"]
+    md_ = res["median"]
     best = min(("gnn", "xgboost"), key=lambda m: md_[m].get("mape", math.inf))
     ratio = md_["analytical"]["mape"] / md_[best]["mape"] if md_[best].get("mape") else float("nan")
     where = "the TPU simulator" if evaluator == "sim" else "this machine's CPU, every kernel compiled and timed by XLA through jaxlib"

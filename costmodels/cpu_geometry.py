@@ -211,7 +211,7 @@ def cpu_geometry_row(kernel: Any) -> np.ndarray:
             put("cpu_dot_rhs_k_minor", float(b.rank > 0 and b.minor_to_major()[0] in rc))
             put("cpu_dot_flops", _l2(2.0 * M * N * K * B))
         elif op == "convolution":
-            lhs, rhs = insts[comp.operands[m][0]].shape, insts[comp.operands[m][1]].shape
+            rhs = insts[comp.operands[m][1]].shape
             labels = ins.parsed.get("dim_labels")
             window = ins.parsed.get("window") or ()
             w = math.prod(x.size for x in window) if window else 1

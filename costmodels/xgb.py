@@ -26,8 +26,7 @@ from typing import Any, Optional, Sequence
 import numpy as np
 
 from costmodels.features import (CPU_GEOMETRY_COLUMNS, CPU_GEOMETRY_GROUPS, GEOMETRY_DIM, GEOMETRY_GROUPS, KERNEL_FEATURE_NAMES, NODE_DIM,
-                               NUM_OPCODES, STATIC_COLUMNS, TILE_DIM, KernelGraph, feature_version, kernel_graph,
-                               kernel_graphs, tile_features)
+                               NUM_OPCODES, STATIC_COLUMNS, TILE_DIM, KernelGraph, feature_version, kernel_graphs, tile_features)
 
 from costmodels.base import CostModel, NotFittedError, OldFittedName, check_model_scope, register_cost_model
 

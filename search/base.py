@@ -145,7 +145,7 @@ class Strategy(ABC):
         """Up to n configurations to evaluate next (at least one unless `finished`)."""
 
     @abstractmethod
-    def tell(self, configs: list, costs: Sequence[float]) -> None:
+    def tell(self, configs: list, costs: "Sequence[float] | np.ndarray") -> None:
         """Costs (seconds; inf for failures) of configurations, asked or not."""
 
     @property

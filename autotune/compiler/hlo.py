@@ -558,7 +558,6 @@ class HloComputation:
         return sorted(ps, key=lambda i: i.parameter_number)
 
     def signature_text(self, percent: bool) -> str:
-        p = "%" if percent else ""
         params = ", ".join(f"{i.name}: {i.shape.to_text()}" for i in self.parameters)
         return f"({params}) -> {self.root.shape.to_text()}"
 

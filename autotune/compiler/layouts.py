@@ -625,7 +625,6 @@ class LayoutSpace(Space):
         parameters in their rewritten layout (scalar constants stay constants); window members with a
         user outside (and the computation's root) feed a tuple root."""
         from autotune.compiler.hlo import HloComputation as _HC
-        from autotune.compiler.targets.fusion_rules import default_facts
         comp = self.program.computations[ci]
         insts = comp.instructions
         memo = self._layout_memo(cfg, ci)

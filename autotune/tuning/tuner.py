@@ -150,6 +150,7 @@ class Tuner:
         self._checkpoint_s = self.budget.now() - t0
 
     def _write_checkpoint(self) -> None:
+        assert self.out_dir is not None  # save_checkpoint returns before this without an out_dir
         save_best_config(self.out_dir, self.space, self.best, self.best_cost, self.evaluations)
         write_checkpoint(self.out_dir, checkpoint_state(self.space, self.strategy, self.fingerprint, SearchProgress(
             best=self.best, best_cost=self.best_cost, default_cost=self.default_cost, evaluations=self.evaluations,

@@ -39,7 +39,7 @@ import torch.nn.functional as F
 from costmodels.features import (feature_version, GEOMETRY_DIM, GEOMETRY_FEATURE_NAMES, GEOMETRY_GROUPS,
                                KERNEL_FEATURE_NAMES, NODE_DIM, NUM_OPCODES,
                                STATIC_COLUMNS, TILE_DIM, FeatureScaler, KernelGraph, finish_kernel_graphs,
-                               geometry_analytical_seconds, kernel_graph, kernel_graphs, start_kernel_graphs,
+                               geometry_analytical_seconds, kernel_graphs, start_kernel_graphs,
                                tile_features, uncached_count)
 from costmodels.feature_worker import fork_available, graphs_in_chunks
 from autotune.compiler.gc_pause import gc_paused

@@ -20,7 +20,6 @@ def _mlp(cx, name, x, widths, last_act=True):
 
 def recommender_forward(cx, inputs, cfg):
     dense_x, sparse = inputs["dense"], inputs["sparse"]  # (B, Fd), (B, T, hot) int32
-    b = dense_x.shape[0]
     d = cfg["embed"]
     bottom = _mlp(cx, "bottom", dense_x, cfg["bottom"] + (d,))
     feats = [bottom]

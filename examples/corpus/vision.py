@@ -1,7 +1,6 @@
 """Convolutional families: resnet, inception, efficientnet, ssd, segmentation, autoencoder, vae."""
 from __future__ import annotations
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 

@@ -199,7 +199,7 @@ class CpuRules(FusionRules):
         """
         ci, p, c = space.edge_comp[e], space.edge_prod[e], space.edge_cons[e]
         comp = space.program.computations[ci]
-        pins, cins = comp.instructions[p], comp.instructions[c]
+        pins = comp.instructions[p]
         if self._output_fusable(comp, p, c):
             return True
         info = default_facts(space, ci)

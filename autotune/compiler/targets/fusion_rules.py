@@ -116,7 +116,7 @@ class FusionRules:
 
     # Default configuration: XLA-like greedy choice.
     def default_edge(self, space: "SpaceView", e: int) -> bool:
-        ci, p, c = space.edge_comp[e], space.edge_prod[e], space.edge_cons[e]
+        ci, p = space.edge_comp[e], space.edge_prod[e]
         comp = space.program.computations[ci]
         pins = comp.instructions[p]
         if self.is_expensive(pins) and not space.fusible_into_all_users(ci, p):
@@ -264,7 +264,6 @@ def in_place_ok(comp: Computation, dus: int, mset) -> bool:
         return True
     if buf in ops[1:]:
         return False
-    ins = comp.instructions
     seen = {buf}
     stack = [buf]
     while stack:

@@ -53,14 +53,15 @@ def contract_dataset(task: str, target: str = "tpu") -> Any:
     key = (task, target)
     if key not in _DATASETS:
         import json
-        from autotune.tuning.dataset import build_dataset
+        from autotune.tuning.dataset import DatasetOptions, build_dataset
         root = Path(tempfile.mkdtemp(prefix=f"autotune-contract-{task}-"))
         (root / "programs").mkdir()
         (root / "programs" / PROGRAM.name).write_text(PROGRAM.read_text())
         (root / "split.json").write_text(json.dumps({"train": [PROGRAM.stem], "validation": [], "test": []}))
         _DATASETS[key] = build_dataset(root / "programs", task, "sim", target=target, configs_per_program=6,
-                                       out_dir=root / "dataset", split_file=str(root / "split.json"), seed=0,
-                                       max_tiles_per_kernel=8)
+                                       out_dir=root / "dataset",
+                                       options=DatasetOptions(split_file=str(root / "split.json"), seed=0,
+                                                              max_tiles_per_kernel=8))
     return _DATASETS[key]
 
 

@@ -6,7 +6,6 @@ import os
 import subprocess
 import sys
 
-import pytest
 from click.testing import CliRunner
 
 from autotune.cli.app import main

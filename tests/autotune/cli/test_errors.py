@@ -6,7 +6,6 @@ derandomized, bounded) over random combinations of bad and good flags.
 """
 from __future__ import annotations
 
-import json
 import os
 import shutil
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 import os
-import sys
 
 import numpy as np
 import pytest
