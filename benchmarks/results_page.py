@@ -57,6 +57,8 @@ HELDOUT_TASKS = {
                  pct),
     "layout-tpu": ("Layout cost model, held-out families, TPU simulator", "kendall", "Kendall mean over programs",
                    lambda v: f"{v:.3f}"),
+    "fusion-cpu": ("Fusion cost model, held-out families, XLA:CPU in-program times on the 2-core VM (loaded)", "mape",
+                   "MAPE mean over programs (kernels >= 5 us)", pct),
 }
 
 
