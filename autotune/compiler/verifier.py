@@ -2092,7 +2092,7 @@ def _callee_attr(ins: HloInstruction, callee: str) -> str:
 def verify_module(module: HloModule, parser: Any = None) -> None:
     """Check a parsed module as XLA's HloVerifier does; raises HloParseError at the first error.
 
-    `parser` (the `hlo._Parser` that read the text) gives exact columns for operands and attributes
+    `parser` (the `hlo.parser._Parser` that read the text) gives exact columns for operands and attributes
     and lets computation signatures and inline operand shapes be checked; without it errors point at
     the instruction's recorded line and column.
     """
