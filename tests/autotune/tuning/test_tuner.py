@@ -126,7 +126,7 @@ def test_fusion_command_holds_its_budget(tmp_path):
     assert split["search_budget_s"] > 0  # a budget that leaves nothing is refused (below)
     # how close a run ends to its budget is timing, measured by benchmarks/scale.py, not asserted here;
     # the accounting above (start-up + search + verification + outputs = the wall clock) is
-    assert rep["wall_s"] <= wall
+    assert rep["wall_s"] <= wall + 0.05  # /proc start times tick in 10 ms
     assert {"report.json", "best_config.json", "fused.hlo", "search.png", "log.jsonl"} <= {f.name for f in out.iterdir()}
 
 
