@@ -20,7 +20,7 @@ import functools
 import inspect
 from abc import ABC, abstractmethod
 from pathlib import Path
-from typing import Any, Callable, ClassVar, Iterable, Optional, Sequence
+from typing import Any, Callable, ClassVar, Iterable, Optional, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
@@ -134,6 +134,35 @@ class OldFittedName:
 
     def __set__(self, obj: Any, value: Any) -> None:
         setattr(obj, self.new, value)
+
+
+@runtime_checkable
+class Predictor(Protocol):
+    """Anything that prices kernels as a cost model does: `predict(kernels, tiles=None)` -> seconds (or
+    scores) per kernel. Every `CostModel` is one; so is the TPU simulator, which prices without the
+    measurement store."""
+
+    def predict(self, kernels: Sequence[Any], tiles: Optional[Sequence[Any]] = None) -> np.ndarray: ...
+
+
+class LayoutModel(Estimator, ABC):
+    """A learned model of a program's layout configurations (TpuGraphs' layout task): it scores a
+    program's configurations against one another (lower is faster). `score_scale` is the score units per
+    unit of log runtime, which turns score differences into runtime ratios."""
+
+    score_scale: float = 1.0
+
+    @abstractmethod
+    def prepare(self, name: str, family: str, arrays: dict, analytical_reference_s: Optional[float] = None) -> Any:
+        """A program's layout graph, built once (TpuGraphs npz arrays)."""
+
+    @abstractmethod
+    def scores(self, graph: Any) -> np.ndarray:
+        """One score per configuration of the prepared graph."""
+
+    @abstractmethod
+    def predict_layouts(self, name: str, family: str, arrays: dict) -> np.ndarray:
+        """`scores` of the configurations of one program's arrays."""
 
 
 class CostModel(Estimator, ABC):

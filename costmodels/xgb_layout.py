@@ -22,7 +22,7 @@ from typing import Any, Optional
 import numpy as np
 
 from autotune.compiler.layouts import KERNEL_CLASSES
-from costmodels.base import Estimator, NotFittedError, OldFittedName, check_model_scope
+from costmodels.base import LayoutModel, NotFittedError, OldFittedName, check_model_scope
 from costmodels.features import opcode_id
 from costmodels.gnn.layout import LAYOUT_INPUT_DIM, LayoutGraph
 from costmodels.xgb import doc_booster, known_params, read_model_doc, write_model_doc
@@ -57,7 +57,7 @@ def layout_config_matrix(g: LayoutGraph) -> np.ndarray:
     return np.concatenate(parts, axis=1).astype(np.float32)
 
 
-class LayoutXgbModel(Estimator):
+class LayoutXgbModel(LayoutModel):
     """Layout-configuration ranking model: XGBoost rank:pairwise on `layout_config_matrix` rows. Fitted state
     (costmodels.base.Estimator): `booster_`, `best_iteration_` (early stopping's, or None)."""
 

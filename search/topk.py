@@ -23,6 +23,7 @@ from typing import Any, Callable, Optional, Sequence
 import numpy as np
 
 from autotune.compiler.space import KernelSpace
+from costmodels.base import Predictor
 from search.base import Strategy, register_strategy
 
 
@@ -52,7 +53,7 @@ class TopKTileSearch(Strategy):
                  target: Any = "tpu", space_factory: Optional[Callable[[Any, Any], Any]] = None,
                  max_batch: int = 65536, **params: Any):
         super().__init__(space, seed, **params)
-        if cost_model is None or not callable(getattr(cost_model, "predict", None)):
+        if not isinstance(cost_model, Predictor):
             raise ValueError("TopKTileSearch needs cost_model= (an object with predict(kernels, tiles))")
         if k < 1:
             raise ValueError("k must be >= 1")

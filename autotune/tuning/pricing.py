@@ -13,7 +13,7 @@ import numpy as np
 from autotune.compiler.fusion import FusionConfig, FusionSpace
 from autotune.compiler.layouts import KERNEL_CLASSES, LayoutSpace, kernel_class
 from autotune.tuning.result import TuningError
-from costmodels.base import CostModel
+from costmodels.base import CostModel, LayoutModel, Predictor
 
 
 def is_fusion_space(space: Any) -> bool:
@@ -320,7 +320,7 @@ class LearnedLayoutCost(Pricer):
         arrays["config_analytical"] = np.array([self.reference_s])
         arrays["config_analytical_terms"] = self.analytical.terms([default])
         self.graph = model.prepare("program", "search", arrays, self.reference_s)
-        self.scale = float(getattr(model, "score_scale", 1.0)) or 1.0
+        self.scale = float(model.score_scale) or 1.0
         self.default_score = float(model.scores(self.graph)[0])
         self.memo: dict = {}                          # encoded configuration -> seconds
         self.kernel_calls = 0
@@ -354,9 +354,9 @@ def space_cost(space: Any, cost_model: Any) -> Pricer:
     autotune/tuning/paired_cost.py) is used as it is."""
     if isinstance(cost_model, Pricer):
         return cost_model
-    if isinstance(space, LayoutSpace) and hasattr(cost_model, "predict_layouts"):  # a layout model ranks programs
+    if isinstance(space, LayoutSpace) and isinstance(cost_model, LayoutModel):  # a layout model ranks programs
         return LearnedLayoutCost(space, cost_model)
-    fn = cost_model.predict if hasattr(cost_model, "predict") else cost_model  # CostModels, evaluators, functions
+    fn = cost_model.predict if isinstance(cost_model, Predictor) else cost_model  # cost models, the simulator, functions
     if isinstance(space, FusionSpace):
         return ProgramCost(space, fn, dedup=cost_model.dedup_by_hash if isinstance(cost_model, CostModel) else True)
     if isinstance(space, LayoutSpace):

@@ -40,7 +40,7 @@ import torch
 from autotune.compiler.layouts import KERNEL_CLASSES
 from costmodels.features import NUM_OPCODES, TPUGRAPHS_NODE_DIM, FeatureScaler, prune_layout_graph
 from costmodels.gnn.layers import GraphBatch
-from costmodels.base import Estimator, OldFittedName, reject_unknown_parameters
+from costmodels.base import LayoutModel, OldFittedName, reject_unknown_parameters
 from costmodels.gnn.model import CONFIG_KEYS, GnnNet, normalize_config, torch_threads
 from costmodels.gnn.train import fit_layout_gnn, join_partials, segment_partials, torch_seeded
 
@@ -202,7 +202,7 @@ class LayoutGraph:
                           torch.from_numpy(np.tile(np.arange(n), m)), torch.full((m,), n, dtype=torch.long), m)
 
 
-class LayoutGnnModel(Estimator):
+class LayoutGnnModel(LayoutModel):
     """Layout-configuration ranking model: a `GnnNet` of task "layout" and its feature scaler. Fitted state
     (costmodels.base.Estimator), set by fit or load: `net_`, `scaler_`, `analytical_scale_` (residual: score
     units per unit of log analytical ratio), `history_`."""
