@@ -274,7 +274,7 @@ def _instantiate(obj: Any, spec: str, kw: dict) -> CostModel:
     inst = obj(**kw)
     if isinstance(inst, Evaluator):
         return EvaluatorCostModel(inst)
-    if not isinstance(inst, CostModel) and not callable(getattr(inst, "predict", None)):
+    if not isinstance(inst, Predictor):
         raise UnknownCostModelError(f"{spec!r} made a {type(inst).__name__}, which has no predict()")
     return inst
 

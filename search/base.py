@@ -184,8 +184,8 @@ class Strategy(ABC):
 # Registry (autotune.plugins)
 
 def _check(obj: Any, spec: str) -> type:
-    if not (isinstance(obj, type) and callable(getattr(obj, "ask", None)) and callable(getattr(obj, "tell", None))):
-        raise UnknownStrategyError(f"{spec!r} is not a strategy class (needs ask and tell)")
+    if not (isinstance(obj, type) and issubclass(obj, Strategy)):
+        raise UnknownStrategyError(f"{spec!r} is not a strategy class (a subclass of search.base.Strategy)")
     return obj
 
 

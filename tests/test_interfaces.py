@@ -92,3 +92,31 @@ def test_train_passes_every_option_to_train_model():
     assert _training_options({**flags, "loss": "listmle"})["loss"] == "rank"
     with pytest.raises(TypeError, match="not passed"):
         _training_options({**flags, "new_flag": 1})
+
+
+def test_no_hasattr_or_getattr_probes_for_interface_methods():
+    """Interfaces are declared on base classes and checked with isinstance (DEVELOPERS.md): no
+    hasattr/getattr on a name the plug-in interfaces declare, outside the contract suites (whose job is
+    to probe third-party objects). `name` and `load` are too generic to tell apart from other objects'."""
+    import inspect
+    import pathlib
+    import re
+    from autotune.compiler.space import Space
+    from autotune.tuning.callbacks import Callback
+    from costmodels.base import CostModel, LayoutModel, Predictor
+    from hardware.base import Evaluator, ProgramEvaluator
+    from search.base import Strategy
+    names = set()
+    for cls in (CostModel, LayoutModel, Predictor, Evaluator, ProgramEvaluator, Strategy, Space, Callback):
+        names |= {n for n, _ in inspect.getmembers(cls) if not n.startswith("_")}
+    names -= {"name", "load"}
+    root = pathlib.Path(__file__).resolve().parents[1]
+    probe = re.compile(r'\b(?:hasattr|getattr)\(\s*[^,()]+,\s*"([A-Za-z_]+)"')
+    found = []
+    for package in ("autotune", "costmodels", "hardware", "search"):
+        for path in (root / package).rglob("*.py"):
+            if "testing" in path.relative_to(root).parts:
+                continue
+            for lineno, line in enumerate(path.read_text().splitlines(), 1):
+                found += [f"{path.relative_to(root)}:{lineno}: {m}" for m in probe.findall(line) if m in names]
+    assert not found, "declare these on the interface and check isinstance:\n" + "\n".join(found)

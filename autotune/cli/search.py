@@ -63,7 +63,7 @@ def _run_tuner(space: Any, model: Any, strat: Any, ev: Any, run: _SearchRun) -> 
             sys.stderr.flush()
             os._exit(err.exit_code)
         raise
-    strategy_name = getattr(type(strat), "name", a.strategy)
+    strategy_name = type(strat).name
     fingerprint = {"program": run.program_sha or program_fingerprint(space), "target": a.target,
                    "cost_model": model_identity(run.model_name), "strategy": strategy_name, "evaluator": run.ev_name,
                    "seed": a.seed}
@@ -98,7 +98,7 @@ def _run_tuner(space: Any, model: Any, strat: Any, ev: Any, run: _SearchRun) -> 
     meta = {"program": str(run.program), "target": a.target, "cost_model": run.model_name, "strategy": strategy_name,
             "evaluator": run.ev_name, "budget_s": total, "hw_budget_s": hw, "seed": a.seed, "out_dir": str(run.out),
             "fingerprint": fingerprint, "resumed_from": tuner.resumed_from,
-            "machine": getattr(ev, "machine", None), "budget_split": budget_note}
+            "machine": ev.machine, "budget_split": budget_note}
     if run.task is not None:
         meta["task"] = run.task
     return result, meta
@@ -484,7 +484,7 @@ def tile(program: str, **options: Any) -> None:
 
     seconds = _duration(a.budget, "--budget")
     strategy_cls = get_strategy(strategy)  # an unknown name fails before any work
-    strategy_name = getattr(strategy_cls, "name", strategy)
+    strategy_name = strategy_cls.name
     online = strategy_name != "topk"
     params = _strategy_params(a.strategy_param, strategy_cls)
     if params and not online:
@@ -537,7 +537,7 @@ def tile(program: str, **options: Any) -> None:
                                "repeats": repeats, "finalists": 2,
                                "timings": sum(r["timings"] for r in rows)},
               "budget_exhausted": bool(ev.budget_exhausted or ev.budget.exhausted), "seed": seed,
-              "config": a.config_path or "default", "strategy_params": params, "machine": getattr(ev, "machine", None),
+              "config": a.config_path or "default", "strategy_params": params, "machine": ev.machine,
               "transfer": transfer_info, "warnings": list(transfer_warnings)}
     failed = [r for r in rows if r["default_s"] is None or r["chosen_s"] is None]
     if failed:

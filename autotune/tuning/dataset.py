@@ -44,10 +44,12 @@ from typing import Any, Callable, Iterator, NamedTuple, Optional, Sequence
 
 import numpy as np
 
+from costmodels.base import CostModel
 from costmodels.features import (FEATURE_VERSION, feature_version, GEOMETRY_DIM, KERNEL_FEATURE_NAMES, NODE_DIM, TILE_DIM,
                        TPUGRAPHS_NODE_DIM, KernelGraph, kernel_graphs, prune_layout_graph, tile_features,
                        tpugraphs_node_features)
 
+from hardware.base import Evaluator
 from autotune.tuning.tpugraphs import (LAYOUT_DIMS, LAYOUT_TENSORS,  # re-exported: the dataset API of before
                                       TpuGraphsRecord, layout_config_features, layout_configs, read_tpugraphs_layout,
                                       read_tpugraphs_npz, tpugraphs_layout_arrays, tpugraphs_layout_sample,
@@ -585,7 +587,7 @@ def _make_search(searched: int, search_model: Any, evaluations: int, names: Any)
     """The _Search of build_dataset's arguments: one model or a sequence, named by `names` or by the models."""
     models = tuple(search_model) if isinstance(search_model, (list, tuple)) else (search_model,)
     if names is None:
-        names = [getattr(m, "name", type(m).__name__) for m in models]
+        names = [m.name if isinstance(m, CostModel) else type(m).__name__ for m in models]
     names = [names] if isinstance(names, str) else list(names)
     if len(names) != len(models):
         raise ValueError(f"{len(models)} search models but {len(names)} names")
@@ -613,7 +615,7 @@ def _build_locked(files, task, evaluator, target, configs_per_program, out, spli
     else:
         manifest = {"format": "autotune-dataset", "version": DATASET_VERSION, "task": task, "target": target,
                     "feature_version": feature_version(target), "node_dim": NODE_DIM, "tile_dim": TILE_DIM,
-                    "evaluator": evaluator if isinstance(evaluator, str) else getattr(evaluator, "name", "custom"),
+                    "evaluator": evaluator if isinstance(evaluator, str) else evaluator.name,
                     "seed": seed, "configs_per_program": configs_per_program, "searched": _search_record(search),
                     "programs": {}}
     ev = resolve_evaluator(evaluator, target, store)
@@ -665,7 +667,7 @@ class _BuildLock:
 
 def _build_all(files, task, ev, target, configs_per_program, out, mpath, manifest, split, families, seed,
                max_tiles_per_kernel, progress, log, warn=None, search=None) -> "Dataset":
-    namespace = getattr(ev, "store_namespace", None)
+    namespace = ev.store_namespace if isinstance(ev, Evaluator) else None
     if namespace and "evaluator_namespace" not in manifest:
         manifest["evaluator_namespace"] = namespace
     it = files
