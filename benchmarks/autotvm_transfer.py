@@ -334,8 +334,9 @@ def kernel_history(problem: Problem, configs: list, kev: Any, store: Any, second
 
 
 def remeasure_candidates(space: Any, ev: Any, configs: dict, cands: list, ratio_of: dict, reference: str) -> dict:
-    """Steps 2-3 of the rules (here and benchmarks/autotvm_rule_v2.py): each candidate's outputs checked against the
-    original program's, then re-timed beside the default for REMEASURE_S (median block ratio, 95% interval)."""
+    """Steps 2-3 of the rules (here and experiments/2026-11-27-autotvm-xla-cpu-rule-v2/autotvm_rule_v2.py): each
+    candidate's outputs checked against the original program's, then re-timed beside the default for REMEASURE_S
+    (median block ratio, 95% interval)."""
     from autotune.compiler.emission import EMITTED_CPU_COMPILE_OPTIONS, emit_fused_text
     from autotune.tuning.verification import median_interval
     default_text = emit_fused_text(space, space.default(), header=True)
