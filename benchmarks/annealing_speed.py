@@ -3,7 +3,7 @@ Tuner (memoized, incremental program costs) on the largest corpus program, one c
 
 Reports the overall rate and the steady-state rate (after the chains' starting points are priced).
 
-    python benchmarks/annealing_speed.py [--program P] [--seconds 30] [--target tpu|cpu] [--json]
+    python -m benchmarks.annealing_speed [--program P] [--seconds 30] [--target tpu|cpu] [--json]
 """
 from __future__ import annotations
 
@@ -11,10 +11,8 @@ import argparse
 import json
 import os
 import platform
-import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
 
 
 def main() -> None:

@@ -6,7 +6,7 @@ Measures (1) parse + normalize + static analysis, (2) fusion-space set-up and th
 kernel computed too (hashes are lazy: a search computes them only for the kernels a hash-memoizing
 cost model prices).
 
-    python benchmarks/foundation_speed.py [--program examples/hlo/resnet_large_train.hlo] [--json]
+    python -m benchmarks.foundation_speed [--program examples/hlo/resnet_large_train.hlo] [--json]
 """
 from __future__ import annotations
 
@@ -15,17 +15,14 @@ import json
 import os
 import platform
 import statistics
-import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import numpy as np
 
-import numpy as np  # noqa: E402
-
-from autotune.compiler.analysis import module_cost  # noqa: E402
-from autotune.compiler.fusion import FusionSpace  # noqa: E402
-from autotune.compiler.hlo import parse_hlo  # noqa: E402
-from autotune.compiler.program import Program  # noqa: E402
+from autotune.compiler.analysis import module_cost
+from autotune.compiler.fusion import FusionSpace
+from autotune.compiler.hlo import parse_hlo
+from autotune.compiler.program import Program
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -9,25 +9,23 @@ the machine's load hits both alike), by the noise-free simulator. Reports config
 each, their ratio, how many moves the incremental pricer priced by a window (the others from scratch),
 and the largest relative difference between the two prices (they must agree to rounding).
 
-    python benchmarks/layout_pricing_speed.py [--programs a,b,c] [--batches 5] [--batch 8] [--md F] [--json F]
+    python -m benchmarks.layout_pricing_speed [--programs a,b,c] [--batches 5] [--batch 8] [--md F] [--json F]
 """
 from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from autotune.compiler.layouts import LayoutSpace
+from autotune.compiler.program import load_program
+from autotune.tuning.pricing import LayoutCost
+from hardware.simulator import TpuSimulator
 
-from autotune.compiler.layouts import LayoutSpace  # noqa: E402
-from autotune.compiler.program import load_program  # noqa: E402
-from autotune.tuning.pricing import LayoutCost  # noqa: E402
-from hardware.simulator import TpuSimulator  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 PROGRAMS = ("resnet_small_train", "resnet_medium_train", "bert_medium_train", "resnet_large_train")
 

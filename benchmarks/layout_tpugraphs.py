@@ -10,33 +10,31 @@
    programs (`--programs all`: the whole examples/hlo corpus); speedup of the best over the default
    layout as the noise-free simulator prices them, median over the programs.
 
-    python benchmarks/layout_tpugraphs.py [--evals 200] [--programs vae_small_infer,...|all] [--budget-s S]
+    python -m benchmarks.layout_tpugraphs [--evals 200] [--programs vae_small_infer,...|all] [--budget-s S]
                                           [--cost-model sim|gnn|xgboost] [--skip-ranking] [--md F] [--json F]
 """
 from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from pathlib import Path
 from typing import Optional
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from autotune.api import make_cost_model
+from autotune.compiler.layouts import LayoutSpace, complete_layout
+from autotune.compiler.program import load_program
+from autotune.tuning.pricing import LayoutCost
+from autotune.tuning.options import TunerOptions
+from autotune.tuning.tuner import Tuner
+from costmodels.analytical import AnalyticalCostModel
+from costmodels.metrics import kendall
+from hardware.simulator import TpuSimulator
+from search.base import get_strategy
 
-from autotune.api import make_cost_model  # noqa: E402
-from autotune.compiler.layouts import LayoutSpace, complete_layout  # noqa: E402
-from autotune.compiler.program import load_program  # noqa: E402
-from autotune.tuning.pricing import LayoutCost  # noqa: E402
-from autotune.tuning.options import TunerOptions  # noqa: E402
-from autotune.tuning.tuner import Tuner  # noqa: E402
-from costmodels.analytical import AnalyticalCostModel  # noqa: E402
-from costmodels.metrics import kendall  # noqa: E402
-from hardware.simulator import TpuSimulator  # noqa: E402
-from search.base import get_strategy  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 SAMPLE = ROOT / "data" / "tpugraphs"
 PROGRAMS = ("vae_small_infer", "autoencoder_small_infer", "lstm_small_infer", "resnet_small_infer",
@@ -105,7 +103,7 @@ def search(programs: list, evals: int, seed: int, budget_s: Optional[float] = No
 
 def search_markdown(res: dict) -> str:
     """The search part as a markdown table (one row per program, then the median)."""
-    lines = ["# Layout search on the simulator (benchmarks/layout_tpugraphs.py --skip-ranking)", "",
+    lines = ["# Layout search on the simulator (python -m benchmarks.layout_tpugraphs --skip-ranking)", "",
              f"cost model {res['cost_model']}, annealing, at most {res['evals']} configurations and "
              f"{res['budget_s']} s per program; speedup = noise-free simulator's default / best", "",
              "| program | configurable nodes | free tensors | speedup | copies default -> best | evaluations | seconds |",

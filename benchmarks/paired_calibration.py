@@ -15,7 +15,7 @@ width of the 95% interval (`autotune.tuning.verification.median_interval`) and h
 exclude 1 (a false claim: one whose upper end is below 1 would have kept a program no faster than the
 default).
 
-    python benchmarks/paired_calibration.py [--programs NAME ...] [--requests 12] [--seconds 1] [--json OUT]
+    python -m benchmarks.paired_calibration [--programs NAME ...] [--requests 12] [--seconds 1] [--json OUT]
 """
 from __future__ import annotations
 
@@ -27,7 +27,6 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
 
 DEFAULT_PROGRAMS = ["mlp_mixer_small_infer", "recommender_small_infer", "vae_small_infer", "bert_small_infer"]
 

@@ -7,7 +7,7 @@ also run by benchmarks/paper.py's fusion_search sections).
 configuration measured costs a compile (`--compile-s`, default 1 s) plus `--repeats` runs of the
 program. The quality of a final configuration is its noise-free simulated program time.
 
-    python benchmarks/paper_claim.py [--hw-budget 600] [--model-seconds 30] [--seeds 0 1 2]
+    python -m benchmarks.paper_claim [--hw-budget 600] [--model-seconds 30] [--seeds 0 1 2]
         [--cost-model analytical|gnn|PATH] [--programs GLOB] [--workers 2] [--json OUT]
 """
 from __future__ import annotations
@@ -17,14 +17,12 @@ import glob
 import json
 import os
 import platform
-import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
 
+from benchmarks import guided_search  # the experiment itself (shared with paper.py)
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
-sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
-import guided_search  # noqa: E402 - the experiment itself (shared with paper.py)
 
 
 def main() -> None:

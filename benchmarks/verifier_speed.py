@@ -5,7 +5,7 @@ Each measurement is one fresh process, as a CLI run is: it warms up on a tiny mo
 two; the verifier's cost is the median over pairs of (verify) - (no verify), and the difference of
 the best times. On the largest corpus program and summed over all of examples/hlo.
 
-    python benchmarks/verifier_speed.py [--repeats 15]
+    python -m benchmarks.verifier_speed [--repeats 15]
 
 Writes benchmarks/results/verifier_speed.md.
 """
@@ -24,7 +24,6 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def child(path: str, verify: bool) -> None:
-    sys.path.insert(0, ROOT)
     from autotune.compiler.hlo import parse_hlo
     parse_hlo("ENTRY e {\n  ROOT a = f32[] constant(1)\n}\n")  # imports, regexes, the verifier module
     text = open(path).read()
@@ -34,8 +33,8 @@ def child(path: str, verify: bool) -> None:
 
 
 def timed(path: str, verify: bool) -> tuple[float, int]:
-    out = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", path, "1" if verify else "0"],
-                         capture_output=True, text=True, check=True).stdout.split()
+    out = subprocess.run([sys.executable, "-m", "benchmarks.verifier_speed", "--child", os.path.abspath(path),
+                          "1" if verify else "0"], capture_output=True, text=True, check=True, cwd=ROOT).stdout.split()
     return float(out[0]), int(out[1])
 
 
@@ -71,7 +70,7 @@ def main() -> None:
     lines = [
         "# HLO verifier cost (issue 16)",
         "",
-        f"Command: `python benchmarks/verifier_speed.py --repeats {args.repeats}`",
+        f"Command: `python -m benchmarks.verifier_speed --repeats {args.repeats}`",
         f"Machine: 2-core shared CI-class VM ({platform.machine()}, Python {platform.python_version()}); "
         f"date: {time.strftime('%Y-%m-%d')}. One fresh process per timing; parse = `parse_hlo(verify=False)`; "
         f"verifier = `parse_hlo(verify=True)` minus parse: difference of the best of {args.repeats} runs each, "

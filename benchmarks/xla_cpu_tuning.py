@@ -16,7 +16,7 @@ with its 95% interval; the tuner keeps the winner only if the interval is above 
 the tuner, for `--remeasure-seconds` each: the race's winner right after the tuner (its compiled programs) and
 after the rounds, and the written program, each timed beside our default (`XlaEvaluator.measure_paired`), the speedup with its interval (`median_interval`).
 
-    python benchmarks/xla_cpu_tuning.py [--programs a.hlo b.hlo ...] [--search-seconds 20]
+    python -m benchmarks.xla_cpu_tuning [--programs a.hlo b.hlo ...] [--search-seconds 20]
         [--hw-seconds 10] [--verify 8] [--rounds 5] [--remeasure-seconds 10]
         [--cost-model analytical|xgboost|gnn|FILE] [--json OUT]
 """
@@ -31,7 +31,6 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
 
 DEFAULT_PROGRAMS = ["vae_small_infer", "lstm_small_infer", "mlp_mixer_small_infer", "bert_small_infer",
                     "recommender_small_infer", "autoencoder_small_infer"]
