@@ -15,14 +15,14 @@ import platform
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def main() -> None:
+def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--program", default=None)
     ap.add_argument("--seconds", type=float, default=30.0)
     ap.add_argument("--target", default="tpu")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", action="store_true")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
 
     from autotune.compiler.fusion import FusionSpace
     from autotune.compiler.program import Program
@@ -56,6 +56,7 @@ def main() -> None:
               f"{r.evaluations:,} configurations in {r.elapsed_s:.1f} s = {res['rate']:,.0f}/s overall, "
               f"{steady:,.0f}/s steady state; {r.kernel_evaluations:,} kernels priced; predicted speedup "
               f"x{r.speedup:.3f}")
+    return res
 
 
 if __name__ == "__main__":

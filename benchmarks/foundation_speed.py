@@ -84,20 +84,20 @@ def time_neighbors(path: str, target: str, seconds: float, seed: int = 0, hashed
             "hashed": hashed}
 
 
-def main() -> None:
+def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--program", default=None)
     ap.add_argument("--seconds", type=float, default=5.0)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--json", action="store_true")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     path = args.program or largest_program()
     res = {"program": os.path.relpath(path, ROOT), "machine": f"{platform.machine()} {os.cpu_count()} cores, "
            f"Python {platform.python_version()}", "load": time_load(path, args.repeats),
            "neighbors": [time_neighbors(path, t, args.seconds, hashed=h) for t in ("tpu", "cpu") for h in (False, True)]}
     if args.json:
         print(json.dumps(res, indent=2))
-        return
+        return res
     ld = res["load"]
     print(f"program: {res['program']} ({ld['instructions']:,} instructions); {res['machine']}")
     print(f"parse {ld['parse_s']:.3f} s + normalize {ld['normalize_s']:.3f} s + analysis {ld['analysis_s']:.3f} s"
@@ -109,6 +109,7 @@ def main() -> None:
     for r, rh in zip(nb[0::2], nb[1::2]):
         print(f"| {r['target']} | {r['edges']:,} | {r['kernels_default']:,} | {r['setup_s']:.2f} | "
               f"{r['updates_per_s']:,.0f} | {rh['updates_per_s']:,.0f} | {r['kernels_touched_per_update']:.1f} |")
+    return res
 
 
 if __name__ == "__main__":

@@ -255,7 +255,7 @@ def write_report(res: dict, args: argparse.Namespace, path: str) -> None:
         f.write("\n".join(lines) + "\n")
 
 
-def main() -> None:
+def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--files", type=int, default=10_000)
     ap.add_argument("--workers", type=int, default=1)
@@ -265,16 +265,17 @@ def main() -> None:
     ap.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results", "fuzz_inputs.md"))
     ap.add_argument("--progress", action="store_true")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     if args.worker:
         worker()
-        return
+        return {}
     res = run(args)
     write_report(res, args, args.out)
     with open(os.path.splitext(args.out)[0] + "_failures.jsonl", "w") as f:
         for rec in res["failures"]:
             f.write(json.dumps(rec) + "\n")
     print(json.dumps({k: v for k, v in res.items() if k not in ("failures", "top_messages", "slowest")}, indent=1))
+    return res
 
 
 if __name__ == "__main__":

@@ -74,7 +74,7 @@ def markdown(rows: list) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main() -> None:
+def main(argv=None) -> list:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--programs", default=",".join(PROGRAMS))
     ap.add_argument("--batches", type=int, default=5)
@@ -82,7 +82,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--md", default=None)
     ap.add_argument("--json", default=None)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     rows = []
     for name in args.programs.split(","):
         rows.append(measure(name, args.batches, args.batch, args.seed))
@@ -93,6 +93,7 @@ def main() -> None:
         Path(args.md).write_text(md)
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1) + "\n")
+    return rows
 
 
 if __name__ == "__main__":

@@ -11,7 +11,8 @@
    layout as the noise-free simulator prices them, median over the programs.
 
     python -m benchmarks.layout_tpugraphs [--evals 200] [--programs vae_small_infer,...|all] [--budget-s S]
-                                          [--cost-model sim|gnn|xgboost] [--skip-ranking] [--md F] [--json F]
+                                          [--cost-model sim|gnn|xgboost] [--skip-ranking] [--ranking-runs N]
+                                          [--md F] [--json F]
 """
 from __future__ import annotations
 
@@ -41,10 +42,14 @@ PROGRAMS = ("vae_small_infer", "autoencoder_small_infer", "lstm_small_infer", "r
             "efficientnet_small_infer", "inception_small_infer")
 
 
-def ranking() -> dict:
+def ranking(limit: Optional[int] = None) -> dict:
+    """Kendall's tau of the simulator's and the analytical model's prices against the recorded runtimes; `limit`:
+    only the first `limit` runs with a runtime (and the recorded default), for a smoke run."""
     summary = json.loads((SAMPLE / "tile_layout_summary.json").read_text())
     space = LayoutSpace(load_program(SAMPLE / "layout_module.hlo"), "tpu")
     runs = [r for r in summary["runs"] if not r["error"]]
+    if limit is not None:
+        runs = [r for i, r in enumerate(runs) if i < limit or r["is_default"]]
     cfgs = [space.from_layouts(r["layout_nodes"]) for r in runs]
     measured = np.array([r["compute_time_ns"] for r in runs], float)
     out: dict = {"runs": len(summary["runs"]), "runs_with_runtime": len(runs), "distinct_configs":
@@ -118,7 +123,7 @@ def search_markdown(res: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main() -> None:
+def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--evals", type=int, default=200, help="configurations per program in the search part")
     ap.add_argument("--programs", default=",".join(PROGRAMS),
@@ -127,14 +132,16 @@ def main() -> None:
     ap.add_argument("--cost-model", default="sim", choices=("sim", "gnn", "xgboost"),
                     help="search pricing: the noise-free simulator or the shipped layout model")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--ranking-runs", type=int, default=None,
+                    help="rank only the first N recorded runs (and the recorded default): a smoke run")
     ap.add_argument("--skip-ranking", action="store_true")
     ap.add_argument("--skip-search", action="store_true")
     ap.add_argument("--md", default=None, help="write the search table (markdown) here")
     ap.add_argument("--json", default=None, help="write the results (JSON) here")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     out: dict = {}
     if not args.skip_ranking:
-        out["ranking"] = ranking()
+        out["ranking"] = ranking(args.ranking_runs)
         print(json.dumps({"ranking": out["ranking"]}, indent=1), flush=True)
     if not args.skip_search:
         names = sorted(p.stem for p in (ROOT / "examples" / "hlo").glob("*.hlo")) if args.programs == "all" \
@@ -145,6 +152,7 @@ def main() -> None:
             Path(args.md).write_text(search_markdown(out["search"]))
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1))
+    return out
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ from benchmarks import guided_search  # the experiment itself (shared with paper
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def main() -> None:
+def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--hw-budget", type=float, default=600.0, help="simulated hardware seconds (B)")
     ap.add_argument("--model-seconds", type=float, default=30.0, help="wall-clock seconds of cost-model search")
@@ -37,7 +37,7 @@ def main() -> None:
     ap.add_argument("--programs", default=os.path.join(ROOT, "examples", "hlo", "*_small_infer.hlo"))
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--json", default=None)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     jobs = [{"program": p, "seed": s, "hw_budget": args.hw_budget, "model_seconds": args.model_seconds,
              "compile_s": args.compile_s, "repeats": args.repeats, "cost_model": args.cost_model}
             for p in sorted(glob.glob(args.programs)) for s in args.seeds]
@@ -53,6 +53,7 @@ def main() -> None:
     print(f"\nmodel + B/10 matches or beats hardware only in {wins} of {n} programs")
     if args.json:
         json.dump({"args": vars(args), "rows": rows}, open(args.json, "w"), indent=1)
+    return {"rows": rows, "wins": wins, "programs": n, "table": table}
 
 
 if __name__ == "__main__":

@@ -107,7 +107,7 @@ def exponent(n0: int, t0: float, n1: int, t1: float) -> float:
     return math.log(max(t1, 1e-6) / max(t0, 1e-6)) / math.log(n1 / n0)
 
 
-def main() -> None:
+def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--programs", nargs="+", default=list(DEFAULT_PROGRAMS), metavar="FAMILY:SIZES",
                     help="families and sizes, e.g. transformer:12,48,200 (sizes: layers or blocks)")
@@ -116,10 +116,10 @@ def main() -> None:
     ap.add_argument("--plot", help="also draw show and emit time against instructions (log-log) to this PNG")
     ap.add_argument("--machine", default="2-core shared CI-class VM", help="machine named in the table's title")
     ap.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     if args.child:
         child(*args.child)
-        return
+        return {}
     programs = parse_programs(args.programs)
     lines = [f"# Analysis time against program size ({args.machine}, {time.strftime('%Y-%m-%d')}, "
              f"Python {platform.python_version()})", "",
@@ -156,6 +156,7 @@ def main() -> None:
             f.write("\n".join(lines) + "\n")
     if args.plot:
         plot(series, args.plot, args.machine)
+    return {"lines": lines, "series": {f"{t}:{f}": [(n, times) for n, times in pts] for (t, f), pts in series.items()}}
 
 
 def plot(series: dict, path: str, machine: str) -> None:

@@ -36,7 +36,7 @@ DEFAULT_PROGRAMS = ["vae_small_infer", "lstm_small_infer", "mlp_mixer_small_infe
                     "recommender_small_infer", "autoencoder_small_infer"]
 
 
-def main() -> None:
+def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--programs", nargs="*", default=None)
     ap.add_argument("--search-seconds", type=float, default=20.0)
@@ -48,7 +48,7 @@ def main() -> None:
     ap.add_argument("--cost-model", default="analytical")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", default=None)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
 
     from autotune.compiler.fusion import FusionSpace
     from autotune.compiler.emission import EMITTED_CPU_COMPILE_OPTIONS, emit_fused_text
@@ -160,6 +160,7 @@ def main() -> None:
               f"{iv(a['interval'])} | {fx(b['speedup'])} | {iv(b['interval'])} |")
     if args.json:
         json.dump({"args": vars(args), "rows": rows}, open(args.json, "w"), indent=1, default=str)
+    return {"rows": rows}
 
 
 if __name__ == "__main__":
