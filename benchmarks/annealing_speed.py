@@ -3,7 +3,7 @@ Tuner (memoized, incremental program costs) on the largest corpus program, one c
 
 Reports the overall rate and the steady-state rate (after the chains' starting points are priced).
 
-    python benchmarks/annealing_speed.py [--program P] [--seconds 30] [--target tpu|cpu] [--json]
+    python -m benchmarks.annealing_speed [--program P] [--seconds 30] [--target tpu|cpu] [--json]
 """
 from __future__ import annotations
 
@@ -11,20 +11,18 @@ import argparse
 import json
 import os
 import platform
-import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
 
 
-def main() -> None:
+def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--program", default=None)
     ap.add_argument("--seconds", type=float, default=30.0)
     ap.add_argument("--target", default="tpu")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", action="store_true")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
 
     from autotune.compiler.fusion import FusionSpace
     from autotune.compiler.program import Program
@@ -58,6 +56,7 @@ def main() -> None:
               f"{r.evaluations:,} configurations in {r.elapsed_s:.1f} s = {res['rate']:,.0f}/s overall, "
               f"{steady:,.0f}/s steady state; {r.kernel_evaluations:,} kernels priced; predicted speedup "
               f"x{r.speedup:.3f}")
+    return res
 
 
 if __name__ == "__main__":

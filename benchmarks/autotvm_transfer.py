@@ -14,9 +14,9 @@ Phase 1 runs the four arms without history; every measured kernel is recorded in
 features (autotune/tuning/history.py), as the CLI does. Phase 2 runs model-based + transfer: for each
 family, the global model is trained on the store's measurements of the *other* families only.
 
-    python benchmarks/autotvm_transfer.py [--seeds 5] [--spaces fusion tile] [--fusion-trials 160]
+    python -m benchmarks.autotvm_transfer [--seeds 5] [--spaces fusion tile] [--fusion-trials 160]
         [--tile-trials 48] [--json OUT] [--plot docs/autotvm_transfer.png] [--quick]
-    python benchmarks/autotvm_transfer.py --load tile.json fusion.json --plot docs/autotvm_transfer.png
+    python -m benchmarks.autotvm_transfer --load tile.json fusion.json --plot docs/autotvm_transfer.png
 """
 from __future__ import annotations
 
@@ -32,8 +32,6 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
-sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 
 NEAR = 1.02
 NOISE = 0.015
@@ -93,7 +91,7 @@ def fusion_problems(programs, target: str = "tpu", truth: Any = None) -> list:
 
 
 def tile_problems(programs, per_family: int, max_kernels: int, min_tiles: int) -> list:
-    import paper_tile_online as P
+    from benchmarks import paper_tile_online as P
     from autotune.compiler.fusion import FusionSpace
     from autotune.compiler.program import Program
     from autotune.tuning.checkpoint import program_fingerprint
@@ -334,8 +332,9 @@ def kernel_history(problem: Problem, configs: list, kev: Any, store: Any, second
 
 
 def remeasure_candidates(space: Any, ev: Any, configs: dict, cands: list, ratio_of: dict, reference: str) -> dict:
-    """Steps 2-3 of the rules (here and benchmarks/autotvm_rule_v2.py): each candidate's outputs checked against the
-    original program's, then re-timed beside the default for REMEASURE_S (median block ratio, 95% interval)."""
+    """Steps 2-3 of the rules (here and experiments/2026-11-27-autotvm-xla-cpu-rule-v2/autotvm_rule_v2.py): each
+    candidate's outputs checked against the original program's, then re-timed beside the default for REMEASURE_S
+    (median block ratio, 95% interval)."""
     from autotune.compiler.emission import EMITTED_CPU_COMPILE_OPTIONS, emit_fused_text
     from autotune.tuning.verification import median_interval
     default_text = emit_fused_text(space, space.default(), header=True)

@@ -2,7 +2,7 @@
 writing the outputs use up is refused in one line naming the budget the program needs (exit 2); a larger
 one runs and ends within the budget. Each run is a fresh process, timed from outside.
 
-    python benchmarks/budget_floor.py [--programs examples/scale/transformer_L48.hlo examples/hlo/bert_small_infer.hlo]
+    python -m benchmarks.budget_floor [--programs examples/scale/transformer_L48.hlo examples/hlo/bert_small_infer.hlo]
         [--budgets 2 5 10 20 30] [--model default] [--md out.md] [--json out.json]
 """
 from __future__ import annotations
@@ -16,9 +16,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchmarks.tables import emit_results
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-from benchmarks.tables import emit_results  # noqa: E402
 
 
 def run(program: str, budget: float, model: str) -> dict:

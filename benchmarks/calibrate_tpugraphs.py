@@ -18,7 +18,7 @@ length, sustained HBM fraction, VPU/MXU overlap, systolic fill rows) minimizing 
 runtimes plus a ranking term; reported with leave-one-kernel-out (each kernel scored with constants
 fitted on the other 14).
 
-    python benchmarks/calibrate_tpugraphs.py [--fit] [--json out.json]
+    python -m benchmarks.calibrate_tpugraphs [--fit] [--json out.json]
 """
 from __future__ import annotations
 
@@ -26,7 +26,6 @@ import argparse
 import itertools
 import json
 import os
-import sys
 from dataclasses import replace
 from functools import cached_property
 from typing import Optional
@@ -34,15 +33,13 @@ from typing import Optional
 import numpy as np
 from scipy.stats import kendalltau
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from autotune.compiler.analysis import Cost  # noqa: E402
-from autotune.compiler.fusion import FusionSpace  # noqa: E402
-from autotune.compiler.program import Program  # noqa: E402
-from autotune.compiler.targets import get_spec  # noqa: E402
-from autotune.compiler.tiles import TileRows, default_tile, io_geometry, scratchpad_fit, tiling_info  # noqa: E402
-from costmodels.analytical import AnalyticalCostModel  # noqa: E402
-from hardware.simulator import DEFAULTS, TpuSimulator  # noqa: E402
+from autotune.compiler.analysis import Cost
+from autotune.compiler.fusion import FusionSpace
+from autotune.compiler.program import Program
+from autotune.compiler.targets import get_spec
+from autotune.compiler.tiles import TileRows, default_tile, io_geometry, scratchpad_fit, tiling_info
+from costmodels.analytical import AnalyticalCostModel
+from hardware.simulator import DEFAULTS, TpuSimulator
 
 # The vendored sample in the repository (data/tpugraphs), or another copy named by $TPUGRAPHS_TILES
 DATA = os.environ.get("TPUGRAPHS_TILES", os.path.join(os.path.dirname(os.path.dirname(

@@ -22,11 +22,11 @@
     `--block-ms`) in many short interleaved rounds; every predictor is judged against it too, with its
     own split-half agreement (`paired_summary`). `--from-json` re-prints those tables from a saved run.
 (c) `autotune fusion --target cpu --cost-model <shipped>` against XLA's default compile:
-    benchmarks/xla_cpu_tuning.py --cost-model xgboost|gnn.
+    `python -m benchmarks.xla_cpu_tuning --cost-model xgboost|gnn`.
 
-    python benchmarks/cpu_cost_models.py --data DS [--programs P ...] [--random 25] [--searched 25]
+    python -m benchmarks.cpu_cost_models --data DS [--programs P ...] [--random 25] [--searched 25]
         [--rounds 7] [--paired-seconds 90] [--models xgboost gnn] [--json OUT]
-    python benchmarks/cpu_cost_models.py --data x --from-json OUT.json [--also-price LABEL=MODEL ...]
+    python -m benchmarks.cpu_cost_models --data x --from-json OUT.json [--also-price LABEL=MODEL ...]
 """
 from __future__ import annotations
 
@@ -41,7 +41,6 @@ from typing import Optional
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
 
 # Measured columns of (b): the in-program kernel sum with each thunk's preceding gap charged to its
 # kernel (what the dataset's labels are), the thunks' own time only, and the executor's whole run.

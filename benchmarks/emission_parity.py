@@ -14,7 +14,7 @@ error and the original's against the program computed in f64 (`vs_f64`, whole-ar
 `hardware.xla.norm_error`; programs with custom calls have no f64 version): the emission must be as
 accurate as the original (`hardware.xla.accuracy_fallback`).
 
-Usage: python benchmarks/emission_parity.py [--configs 3] [--targets cpu,tpu] [--corpus all]
+Usage: python -m benchmarks.emission_parity [--configs 3] [--targets cpu,tpu] [--corpus all]
          [--programs a,b] [--jobs 2] [--json out.json] [--md out.md]
 Exit status 0 when every case passes.
 """
@@ -27,11 +27,10 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from hardware.parity import MODES, as_dicts, check_program, summarize
+from hardware.xla import ACCURACY_FACTOR, OUTPUT_TOL
 
-from hardware.parity import MODES, as_dicts, check_program, summarize  # noqa: E402
-from hardware.xla import ACCURACY_FACTOR, OUTPUT_TOL  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 CORPORA = {"models": ROOT / "examples" / "hlo", "idioms": ROOT / "examples" / "idioms",
            "library": ROOT / "examples" / "hlo_library", "attention": ROOT / "examples" / "hlo_attention",

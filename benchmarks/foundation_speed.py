@@ -6,7 +6,7 @@ Measures (1) parse + normalize + static analysis, (2) fusion-space set-up and th
 kernel computed too (hashes are lazy: a search computes them only for the kernels a hash-memoizing
 cost model prices).
 
-    python benchmarks/foundation_speed.py [--program examples/hlo/resnet_large_train.hlo] [--json]
+    python -m benchmarks.foundation_speed [--program examples/hlo/resnet_large_train.hlo] [--json]
 """
 from __future__ import annotations
 
@@ -15,17 +15,14 @@ import json
 import os
 import platform
 import statistics
-import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import numpy as np
 
-import numpy as np  # noqa: E402
-
-from autotune.compiler.analysis import module_cost  # noqa: E402
-from autotune.compiler.fusion import FusionSpace  # noqa: E402
-from autotune.compiler.hlo import parse_hlo  # noqa: E402
-from autotune.compiler.program import Program  # noqa: E402
+from autotune.compiler.analysis import module_cost
+from autotune.compiler.fusion import FusionSpace
+from autotune.compiler.hlo import parse_hlo
+from autotune.compiler.program import Program
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -87,20 +84,20 @@ def time_neighbors(path: str, target: str, seconds: float, seed: int = 0, hashed
             "hashed": hashed}
 
 
-def main() -> None:
+def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--program", default=None)
     ap.add_argument("--seconds", type=float, default=5.0)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--json", action="store_true")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     path = args.program or largest_program()
     res = {"program": os.path.relpath(path, ROOT), "machine": f"{platform.machine()} {os.cpu_count()} cores, "
            f"Python {platform.python_version()}", "load": time_load(path, args.repeats),
            "neighbors": [time_neighbors(path, t, args.seconds, hashed=h) for t in ("tpu", "cpu") for h in (False, True)]}
     if args.json:
         print(json.dumps(res, indent=2))
-        return
+        return res
     ld = res["load"]
     print(f"program: {res['program']} ({ld['instructions']:,} instructions); {res['machine']}")
     print(f"parse {ld['parse_s']:.3f} s + normalize {ld['normalize_s']:.3f} s + analysis {ld['analysis_s']:.3f} s"
@@ -112,6 +109,7 @@ def main() -> None:
     for r, rh in zip(nb[0::2], nb[1::2]):
         print(f"| {r['target']} | {r['edges']:,} | {r['kernels_default']:,} | {r['setup_s']:.2f} | "
               f"{r['updates_per_s']:,.0f} | {rh['updates_per_s']:,.0f} | {r['kernels_touched_per_update']:.1f} |")
+    return res
 
 
 if __name__ == "__main__":

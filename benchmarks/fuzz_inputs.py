@@ -8,7 +8,7 @@ commands stop at the first one that fails). A file that takes more than --timeou
 its worker is killed and replaced; a worker that dies (signal, memory limit) is a crash. Outcomes
 per file: ok, one-line error with file:line:col, error without a position, traceback, hang, crash.
 
-    python benchmarks/fuzz_inputs.py --files 10000 [--workers 1] [--timeout 20] [--seed 0]
+    python -m benchmarks.fuzz_inputs --files 10000 [--workers 1] [--timeout 20] [--seed 0]
 
 Writes benchmarks/results/fuzz_inputs.md (and fuzz_inputs_failures.jsonl with every non-clean case
 and how to rebuild it: source file and seed).
@@ -27,12 +27,11 @@ import sys
 import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
-
-from autotune.cli.app import MEASUREMENT_FAILED_EXIT  # noqa: E402
-from autotune.testing.fuzz import (CRASH, HANG, MEASUREMENT_FAILED, OK, OUTCOMES, POSITIONED,  # noqa: E402
+from autotune.cli.app import MEASUREMENT_FAILED_EXIT
+from autotune.testing.fuzz import (CRASH, HANG, MEASUREMENT_FAILED, OK, OUTCOMES, POSITIONED,
                                    TRACEBACK, UNPOSITIONED, corpus_files, mutants)
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 COMMANDS = (["show"], ["emit", "--target", "cpu", "-o", "{out}"], ["emit", "--target", "tpu", "-o", "{out}"],
             ["measure", "--evaluator", "sim", "--target", "tpu", "--store", "none"])
@@ -99,7 +98,7 @@ def worker() -> None:
 class _Worker:
     def __init__(self) -> None:
         env = {**os.environ, "PYTHONPATH": ROOT, "AUTOTUNE_NO_MICROBENCH": "1"}
-        self.proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--worker"], cwd=ROOT, env=env,
+        self.proc = subprocess.Popen([sys.executable, "-m", "benchmarks.fuzz_inputs", "--worker"], cwd=ROOT, env=env,
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                      text=True, bufsize=1)
         self.job = None
@@ -216,7 +215,7 @@ def write_report(res: dict, args: argparse.Namespace, path: str) -> None:
     lines = [
         "# Fuzzing bad input through the CLI (issue 16)",
         "",
-        f"Command: `python benchmarks/fuzz_inputs.py --files {args.files} --workers {args.workers} "
+        f"Command: `python -m benchmarks.fuzz_inputs --files {args.files} --workers {args.workers} "
         f"--timeout {args.timeout:g} --seed {args.seed}`",
         f"Machine: 2-core shared CI-class VM ({platform.machine()}, Python {platform.python_version()}); "
         f"date: {time.strftime('%Y-%m-%d')}; wall time {res['wall_s'] / 60:.1f} min "
@@ -256,7 +255,7 @@ def write_report(res: dict, args: argparse.Namespace, path: str) -> None:
         f.write("\n".join(lines) + "\n")
 
 
-def main() -> None:
+def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--files", type=int, default=10_000)
     ap.add_argument("--workers", type=int, default=1)
@@ -266,16 +265,17 @@ def main() -> None:
     ap.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results", "fuzz_inputs.md"))
     ap.add_argument("--progress", action="store_true")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     if args.worker:
         worker()
-        return
+        return {}
     res = run(args)
     write_report(res, args, args.out)
     with open(os.path.splitext(args.out)[0] + "_failures.jsonl", "w") as f:
         for rec in res["failures"]:
             f.write(json.dumps(rec) + "\n")
     print(json.dumps({k: v for k, v in res.items() if k not in ("failures", "top_messages", "slowest")}, indent=1))
+    return res
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """GNN cost model speed: inference (kernels/s at a batch size) and training (samples/s).
 
-    python benchmarks/gnn_speed.py [--programs resnet_small_train bert_small_infer ...] [--batch 256]
+    python -m benchmarks.gnn_speed [--programs resnet_small_train bert_small_infer ...] [--batch 256]
                                    [--threads 2] [--seconds 3] [--model MODEL.pt] [--json out.json]
 
 Measures, on the unique kernels of the default and a few random fusion configurations of the
@@ -21,13 +21,11 @@ from __future__ import annotations
 import argparse
 import json
 import platform
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 def _rate(fn, n_items: int, seconds: float) -> float:

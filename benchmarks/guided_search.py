@@ -17,16 +17,12 @@ from __future__ import annotations
 
 import math
 import statistics
-import sys
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
-ROOT = Path(__file__).resolve().parents[1]
-for _p in (str(ROOT), str(ROOT / "benchmarks")):
-    if _p not in sys.path:
-        sys.path.insert(0, _p)
+from benchmarks.tables import md_table
 
-from tables import md_table  # noqa: E402 - benchmarks/ is on sys.path (this folder)
+ROOT = Path(__file__).resolve().parents[1]
 
 __all__ = ["HardwareClock", "search_model", "hardware_only_search", "guided_candidates", "run_sim_job",
            "run_xla_job", "summary_table"]

@@ -23,7 +23,7 @@ last line>``, ``traceback: <exception line>``, ``crash: <signal or Check failed 
 ``timeout``, ``mismatch: max err E`` (parity), or ``skipped: ...`` when the command that should
 have written the file failed.
 
-Usage: python benchmarks/idiom_sweep.py [--programs a,b] [--budget 10s] [--out findings.md]
+Usage: python -m benchmarks.idiom_sweep [--programs a,b] [--budget 10s] [--out findings.md]
        [--json rows.json] [--jobs 1] [--dir FOLDER  (every *.hlo there instead of examples/idioms)]
 """
 from __future__ import annotations
@@ -42,7 +42,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 IDIOMS = ROOT / "examples" / "idioms"
-sys.path.insert(0, str(ROOT))
 
 CLI_TIMEOUT_S = 300
 
@@ -117,8 +116,7 @@ def run_parity(original: str, others: list[str], timeout: float = CLI_TIMEOUT_S)
     compiled (the original's crash to every file)."""
     if not others:
         return {}
-    code = (f"import sys; sys.path.insert(0, {str(ROOT)!r}); "
-            f"import benchmarks.idiom_sweep as m; m.parity({original!r}, {others!r})")
+    code = f"import benchmarks.idiom_sweep as m; m.parity({original!r}, {others!r})"  # cwd: the repository root
     try:
         r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                            timeout=timeout, cwd=str(ROOT))
@@ -232,7 +230,7 @@ def main(argv=None) -> int:
             print(f"{program_rows[0]['program']:32s} "
                   + ("ok" if worst is None else f"{worst['command'].split()[0]}: {worst['outcome'][:120]}"),
                   file=sys.stderr, flush=True)
-    header = (f"# Idiom corpus sweep\n\n`python benchmarks/idiom_sweep.py --budget {a.budget}` over "
+    header = (f"# Idiom corpus sweep\n\n`python -m benchmarks.idiom_sweep --budget {a.budget}` over "
               f"{len(names)} programs of {a.dir or 'examples/idioms/'} in {time.perf_counter() - t0:.0f}s.")
     text = markdown(rows, header)
     if a.out:

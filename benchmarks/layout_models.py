@@ -15,7 +15,7 @@
    during training (VmHWM reset just before it) minus the RSS before it, and the seconds per step; the
    trained model's Kendall tau on the program's configurations.
 
-    python benchmarks/layout_models.py [--data DIR] [--configs 40] [--epochs 20] [--hops 1] [--segments 8]
+    python -m benchmarks.layout_models [--data DIR] [--configs 40] [--epochs 20] [--hops 1] [--segments 8]
                                        [--seeds 0,1,2] [--models gnn-residual-listmle,xgboost,...]
                                        [--md benchmarks/results/layout_models.md] [--json FILE] [--from-json A,B]
 """
@@ -32,13 +32,12 @@ from typing import Optional
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from autotune.tuning.dataset import Dataset, add_layout_analytical_terms, build_dataset
+from autotune.tuning.evaluation import evaluate_models
+from costmodels.gnn.layout import LayoutGnnModel
+from costmodels.xgb_layout import LayoutXgbModel
 
-from autotune.tuning.dataset import Dataset, add_layout_analytical_terms, build_dataset  # noqa: E402
-from autotune.tuning.evaluation import evaluate_models  # noqa: E402
-from costmodels.gnn.layout import LayoutGnnModel  # noqa: E402
-from costmodels.xgb_layout import LayoutXgbModel  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 LOSSES = {"listmle": dict(loss="rank", rank_loss="listmle"), "rank": dict(loss="rank", rank_loss="hinge"),
           "mse": dict(loss="mse")}
@@ -139,7 +138,7 @@ def gst(ds: Dataset, segments: int, steps: int, hidden: int) -> list:
     largest = max(sizes, key=sizes.get)
     out = []
     for k in (1, segments):
-        cmd = [sys.executable, __file__, "--gst-child", "--data", str(ds.root), "--program", largest,
+        cmd = [sys.executable, "-m", "benchmarks.layout_models", "--gst-child", "--data", str(ds.root), "--program", largest,
                "--segments", str(k), "--steps", str(steps), "--hidden", str(hidden)]
         r = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=dict(os.environ, OMP_NUM_THREADS="1"))
         if r.returncode:
@@ -172,8 +171,8 @@ def by_model(rank: dict) -> dict:
 
 def markdown(rank: dict, gst_rows: list, args: argparse.Namespace) -> str:
     lines = ["# Layout models (benchmarks/layout_models.py)", "",
-             (f"merged runs: `python benchmarks/layout_models.py --from-json {args.from_json}`" if args.from_json else
-              f"`python benchmarks/layout_models.py --configs {args.configs} --epochs {args.epochs} --hops {args.hops} "
+             (f"merged runs: `python -m benchmarks.layout_models --from-json {args.from_json}`" if args.from_json else
+              f"`python -m benchmarks.layout_models --configs {args.configs} --epochs {args.epochs} --hops {args.hops} "
               f"--segments {args.segments} --seeds {args.seeds} --models {args.models}`"), "",
              f"test programs (held-out families): {', '.join(rank['test_programs'])}", "",
              "| model | seeds | Kendall tau mean per seed | mean over seeds | spread (max - min) | median tau (mean) | "

@@ -9,25 +9,23 @@ the machine's load hits both alike), by the noise-free simulator. Reports config
 each, their ratio, how many moves the incremental pricer priced by a window (the others from scratch),
 and the largest relative difference between the two prices (they must agree to rounding).
 
-    python benchmarks/layout_pricing_speed.py [--programs a,b,c] [--batches 5] [--batch 8] [--md F] [--json F]
+    python -m benchmarks.layout_pricing_speed [--programs a,b,c] [--batches 5] [--batch 8] [--md F] [--json F]
 """
 from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from autotune.compiler.layouts import LayoutSpace
+from autotune.compiler.program import load_program
+from autotune.tuning.pricing import LayoutCost
+from hardware.simulator import TpuSimulator
 
-from autotune.compiler.layouts import LayoutSpace  # noqa: E402
-from autotune.compiler.program import load_program  # noqa: E402
-from autotune.tuning.pricing import LayoutCost  # noqa: E402
-from hardware.simulator import TpuSimulator  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 PROGRAMS = ("resnet_small_train", "resnet_medium_train", "bert_medium_train", "resnet_large_train")
 
@@ -76,7 +74,7 @@ def markdown(rows: list) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main() -> None:
+def main(argv=None) -> list:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--programs", default=",".join(PROGRAMS))
     ap.add_argument("--batches", type=int, default=5)
@@ -84,7 +82,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--md", default=None)
     ap.add_argument("--json", default=None)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     rows = []
     for name in args.programs.split(","):
         rows.append(measure(name, args.batches, args.batch, args.seed))
@@ -95,6 +93,7 @@ def main() -> None:
         Path(args.md).write_text(md)
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1) + "\n")
+    return rows
 
 
 if __name__ == "__main__":

@@ -10,43 +10,46 @@
    programs (`--programs all`: the whole examples/hlo corpus); speedup of the best over the default
    layout as the noise-free simulator prices them, median over the programs.
 
-    python benchmarks/layout_tpugraphs.py [--evals 200] [--programs vae_small_infer,...|all] [--budget-s S]
-                                          [--cost-model sim|gnn|xgboost] [--skip-ranking] [--md F] [--json F]
+    python -m benchmarks.layout_tpugraphs [--evals 200] [--programs vae_small_infer,...|all] [--budget-s S]
+                                          [--cost-model sim|gnn|xgboost] [--skip-ranking] [--ranking-runs N]
+                                          [--md F] [--json F]
 """
 from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from pathlib import Path
 from typing import Optional
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from autotune.api import make_cost_model
+from autotune.compiler.layouts import LayoutSpace, complete_layout
+from autotune.compiler.program import load_program
+from autotune.tuning.pricing import LayoutCost
+from autotune.tuning.options import TunerOptions
+from autotune.tuning.tuner import Tuner
+from costmodels.analytical import AnalyticalCostModel
+from costmodels.metrics import kendall
+from hardware.simulator import TpuSimulator
+from search.base import get_strategy
 
-from autotune.api import make_cost_model  # noqa: E402
-from autotune.compiler.layouts import LayoutSpace, complete_layout  # noqa: E402
-from autotune.compiler.program import load_program  # noqa: E402
-from autotune.tuning.pricing import LayoutCost  # noqa: E402
-from autotune.tuning.options import TunerOptions  # noqa: E402
-from autotune.tuning.tuner import Tuner  # noqa: E402
-from costmodels.analytical import AnalyticalCostModel  # noqa: E402
-from costmodels.metrics import kendall  # noqa: E402
-from hardware.simulator import TpuSimulator  # noqa: E402
-from search.base import get_strategy  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 SAMPLE = ROOT / "data" / "tpugraphs"
 PROGRAMS = ("vae_small_infer", "autoencoder_small_infer", "lstm_small_infer", "resnet_small_infer",
             "efficientnet_small_infer", "inception_small_infer")
 
 
-def ranking() -> dict:
+def ranking(limit: Optional[int] = None) -> dict:
+    """Kendall's tau of the simulator's and the analytical model's prices against the recorded runtimes; `limit`:
+    only the first `limit` runs with a runtime (and the recorded default), for a smoke run."""
     summary = json.loads((SAMPLE / "tile_layout_summary.json").read_text())
     space = LayoutSpace(load_program(SAMPLE / "layout_module.hlo"), "tpu")
     runs = [r for r in summary["runs"] if not r["error"]]
+    if limit is not None:
+        runs = [r for i, r in enumerate(runs) if i < limit or r["is_default"]]
     cfgs = [space.from_layouts(r["layout_nodes"]) for r in runs]
     measured = np.array([r["compute_time_ns"] for r in runs], float)
     out: dict = {"runs": len(summary["runs"]), "runs_with_runtime": len(runs), "distinct_configs":
@@ -105,7 +108,7 @@ def search(programs: list, evals: int, seed: int, budget_s: Optional[float] = No
 
 def search_markdown(res: dict) -> str:
     """The search part as a markdown table (one row per program, then the median)."""
-    lines = ["# Layout search on the simulator (benchmarks/layout_tpugraphs.py --skip-ranking)", "",
+    lines = ["# Layout search on the simulator (python -m benchmarks.layout_tpugraphs --skip-ranking)", "",
              f"cost model {res['cost_model']}, annealing, at most {res['evals']} configurations and "
              f"{res['budget_s']} s per program; speedup = noise-free simulator's default / best", "",
              "| program | configurable nodes | free tensors | speedup | copies default -> best | evaluations | seconds |",
@@ -120,7 +123,7 @@ def search_markdown(res: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main() -> None:
+def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--evals", type=int, default=200, help="configurations per program in the search part")
     ap.add_argument("--programs", default=",".join(PROGRAMS),
@@ -129,14 +132,16 @@ def main() -> None:
     ap.add_argument("--cost-model", default="sim", choices=("sim", "gnn", "xgboost"),
                     help="search pricing: the noise-free simulator or the shipped layout model")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--ranking-runs", type=int, default=None,
+                    help="rank only the first N recorded runs (and the recorded default): a smoke run")
     ap.add_argument("--skip-ranking", action="store_true")
     ap.add_argument("--skip-search", action="store_true")
     ap.add_argument("--md", default=None, help="write the search table (markdown) here")
     ap.add_argument("--json", default=None, help="write the results (JSON) here")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     out: dict = {}
     if not args.skip_ranking:
-        out["ranking"] = ranking()
+        out["ranking"] = ranking(args.ranking_runs)
         print(json.dumps({"ranking": out["ranking"]}, indent=1), flush=True)
     if not args.skip_search:
         names = sorted(p.stem for p in (ROOT / "examples" / "hlo").glob("*.hlo")) if args.programs == "all" \
@@ -147,6 +152,7 @@ def main() -> None:
             Path(args.md).write_text(search_markdown(out["search"]))
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1))
+    return out
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """Accuracy of the XGBoost fusion cost model on a dataset's family split, with seeds and a feature
 ablation (issue 17).
 
-    python benchmarks/learned_features.py --data DS/fusion [--seeds 0 1 2] [--rounds 2000] [--depth 8]
+    python -m benchmarks.learned_features --data DS/fusion [--seeds 0 1 2] [--rounds 2000] [--depth 8]
                                           [--lr 0.05] [--min-runtime-us 5] [--no-ablation]
                                           [--out benchmarks/results/learned_features.md]
 
@@ -29,7 +29,6 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 def _train_and_score(ds, *, seed: int, rounds: int, depth: int, lr: float, min_runtime_s: float,

@@ -6,7 +6,7 @@ process; its exit status and report.json (verification status, winner, keep_orig
 speedup over XLA's own compile with its paired interval, the original's and the written program's
 times, warnings) are collected into one JSON and a markdown table.
 
-Usage: python benchmarks/library_fusion.py [--corpus examples/hlo_library] [--budget 2m]
+Usage: python -m benchmarks.library_fusion [--corpus examples/hlo_library] [--budget 2m]
          [--programs a,b] [--out DIR] [--json OUT.json] [--md OUT.md]
 Exit status 0 when every run ends with a verified result (a tuned program, or the original kept).
 """

@@ -15,7 +15,7 @@ width of the 95% interval (`autotune.tuning.verification.median_interval`) and h
 exclude 1 (a false claim: one whose upper end is below 1 would have kept a program no faster than the
 default).
 
-    python benchmarks/paired_calibration.py [--programs NAME ...] [--requests 12] [--seconds 1] [--json OUT]
+    python -m benchmarks.paired_calibration [--programs NAME|FILE.hlo ...] [--requests 12] [--seconds 1] [--json OUT]
 """
 from __future__ import annotations
 
@@ -27,7 +27,6 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
 
 DEFAULT_PROGRAMS = ["mlp_mixer_small_infer", "recommender_small_infer", "vae_small_infer", "bert_small_infer"]
 
@@ -44,13 +43,13 @@ def estimators(extra: dict) -> dict:
     return {"mean of two": mean_of_two, "neighbours": single}
 
 
-def main() -> None:
+def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--programs", nargs="*", default=DEFAULT_PROGRAMS)
     ap.add_argument("--requests", type=int, default=12)
     ap.add_argument("--seconds", type=float, default=1.0)
     ap.add_argument("--json", default=None)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
 
     from autotune.compiler.fusion import FusionSpace
     from autotune.compiler.emission import EMITTED_CPU_COMPILE_OPTIONS, emit_fused_text
@@ -62,7 +61,8 @@ def main() -> None:
     rows = []
     with XlaEvaluator(target="cpu", timeout_s=120) as ev:
         for name in args.programs:
-            space = FusionSpace(Program.from_file(os.path.join(ROOT, "examples", "hlo", name + ".hlo")), "cpu")
+            path = name if name.endswith(".hlo") else os.path.join(ROOT, "examples", "hlo", name + ".hlo")
+            space = FusionSpace(Program.from_file(path), "cpu")
             a = emit_fused_text(space, space.default(), header=True)
             b = "// the same program, compiled separately\n" + a
             for req in range(args.requests):
@@ -105,9 +105,10 @@ def main() -> None:
     if failed:
         print(f"\nfailed requests: {len(failed)}: " + "; ".join(f"{r['program']} {r['request']}: {r['status']}"
                                                                 for r in failed))
+    out = {"args": vars(args), "rows": rows, "summary": {f"{k[0]}|{k[1]}": v for k, v in summary.items()}}
     if args.json:
-        json.dump({"args": vars(args), "rows": rows,
-                   "summary": {f"{k[0]}|{k[1]}": v for k, v in summary.items()}}, open(args.json, "w"), indent=1)
+        json.dump(out, open(args.json, "w"), indent=1)
+    return out
 
 
 if __name__ == "__main__":

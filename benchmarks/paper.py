@@ -1,6 +1,6 @@
 """Reproduce the papers' headline results from nothing but the repository (issue 6).
 
-    python benchmarks/paper.py [--quick] [--evaluator sim|xla] [--only SECTION ...] [--redo]
+    python -m benchmarks.paper [--quick] [--evaluator sim|xla] [--only SECTION ...] [--redo]
                                [--work autotune-runs/paper] [--out docs] [--seed 0]
 
 `--evaluator sim` (the default) runs every section on the TPU-like simulator; `--evaluator xla` runs
@@ -44,12 +44,10 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
+from benchmarks import guided_search  # the section-7 experiment (fusion_search_sim, fusion_search_xla)
+from benchmarks.tables import md_table
 
-import guided_search  # noqa: E402 - the section-7 experiment (fusion_search_sim, fusion_search_xla)
-from tables import md_table  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 HLO = ROOT / "examples" / "hlo"
 SIM_SECTIONS = ["calibration", "fusion_sim", "tile_sim", "tile_autotune", "fusion_search_sim", "tile_online",
@@ -90,7 +88,7 @@ class Ctx:
 
     def jobs(self, section: str) -> Any:
         """The section's finished jobs (work folder): a long section resumes at its first unfinished job."""
-        from joblog import JobLog
+        from benchmarks.joblog import JobLog
         return JobLog(self.work / "jobs" / f"{section}.jsonl")
 
     # datasets ------------------------------------------------------------------------------
@@ -188,7 +186,7 @@ def _split_note(ds: Any) -> str:
 
 # ------------------------------------------------------------------------------------- sections
 def section_calibration(ctx: Ctx) -> dict:
-    import calibrate_tpugraphs as cal
+    from benchmarks import calibrate_tpugraphs as cal
     from costmodels.metrics import tile_size_ape
     import contextlib
     import io
@@ -227,7 +225,7 @@ def section_calibration(ctx: Ctx) -> dict:
           f"{xla_ape:.2f}% ({xla_ape_all:.2f}% over all {len(raw)}, including three reshapes whose measured "
           f"variants differ in what our tile model does not describe), against {loko['sim']['mean']['project_metrics']['tile_ape']:.1f}% for the simulator "
           f"(leave-one-kernel-out) and {dflt['analytical']['mean']['project_metrics']['tile_ape']:.1f}% for the "
-          "analytical model. Per-kernel numbers: `benchmarks/calibrate_tpugraphs.py --fit`.")
+          "analytical model. Per-kernel numbers: `python -m benchmarks.calibrate_tpugraphs --fit`.")
     return {"markdown": md, "data": {"calibration": out, "xla_default_tile_ape": xla_ape,
                                      "xla_default_tile_ape_all_kernels": xla_ape_all}}
 
@@ -526,12 +524,12 @@ def section_fusion_search_xla(ctx: Ctx) -> dict:
 
 
 def section_tile_online(ctx: Ctx) -> dict:
-    import paper_tile_online
+    from benchmarks import paper_tile_online
     return paper_tile_online.run(ctx.results, quick=ctx.quick, seed=ctx.seed, log=ctx.log)
 
 
 def section_ablations(ctx: Ctx) -> dict:
-    import paper_ablations
+    from benchmarks import paper_ablations
     fusion, tile = ctx.dataset("fusion", "sim"), ctx.dataset("tile", "sim")
     return paper_ablations.run(ctx.results, quick=ctx.quick, seed=ctx.seed, fusion_data=fusion.root,
                                tile_data=tile.root, log=ctx.log, done=ctx.jobs("ablations"))
@@ -569,8 +567,8 @@ def write_paper_md(out: Path) -> Path:
         if p.exists():
             secs.append(json.loads(p.read_text()))
     lines = ["# The papers' headline claims, reproduced", "",
-             "Regenerate with `python benchmarks/paper.py [--quick]` (simulator) and "
-             "`python benchmarks/paper.py [--quick] --evaluator xla` (real XLA:CPU). Raw data of each section: "
+             "Regenerate with `python -m benchmarks.paper [--quick]` (simulator) and "
+             "`python -m benchmarks.paper [--quick] --evaluator xla` (real XLA:CPU). Raw data of each section: "
              "`docs/results/<section>.json`. Every number below was measured by that command; the line under each "
              "heading says when, where, and in which mode. Today's figures are on [results.md](results.md), which "
              "lists the sections of this page measured on code that has changed since as withdrawn.", ""]

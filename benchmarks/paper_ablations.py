@@ -10,7 +10,7 @@ again with other seeds (once in quick mode, twice in full mode) so that the tabl
 difference seed noise makes, and the loss (the paper's opposite choice for the two tasks) is judged on
 every seed of both losses.
 
-    python benchmarks/paper_ablations.py --fusion-data DS/fusion --tile-data DS/tile [--quick]
+    python -m benchmarks.paper_ablations --fusion-data DS/fusion --tile-data DS/tile [--quick]
         [--out docs/results] [--seed 0] [--json OUT] [--only baseline reduction=lstm ...]
         [--epochs N] [--steps-per-epoch N]   (override the mode's training length, both tasks)
 
@@ -36,12 +36,11 @@ from typing import Any, Callable, Iterator, Optional
 
 import numpy as np
 
+from costmodels.metrics import FUSION_MIN_RUNTIME_S  # kernels >= 5 us, as the paper
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
 
 __all__ = ["run", "Settings", "Variant", "QUICK", "FULL", "variants", "SubsetDataset", "run_task", "main"]
-
-from costmodels.metrics import FUSION_MIN_RUNTIME_S  # noqa: E402  (kernels >= 5 us, as the paper)
 
 
 # --------------------------------------------------------------------------------------------------

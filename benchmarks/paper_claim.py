@@ -7,7 +7,7 @@ also run by benchmarks/paper.py's fusion_search sections).
 configuration measured costs a compile (`--compile-s`, default 1 s) plus `--repeats` runs of the
 program. The quality of a final configuration is its noise-free simulated program time.
 
-    python benchmarks/paper_claim.py [--hw-budget 600] [--model-seconds 30] [--seeds 0 1 2]
+    python -m benchmarks.paper_claim [--hw-budget 600] [--model-seconds 30] [--seeds 0 1 2]
         [--cost-model analytical|gnn|PATH] [--programs GLOB] [--workers 2] [--json OUT]
 """
 from __future__ import annotations
@@ -17,17 +17,15 @@ import glob
 import json
 import os
 import platform
-import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
 
+from benchmarks import guided_search  # the experiment itself (shared with paper.py)
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
-sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
-import guided_search  # noqa: E402 - the experiment itself (shared with paper.py)
 
 
-def main() -> None:
+def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--hw-budget", type=float, default=600.0, help="simulated hardware seconds (B)")
     ap.add_argument("--model-seconds", type=float, default=30.0, help="wall-clock seconds of cost-model search")
@@ -39,7 +37,7 @@ def main() -> None:
     ap.add_argument("--programs", default=os.path.join(ROOT, "examples", "hlo", "*_small_infer.hlo"))
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--json", default=None)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     jobs = [{"program": p, "seed": s, "hw_budget": args.hw_budget, "model_seconds": args.model_seconds,
              "compile_s": args.compile_s, "repeats": args.repeats, "cost_model": args.cost_model}
             for p in sorted(glob.glob(args.programs)) for s in args.seeds]
@@ -55,6 +53,7 @@ def main() -> None:
     print(f"\nmodel + B/10 matches or beats hardware only in {wins} of {n} programs")
     if args.json:
         json.dump({"args": vars(args), "rows": rows}, open(args.json, "w"), indent=1)
+    return {"rows": rows, "wins": wins, "programs": n, "table": table}
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ most a few hundred tiles, so no inner simulated annealing is needed), and measur
 unmeasured tiles, an epsilon share of the batch drawn at random instead, until the trial budget is
 spent. No pretrained model: all learning is on the kernel's own measurements.
 
-    python benchmarks/paper_tile_online.py [--quick] [--out docs/results] [--seed 0] [--json OUT]
+    python -m benchmarks.paper_tile_online [--quick] [--out docs/results] [--seed 0] [--json OUT]
 """
 import argparse
 import glob
@@ -30,11 +30,10 @@ from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
-
-from search.model_based import (XGB_PARAMS, XGB_ROUNDS, failures_last, fit_predict,  # noqa: E402
+from search.model_based import (XGB_PARAMS, XGB_ROUNDS, failures_last, fit_predict,
                                  select_batch)  # AutoTVM's round, written once (the model-based strategy)
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 METHODS = ("xgb-rank", "xgb-reg", "random", "genetic")
 LABELS = {"xgb-rank": "XGBoost, rank objective", "xgb-reg": "XGBoost, regression objective",
@@ -52,7 +51,6 @@ NOISE = 0.015
 EPSILON = 0.1
 MIN_TILES = 50
 NEAR = 1.02  # "within 2% of the optimum" for the hit-rate panel and table
-
 
 
 # --------------------------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """Pricing speed of a learned cost model on a large program: kernels/s cold and warm, this tree's
 featurizer against a baseline revision's, side by side in one process (issue 21).
 
-    python benchmarks/pricing_speed.py [--program examples/scale/transformer_L48.hlo] [--random 20]
+    python -m benchmarks.pricing_speed [--program examples/scale/transformer_L48.hlo] [--random 20]
         [--walk 200] [--rounds 3] [--baseline ce12e2a] [--model costmodels/shipped/gnn_fusion_tpu.pt]
         [--search 60] [--phases] [--md out.md] [--json out.json]
 
@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import argparse
 import atexit
-import importlib
+import importlib.util
 import json
 import os
 import platform
@@ -48,9 +48,9 @@ from typing import Any, Optional
 
 import numpy as np
 
+from benchmarks.tables import emit_results
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-from benchmarks.tables import emit_results  # noqa: E402
 
 
 def load_baseline(rev: str) -> tuple:
@@ -67,10 +67,17 @@ def load_baseline(rev: str) -> tuple:
             for file, src in package.items():
                 src = src.replace("autotune.compiler.tiles", "_baseline_tiles")
                 (copy / name / file).write_text(src.replace("costmodels.features", "_baseline_features"))
-            sys.path.insert(0, str(copy))
+            init = copy / name / "__init__.py"
+            if not init.exists():
+                init.write_text("")
             for loaded in [m for m in sys.modules if m == name or m.startswith(name + ".")]:  # a baseline loaded before
                 del sys.modules[loaded]
-            mods.append(importlib.import_module(name))
+            # the package's submodules are found through its __path__ (the copy), not through the import path
+            spec = importlib.util.spec_from_file_location(name, init, submodule_search_locations=[str(copy / name)])
+            mod = importlib.util.module_from_spec(spec)
+            sys.modules[name] = mod
+            spec.loader.exec_module(mod)
+            mods.append(mod)
             continue
         path += ".py"
         if Path(rev).is_dir():  # the two files exported from a revision (a machine without the git history)
@@ -102,10 +109,16 @@ def _package_sources(rev: str, path: str) -> Optional[dict]:
 
 
 def graph_arrays_many(features: ModuleType) -> Any:
-    """The featurizer's `_graph_arrays_many`: in costmodels/features/tables.py since the split into a
-    package, in the module costmodels/features.py before."""
-    return getattr(sys.modules.get(features.__name__ + ".tables"), "_graph_arrays_many", None) \
-        or features._graph_arrays_many
+    """The featurizer's batched graph gathering: `costmodels.features.tables.graph_arrays_many` of this tree; of a
+    baseline revision, the same function under the private name it had before it was public
+    (`_graph_arrays_many`, in costmodels/features/tables.py since the split into a package, in the module
+    costmodels/features.py before)."""
+    for module in (sys.modules.get(features.__name__ + ".tables"), features):
+        for name in ("graph_arrays_many", "_graph_arrays_many"):
+            fn = getattr(module, name, None)
+            if fn is not None:
+                return fn
+    raise AttributeError(f"{features.__name__} has no batched graph gathering")
 
 
 def collect_kernels(program: str, n_random: int, walk: int, seed: int) -> tuple:
@@ -134,16 +147,17 @@ def fresh(kernels: list) -> list:
 
 
 def clear_caches(features: Any, tiles: Any, model: Any) -> None:
+    """Empty every featurization cache (kernel graphs, per-program tables, tiling infos, default tiles, the model's
+    scaled features): this tree's through its public functions; a baseline revision's as far as its code allows
+    (revisions older than `clear_caches` kept their caches in private module dicts, emptied by name here)."""
     features.clear_cache()
-    for name in ("_PROGRAM_TABLES", "_GRAPH_CACHE"):
-        if hasattr(features, name):
-            getattr(features, name).clear()
     if hasattr(tiles, "clear_caches"):  # every tiling cache, the shared pieces included
         tiles.clear_caches()
-    else:  # a baseline before clear_caches
-        tiles._INFO_CACHE.clear()
-        tiles._DEFAULT_TILES.clear()
-    model._prep_cache.clear()
+    if features.__name__.startswith("_baseline"):
+        for module, names in ((features, ("_PROGRAM_TABLES", "_GRAPH_CACHE")), (tiles, ("_INFO_CACHE", "_DEFAULT_TILES"))):
+            for name in names:
+                getattr(module, name, {}).clear()
+    model.clear_prepared_cache()
 
 
 def phase_breakdown(kernels: list, model: Any, rounds: int = 2) -> dict:

@@ -114,8 +114,8 @@ def parity_rows() -> list[Row]:
                         "configurations, cpu and tpu, two XLA option sets",
                         f"{ok}/{len(cases)} ok", f"{accurate}/{len(judged)} as accurate as the original against f64",
                         f"{programs} programs", "2026-11-29", commit,
-                        f"`python benchmarks/emission_parity.py --corpus {corpus}`" if corpus != "changed" else
-                        "`python benchmarks/emission_parity.py --programs ...` (the list in the lab note)", raw))
+                        f"`python -m benchmarks.emission_parity --corpus {corpus}`" if corpus != "changed" else
+                        "`python -m benchmarks.emission_parity --programs ...` (the list in the lab note)", raw))
     return rows
 
 
@@ -137,11 +137,11 @@ def library_fusion_rows() -> list[Row]:
     return [Row(f"`autotune fusion --target cpu --budget {d['budget']}` on the library corpus: runs ending with a "
                 "verified result (a tuned program, or the original kept)", f"{verified}/{len(rows_)}", spread,
                 f"{len(rows_)} programs", "2026-11-29", "ca24c0e",
-                "`python benchmarks/library_fusion.py --budget 2m`", raw),
+                "`python -m benchmarks.library_fusion --budget 2m`", raw),
             Row("Same runs: median end-to-end speedup of the written program over XLA's own compile of the original "
                 "(1.0 where the original is kept)", f"x{statistics.median(speedups):.3f}",
                 f"mean x{statistics.mean(speedups):.3f}", f"{len(rows_)} programs", "2026-11-29", "ca24c0e",
-                "`python benchmarks/library_fusion.py --budget 2m`", raw)]
+                "`python -m benchmarks.library_fusion --budget 2m`", raw)]
 
 
 # ------------------------------------------------------------------------------- TpuGraphs tiles
@@ -150,7 +150,7 @@ def tpugraphs_rows() -> list[Row]:
     d = read_raw(raw)
     fold = d["sims"]["fold"]
     n = f"{len(d['xla_default']['per_kernel'])} kernels held out, {d['meta']['seeds']} seeds"
-    cmd = "`python benchmarks/tpugraphs_tiles.py --full-loko --seeds 3`"
+    cmd = "`python -m benchmarks.tpugraphs_tiles --full-loko --seeds 3`"
     residual = fold["pickers"]["residual"]
     seeds = ", ".join(f"{v:.2f}" for v in residual["per_seed_ape"])
     return [Row("TpuGraphs TPU v3 tiles, leave one kernel out with the simulator fitted without it: XLA's default "
@@ -174,7 +174,7 @@ SECTIONS: list[tuple[str, Callable[[], list[Row]]]] = [
 WITHDRAWN = [
     "The paper reproduction of 2026-11-23 ([paper.md](paper.md)): measured before the fusion defaults, the "
     "simulator and the shipped models changed; its test families (bert, recommender) are validation now. "
-    "To be re-measured with `python benchmarks/paper.py`.",
+    "To be re-measured with `python -m benchmarks.paper`.",
     "The fusion GNN's 3.28% test MAPE (bert, recommender): those families chose recipes and features; the held-out "
     "figure above replaces it.",
     "XLA:CPU speedups of 2026-11-27 on examples/hlo (median x1.03): measured against our own default emission, "

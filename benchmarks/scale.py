@@ -8,7 +8,7 @@ state). Each size runs in a fresh process, so peak resident memory (resource.get
 The slope of log(time) against log(instructions) between consecutive sizes is the measured exponent
 (1 = linear, 2 = quadratic); --plot draws time against size on log-log axes.
 
-    python benchmarks/scale.py --programs transformer:12,48,200 convnet:64,256,1024 scan:10,40,160 \
+    python -m benchmarks.scale --programs transformer:12,48,200 convnet:64,256,1024 scan:10,40,160 \
         --targets tpu cpu --md benchmarks/results/scale.md --plot docs/scale.png
 
 Needs jax to generate programs that are not already in examples/scale/.
@@ -91,15 +91,14 @@ def parse_programs(specs: list[str]) -> list[tuple[str, list[int]]]:
 
 def child(path: str, target: str) -> None:
     import resource
-    sys.path.insert(0, ROOT)
     times, n = stage_times(open(path).read(), target, path)
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(json.dumps({"instructions": n, "times": times, "peak_mb": peak_mb}))
 
 
 def measure(family: str, size: int, target: str) -> dict:
-    out = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", program_path(family, size), target],
-                         capture_output=True, text=True, check=True).stdout
+    out = subprocess.run([sys.executable, "-m", "benchmarks.scale", "--child", os.path.abspath(program_path(family, size)),
+                          target], capture_output=True, text=True, check=True, cwd=ROOT).stdout
     return json.loads(out.strip().splitlines()[-1])
 
 
@@ -108,7 +107,7 @@ def exponent(n0: int, t0: float, n1: int, t1: float) -> float:
     return math.log(max(t1, 1e-6) / max(t0, 1e-6)) / math.log(n1 / n0)
 
 
-def main() -> None:
+def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--programs", nargs="+", default=list(DEFAULT_PROGRAMS), metavar="FAMILY:SIZES",
                     help="families and sizes, e.g. transformer:12,48,200 (sizes: layers or blocks)")
@@ -117,17 +116,17 @@ def main() -> None:
     ap.add_argument("--plot", help="also draw show and emit time against instructions (log-log) to this PNG")
     ap.add_argument("--machine", default="2-core shared CI-class VM", help="machine named in the table's title")
     ap.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     if args.child:
         child(*args.child)
-        return
+        return {}
     programs = parse_programs(args.programs)
     lines = [f"# Analysis time against program size ({args.machine}, {time.strftime('%Y-%m-%d')}, "
              f"Python {platform.python_version()})", "",
              "Seconds per stage; instructions as parsed (before normalization); show = parse + normalize + "
              "space + default + state; peak MB = resident memory of the process; exponent = slope of "
              "log(time) against log(instructions) between consecutive sizes.", "",
-             f"`python benchmarks/scale.py --programs {' '.join(args.programs)} "
+             f"`python -m benchmarks.scale --programs {' '.join(args.programs)} "
              f"--targets {' '.join(args.targets)}`", "",
              "| target | family | size | instructions | " + " | ".join(STAGES) + " | show | peak MB |",
              "|---|---|---:|---:|" + "---:|" * (len(STAGES) + 2)]
@@ -157,6 +156,7 @@ def main() -> None:
             f.write("\n".join(lines) + "\n")
     if args.plot:
         plot(series, args.plot, args.machine)
+    return {"lines": lines, "series": {f"{t}:{f}": [(n, times) for n, times in pts] for (t, f), pts in series.items()}}
 
 
 def plot(series: dict, path: str, machine: str) -> None:

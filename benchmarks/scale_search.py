@@ -10,7 +10,7 @@ shared machine falls on both alike), each in a fresh process, and reports per ru
   simulator measured (kernel sums of the default against the best verified configuration);
 * the peak resident memory of the process.
 
-    python benchmarks/scale_search.py [--programs examples/scale/transformer_L48.hlo transformer:200]
+    python -m benchmarks.scale_search [--programs examples/scale/transformer_L48.hlo transformer:200]
         [--models default analytical] [--seeds 0 1 2] [--budget 60] [--hw-budget 10] [--moves 2000]
         [--md benchmarks/results/scale_search.md] [--json out.json]
 
@@ -37,9 +37,9 @@ from typing import Optional
 
 import numpy as np
 
+from benchmarks.tables import emit_results
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-from benchmarks.tables import emit_results  # noqa: E402
 
 
 def resolve_program(spec: str) -> str:

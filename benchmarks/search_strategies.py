@@ -4,7 +4,7 @@ search against random search with the same wall-clock budget, the simulator as t
 The cost of a configuration is the TPU simulator's noise-free program time (hardware in the loop, as
 the paper's hardware-only search), so the speedup is what the simulated TPU would see.
 
-    python benchmarks/search_strategies.py [--budget 60] [--programs GLOB] [--workers 2] [--json OUT]
+    python -m benchmarks.search_strategies [--budget 60] [--programs GLOB] [--workers 2] [--json OUT]
         [--log runs.jsonl]
 
 Each finished (program, strategy) run is appended to `--log` at once; a rerun with the same log
@@ -22,10 +22,9 @@ import sys
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 
+from benchmarks.joblog import append_record, read_records
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
-sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
-from joblog import append_record, read_records  # noqa: E402
 
 STRATEGIES = ("annealing", "genetic", "random")
 

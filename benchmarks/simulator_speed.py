@@ -7,20 +7,18 @@ Kernels come from example programs (default fusion on the TPU target). Three mea
 The first call for a kernel builds its cached feature row and default tile; that cold cost is
 reported separately.
 
-    python benchmarks/simulator_speed.py [--programs examples/hlo/bert_small_train.hlo ...] [--n 200000]
+    python -m benchmarks.simulator_speed [--programs examples/hlo/bert_small_train.hlo ...] [--n 200000]
 """
 from __future__ import annotations
 
 import argparse
 import glob
 import os
-import sys
 import time
 
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
 os.environ.setdefault("AUTOTUNE_NO_MICROBENCH", "1")
 
 from autotune.compiler.fusion import FusionSpace  # noqa: E402

@@ -18,7 +18,7 @@ Variants, fixed before any of them was scored (all are reported; none is dropped
                     of the predicted log gain of their pick over their default (not tuned on APE)
 Every hyper-parameter, margin and threshold of a held-out kernel comes from the other kernels only.
 
-    python benchmarks/tpugraphs_tiles.py --md --seeds 3
+    python -m benchmarks.tpugraphs_tiles --md --seeds 3
 
 --full-loko: leave-one-kernel-out all the way. Without it, the simulator that builds the pickers' inputs
 has the shipped constants, fitted on all 15 kernels (held-out ones included). With it, in each fold the
@@ -29,7 +29,7 @@ Reported side by side with the old way (constants fitted once on all 15), for XL
 simulator alone and every variant, each with the full geometry and without the post-hoc contraction-step
 features (POSTHOC: `feature_steps`; all three contraction-step features):
 
-    python benchmarks/tpugraphs_tiles.py --full-loko --seeds 3 --json out.json --md-out out.md
+    python -m benchmarks.tpugraphs_tiles --full-loko --seeds 3 --json out.json --md-out out.md
 """
 from __future__ import annotations
 
@@ -45,17 +45,14 @@ from typing import Callable, Optional, Sequence
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-from autotune.compiler.tiles import default_tile, tiling_info  # noqa: E402
-from costmodels.analytical import AnalyticalCostModel  # noqa: E402
-from costmodels.features import tile_feature_matrix  # noqa: E402
-from costmodels.metrics import ordered_pair_accuracy, tile_size_ape, topk_slowdown, kendall  # noqa: E402
-from costmodels.tile_ranker import (RESIDUAL_FEATURE_NAMES, KernelTiles, SimulatorResidual, TileRanker, loko_gain_error,  # noqa: E402
+from autotune.compiler.tiles import default_tile, tiling_info
+from costmodels.analytical import AnalyticalCostModel
+from costmodels.features import tile_feature_matrix
+from costmodels.metrics import ordered_pair_accuracy, tile_size_ape, topk_slowdown, kendall
+from costmodels.tile_ranker import (RESIDUAL_FEATURE_NAMES, KernelTiles, SimulatorResidual, TileRanker, loko_gain_error,
                                     pick_with_threshold, relative_rows, tile_geometry_features)
-from hardware.simulator import DEFAULTS, TpuSimulator  # noqa: E402
-import calibrate_tpugraphs as cal  # noqa: E402
+from benchmarks import calibrate_tpugraphs as cal
+from hardware.simulator import DEFAULTS, TpuSimulator
 
 MARGINS = (0.0, 0.5, 1.0, 2.0, float("inf"))  # ranker score margins; inf = always keep XLA's default
 THRESHOLDS = (0.0, 0.01, 0.02, 0.05, float("inf"))  # residual: corrected log-time gain needed to leave it
@@ -423,7 +420,7 @@ def run_full(a, ap) -> dict:
     t0 = time.perf_counter()
     out = full_loko(recs, a.seeds, grid, sims, wanted, posthoc, folds,
                     log=lambda m: print(f"[{time.perf_counter() - t0:.0f} s] {m}", file=sys.stderr, flush=True))
-    meta = {"date": time.strftime("%Y-%m-%d", time.gmtime()), "command": "python benchmarks/tpugraphs_tiles.py "
+    meta = {"date": time.strftime("%Y-%m-%d", time.gmtime()), "command": "python -m benchmarks.tpugraphs_tiles "
             + shlex.join(a.argv), "machine": _machine(a.note), "wall_s": time.perf_counter() - t0, "seeds": a.seeds,
             "grid": {k: list(v) for k, v in grid.items()}, "grid_points": len(cal.grid_points(grid)[1]),
             "posthoc": {p: list(POSTHOC[p]) for p in posthoc},

@@ -16,7 +16,7 @@ with its 95% interval; the tuner keeps the winner only if the interval is above 
 the tuner, for `--remeasure-seconds` each: the race's winner right after the tuner (its compiled programs) and
 after the rounds, and the written program, each timed beside our default (`XlaEvaluator.measure_paired`), the speedup with its interval (`median_interval`).
 
-    python benchmarks/xla_cpu_tuning.py [--programs a.hlo b.hlo ...] [--search-seconds 20]
+    python -m benchmarks.xla_cpu_tuning [--programs a.hlo b.hlo ...] [--search-seconds 20]
         [--hw-seconds 10] [--verify 8] [--rounds 5] [--remeasure-seconds 10]
         [--cost-model analytical|xgboost|gnn|FILE] [--json OUT]
 """
@@ -31,13 +31,12 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
 
 DEFAULT_PROGRAMS = ["vae_small_infer", "lstm_small_infer", "mlp_mixer_small_infer", "bert_small_infer",
                     "recommender_small_infer", "autoencoder_small_infer"]
 
 
-def main() -> None:
+def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--programs", nargs="*", default=None)
     ap.add_argument("--search-seconds", type=float, default=20.0)
@@ -49,7 +48,7 @@ def main() -> None:
     ap.add_argument("--cost-model", default="analytical")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", default=None)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
 
     from autotune.compiler.fusion import FusionSpace
     from autotune.compiler.emission import EMITTED_CPU_COMPILE_OPTIONS, emit_fused_text
@@ -161,6 +160,7 @@ def main() -> None:
               f"{iv(a['interval'])} | {fx(b['speedup'])} | {iv(b['interval'])} |")
     if args.json:
         json.dump({"args": vars(args), "rows": rows}, open(args.json, "w"), indent=1, default=str)
+    return {"rows": rows}
 
 
 if __name__ == "__main__":

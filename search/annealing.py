@@ -41,7 +41,7 @@ What it adds to textbook annealing, each for a reason:
   are g = 0.94 (F = 63 and 271). 0 turns them off (the proposals are then those of the search before
   group moves, draw for draw), and so does a space of fewer than `group_min_edges` (12,000) edges: on
   the corpus' small programs (250-3,000 edges, 1,000 configurations, GNN, two seeds each;
-  benchmarks/group_moves_small.py) group moves gave a lower simulated speedup in 8 of 12 seed-matched
+  experiments/2026-11-27-group-moves/) group moves gave a lower simulated speedup in 8 of 12 seed-matched
   pairs (0.96-1.008 of the search without them), on its three of 5,000-10,000 edges (resnet_medium_train,
   efficientnet_medium_train, resnet_large_train; 20 s searches) in 5 of 6 (0.994-1.008): where a search
   visits every edge many times, the one-edge moves they displace are worth more. Every corpus program

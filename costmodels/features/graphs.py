@@ -12,7 +12,7 @@ import numpy as np
 from autotune.compiler.tiles import canonical_target_name
 from costmodels.features.geometry import geometry_features, geometry_matrix
 from costmodels.features.schema import GEOMETRY_DIM, _l2, _main_shape
-from costmodels.features.tables import _PROGRAM_TABLES, _graph_arrays, _graph_arrays_many
+from costmodels.features.tables import _PROGRAM_TABLES, _graph_arrays, graph_arrays_many
 
 
 @dataclass
@@ -66,7 +66,7 @@ def _tiled_dims(kernel: Any, target: Any) -> tuple:
 
 
 def kernel_graphs(kernels: Sequence[Any], target: str = "tpu") -> list:
-    """`kernel_graph` of many kernels; those not cached yet are gathered together (`_graph_arrays_many`)
+    """`kernel_graph` of many kernels; those not cached yet are gathered together (`graph_arrays_many`)
     and their geometry computed in one batch."""
     return finish_kernel_graphs(start_kernel_graphs(kernels, target))
 
@@ -85,7 +85,7 @@ def finish_kernel_graphs(started: tuple) -> list:
     kernels, target, new, geom = started
     name = canonical_target_name(target)
     if new:
-        for k, row, arrays in zip(new, geom, _graph_arrays_many(new)):
+        for k, row, arrays in zip(new, geom, graph_arrays_many(new)):
             kernel_graph(k, target, geom=row, arrays=arrays)
     return [_GRAPH_CACHE.get((k.hash, name)) or kernel_graph(k, target) for k in kernels]
 

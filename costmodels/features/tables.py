@@ -149,9 +149,11 @@ def _graph_arrays(kernel: Any) -> tuple:
     return rows, ops, np.stack([src, dst]), n_in
 
 
-def _graph_arrays_many(kernels: Sequence[Any]) -> list:
-    """`_graph_arrays` of many kernels, the kernels of one computation gathered together with index
-    arrays (the same arrays, in one pass of numpy per computation instead of one per kernel)."""
+def graph_arrays_many(kernels: Sequence[Any]) -> list:
+    """The graph arrays (node rows, opcodes, edge index, number of inputs) of many kernels, as `kernel_graph`
+    builds them one by one: the kernels of one computation gathered together with index arrays (the same
+    arrays, in one pass of numpy per computation instead of one per kernel). Public for the benchmarks that
+    time this phase of featurization (benchmarks/pricing_speed.py)."""
     out: list = [None] * len(kernels)
     groups: dict = {}
     for i, k in enumerate(kernels):
@@ -169,7 +171,7 @@ def _graph_arrays_many(kernels: Sequence[Any]) -> list:
     return out
 
 
-_GATHER_CHUNK = 512  # kernels gathered together by _graph_arrays_many
+_GATHER_CHUNK = 512  # kernels gathered together by graph_arrays_many
 
 
 def _segments(counts: np.ndarray) -> tuple:

@@ -357,6 +357,11 @@ class GnnCostModel(CostModel):
             self._mask = m
         return self._mask
 
+    def clear_prepared_cache(self) -> None:
+        """Forget every graph `prepare_graph` scaled: the next prediction of a kernel scales its features again,
+        as the first time a program's kernels are seen (cold pricing, benchmarks/pricing_speed.py)."""
+        self._prep_cache.clear()
+
     def prepare_graph(self, g: KernelGraph) -> tuple:
         """(scaled node features, opcodes, edge_index) of a graph, cached by hash."""
         key = g.hash or id(g)

@@ -3,10 +3,8 @@
 history never holds the family it tunes, and the tables and plot are written."""
 from __future__ import annotations
 
-import importlib.util
 import math
 import os
-import sys
 
 import pytest
 
@@ -15,9 +13,7 @@ from hardware.base import ProgramEvaluator
 pytest.importorskip("xgboost")
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-
-sys.path.insert(0, os.path.join(REPO, "benchmarks"))
-B = importlib.import_module("autotvm_transfer")
+from benchmarks import autotvm_transfer as B  # noqa: E402
 
 
 @pytest.mark.slow

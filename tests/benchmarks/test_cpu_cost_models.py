@@ -1,15 +1,14 @@
 """benchmarks/cpu_cost_models.py: the end-to-end split-half agreement and the paired reference (no jax needed)."""
 import math
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "benchmarks"))
+from benchmarks import cpu_cost_models
 
-import cpu_cost_models  # noqa: E402
+ROOT = Path(__file__).resolve().parents[2]
+
 
 
 def test_split_half_kendall_agrees_on_stable_times_and_not_on_swapped_ones():

@@ -1,13 +1,11 @@
 """benchmarks/gnn_speed.py: a saved model's inference rate (--model), tiny sizes."""
-import sys
 from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "benchmarks"))
+from benchmarks import gnn_speed
 
-import gnn_speed  # noqa: E402
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_speed_of_a_saved_model(tmp_path):

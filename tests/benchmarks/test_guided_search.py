@@ -1,13 +1,12 @@
 """benchmarks/guided_search.py: the section-7 experiment (hardware only, B, against model + B/10)."""
-import sys
 from pathlib import Path
 
 import pytest
 
+from benchmarks import guided_search
+from benchmarks.tables import md_table
+
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "benchmarks"))
-import guided_search  # noqa: E402
-from tables import md_table  # noqa: E402
 
 PROGRAM = str(ROOT / "examples" / "hlo" / "autoencoder_small_infer.hlo")
 

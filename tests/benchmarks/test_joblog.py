@@ -1,14 +1,10 @@
 """benchmarks/joblog.py: finished jobs survive a restart, keyed by every parameter; a torn last line
 (a kill mid-write) is skipped and does not corrupt the next one."""
 import math
-import sys
-from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "benchmarks"))
-from joblog import JobLog  # noqa: E402
+from benchmarks.joblog import JobLog
 
 
 def test_rows_survive_a_restart_and_keys_hold_every_parameter(tmp_path):

@@ -1,11 +1,7 @@
 """benchmarks/layout_models.py: runs of several seeds and models merged into one table, mean and spread per model."""
 import argparse
-import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "benchmarks"))
-import layout_models as lm  # noqa: E402
+from benchmarks import layout_models as lm
 
 
 def _run(labels_taus: dict) -> dict:

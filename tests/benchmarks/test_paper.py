@@ -1,7 +1,6 @@
 """benchmarks/paper.py: the random-split view of a dataset and the assembly of docs/paper.md."""
 import json
 import shutil
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -9,9 +8,9 @@ import pytest
 
 from autotune.tuning.dataset import DatasetOptions, build_dataset
 
+from benchmarks import paper
+
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "benchmarks"))
-import paper  # noqa: E402
 
 PROGRAMS = ["vae_small_infer", "lstm_small_infer", "autoencoder_small_infer", "recommender_small_infer",
             "wavernn_small_infer", "gnn_small_infer"]

@@ -2,11 +2,9 @@
 (two variants per task, one short epoch) on datasets built from three small corpus programs."""
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import shutil
-import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -14,24 +12,16 @@ import numpy as np
 import pytest
 
 from autotune.tuning.dataset import DatasetOptions, build_dataset
+from benchmarks.joblog import JobLog
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "benchmarks"))
-from joblog import JobLog  # noqa: E402
-
 PROGRAMS = ["vae_small_infer", "lstm_small_infer", "autoencoder_small_infer"]  # three families: 1/1/1 split
-
-
-def _module():
-    spec = importlib.util.spec_from_file_location("paper_ablations", ROOT / "benchmarks" / "paper_ablations.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 @pytest.fixture(scope="module")
 def pa():
-    return _module()
+    from benchmarks import paper_ablations
+    return paper_ablations
 
 
 @pytest.fixture(scope="module")

@@ -3,27 +3,12 @@ exactly its budget of distinct tiles, best-so-far curves never rise, nothing bea
 optimum, and the online XGBoost models find a near-optimal tile where random search does not."""
 from __future__ import annotations
 
-import importlib.util
 import math
-import os
-import sys
 
 import numpy as np
 import pytest
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-def _load():
-    path = os.path.join(REPO, "benchmarks", "paper_tile_online.py")
-    spec = importlib.util.spec_from_file_location("paper_tile_online", path)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault(spec.name, mod)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-P = _load()
+from benchmarks import paper_tile_online as P
 
 
 @pytest.fixture(scope="module")

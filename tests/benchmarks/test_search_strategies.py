@@ -1,12 +1,8 @@
 """benchmarks/search_strategies.py: its resume log survives a kill mid-write (a torn last line is skipped
 and the next append starts on its own line)."""
 import json
-import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "benchmarks"))
-from search_strategies import _read_log  # noqa: E402
+from benchmarks.search_strategies import _read_log
 
 
 def test_a_torn_last_line_is_skipped_and_appends_start_clean(tmp_path):

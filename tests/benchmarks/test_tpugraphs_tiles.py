@@ -1,21 +1,13 @@
 """benchmarks/tpugraphs_tiles.py: the residual picker beats XLA's default tile LOKO on the vendored sample."""
-import importlib.util
-import os
-
 import numpy as np
 import pytest
 
 pytest.importorskip("xgboost")
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(os.path.dirname(HERE))
-
 
 def _bench():
-    spec = importlib.util.spec_from_file_location("tpugraphs_tiles", os.path.join(REPO, "benchmarks", "tpugraphs_tiles.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    from benchmarks import tpugraphs_tiles
+    return tpugraphs_tiles
 
 
 @pytest.mark.slow

@@ -11,7 +11,7 @@ The subset: one small inference program of every model family (training steps co
 idiom corpus), and the
 smallest idiom programs that together carry every idiom of examples/idioms (greedy set cover,
 smallest first). AUTOTUNE_FULL_XLA_TESTS=1 runs every program;
-`python benchmarks/emission_parity.py` is the full sweep with more configurations (docs/lab-notes/2026-11-25-emission-parity-xla-cpu.md).
+`python -m benchmarks.emission_parity` is the full sweep with more configurations (docs/lab-notes/2026-11-25-emission-parity-xla-cpu.md).
 """
 from __future__ import annotations
 
