@@ -265,7 +265,7 @@ def list_cost_models() -> list[str]:
     return COST_MODELS.names()
 
 
-def _instantiate(obj: Any, spec: str, kw: dict) -> CostModel:
+def _instantiate(obj: Any, spec: str, kw: dict) -> "CostModel | Predictor":
     from hardware.base import Evaluator
     if isinstance(obj, CostModel):
         return obj
@@ -279,7 +279,7 @@ def _instantiate(obj: Any, spec: str, kw: dict) -> CostModel:
     return inst
 
 
-def get_cost_model(spec: "str | CostModel | Any", **kw: Any) -> CostModel:
+def get_cost_model(spec: "str | CostModel | Any", **kw: Any) -> "CostModel | Predictor":
     """Resolve a cost model: an instance passes through (an Evaluator is wrapped); a class is
     instantiated with **kw; a string is a registered or built-in name, an entry point of group
     `autotune.costmodels`, `module:Class` or `path/to/file.py:Class` (see autotune.plugins)."""
