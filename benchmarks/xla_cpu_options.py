@@ -642,12 +642,12 @@ def main(argv: Optional[Sequence[str]] = None) -> dict:
         programs = [p.strip() for p in a.programs.split(",") if p.strip()]
     if a.options:
         settings = [s.strip() for s in a.options.split(",") if s.strip()]
+    meta = {"command": "python -m benchmarks.xla_cpu_options " + " ".join(argv if argv is not None else sys.argv[1:]),
+            "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+            "commit": commit(), **machine()}  # (the code that runs: taken before the run)
     result = measure(programs, settings, seconds, combine=0 if a.quick else a.combine, confirm=a.confirm,
                      timeout_s=a.timeout, log=lambda s: print(s, flush=True))
-    result["meta"] = {"command": "python -m benchmarks.xla_cpu_options " + " ".join(argv if argv is not None
-                                                                                    else sys.argv[1:]),
-                      "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-                      "commit": commit(), **machine()}
+    result["meta"] = meta
     result["meta"]["machine"] = f"{result['meta']['machine']}, {result['meta']['arch']}, Python " \
                                 f"{result['meta']['python']}, jaxlib {result['meta']['jaxlib']}"
     if a.json:
