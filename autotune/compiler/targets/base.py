@@ -20,7 +20,7 @@ from autotune.plugins import Registry, UnknownPluginError
 if TYPE_CHECKING:  # pragma: no cover
     from autotune.compiler.targets.fusion_rules import FusionRules
 
-__all__ = ["TargetSpec", "Target", "UnknownTargetError", "register_target", "unregister_target", "get_target", "target_names",
+__all__ = ["TargetSpec", "Target", "CompilerOption", "UnknownTargetError", "register_target", "unregister_target", "get_target", "target_names",
            "register_spec", "get_spec", "list_specs", "KiB", "MiB", "GiB"]
 
 KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
@@ -92,6 +92,44 @@ class TargetSpec:
 
 
 @dataclass(frozen=True)
+class CompilerOption:
+    """One option of a target's own compiler that a search may set, as data: for XLA a DebugOptions field
+    (``name``, passed as ``compile_hlo(..., xla_flags={name: value})``), the ``values`` worth trying (the
+    compiler's default first), whether a non-default value may change the program's outputs
+    (``changes_numerics``: a search must then check them against the default compile's), what it does
+    (``doc``, with the measurement that put it here), and ``requires``: options that must hold given values
+    for this one to act (the ``honor_*`` parts of fast-math act only with fast-math on)."""
+
+    name: str
+    values: tuple[Any, ...]
+    changes_numerics: bool = False
+    doc: str = ""
+    requires: tuple[tuple[str, Any], ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.name:
+            raise ValueError("CompilerOption.name is empty")
+        if len(self.values) < 2:
+            raise ValueError(f"CompilerOption {self.name}: values lists the default and at least one other value")
+        if len(set(map(repr, self.values))) != len(self.values):
+            raise ValueError(f"CompilerOption {self.name}: a value is listed twice")
+
+    @property
+    def default(self) -> Any:
+        """The compiler's own value (the first of ``values``)."""
+        return self.values[0]
+
+    def flags(self, value: Any) -> dict[str, Any]:
+        """The compile options that set this option to ``value``: none for the default (the compiler's own
+        compile), else the option and what it ``requires``."""
+        if not any(value == v and type(value) is type(v) for v in self.values):
+            raise ValueError(f"{value!r} is not a declared value of {self.name}: {self.values}")
+        if value == self.default and type(value) is type(self.default):
+            return {}
+        return {**dict(self.requires), self.name: value}
+
+
+@dataclass(frozen=True)
 class Target:
     """One compilation target: what the fusion space, the emitter, tile legality and the CLI ask of it.
 
@@ -101,7 +139,9 @@ class Target:
     imports no evaluator); `xla_cpu_emission` is the emission policy: emitted programs and kernels
     are compiled by XLA:CPU with its fusion passes off, so hand-made fusions are kept as emitted
     (multi-instruction kernels measured as fusions, constants passed as operands where the rules
-    say so, layout fix-ups of kernel.emit_fused_module applied).
+    say so, layout fix-ups of kernel.emit_fused_module applied). `compiler_options` is the target's
+    declared option space: the options of its own compiler worth searching (:class:`CompilerOption`;
+    empty where none was measured).
     """
 
     name: str
@@ -111,10 +151,14 @@ class Target:
     evaluators: tuple[str, ...] = ("sim",)
     xla_cpu_emission: bool = False
     aliases: tuple[str, ...] = ()
+    compiler_options: tuple[CompilerOption, ...] = field(default=(), compare=False)
 
     def __post_init__(self) -> None:
         if not self.evaluators:
             raise ValueError(f"target {self.name!r} names no evaluator")
+        names = [o.name for o in self.compiler_options]
+        if len(set(names)) != len(names):
+            raise ValueError(f"target {self.name!r} declares a compiler option twice: {names}")
 
     @property
     def spec(self) -> TargetSpec:

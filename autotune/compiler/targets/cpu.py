@@ -8,12 +8,12 @@ from typing import Sequence
 from autotune.compiler.hlo import DTYPE_BYTES, HloInstruction
 from autotune.compiler.opcodes import ELEMENTWISE, LAYOUT, NODE_FUSIBLE, changes_bit_width, is_elementwise, is_scalar_constant
 from autotune.compiler.program import Computation
-from autotune.compiler.targets.base import Target, register_spec, register_target
+from autotune.compiler.targets.base import CompilerOption, Target, register_spec, register_target
 from autotune.compiler.targets.fusion_rules import (XLA_LOOP_FUSIBLE_EXTRA, FusionRules, SpaceView, default_facts,
                                                     operand_reuse, selects_ok, single_function_partition)
 from autotune.compiler.targets.host import host_cpu_spec
 
-__all__ = ["CpuRules", "CPU"]
+__all__ = ["CpuRules", "CPU", "CPU_COMPILER_OPTIONS"]
 
 
 class CpuRules(FusionRules):
@@ -259,8 +259,52 @@ def _duplication_is_faster(comp: Computation, p: int) -> bool:
     return k * in_b <= in_b + out_b + k * out_b
 
 
+# The options of XLA:CPU (jaxlib 0.10.2) that changed the speed of real programs beyond the timing
+# noise, each measured alone against XLA's default compile on 12 programs with its outputs checked
+# against the default's (docs/lab-notes/2026-11-29-xla-cpu-options.md, benchmarks/xla_cpu_options.py).
+# None helps every program: each is a per-program choice. Every value's outputs stayed as accurate as
+# the default's, but all of them changed some program's outputs (not bit for bit): changes_numerics.
+# Left out, measured: vector width (128 loses, 512 nothing), max ISA AVX2, LLVM's expensive passes,
+# the FAST_RUNTIME preset, tiling propagation, the codegen split, the schedulers, single-threaded Eigen,
+# copy insertion's region analysis, flush-to-zero, platform-dependent math, fast min/max, strict 16-bit
+# dot/convolution math, excess precision (no effect or slower); fast-math alone and its other honor_*
+# parts (no effect); the other YNNPACK lists (wins that did not survive a second timing under another
+# load); XNNPACK's switches (no XNNPACK fusion in this jaxlib); oneDNN dot fusions (SIGILL on 5 of 12
+# programs, slower on the rest). Not in this jaxlib at all: custom matmul tiling, loop unrolling.
+_YNN = "LIBRARY_FUSION_TYPE_"
+CPU_COMPILER_OPTIONS: tuple[CompilerOption, ...] = (
+    CompilerOption(
+        "xla_backend_optimization_level", (3, 2, 1), changes_numerics=True,
+        doc="LLVM's optimization level of XLA:CPU's generated code. -O2/-O1 ran 7% (inception_small_infer), "
+            "7-16% (gnn_medium_train) and 23-28% (lstm_medium_infer) faster than -O3, twice each; -O1 "
+            "was 5% slower on vae_medium_train; outputs differ by <= 6e-7."),
+    CompilerOption(
+        "xla_cpu_use_fusion_emitters", (True, False), changes_numerics=True,
+        doc="Off: XLA:CPU's legacy elemental IR emitter instead of its MLIR fusion emitters. 25-33% faster "
+            "on inception_small_infer (twice), slower on 7 of 12 programs (up to 31%, gnn_medium_train)."),
+    CompilerOption(
+        "xla_cpu_opt_preset", ("CPU_OPT_PRESET_DEFAULT", "CPU_OPT_PRESET_FAST_COMPILE"), changes_numerics=True,
+        doc="XLA:CPU's FAST_COMPILE preset: 21-24% faster on lstm_medium_infer (twice), slower on "
+            "inception_small_infer; changes the HLO pipeline (outputs within 4e-3 on a bf16 program)."),
+    CompilerOption(
+        "xla_cpu_experimental_ynn_fusion_type",
+        (f"{_YNN}INDIVIDUAL_DOT,{_YNN}INDIVIDUAL_CONVOLUTION,{_YNN}REDUCE",
+         f"{_YNN}INDIVIDUAL_DOT,{_YNN}INDIVIDUAL_CONVOLUTION"), changes_numerics=True,
+        doc="What YNNPACK takes as library fusions (default: single dots, convolutions, reductions). "
+            "Reductions left to XLA's loop emitter: 8-9% faster on resnet_small_infer (twice, at loads 3.6 "
+            "and 6.3), 5% slower on mlp_mixer_small_train and hf_gpt2_train_adamw. Library choices are "
+            "load-sensitive on 2 shared cores."),
+    CompilerOption(
+        "xla_cpu_fast_math_honor_nans", (True, False), changes_numerics=True,
+        requires=(("xla_cpu_enable_fast_math", True),),
+        doc="Fast-math that may assume no NaNs: 34-36% faster on wavernn_medium_infer and 9-14% on "
+            "haiku_resnet_bf16_infer (twice each, outputs bit-identical there); outputs within 3e-5 of the "
+            "default's elsewhere. Fast-math with every honor_* part on had no effect."),
+)
+
 register_spec("cpu", host_cpu_spec, aliases=("host",))
 
 CPU = register_target(Target(
     name="cpu", description="this machine's CPU through XLA:CPU (jaxlib)", spec_factory=host_cpu_spec,
-    fusion_rules=CpuRules(), evaluators=("xla", "xla-inprogram"), xla_cpu_emission=True, aliases=("host",)))
+    fusion_rules=CpuRules(), evaluators=("xla", "xla-inprogram"), xla_cpu_emission=True, aliases=("host",),
+    compiler_options=CPU_COMPILER_OPTIONS))
