@@ -13,7 +13,7 @@ By theme:
                       gnn_speed, pricing_speed, layout_pricing_speed
   scale and budgets   scale, scale_search, budget_floor
   correct on XLA:CPU  emission_parity, library_fusion, idiom_sweep, fuzz_inputs
-  XLA:CPU tuning      xla_cpu_tuning, cpu_cost_models, paired_calibration
+  XLA:CPU tuning      xla_cpu_tuning, xla_cpu_options, cpu_cost_models, paired_calibration
   learned models      learned_features, layout_models, tpugraphs_tiles, calibrate_tpugraphs
   search              search_strategies, autotvm_transfer, layout_tpugraphs
   the papers          paper, paper_ablations, paper_claim, paper_tile_online

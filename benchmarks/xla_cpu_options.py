@@ -215,8 +215,8 @@ _DEFAULT: dict = {}  # the current program's default compile, inputs and outputs
 def _start_worker() -> None:
     """Pool initializer: import jax before the first item's timeout starts."""
     try:
-        from hardware.xla._jaxlib import _api
-        _api()
+        from hardware.xla import backend_platform
+        backend_platform()  # starts jaxlib's client
     except Exception:  # noqa: BLE001 - the first item reports it
         pass
 
