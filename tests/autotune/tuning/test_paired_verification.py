@@ -226,7 +226,7 @@ def test_confirm_paired_budget_and_status():
 
 
 def test_cli_line_says_paired_speedup_and_interval():
-    from autotune.cli.app import _paired_note
+    from autotune.cli.search import _paired_note
     t, result, original = _tuned()
     _verify(t, result, _DriftingMachine(original, other_s=0.8e-3))
     note = _paired_note(_result_report({}, result), result)

@@ -198,7 +198,7 @@ def test_hardware_verification_picks_best_measured(space):
 def test_written_configuration_carries_its_own_prediction(space, tmp_path):
     """When the hardware keeps another configuration than the search's best, best_config.json and the
     report price the configuration written, and the command line says which one it is."""
-    from autotune.cli.app import _written_note
+    from autotune.cli.search import _written_note
     from autotune.tuning.report import write_fusion_outputs
     from autotune.tuning.result import TuningResult
     default = space.default()
