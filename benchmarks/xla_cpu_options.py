@@ -230,15 +230,8 @@ def _digest(text: str) -> str:
 
 
 def _identical(got: Sequence[Any], ref: Sequence[Any]) -> bool:
-    if len(got) != len(ref):
-        return False
-    for a, b in zip(got, ref):
-        a, b = np.asarray(a), np.asarray(b)
-        if a.shape != b.shape or a.dtype != b.dtype:
-            return False
-        if a.tobytes() != b.tobytes():
-            return False
-    return True
+    from hardware.xla.accuracy import outputs_identical
+    return outputs_identical(got, ref)
 
 
 def _default_for(path: str) -> dict:
@@ -258,33 +251,10 @@ def _default_for(path: str) -> dict:
 def check_outputs(text: str, flags: dict, got: Sequence[Any], ref: Sequence[Any],
                   inputs: Sequence[np.ndarray]) -> dict:
     """The outputs of the program compiled with `flags` (`got`) against the default compile's (`ref`):
-    ``identical`` (bit for bit), ``error`` (:func:`output_error`), ``accurate``: within tolerance; or, for
-    programs computing in 16-bit floats, within tolerance when both compiles round every instruction
-    (``error_without_excess_precision``); or at most 2x the default's error against the program computed
-    in f64 (``error_vs_f64``: both errors)."""
-    from hardware.xla.accuracy import STRICT_PRECISION_FLAGS, f64_accuracy
-    from hardware.xla.compile import compile_hlo
-    from hardware.xla.outputs import computes_in_16bit, output_error
-    low = computes_in_16bit(text)
-    err, ok = output_error(got, ref, low_precision=low)
-    out: dict = {"identical": _identical(got, ref), "error": err, "within_tolerance": ok}
-    if not ok and low:
-        try:
-            strict_ref = compile_hlo(text, xla_flags=dict(STRICT_PRECISION_FLAGS))(*inputs)
-            strict_got = compile_hlo(text, xla_flags={**flags, **STRICT_PRECISION_FLAGS})(*inputs)
-            e2, ok = output_error(strict_got, strict_ref, low_precision=low)
-            out["error_without_excess_precision"] = e2
-        except Exception as exc:  # noqa: BLE001 - the mismatch stands
-            out["error_without_excess_precision"] = f"failed: {str(exc).splitlines()[0][:200]}"
-    if not ok:
-        try:
-            acc = f64_accuracy(got, ref, text, inputs)
-            out["error_vs_f64"] = {"option": acc["emitted"], "default": acc["original"]}
-            ok = bool(acc["ok"])
-        except Exception as exc:  # noqa: BLE001 - no f64 version: the mismatch stands
-            out["error_vs_f64"] = f"failed: {str(exc).splitlines()[0][:200]}"
-    out["accurate"] = bool(ok)
-    return out
+    :func:`hardware.xla.accuracy.option_output_check` (``identical``, ``error``, ``accurate``, and the
+    second opinions' errors)."""
+    from hardware.xla.accuracy import option_output_check
+    return option_output_check(text, flags, got, ref, inputs)
 
 
 def measure_option(req: dict) -> Measurement:

@@ -284,6 +284,14 @@ class ProgramEvaluator(Evaluator):
         """``hlo_text``'s time over ``reference_text``'s, timed beside it for about ``seconds``:
         ``seconds`` of the answer is the median ratio, ``extra["ratios"]`` the paired ratios."""
 
+    def check_compile_options(self, hlo_text: str, xla_flags: dict[str, Any]) -> Measurement:
+        """The program compiled with the compiler options ``xla_flags`` against the same program under the
+        compiler's defaults, on the same inputs: status "ok" where the outputs are as accurate as the
+        default's, else a reason ("output_mismatch: ...", "compile_error: ...", ...); ``extra`` holds the
+        comparison (``identical``, ``error``, ``accurate``, the second opinions' errors). An evaluator
+        that can compile with options implements it (an options search needs it)."""
+        raise NotImplementedError(f"the {self.name} evaluator does not check compiler options")
+
     def measure_in_program(self, space: Any, cfg: Any, kernels: Optional[Sequence[Any]] = None, *,
                            runs: Optional[int] = None, reference: Optional[str] = None) -> Any:
         """A fusion configuration's kernels timed inside its program (an evaluator with

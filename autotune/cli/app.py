@@ -196,11 +196,12 @@ def measure(program: str, evaluator: Optional[str], target: str, config_path: Op
 
 
 def _attach_commands() -> None:
-    """The search commands (autotune/cli/search.py) and `dataset build`, `train`, `ensemble`, `evaluate`
+    """The search commands (autotune/cli/search.py), `options` (autotune/cli/options.py) and `dataset build`, `train`, `ensemble`, `evaluate`
     (autotune/cli/learn.py, learned cost models) are plain click commands, attached here."""
     from autotune.cli.learn import dataset, ensemble, evaluate, train
+    from autotune.cli.options import options
     from autotune.cli.search import fusion, layout, tile
-    for cmd in (fusion, layout, tile, dataset, train, ensemble, evaluate):
+    for cmd in (fusion, layout, tile, options, dataset, train, ensemble, evaluate):
         main.add_command(cmd)
 
 

@@ -144,3 +144,46 @@ def accuracy_fallback(ok: bool, low_precision: bool, text: str, reference_text: 
         return False, notes
     notes["vs_f64"] = {"emitted": acc["emitted"], "original": acc["original"]}
     return acc["ok"], notes
+
+
+def outputs_identical(got: Sequence[Any], ref: Sequence[Any]) -> bool:
+    """Whether two programs' outputs are equal bit for bit (shapes, dtypes and bytes)."""
+    if len(got) != len(ref):
+        return False
+    for a, b in zip(got, ref):
+        a, b = np.asarray(a), np.asarray(b)
+        if a.shape != b.shape or a.dtype != b.dtype or a.tobytes() != b.tobytes():
+            return False
+    return True
+
+
+def option_output_check(text: str, flags: dict, got: Sequence[Any], ref: Sequence[Any],
+                        inputs: Sequence[np.ndarray]) -> dict:
+    """The outputs of a program compiled with the compiler options ``flags`` (`got`) against the same
+    program's under XLA's default options (`ref`, same `inputs`): ``identical`` (bit for bit), ``error``
+    (:func:`output_error`), ``accurate``: within tolerance; or, for programs computing in 16-bit floats,
+    within tolerance when both compiles round every instruction (``error_without_excess_precision``: the
+    default compiled with :data:`STRICT_PRECISION_FLAGS` only, the candidate with ``flags`` too); or at
+    most :data:`ACCURACY_FACTOR` times the default's error against the program computed in f64
+    (``error_vs_f64``: both errors). Unlike :func:`accuracy_fallback`, whose two programs share one set of
+    options, the reference here is always compiled with XLA's defaults."""
+    low = computes_in_16bit(text)
+    err, ok = output_error(got, ref, low_precision=low)
+    out: dict = {"identical": outputs_identical(got, ref), "error": err, "within_tolerance": ok}
+    if not ok and low:
+        try:
+            strict_ref = compile_hlo(text, xla_flags=dict(STRICT_PRECISION_FLAGS))(*inputs)
+            strict_got = compile_hlo(text, xla_flags={**flags, **STRICT_PRECISION_FLAGS})(*inputs)
+            e2, ok = output_error(strict_got, strict_ref, low_precision=low)
+            out["error_without_excess_precision"] = e2
+        except Exception as exc:  # noqa: BLE001 - the mismatch stands
+            out["error_without_excess_precision"] = f"failed: {_first_line(exc)[:200]}"
+    if not ok:
+        try:
+            acc = f64_accuracy(got, ref, text, inputs)
+            out["error_vs_f64"] = {"option": acc["emitted"], "default": acc["original"]}
+            ok = bool(acc["ok"])
+        except Exception as exc:  # noqa: BLE001 - no f64 version: the mismatch stands
+            out["error_vs_f64"] = f"failed: {_first_line(exc)[:200]}"
+    out["accurate"] = bool(ok)
+    return out

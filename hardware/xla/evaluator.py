@@ -37,7 +37,7 @@ import numpy as np
 from hardware.base import Budget, KernelLike, Measurement, ProgramEvaluator
 from hardware.pool import MeasurementPool
 from hardware.xla._jaxlib import XlaStartError, _api, _first_line, _require_jaxlib, _target_for_platform
-from hardware.xla.accuracy import accuracy_fallback
+from hardware.xla.accuracy import accuracy_fallback, option_output_check
 from hardware.xla.attribution import InProgramTiming, attribute_thunks
 from hardware.xla.compile import CompiledHlo, compile_hlo
 from hardware.xla.fusion_report import strip_metadata
@@ -194,6 +194,38 @@ def _paired_request(req: dict) -> Measurement:
         return Measurement.failure(resp.get("status", "worker_error: no status"))
     return Measurement(float(resp["ratio"]), extra={k: resp[k] for k in ("ratios", "candidate_s", "reference_s",
                                                                          "candidate_blocks", "reference_blocks", "pairs")})
+
+
+def _options_check_request(req: dict) -> Measurement:
+    """Pool task of :meth:`XlaEvaluator.check_compile_options`: compile the program with XLA's defaults
+    (cached) and with ``xla_flags``, run both on the same inputs, compare the outputs."""
+    fault = req.get("fault")
+    if fault == "crash":
+        os._exit(_CRASH_EXIT_CODE)
+    text, flags = req["text"], dict(req["xla_flags"])
+    try:
+        inputs = verification_inputs(text, req.get("seed", 0))
+        ref = _reference_outputs(text, req.get("seed", 0))
+    except Exception as exc:  # noqa: BLE001
+        return Measurement.failure(f"reference_error: the program does not run with XLA's defaults: {_first_line(exc)}")
+    try:
+        candidate = _compile_cached(text, False, flags, True)
+    except Exception as exc:  # noqa: BLE001
+        return Measurement.failure(f"compile_error: {_first_line(exc)}")
+    try:
+        got = candidate(*inputs)
+    except Exception as exc:  # noqa: BLE001
+        return Measurement.failure(f"runtime_error: {_first_line(exc)}")
+    try:
+        check = option_output_check(text, flags, got, ref, inputs)
+    except Exception as exc:  # noqa: BLE001
+        return Measurement.failure(f"worker_error: {type(exc).__name__}: {_first_line(exc)}")
+    if not check["accurate"]:
+        m = Measurement.failure(f"output_mismatch: outputs less accurate than XLA's default compile's (max error "
+                                f"{check['error']:.3g}, tolerance {output_tolerance(computes_in_16bit(text)):g})")
+        m.extra.update(check)
+        return m
+    return Measurement(float(candidate.compile_seconds), extra=check)
 
 
 # What a measurement with a `reference` says about its outputs (kept in its extra, failed or not).
@@ -466,6 +498,21 @@ class XlaEvaluator(ProgramEvaluator):
                                     min_block_ms=min_block_ms, **extra,
                                     seconds=max(0.0, min(float(seconds), self.timeout_s / 3)))
         return self._pool.map(_paired_request, [req])[0]
+
+    def check_compile_options(self, hlo_text: str, xla_flags: dict[str, Any]) -> Measurement:
+        """The program compiled with XLA's defaults plus ``xla_flags`` against its compile with XLA's
+        defaults alone (not the evaluator's own options), both run in a worker on the program's
+        :func:`verification_inputs` (seed: the evaluator's) and compared by
+        :func:`hardware.xla.accuracy.option_output_check`. ``seconds`` of the answer: the candidate's
+        compile time; status "ok" when its outputs are as accurate as the default's, else
+        "output_mismatch: ..." (or the compile/runtime failure); ``extra``: the comparison."""
+        if self.budget.exhausted:
+            self.budget_exhausted = True
+            return Measurement.failure("budget_exhausted")
+        self.measured += 1
+        req = {"text": hlo_text, "xla_flags": dict(xla_flags), "seed": self.seed,
+               "fault": _faults_from_env().get(hashlib.sha1(hlo_text.encode()).hexdigest())}
+        return self._pool.map(_options_check_request, [req])[0]
 
     def measure_in_program(self, space: Any, cfg: Any, kernels: Optional[Sequence[Any]] = None, *,
                            runs: Optional[int] = None, reference: Optional[str] = None) -> InProgramTiming:
