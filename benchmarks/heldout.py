@@ -29,6 +29,8 @@ from typing import Optional
 
 import numpy as np
 
+from benchmarks.tables import git_commit
+
 ROOT = Path(__file__).resolve().parents[1]
 HELDOUT = ROOT / "examples" / "hlo_heldout"
 RESULTS = ROOT / "benchmarks" / "results" / "heldout"
@@ -57,17 +59,6 @@ def test_set_digest() -> str:
 def shipped_files(task: str, target: str) -> dict[str, Path]:
     from autotune import api
     return api.shipped_models(task, target)
-
-
-def commit() -> str:
-    try:
-        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                              cwd=ROOT, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True,
-                               text=True, cwd=ROOT, check=True).stdout.strip()
-        return head + ("+uncommitted" if dirty else "")
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
 
 
 def machine() -> str:
@@ -163,7 +154,7 @@ def score(task: str, work: Path, quick: bool) -> dict:
     print(f"[{task}] evaluating: autotune {' '.join(evaluate)}", flush=True)
     result = json.loads(cli(*evaluate).stdout)
     return {"task": task, "dataset_task": ds_task, "target": target, "evaluator": evaluator,
-            "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "commit": commit(),
+            "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "commit": git_commit(),
             "machine": machine(), "test_set": test_set_digest(), "quick": quick,
             "commands": ["autotune " + " ".join(build), "autotune " + " ".join(evaluate)],
             "model_sha256": {k: sha256_file(p) for k, p in files.items()},

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Optional, Sequence
 
-__all__ = ["md_table", "emit_results"]
+__all__ = ["md_table", "emit_results", "git_commit"]
 
 
 def md_table(header: Sequence[str], rows: Sequence[Sequence[object]], align: Optional[Sequence[str]] = None) -> str:
@@ -23,3 +23,19 @@ def emit_results(md: str, res: dict, md_path: Optional[str], json_path: Optional
         Path(md_path).write_text(md + "\n")
     if json_path:
         Path(json_path).write_text(json.dumps(res, indent=2))
+
+
+def git_commit() -> str:
+    """The short commit of the repository's HEAD, with "+uncommitted" when tracked files have changes
+    (what a raw result records as the code that measured it); "unknown" outside a git checkout."""
+    import subprocess
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[1]
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                              cwd=root, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True,
+                               text=True, cwd=root, check=True).stdout.strip()
+        return head + ("+uncommitted" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"

@@ -42,13 +42,14 @@ import os
 import platform
 import re
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
+
+from benchmarks.tables import git_commit
 
 from hardware.base import Measurement
 
@@ -510,17 +511,6 @@ def machine() -> dict:
             "jaxlib": jl}
 
 
-def commit() -> str:
-    try:
-        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                              cwd=ROOT, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True,
-                               text=True, cwd=ROOT, check=True).stdout.strip()
-        return head + ("+uncommitted" if dirty else "")
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-
-
 # ---- the table ----------------------------------------------------------------------------------
 
 def _iv(iv: Optional[list]) -> str:
@@ -614,7 +604,7 @@ def main(argv: Optional[Sequence[str]] = None) -> dict:
         settings = [s.strip() for s in a.options.split(",") if s.strip()]
     meta = {"command": "python -m benchmarks.xla_cpu_options " + " ".join(argv if argv is not None else sys.argv[1:]),
             "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-            "commit": commit(), **machine()}  # (the code that runs: taken before the run)
+            "commit": git_commit(), **machine()}  # (the code that runs: taken before the run)
     result = measure(programs, settings, seconds, combine=0 if a.quick else a.combine, confirm=a.confirm,
                      timeout_s=a.timeout, log=lambda s: print(s, flush=True))
     result["meta"] = meta

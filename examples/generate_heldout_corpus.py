@@ -19,7 +19,6 @@ file changes (the set is frozen; replacing it is a new test set, see docs/evalua
 """
 from __future__ import annotations
 
-import argparse
 import hashlib
 import os
 import sys
@@ -32,7 +31,6 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 
 import generate_library_corpus as lib  # noqa: E402
-from hlo_count import read_manifest, write_manifest  # noqa: E402
 
 DEFAULT_OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hlo_heldout")
 PROGRAMS: dict = {}
@@ -365,32 +363,14 @@ def sha256_of(path: str) -> str:
         return hashlib.sha256(f.read()).hexdigest()
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--out", default=DEFAULT_OUT)
-    ap.add_argument("--only", nargs="+", metavar="NAME", help="program names to (re)generate")
-    ap.add_argument("--no-run", action="store_true", help="skip compiling and running each program")
-    ap.add_argument("--list", action="store_true", help="list the program names and exit")
-    a = ap.parse_args(argv)
-    names = [n for n in PROGRAMS if not a.only or n in a.only]
-    if a.list:
-        print("\n".join(f"{n}  ({PROGRAMS[n][0]}, family {FAMILY[n]})" for n in names))
-        return 0
-    if not names:
-        ap.error(f"nothing matches --only {a.only}")
-    os.makedirs(a.out, exist_ok=True)
-    lib.PROGRAMS.update(PROGRAMS)  # the library corpus's driver lowers, re-parses and runs each one
-    manifest_path = os.path.join(a.out, "manifest.json")
-    entries = read_manifest(manifest_path) if a.only else {}
-    for name in names:
-        entry = lib.generate_one(name, a.out, run=not a.no_run)
-        entry["family"] = FAMILY[name]
-        entry["sha256"] = sha256_of(os.path.join(a.out, entry["file"]))
-        entries[name] = entry
-    write_manifest(manifest_path, entries)
-    print(f"done: {len(names)} programs -> {a.out}", flush=True)
-    return 0
+def annotate(entry: dict, out_dir: str) -> None:
+    """A held-out entry also records its family and the SHA-256 that freezes it."""
+    entry["family"] = FAMILY[entry["name"]]
+    entry["sha256"] = sha256_of(os.path.join(out_dir, entry["file"]))
 
+
+def main(argv=None) -> int:
+    return lib.main(argv, PROGRAMS, DEFAULT_OUT, annotate=annotate)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -576,28 +576,34 @@ def generate_one(name: str, out_dir: str, run: bool = True) -> dict:
             "instructions": instructions, "computations": computations, "versions": library_versions()}
 
 
-def main(argv=None) -> int:
+def main(argv=None, programs: "dict | None" = None, default_out: str = DEFAULT_OUT,
+         annotate: "Callable[[dict, str], None] | None" = None) -> int:
+    """The driver of this corpus and of examples/generate_heldout_corpus.py (`programs`: name -> (library,
+    builder); `annotate(entry, out_dir)` adds fields to each manifest entry)."""
+    programs = PROGRAMS if programs is None else programs
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--out", default=DEFAULT_OUT)
+    ap.add_argument("--out", default=default_out)
     ap.add_argument("--only", nargs="+", metavar="NAME", help="program names to (re)generate")
     ap.add_argument("--no-run", action="store_true", help="skip compiling and running each program")
     ap.add_argument("--list", action="store_true", help="list the program names and exit")
     a = ap.parse_args(argv)
-    names = [n for n in PROGRAMS if not a.only or n in a.only]
+    names = [n for n in programs if not a.only or n in a.only]
     if a.list:
-        print("\n".join(f"{n}  ({PROGRAMS[n][0]})" for n in names))
+        print("\n".join(f"{n}  ({programs[n][0]})" for n in names))
         return 0
     if not names:
         ap.error(f"nothing matches --only {a.only}")
     os.makedirs(a.out, exist_ok=True)
+    PROGRAMS.update(programs)  # generate_one looks builders up here
     manifest_path = os.path.join(a.out, "manifest.json")
     entries = read_manifest(manifest_path) if a.only else {}
     for name in names:
         entries[name] = generate_one(name, a.out, run=not a.no_run)
+        if annotate is not None:
+            annotate(entries[name], a.out)
     write_manifest(manifest_path, entries)
     print(f"done: {len(names)} programs -> {a.out}", flush=True)
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())
