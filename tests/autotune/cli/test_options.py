@@ -36,7 +36,7 @@ def test_options_smoke_run(tmp_path):
     prog = tmp_path / "tiny.hlo"
     prog.write_text(TINY)
     out = tmp_path / "run"
-    r = CliRunner().invoke(main, ["options", str(prog), "--target", "cpu", "--budget", "10s", "--out", str(out)])
+    r = CliRunner().invoke(main, ["options", str(prog), "--target", "cpu", "--budget", "6s", "--out", str(out)])
     assert r.exit_code == 0, r.output
     line = r.output.strip().splitlines()[0]
     assert line.startswith("tiny.hlo: ") and ("use XLA_FLAGS=" in line or "keep XLA's defaults" in line)
