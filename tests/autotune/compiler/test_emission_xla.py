@@ -2,8 +2,10 @@
 
 For each program of a subset of the corpora, and each target: the default configuration and one
 random valid configuration are emitted with one `fusion` per kernel, re-read by our parser and
-XLA's, compiled by XLA:CPU with XLA's default options and with the evaluator's, and run on the same
-random inputs as the original (hardware/parity.py: metric, tolerance, and how `tpu`
+XLA's, compiled by XLA:CPU with XLA's default options or with the evaluator's (the two option sets
+alternate over programs and targets, so that every program meets both and the fixture compiles half as
+much; AUTOTUNE_FULL_XLA_TESTS=1 and the benchmark run both everywhere), and run on the same random inputs
+as the original (hardware/parity.py: metric, tolerance, and how `tpu`
 configurations are checked on XLA:CPU). Every (program, target) runs in its own subprocess (an XLA
 `Check failed` aborts the process), two at a time.
 
@@ -24,7 +26,7 @@ import pytest
 
 pytest.importorskip("jax")
 
-from hardware.parity import check_program  # noqa: E402
+from hardware.parity import MODES, check_program  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[3]
 MODELS = ROOT / "examples" / "hlo"
@@ -69,21 +71,29 @@ PROGRAMS = _programs()
 CASES = [(p, t) for p in PROGRAMS for t in TARGETS]
 
 
+def modes_of(case_index: int) -> tuple:
+    """The XLA option sets a case is checked under: both with AUTOTUNE_FULL_XLA_TESTS=1, else one,
+    alternating over programs and targets: a program's cpu and tpu cases use different ones, and each
+    target meets both over the programs."""
+    program, target = divmod(case_index, len(TARGETS))
+    return tuple(MODES) if FULL else (MODES[(program + target) % len(MODES)],)
+
+
 @pytest.fixture(scope="module")
 def results() -> dict:
     """All (program, target) cases checked once, two subprocesses at a time."""
-    def one(case):
-        path, target = case
-        return (path.stem, target), check_program(str(path), target, SPECS, timeout=900)
+    def one(indexed):
+        i, (path, target) = indexed
+        return (path.stem, target), check_program(str(path), target, SPECS, modes=modes_of(i), timeout=900)
     with ThreadPoolExecutor(max_workers=2) as pool:
-        return dict(pool.map(one, CASES))
+        return dict(pool.map(one, enumerate(CASES)))
 
 
 @pytest.mark.xla
 @pytest.mark.parametrize("path,target", CASES, ids=[f"{p.stem}-{t}" for p, t in CASES])
 def test_emitted_program_matches_original(results: dict, path: Path, target: str) -> None:
     res = results[(path.stem, target)]
-    assert len(res) == len(SPECS) * 2
+    assert len(res) == len(SPECS) * len(modes_of(CASES.index((path, target))))
     bad = [f"{r.config}/{r.mode}: {r.status}" + (f" (error {r.error:.3g})" if r.error is not None else "")
            for r in res if not r.ok]
     assert not bad, f"{path.stem} [{target}]: " + "; ".join(bad)
