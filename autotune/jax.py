@@ -81,7 +81,7 @@ class TunedFunction:
         if not self.tuned:
             return self.fallback(*args)
         leaves = jax.tree_util.tree_leaves(args)
-        specs = [(tuple(getattr(x, "shape", ())), str(getattr(x, "dtype", type(x).__name__))) for x in leaves]
+        specs = _leaf_specs(leaves)
         if specs != self.arg_specs:
             raise ValueError(f"the tuned program takes {len(self.arg_specs)} arrays {self.arg_specs[:3]}..., got "
                              f"{len(specs)} {specs[:3]}...: call it with arguments shaped as the example ones")
@@ -89,9 +89,9 @@ class TunedFunction:
         return jax.tree_util.tree_unflatten(self.out_tree, outs) if self.out_tree is not None else tuple(outs)
 
 
-def _arg_specs(args: Sequence[Any]) -> list:
-    import jax
-    return [(tuple(x.shape), str(x.dtype)) for x in jax.tree_util.tree_leaves(args)]
+def _leaf_specs(leaves: Sequence[Any]) -> list:
+    """(shape, dtype) of each flattened argument: what a call must match of the example arguments."""
+    return [(tuple(getattr(x, "shape", ())), str(getattr(x, "dtype", type(x).__name__))) for x in leaves]
 
 
 def _run_search(program: Path, out: Path, budget: str, target: str, cost_model: Optional[str]) -> None:
@@ -117,7 +117,7 @@ def tune(fn: Callable, *example_args: Any, budget: str = "2m", target: str = "cp
     key = cache_key(text, target)
     entry = cache_root() / key["digest"][:24]
     out_tree = jax.tree_util.tree_structure(jax.eval_shape(fn, *example_args))
-    specs = _arg_specs(example_args)
+    specs = _leaf_specs(jax.tree_util.tree_leaves(example_args))
     if not (cache and _valid_entry(entry, key)):
         entry.mkdir(parents=True, exist_ok=True)
         (entry / _KEY_FILE).unlink(missing_ok=True)  # an interrupted search leaves no valid entry
