@@ -169,6 +169,7 @@ def _load(run: Path, fn: Optional[Callable], out_tree: Any, stacklevel: int) -> 
             original = compile_hlo((run / _PROGRAM_FILE).read_text() if (run / _PROGRAM_FILE).exists() else fused)
             fallback = lambda *a: tuple(original.execute([jax.device_put(x) for x in jax.tree_util.tree_leaves(a)]))
         return TunedFunction(run, report, False, specs, out_tree, fallback, time.perf_counter() - t0)
-    executable = compile_hlo(fused, **EMITTED_CPU_COMPILE_OPTIONS)
+    # compiled exactly as verified: the compile options the run recorded (fusion as tuned, compiler options)
+    executable = compile_hlo(fused, **(report.get("compile_options") or EMITTED_CPU_COMPILE_OPTIONS))
     return TunedFunction(run, report, True, specs, out_tree, None, time.perf_counter() - t0, executable)
 

@@ -284,12 +284,15 @@ class ProgramEvaluator(Evaluator):
         """``hlo_text``'s time over ``reference_text``'s, timed beside it for about ``seconds``:
         ``seconds`` of the answer is the median ratio, ``extra["ratios"]`` the paired ratios."""
 
-    def check_compile_options(self, hlo_text: str, xla_flags: dict[str, Any]) -> Measurement:
-        """The program compiled with the compiler options ``xla_flags`` against the same program under the
-        compiler's defaults, on the same inputs: status "ok" where the outputs are as accurate as the
-        default's, else a reason ("output_mismatch: ...", "compile_error: ...", ...); ``extra`` holds the
-        comparison (``identical``, ``error``, ``accurate``, the second opinions' errors). An evaluator
-        that can compile with options implements it (an options search needs it)."""
+    def check_compile_options(self, hlo_text: str, xla_flags: dict[str, Any], *,
+                              base_options: Optional[dict[str, Any]] = None,
+                              reference_text: Optional[str] = None) -> Measurement:
+        """The program compiled with ``base_options`` (``disable_fusion``, ``xla_flags``; default: the
+        compiler's defaults) plus the compiler options ``xla_flags`` against ``reference_text`` (default: the
+        same program) under the compiler's defaults, on the same inputs: status "ok" where the outputs are
+        as accurate as the reference's, else a reason ("output_mismatch: ...", "compile_error: ...", ...);
+        ``extra`` holds the comparison (``identical``, ``error``, ``accurate``, the second opinions' errors).
+        An evaluator that can compile with options implements it (an options search needs it)."""
         raise NotImplementedError(f"the {self.name} evaluator does not check compiler options")
 
     def measure_in_program(self, space: Any, cfg: Any, kernels: Optional[Sequence[Any]] = None, *,

@@ -47,6 +47,7 @@ class FusionArgs(SearchArgs, TransferArgs):
     workers: int                 # --workers: local measuring processes for xla
     trial_cost: str              # --trial-cost: kernel-sum or paired
     trial_seconds: float         # --trial-seconds: paired timing per configuration
+    options_budget: Optional[str]  # --options-budget: the compiler-options stage's hardware time (text)
 
 
 @dataclass(frozen=True)

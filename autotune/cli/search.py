@@ -19,6 +19,7 @@ from autotune.cli.errors import friendly as _friendly
 from autotune.compiler.targets import get_target
 from autotune.tuning import budget as budget_model
 from autotune.tuning.paired_cost import DEFAULT_TRIAL_SECONDS, TRIAL_COSTS
+from autotune.tuning.result import ORIGINAL_WITH_OPTIONS
 from hardware.base import ProgramEvaluator
 
 from autotune.cli.common import (COST_MODEL_HELP, INTERRUPTED_EXIT, MEASUREMENT_FAILED_EXIT, _XLA_EVALUATORS, _budget_split, _check_budget_after_parse, _check_target, _command_start, _default_evaluator, _duration, _is_main_program, _load, _load_config, _make_strategy, _output_dir, _run_dir, _search_budget, _search_options, _stamp_wall, _timed_load, _warn, make_cost_model, make_evaluator, model_identity)
@@ -42,6 +43,7 @@ class _SearchRun:
     task: Optional[str] = None             # recorded in the fingerprint and the report when given
     program_sha: Optional[str] = None      # the program's fingerprint when the caller has it already
     fingerprint_extra: Optional[dict] = None  # more options a checkpoint must match (strategy parameters, transfer)
+    after_s: float = 0.0                   # hardware seconds after verification (the compiler-options stage)
 
 
 def _run_tuner(space: Any, model: Any, strat: Any, ev: Any, run: _SearchRun) -> tuple:
@@ -55,7 +57,8 @@ def _run_tuner(space: Any, model: Any, strat: Any, ev: Any, run: _SearchRun) -> 
 
     a, total, hw, started = run.args, run.total, run.hw, run.started
     try:
-        search_budget, budget_note = _search_budget(total, hw, run.model_name, started, run.load_s, a.budget)
+        search_budget, budget_note = _search_budget(total, hw + run.after_s, run.model_name, started, run.load_s,
+                                                    a.budget)
     except UserError as err:
         if _is_main_program():  # refused after start-up: say so now, without freeing the model's heap object by object
             ev.close()
@@ -96,7 +99,8 @@ def _run_tuner(space: Any, model: Any, strat: Any, ev: Any, run: _SearchRun) -> 
     if hw <= 0:
         result.verification = {"status": "skipped", "reason": "--hw-budget 0: no hardware verification asked for"}
     meta = {"program": str(run.program), "target": a.target, "cost_model": run.model_name, "strategy": strategy_name,
-            "evaluator": run.ev_name, "budget_s": total, "hw_budget_s": hw, "seed": a.seed, "out_dir": str(run.out),
+            "evaluator": run.ev_name, "budget_s": total, "hw_budget_s": hw,
+            **({"options_budget_s": run.after_s} if run.after_s else {}), "seed": a.seed, "out_dir": str(run.out),
             "fingerprint": fingerprint, "resumed_from": tuner.resumed_from,
             "machine": ev.machine, "budget_split": budget_note}
     if run.task is not None:
@@ -104,14 +108,52 @@ def _run_tuner(space: Any, model: Any, strat: Any, ev: Any, run: _SearchRun) -> 
     return result, meta
 
 
+def _options_budget(a: Any, total: Optional[float], hw: float) -> float:
+    """Seconds of the compiler-options stage: --options-budget, else a quarter of --budget (60 s without
+    one) where the target declares compiler options, the evaluator is xla and verification runs."""
+    target = get_target(a.target)
+    if a.options_budget is not None:
+        s = _duration(a.options_budget, "--options-budget", allow_zero=True)
+        if s is None:
+            raise UserError(f"--options-budget {a.options_budget}: must be finite (e.g. 1m; 0 = off)")
+        if s > 0 and not target.compiler_options:
+            raise UserError(f"--options-budget {a.options_budget}: target {a.target} declares no compiler options")
+        if s > 0 and (a.evaluator or _default_evaluator(a.target)) != "xla":
+            raise UserError(f"--options-budget {a.options_budget}: the compiler-options stage needs --evaluator xla")
+        if s > 0 and hw <= 0:
+            raise UserError(f"--options-budget {a.options_budget}: needs verification (--hw-budget above 0): options "
+                            "are searched for the program the verification chose")
+        return s
+    if (not target.compiler_options or (a.evaluator or _default_evaluator(a.target)) != "xla" or hw <= 0
+            or (a.cost_model or "").strip().lower() == "hardware"):
+        return 0.0
+    return total / 4 if total is not None else 60.0
+
+
+def _compiler_options_stage(result: Any, target: str, ev: Any, program: str, seconds: float, program_sha: str,
+                            quiet: bool) -> None:
+    """The compiler-options stage after verification (autotune/tuning/compiler_options.py), with a line of
+    progress on stderr."""
+    from autotune.tuning.compiler_options import tune_compiler_options
+    if not quiet:
+        click.echo(f"searching {target}'s compiler options for {seconds:g}s ...", err=True)
+    found = tune_compiler_options(result, get_target(target), ev, Path(program).read_text(), seconds,
+                                  program_sha=program_sha, store=ev.store)
+    if found is not None and not quiet:
+        click.echo(f"compiler options: {result.verification['compiler_options']['decision']}", err=True)
+
+
 def _paired_note(report: dict, result: Any) -> str:
     """The kept winner's speedup, timed beside the baseline (XLA's own compile of the original), with its
     interval (and the race's medians)."""
     paired = result.verification.get("paired") or {}
     lo, hi = report["measured_speedup_interval"]
-    return (f"; measured (end to end, paired with the {_baseline_word(report)}) x{report['measured_speedup']:.3f} "
-            f"({paired.get('confidence', 0.95):.0%} interval {lo:.3f}-{hi:.3f}, {paired.get('ratios')} block ratios; race "
-            f"medians {report['measured_baseline_s'] * 1e3:.4g} ms -> {report['measured_best_s'] * 1e3:.4g} ms)")
+    note = (f"; measured (end to end, paired with the {_baseline_word(report)}) x{report['measured_speedup']:.3f} "
+            f"({paired.get('confidence', 0.95):.0%} interval {lo:.3f}-{hi:.3f}, {paired.get('ratios')} block ratios")
+    if report.get("XLA_FLAGS"):  # the compiler-options stage chose options: no race medians of that compile
+        return note + f"; with compiler options, XLA_FLAGS='{report['XLA_FLAGS']}')"
+    return note + (f"; race medians {report['measured_baseline_s'] * 1e3:.4g} ms -> "
+                   f"{report['measured_best_s'] * 1e3:.4g} ms)")
 
 
 def _baseline_word(report: dict) -> str:
@@ -124,6 +166,8 @@ def _written_note(report: dict, result: Any) -> str:
     winner = result.verification.get("winner")
     if winner == "original":
         return "; written: the original program (keep it: nothing tuned beats XLA's own compile)"
+    if winner == ORIGINAL_WITH_OPTIONS:
+        return "; written: the original program, unchanged, to compile with the XLA_FLAGS above"
     if winner is None or winner == 0:
         return ""
     what = "the default configuration" if winner == "default" else f"prediction {winner}"
@@ -263,6 +307,13 @@ def _setup_transfer(spec: str, task: str, target: str, ev: Any, strategy_cls: An
                    "kernels' standalone measurements summed (recorded in the store as history); paired = its whole "
                    "emitted program timed end to end beside the default's (XLA:CPU, alternating blocks, the drift "
                    "cancels): the default's time x the paired ratio.")
+@click.option("--options-budget", "options_budget", default=None,
+              help="Hardware time for the compiler-options stage after verification (0 = off): the target's own "
+                   "compiler options (cpu: XLA:CPU's DebugOptions) searched for the program the run would write, "
+                   "outputs checked, timed beside XLA's defaults, learning from earlier programs on this machine "
+                   "(--store); fused.hlo then names the XLA_FLAGS it was verified with [default: a quarter of "
+                   "--budget (1m without one) where the target declares compiler options and --evaluator is xla; "
+                   "else 0]")
 @click.option("--trial-seconds", "trial_seconds", default=DEFAULT_TRIAL_SECONDS, show_default=True, type=click.FloatRange(0.01, 60),
               help="--trial-cost paired: seconds of paired timing per configuration (its compilation comes on top).")
 @_transfer_options
@@ -282,6 +333,7 @@ def fusion(program: str, **options: Any) -> None:
     started = _command_start()
     clock = budget_model.StartupClock(started, time.monotonic() - started)
     total, hw, hw_budget = _budget_split(a.budget, a.hw_budget)
+    options_s = _options_budget(a, total, hw)
     prog, load_s = _timed_load(program)
     clock.mark("parse")
     space = FusionSpace(prog, target)
@@ -294,11 +346,12 @@ def fusion(program: str, **options: Any) -> None:
     ev_name = a.evaluator or _default_evaluator(target)
     if (a.scheduler or a.workers > 1) and ev_name not in _XLA_EVALUATORS:
         raise UserError("--scheduler/--workers apply to the xla evaluators (the simulator is vectorized in-process)")
-    if total is not None and 0 < total <= hw and (a.cost_model or "").strip().lower() != "hardware":
-        raise UserError(f"--hw-budget {hw_budget} leaves nothing of --budget {a.budget} for the search")
+    if total is not None and 0 < total <= hw + options_s and (a.cost_model or "").strip().lower() != "hardware":
+        what = f"--hw-budget {hw_budget}" + (f" and --options-budget {options_s:g}s" if options_s else "")
+        raise UserError(f"{what} leave nothing of --budget {a.budget} for the search")
     if a.resume_dir:
         Tuner.read_checkpoint(a.resume_dir)  # a missing or corrupt checkpoint fails before any work
-    _check_budget_after_parse(total, hw, a.cost_model, started, load_s, a.budget)
+    _check_budget_after_parse(total, hw + options_s, a.cost_model, started, load_s, a.budget)
     out = Path(a.resume_dir) if a.resume_dir and not a.out_dir else _run_dir(program, a.out_dir, "fusion")
     _output_dir(out, "--out")
     ev = make_evaluator(a.evaluator, target, a.store, seed, scheduler=a.scheduler, workers=a.workers)
@@ -334,8 +387,10 @@ def fusion(program: str, **options: Any) -> None:
             model_name=model_name, ev_name=ev_name, note=no_edges, program_sha=program_sha,
             fingerprint_extra={"strategy_params": _params_fingerprint(params),
                                "transfer": api.transfer_fingerprint(transfer_info),
-                               **({"trial_cost": "paired"} if paired else {})}))
+                               **({"trial_cost": "paired"} if paired else {})}, after_s=options_s))
         result.warnings.extend(transfer_warnings)
+        if options_s > 0:
+            _compiler_options_stage(result, target, ev, program, options_s, program_sha, a.no_progress)
         if meta.get("budget_split"):
             meta["budget_split"]["startup_breakdown"] = clock.breakdown(meta["budget_split"]["startup_s"])
         if getattr(strat, "prior_weight", None) is not None:

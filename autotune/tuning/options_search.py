@@ -29,8 +29,9 @@ from autotune.compiler.targets.base import CompilerOption, Target
 from autotune.tuning.verification import PairedCheck, confirm_paired
 from hardware.base import ProgramEvaluator
 
-__all__ = ["OptionCandidate", "OptionsSearchResult", "search_options", "candidate_settings", "xla_flags_line",
-           "parse_xla_flags", "DEFAULT_REFERENCE_OPTIONS"]
+__all__ = ["OptionCandidate", "OptionsSearchResult", "OptionsPrior", "search_options", "candidate_settings",
+           "xla_flags_line", "parse_xla_flags", "DEFAULT_REFERENCE_OPTIONS", "record_options", "options_prior",
+           "options_namespace"]
 
 # The reference of every paired timing: XLA's own compile of the program (its fusion on, no options).
 DEFAULT_REFERENCE_OPTIONS: dict = {"disable_fusion": False, "xla_flags": {}}
@@ -55,6 +56,7 @@ class OptionCandidate:
     speedup_interval: Optional[tuple] = None     # its 95% interval
     confirmed_speedup: Optional[float] = None    # the race's second timing (best two only)
     confirmed_interval: Optional[tuple] = None
+    confirmed_check: Optional[dict] = None       # that second timing's PairedCheck, as a dict
     timed_s: float = 0.0                         # seconds of paired timing spent on it
     chosen: bool = False
 
@@ -85,6 +87,8 @@ class OptionsSearchResult:
     budget_s: Optional[float] = None
     elapsed_s: float = 0.0
     message: str = ""
+    trace: list = field(default_factory=list)    # (trial, best first-timing speedup so far), one per trial
+    prior_programs: int = 0                      # programs the prior had learned from (0: no prior)
 
     @property
     def keep_defaults(self) -> bool:
@@ -96,7 +100,80 @@ class OptionsSearchResult:
                 "xla_flags": self.xla_flags, "XLA_FLAGS": f"XLA_FLAGS='{self.xla_flags}'" if self.flags else None,
                 "speedup": _r(self.speedup), "speedup_interval": [_r(iv[0]), _r(iv[1])] if iv else None,
                 "budget_s": self.budget_s, "elapsed_s": round(self.elapsed_s, 2), "message": self.message,
+                "prior_programs": self.prior_programs, "trace": [[t, _r(b)] for t, b in self.trace],
                 "candidates": [c.as_dict() for c in self.candidates]}
+
+
+@dataclass(frozen=True)
+class OptionsPrior:
+    """What earlier options searches on this machine found, per setting (``name`` as
+    :class:`OptionCandidate` names it): ``scores[name] = (mean log speedup, programs timed)`` over the
+    programs it was timed on (a failed check counts as a loss of :data:`FAILED_LOG_SPEEDUP`), and how many
+    programs there were. Settings are ordered by their mean shrunk toward 0 by ``n / (n + 1)``, so that one
+    lucky program does not put a setting first."""
+
+    scores: dict
+    programs: int
+
+    def score(self, name: str) -> float:
+        mean, n = self.scores.get(name, (0.0, 0))
+        return mean * n / (n + 1)
+
+    def order(self, candidates: Sequence[OptionCandidate]) -> list[OptionCandidate]:
+        """Best-known first; unknown settings (score 0) between those that won and those that lost; ties
+        keep the declared order."""
+        return sorted(candidates, key=lambda c: -self.score(c.name))
+
+    def winning_pairs(self) -> list[str]:
+        """Pairs (``a+b``) faster on average where they were timed, best first."""
+        return [n for n in sorted(self.scores, key=lambda n: -self.score(n)) if "+" in n and self.score(n) > 0]
+
+
+FAILED_LOG_SPEEDUP = -0.1   # a setting whose outputs or compile failed, in the prior: as if 10% slower
+OPTIONS_NAMESPACE = "options"
+
+
+def options_namespace(evaluator: ProgramEvaluator) -> str:
+    """The store namespace of options-search results: ``options/<evaluator>/<version>``."""
+    return f"{OPTIONS_NAMESPACE}/{evaluator.name}/{evaluator.version}"
+
+
+def record_options(store: Any, evaluator: ProgramEvaluator, target: str, program_sha: str,
+                   result: OptionsSearchResult) -> int:
+    """Commit what the search found on this program to the machine-keyed store (autotune/tuning/store.py),
+    one row per setting tried: ``seconds`` is the setting's time relative to the program without it
+    (1 / speedup, first timing), ``extra`` its speedup, interval and status; a failed check is a failed row.
+    Returns the rows written."""
+    from hardware.base import Measurement
+    items = []
+    for c in result.candidates:
+        if c.status.startswith("skipped"):
+            continue
+        if c.status == "ok" and c.speedup:
+            m = Measurement(1.0 / c.speedup, extra={"speedup": c.speedup, "interval": c.speedup_interval,
+                                                    "confirmed_speedup": c.confirmed_speedup})
+        else:
+            m = Measurement.failure(c.status)
+        items.append((target, options_namespace(evaluator), program_sha, c.name, m))
+    return store.put_many(items, machine=evaluator.machine) if items else 0
+
+
+def options_prior(store: Any, evaluator: ProgramEvaluator, target: str,
+                  exclude_program: Optional[str] = None) -> Optional[OptionsPrior]:
+    """The :class:`OptionsPrior` of every program searched on this evaluator's machine (but
+    ``exclude_program``), or None when there is none."""
+    import math
+    per: dict = {}
+    programs = set()
+    for row in store.iter_rows(target=target, namespace=options_namespace(evaluator), machine=evaluator.machine):
+        if row.kernel_hash == exclude_program:
+            continue
+        programs.add(row.kernel_hash)
+        value = math.log(1.0 / row.seconds) if row.ok and row.seconds and row.seconds > 0 else FAILED_LOG_SPEEDUP
+        per.setdefault(row.tile, []).append(value)
+    if not programs:
+        return None
+    return OptionsPrior({k: (sum(v) / len(v), len(v)) for k, v in per.items()}, len(programs))
 
 
 def _r(x: Optional[float]) -> Optional[float]:
@@ -173,77 +250,114 @@ class _Run:
     """The state of one search: the budget's clock, the evaluator, the program."""
 
     def __init__(self, text: str, evaluator: ProgramEvaluator, budget_s: float, clock: Callable[[], float],
-                 log: Callable[[str], None]):
+                 log: Callable[[str], None], base: dict, reference_text: Optional[str]):
         self.text, self.ev, self.budget_s, self.clock, self.log = text, evaluator, float(budget_s), clock, log
+        self.base, self.reference_text = base, reference_text
         self.start = clock()
         self.check_s = 0.0  # the longest output check so far (a compile and two runs)
+        self.trace: list = []  # (trial, best first-timing speedup so far) after each timed candidate
+
+    def compile_options(self, cand: OptionCandidate) -> dict:
+        """How the candidate compiles: the program's base options with the candidate's flags on top."""
+        return {"disable_fusion": bool(self.base.get("disable_fusion", False)),
+                "xla_flags": {**dict(self.base.get("xla_flags") or {}), **cand.flags}}
 
     def left(self) -> float:
         return self.budget_s - (self.clock() - self.start)
 
     def time_paired(self, cand: OptionCandidate, seconds: float) -> PairedCheck:
+        opts = self.compile_options(cand)
+
         def one(s: float) -> Any:
-            return self.ev.measure_paired(self.text, self.text, s, disable_fusion=False, xla_flags=dict(cand.flags),
-                                          reference_options=dict(DEFAULT_REFERENCE_OPTIONS))
+            return self.ev.measure_paired(self.text, self.text, s, disable_fusion=opts["disable_fusion"],
+                                          xla_flags=opts["xla_flags"], reference_options=dict(self.base))
         t0 = self.clock()
         check = confirm_paired(one, seconds, clock=self.clock)
         cand.timed_s += self.clock() - t0
         return check
 
     def first(self, cand: OptionCandidate, seconds: float, reserve: float) -> None:
-        """Check a candidate's outputs, then time it once (if the budget beyond ``reserve`` allows)."""
+        """Check a candidate's outputs, then time it once (if the budget beyond ``reserve`` allows); a
+        candidate checked is one trial (``trace``), timed or not."""
         if self.left() - reserve < self.check_s + MIN_TIMING_S:
             cand.status = "skipped: no hardware budget left"
             return
         t0 = self.clock()
-        m = self.ev.check_compile_options(self.text, dict(cand.flags))
+        if self.base == DEFAULT_REFERENCE_OPTIONS and self.reference_text in (None, self.text):
+            m = self.ev.check_compile_options(self.text, dict(cand.flags))
+        else:
+            m = self.ev.check_compile_options(self.text, dict(cand.flags), base_options=dict(self.base),
+                                              reference_text=self.reference_text)
         self.check_s = max(self.check_s, self.clock() - t0)
         extra = m.extra or {}
         err = extra.get("error")
         cand.output_error = float(err) if isinstance(err, (int, float)) else None
         cand.identical = extra.get("identical")
+        s = min(seconds, self.left() - reserve)
         if not m.ok:
             cand.status = m.status
-            self.log(f"{cand.name}: {m.status}")
-            return
-        s = min(seconds, self.left() - reserve)
-        if s < MIN_TIMING_S:
+        elif s < MIN_TIMING_S:
             cand.status = "skipped: no hardware budget left for its timing (outputs checked)"
-            return
-        check = self.time_paired(cand, s)
-        cand.status = check.status
-        if check.status == "ok":
-            cand.speedup, cand.speedup_interval = _interval_speedup(check)
-            if cand.speedup is None:
-                cand.status = "failed: no paired ratio"
+        else:
+            check = self.time_paired(cand, s)
+            cand.status = check.status
+            if check.status == "ok":
+                cand.speedup, cand.speedup_interval = _interval_speedup(check)
+                if cand.speedup is None:
+                    cand.status = "failed: no paired ratio"
+        best = self.trace[-1][1] if self.trace else 1.0
+        self.trace.append((len(self.trace) + 1, max(best, cand.speedup or 0.0)))
         self.log(f"{cand.name}: {cand.status}" + (f", {cand.speedup:.3f}x" if cand.speedup else ""))
 
 
 def search_options(hlo_text: str, target: Target, evaluator: ProgramEvaluator, budget_s: float, *,
                    first_seconds: Optional[float] = None, clock: Callable[[], float] = time.monotonic,
-                   log: Optional[Callable[[str], None]] = None) -> OptionsSearchResult:
+                   log: Optional[Callable[[str], None]] = None, base_options: Optional[dict] = None,
+                   reference_text: Optional[str] = None,
+                   prior: Optional[OptionsPrior] = None) -> OptionsSearchResult:
     """Search ``target``'s compiler options for the program ``hlo_text`` within ``budget_s`` seconds of
     hardware time (see the module doc). ``first_seconds``: each candidate's first paired timing (default:
-    the budget shared among the singles, at most :data:`MAX_FIRST_S`). Raises ValueError for a target
-    that declares no compiler options, or a budget that is not positive."""
+    the budget shared among the singles, at most :data:`MAX_FIRST_S`). ``base_options``
+    (``disable_fusion``, ``xla_flags``; default XLA's defaults): how the program compiles without the
+    search's options (a tuned fusion configuration's emission compiles with fusion off); candidates add
+    their flags to it, and each is timed beside the program compiled with it. ``reference_text``: the
+    program whose outputs (XLA's default compile) candidates must match (default: ``hlo_text``).
+    ``prior`` (:func:`options_prior`): what searches of other programs on this machine found; the
+    settings are tried best-known first, with the pairs that won elsewhere among them. Raises ValueError
+    for a target that declares no compiler options, or a budget that is not positive."""
     options = tuple(target.compiler_options)
     if not options:
         raise ValueError(f"target {target.name!r} declares no compiler options to search")
     if not budget_s or budget_s <= 0:
         raise ValueError(f"the options search needs a positive hardware budget, got {budget_s}")
     say = log or (lambda s: None)
-    run = _Run(hlo_text, evaluator, budget_s, clock, say)
+    base = dict(DEFAULT_REFERENCE_OPTIONS if base_options is None else base_options)
+    base.setdefault("disable_fusion", False)
+    base["xla_flags"] = dict(base.get("xla_flags") or {})
+    run = _Run(hlo_text, evaluator, budget_s, clock, say, base, reference_text)
     singles = candidate_settings(options)
     reserve = RACE_SHARE * budget_s
     first_s = first_seconds if first_seconds is not None else \
         max(MIN_TIMING_S, min(MAX_FIRST_S, (budget_s - reserve) / (2 * (len(singles) + 1))))
-    for cand in singles:
+    known_pairs: list[OptionCandidate] = []
+    if prior is not None:
+        by_name = {c.name: c for c in singles}
+        for name in prior.winning_pairs():
+            parts = name.split("+")
+            if len(parts) == 2 and all(p in by_name for p in parts):
+                joined = _joined(by_name[parts[0]], by_name[parts[1]])
+                if joined is not None:
+                    known_pairs.append(joined)
+        singles = prior.order(singles)
+    for cand in prior.order(singles + known_pairs) if prior is not None else singles:
         run.first(cand, first_s, reserve)
-    candidates = list(singles)
+    candidates = list(singles) + known_pairs
+    tried_pairs = {c.name for c in known_pairs}
 
     faster = sorted((c for c in singles if c.status == "ok" and c.speedup and c.speedup > 1),
                     key=lambda c: -(c.speedup or 0))[:PAIRED_FROM]
-    pairs = [p for i, a in enumerate(faster) for b in faster[i + 1:] if (p := _joined(a, b)) is not None]
+    pairs = [p for i, a in enumerate(faster) for b in faster[i + 1:]
+             if (p := _joined(a, b)) is not None and p.name not in tried_pairs]
     for cand in pairs:
         run.first(cand, first_s, reserve)
     candidates += pairs
@@ -256,6 +370,7 @@ def search_options(hlo_text: str, target: Target, evaluator: ProgramEvaluator, b
         if share < MIN_TIMING_S:
             break
         check = run.time_paired(cand, share)
+        cand.confirmed_check = check.as_dict()
         if check.status == "ok":
             cand.confirmed_speedup, cand.confirmed_interval = _interval_speedup(check)
         say(f"{cand.name}: second timing {check.status}"
@@ -273,9 +388,10 @@ def search_options(hlo_text: str, target: Target, evaluator: ProgramEvaluator, b
         msg = (f"use XLA_FLAGS='{line}': {best.confirmed_speedup:.3f}x the speed of XLA's defaults "
                f"(95% [{iv[0]:.3f}, {iv[1]:.3f}]; {n} of {len(candidates)} settings tried)")
         return OptionsSearchResult(target.name, dict(best.flags), line, best.confirmed_speedup, iv, candidates,
-                                   budget_s, elapsed, msg)
+                                   budget_s, elapsed, msg, list(run.trace), prior.programs if prior else 0)
     msg = "keep XLA's defaults: " + _why_not(finalists, candidates, n)
-    return OptionsSearchResult(target.name, {}, "", None, None, candidates, budget_s, elapsed, msg)
+    return OptionsSearchResult(target.name, {}, "", None, None, candidates, budget_s, elapsed, msg, list(run.trace),
+                               prior.programs if prior else 0)
 
 
 def _why_not(finalists: list[OptionCandidate], candidates: list[OptionCandidate], n: int) -> str:

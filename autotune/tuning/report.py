@@ -80,6 +80,9 @@ def _result_report(meta: dict, result: TuningResult) -> dict:
         "measured_speedup_method": ("paired" if result.measured_speedup_interval else
                                     "race medians" if baseline and result.measured_best else None),
         "keep_original": bool(result.keep_original),
+        # how the written program compiles as verified, where the compiler-options stage chose options
+        "compile_options": result.compile_options,
+        "XLA_FLAGS": result.xla_flags_text,
         "verification": result.verification,
         "evaluations": result.evaluations,
         "kernel_evaluations": result.kernel_evaluations,
@@ -125,7 +128,9 @@ def write_fusion_outputs(out_dir: "str | Path", space: Any, result: TuningResult
         "verified": result.verified,
         "warnings": list(space.program.flags) + list(result.warnings),
     })
-    keep_original = bool(result.keep_original)  # the written program is not `chosen`
+    # the written program is not `chosen`: the original (kept, or compiled with compiler options)
+    from autotune.tuning.result import ORIGINAL_WITH_OPTIONS
+    keep_original = bool(result.keep_original) or result.verification.get("winner") == ORIGINAL_WITH_OPTIONS
     save_config(space, chosen, out / "best_config.json",
                 {"predicted_cost_s": result.best_cost if chosen is result.best else result.measured_best_predicted,
                  "measured_cost_s": None if keep_original else result.measured_best,

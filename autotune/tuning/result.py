@@ -10,6 +10,8 @@ NOT_VERIFIED = {"status": "skipped", "reason": "no hardware evaluator"}
 
 # XLA's own compile of the original program: what a user runs today, the end-to-end baseline.
 ORIGINAL_COMPILE_OPTIONS = {"disable_fusion": False, "xla_flags": {}}
+# verification["winner"] when the written program is the original compiled with compiler options found
+ORIGINAL_WITH_OPTIONS = "original with compiler options"
 
 
 def keep_original_text(original: str, why: str) -> str:
@@ -50,6 +52,10 @@ class TuningResult:
     # baseline the measured speedup is over; keep_original when no emitted program was shown faster
     measured_original: Optional[float] = None
     keep_original: bool = False
+    # how the written program compiles, as verified (None: as the verification's path compiles it); the
+    # compiler-options stage (autotune/tuning/compiler_options.py) sets it with the XLA_FLAGS text it needs
+    compile_options: Optional[dict] = None
+    xla_flags_text: Optional[str] = None
 
     @property
     def verification_failed(self) -> bool:

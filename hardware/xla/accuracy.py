@@ -158,22 +158,27 @@ def outputs_identical(got: Sequence[Any], ref: Sequence[Any]) -> bool:
 
 
 def option_output_check(text: str, flags: dict, got: Sequence[Any], ref: Sequence[Any],
-                        inputs: Sequence[np.ndarray]) -> dict:
-    """The outputs of a program compiled with the compiler options ``flags`` (`got`) against the same
-    program's under XLA's default options (`ref`, same `inputs`): ``identical`` (bit for bit), ``error``
+                        inputs: Sequence[np.ndarray], *, candidate_text: Optional[str] = None,
+                        disable_fusion: bool = False) -> dict:
+    """The outputs of a program compiled with the compiler options ``flags`` (`got`) against the program
+    ``text`` under XLA's default options (`ref`, same `inputs`): ``identical`` (bit for bit), ``error``
     (:func:`output_error`), ``accurate``: within tolerance; or, for programs computing in 16-bit floats,
     within tolerance when both compiles round every instruction (``error_without_excess_precision``: the
     default compiled with :data:`STRICT_PRECISION_FLAGS` only, the candidate with ``flags`` too); or at
     most :data:`ACCURACY_FACTOR` times the default's error against the program computed in f64
     (``error_vs_f64``: both errors). Unlike :func:`accuracy_fallback`, whose two programs share one set of
-    options, the reference here is always compiled with XLA's defaults."""
+    options, the reference here is always compiled with XLA's defaults. ``candidate_text`` (default:
+    ``text``) and ``disable_fusion``: the program that ran with ``flags`` and its fusion switch, where it
+    is a rewrite of ``text`` (a tuned fusion configuration)."""
+    cand_text = text if candidate_text is None else candidate_text
     low = computes_in_16bit(text)
     err, ok = output_error(got, ref, low_precision=low)
     out: dict = {"identical": outputs_identical(got, ref), "error": err, "within_tolerance": ok}
     if not ok and low:
         try:
             strict_ref = compile_hlo(text, xla_flags=dict(STRICT_PRECISION_FLAGS))(*inputs)
-            strict_got = compile_hlo(text, xla_flags={**flags, **STRICT_PRECISION_FLAGS})(*inputs)
+            strict_got = compile_hlo(cand_text, disable_fusion=disable_fusion,
+                                     xla_flags={**flags, **STRICT_PRECISION_FLAGS})(*inputs)
             e2, ok = output_error(strict_got, strict_ref, low_precision=low)
             out["error_without_excess_precision"] = e2
         except Exception as exc:  # noqa: BLE001 - the mismatch stands

@@ -197,19 +197,24 @@ def _paired_request(req: dict) -> Measurement:
 
 
 def _options_check_request(req: dict) -> Measurement:
-    """Pool task of :meth:`XlaEvaluator.check_compile_options`: compile the program with XLA's defaults
-    (cached) and with ``xla_flags``, run both on the same inputs, compare the outputs."""
+    """Pool task of :meth:`XlaEvaluator.check_compile_options`: compile the reference program with XLA's
+    defaults (cached) and the program with its base options plus ``xla_flags``, run both on the same
+    inputs, compare the outputs."""
     fault = req.get("fault")
     if fault == "crash":
         os._exit(_CRASH_EXIT_CODE)
     text, flags = req["text"], dict(req["xla_flags"])
+    reference = req.get("reference_text") or text
+    base = dict(req.get("base_options") or {})
+    disable_fusion = bool(base.get("disable_fusion", False))
+    compile_flags = {**dict(base.get("xla_flags") or {}), **flags}
     try:
-        inputs = verification_inputs(text, req.get("seed", 0))
-        ref = _reference_outputs(text, req.get("seed", 0))
+        inputs = verification_inputs(reference, req.get("seed", 0))
+        ref = _reference_outputs(reference, req.get("seed", 0))
     except Exception as exc:  # noqa: BLE001
         return Measurement.failure(f"reference_error: the program does not run with XLA's defaults: {_first_line(exc)}")
     try:
-        candidate = _compile_cached(text, False, flags, True)
+        candidate = _compile_cached(text, disable_fusion, compile_flags, True)
     except Exception as exc:  # noqa: BLE001
         return Measurement.failure(f"compile_error: {_first_line(exc)}")
     try:
@@ -217,12 +222,13 @@ def _options_check_request(req: dict) -> Measurement:
     except Exception as exc:  # noqa: BLE001
         return Measurement.failure(f"runtime_error: {_first_line(exc)}")
     try:
-        check = option_output_check(text, flags, got, ref, inputs)
+        check = option_output_check(reference, compile_flags, got, ref, inputs, candidate_text=text,
+                                    disable_fusion=disable_fusion)
     except Exception as exc:  # noqa: BLE001
         return Measurement.failure(f"worker_error: {type(exc).__name__}: {_first_line(exc)}")
     if not check["accurate"]:
         m = Measurement.failure(f"output_mismatch: outputs less accurate than XLA's default compile's (max error "
-                                f"{check['error']:.3g}, tolerance {output_tolerance(computes_in_16bit(text)):g})")
+                                f"{check['error']:.3g}, tolerance {output_tolerance(computes_in_16bit(reference)):g})")
         m.extra.update(check)
         return m
     return Measurement(float(candidate.compile_seconds), extra=check)
@@ -499,18 +505,22 @@ class XlaEvaluator(ProgramEvaluator):
                                     seconds=max(0.0, min(float(seconds), self.timeout_s / 3)))
         return self._pool.map(_paired_request, [req])[0]
 
-    def check_compile_options(self, hlo_text: str, xla_flags: dict[str, Any]) -> Measurement:
-        """The program compiled with XLA's defaults plus ``xla_flags`` against its compile with XLA's
-        defaults alone (not the evaluator's own options), both run in a worker on the program's
+    def check_compile_options(self, hlo_text: str, xla_flags: dict[str, Any], *,
+                              base_options: Optional[dict[str, Any]] = None,
+                              reference_text: Optional[str] = None) -> Measurement:
+        """The program compiled with ``base_options`` (``disable_fusion``, ``xla_flags``; default: XLA's
+        defaults) plus ``xla_flags`` against ``reference_text`` (default: the program itself) compiled with
+        XLA's defaults alone (never the evaluator's own options), both run in a worker on the reference's
         :func:`verification_inputs` (seed: the evaluator's) and compared by
         :func:`hardware.xla.accuracy.option_output_check`. ``seconds`` of the answer: the candidate's
-        compile time; status "ok" when its outputs are as accurate as the default's, else
+        compile time; status "ok" when its outputs are as accurate as the reference's, else
         "output_mismatch: ..." (or the compile/runtime failure); ``extra``: the comparison."""
         if self.budget.exhausted:
             self.budget_exhausted = True
             return Measurement.failure("budget_exhausted")
         self.measured += 1
         req = {"text": hlo_text, "xla_flags": dict(xla_flags), "seed": self.seed,
+               "base_options": dict(base_options or {}), "reference_text": reference_text,
                "fault": _faults_from_env().get(hashlib.sha1(hlo_text.encode()).hexdigest())}
         return self._pool.map(_options_check_request, [req])[0]
 
