@@ -152,7 +152,8 @@ def summarize(rows: list) -> dict:
             "geomean": math.exp(statistics.mean(math.log(s) for s in sp)), "mean": statistics.mean(sp),
             "faster_beyond_interval": sum(1 for r in rows if r.get("interval") and r["interval"][0] > 1),
             "slower_beyond_interval": sum(1 for r in rows if r.get("interval") and r["interval"][1] < 1),
-            "wrong_outputs": sum(1 for r in rows if not (r.get("outputs") or {}).get("ok")),
+            "wrong_outputs": sum(1 for r in rows if r.get("outputs") is not None and not r["outputs"].get("ok")),
+            "failed_runs": sum(1 for r in rows if r.get("outputs") is None or not r.get("speedup")),
             "tuned_fusion_written": sum(1 for r in rows if r.get("winner") not in (None, "original",
                                                                                     "original with compiler options")),
             "options_written": sum(1 for r in rows if r.get("XLA_FLAGS"))}
@@ -168,7 +169,7 @@ def markdown(result: dict) -> str:
         iv = f" (95% [{lo:.3f}, {hi:.3f}])" if lo is not None else ""
         lines += [f"Median speedup over XLA's own compile: **{s['median']:.3f}**{iv}, geomean {s['geomean']:.3f}, mean {s['mean']:.3f} over {s['timed']} "
                   f"programs; faster beyond the interval {s['faster_beyond_interval']}, slower beyond it "
-                  f"{s['slower_beyond_interval']}; wrong outputs {s['wrong_outputs']}; written: tuned fusion "
+                  f"{s['slower_beyond_interval']}; wrong outputs {s['wrong_outputs']}; failed runs {s['failed_runs']}; written: tuned fusion "
                   f"{s['tuned_fusion_written']}, with compiler options {s['options_written']}.", ""]
     lines += ["| program | corpus | speedup [95%] | claimed | written | XLA_FLAGS (options) | outputs | prior programs |",
               "|---|---|---|---|---|---|---|---|"]

@@ -347,8 +347,9 @@ def fusion(program: str, **options: Any) -> None:
     if (a.scheduler or a.workers > 1) and ev_name not in _XLA_EVALUATORS:
         raise UserError("--scheduler/--workers apply to the xla evaluators (the simulator is vectorized in-process)")
     if total is not None and 0 < total <= hw + options_s and (a.cost_model or "").strip().lower() != "hardware":
-        what = f"--hw-budget {hw_budget}" + (f" and --options-budget {options_s:g}s" if options_s else "")
-        raise UserError(f"{what} leave nothing of --budget {a.budget} for the search")
+        what = (f"--hw-budget {hw_budget} and --options-budget {options_s:g}s leave" if options_s
+                else f"--hw-budget {hw_budget} leaves")
+        raise UserError(f"{what} nothing of --budget {a.budget} for the search")
     if a.resume_dir:
         Tuner.read_checkpoint(a.resume_dir)  # a missing or corrupt checkpoint fails before any work
     _check_budget_after_parse(total, hw + options_s, a.cost_model, started, load_s, a.budget)

@@ -41,15 +41,15 @@ def options_header(speedup: float, interval: list, flags: dict) -> str:
 
 def tune_compiler_options(result: TuningResult, target: Any, evaluator: ProgramEvaluator, original: str,
                           budget_s: float, *, program_sha: str, store: Any = None,
-                          log: Optional[Callable[[str], None]] = None,
-                          confidence: float = 0.95) -> Optional[OptionsSearchResult]:
+                          log: Optional[Callable[[str], None]] = None, confidence: float = 0.95,
+                          clock: Callable[[], float] = time.monotonic) -> Optional[OptionsSearchResult]:
     """Search ``target``'s compiler options for what ``result`` would write (module docstring) within
     ``budget_s`` seconds of hardware time, and update ``result`` (its written program, compile options,
     paired speedup) where they are shown faster. ``store``: the machine-keyed measurement store the
     search learns from and records into (None: neither). Returns the search's result, or None where the
-    stage could not run (one warning line in ``result.warnings`` says why)."""
+    stage could not run (one warning line in ``result.warnings`` says why). ``clock``: the budget's clock."""
     from autotune.compiler.emission import EMITTED_CPU_COMPILE_OPTIONS, compile_flags_text
-    started = time.monotonic()
+    started = clock()
     ver = result.verification
     if ver.get("status") != "verified" or result.measured_original is None:
         _warn(result, "compiler options not searched: the run's end-to-end verification did not time XLA's own "
@@ -62,7 +62,7 @@ def tune_compiler_options(result: TuningResult, target: Any, evaluator: ProgramE
     prior = options_prior(store, evaluator, target.name, exclude_program=program_sha) if store is not None else None
     search_s = budget_s * (1 - FINAL_SHARE) if tuned else budget_s
     found = search_options(program, target, evaluator, search_s, base_options=base,
-                           reference_text=original if tuned else None, prior=prior, log=log)
+                           reference_text=original if tuned else None, prior=prior, log=log, clock=clock)
     if store is not None:
         record_options(store, evaluator, target.name, program_sha, found)
     entry: dict = {"searched": "the tuned configuration's emission" if tuned else "the original program",
@@ -87,11 +87,11 @@ def tune_compiler_options(result: TuningResult, target: Any, evaluator: ProgramE
         return found
     # A tuned configuration with its options: timed beside the original's default compile.
     flags = {**EMITTED_CPU_COMPILE_OPTIONS["xla_flags"], **found.flags}
-    left = max(0.0, budget_s - (time.monotonic() - started))
+    left = max(0.0, budget_s - (clock() - started))
     check = confirm_paired(
         lambda s: evaluator.measure_paired(original, program, s, disable_fusion=True, xla_flags=flags,
                                            reference_options=ORIGINAL_COMPILE_OPTIONS),
-        left, confidence=confidence)
+        left, confidence=confidence, clock=clock)
     alone = (result.paired or {}).get("speedup") or 1.0
     entry["combined_paired"] = check.as_dict()
     if check.faster and (check.speedup or 0.0) > alone:

@@ -31,7 +31,7 @@ from hardware.base import ProgramEvaluator
 
 __all__ = ["OptionCandidate", "OptionsSearchResult", "OptionsPrior", "search_options", "candidate_settings",
            "xla_flags_line", "parse_xla_flags", "DEFAULT_REFERENCE_OPTIONS", "record_options", "options_prior",
-           "options_namespace"]
+           "options_namespace", "trials_to_reach"]
 
 # The reference of every paired timing: XLA's own compile of the program (its fusion on, no options).
 DEFAULT_REFERENCE_OPTIONS: dict = {"disable_fusion": False, "xla_flags": {}}
@@ -174,6 +174,15 @@ def options_prior(store: Any, evaluator: ProgramEvaluator, target: str,
     if not programs:
         return None
     return OptionsPrior({k: (sum(v) / len(v), len(v)) for k, v in per.items()}, len(programs))
+
+
+def trials_to_reach(trace: Sequence, final: Optional[float], share: float = 0.95) -> Optional[int]:
+    """The first trial of a search's ``trace`` whose best speedup so far holds ``share`` of the gain of
+    ``final`` (the speedup the search kept: ``best - 1 >= share * (final - 1)``); None where the search
+    kept nothing faster or never got there."""
+    if final is None or final <= 1:
+        return None
+    return next((int(t) for t, b in trace if b - 1 >= share * (final - 1)), None)
 
 
 def _r(x: Optional[float]) -> Optional[float]:

@@ -1,0 +1,43 @@
+"""benchmarks.user_speedup: a program timed in this process as a fresh timing process does, the written
+program's outputs judged against the original's, and the summary and table over rows."""
+from __future__ import annotations
+
+import pytest
+
+from benchmarks import user_speedup as us
+
+TINY = """HloModule tiny
+
+ENTRY main {
+  x = f32[64,32] parameter(0)
+  e = f32[64,32] exponential(x)
+  ROOT t = f32[64,32] tanh(e)
+}
+"""
+
+
+def test_time_one_and_output_check(tmp_path):
+    pytest.importorskip("jax")
+    prog = tmp_path / "tiny.hlo"
+    prog.write_text(TINY)
+    t = us.time_one(str(prog), '{"disable_fusion": false, "xla_flags": {"xla_backend_optimization_level": 2}}', 0.05)
+    assert t["seconds"] > 0 and t["repeats"] >= 3
+    assert us.check_outputs(prog, prog, {"disable_fusion": True, "xla_flags": {}})["ok"]
+    wrong = tmp_path / "wrong.hlo"
+    wrong.write_text(TINY.replace("tanh(e)", "negate(e)"))
+    assert not us.check_outputs(prog, wrong, {})["ok"]
+
+
+def test_summary_and_table_say_what_was_measured():
+    rows = [{"program": "a", "corpus": "hlo", "speedup": 1.2, "interval": [1.1, 1.3], "claimed_speedup": 1.25,
+             "winner": 0, "XLA_FLAGS": "--xla_disable_hlo_passes=fusion --x=1", "outputs": {"ok": True}},
+            {"program": "b", "corpus": "hlo", "speedup": 0.9, "interval": [0.85, 0.95], "winner": "original",
+             "outputs": {"ok": False, "error": 1.0}},
+            {"program": "c", "corpus": "hlo", "error": "no report"}]
+    s = us.summarize(rows)
+    assert s["timed"] == 2 and s["faster_beyond_interval"] == 1 and s["slower_beyond_interval"] == 1
+    assert s["wrong_outputs"] == 1 and s["failed_runs"] == 1 and s["tuned_fusion_written"] == 1 and s["options_written"] == 1
+    md = us.markdown({"summary": s, "rows": rows, "budget": "2m", "machine": "m", "date": "d", "commit": "c",
+                      "rounds": 5, "seconds": 0.7})
+    assert "| a | hlo | 1.200 [1.100, 1.300] | 1.250 | 0 | --x=1 | ok |" in md
+    assert "WRONG" in md and "no report" in md
