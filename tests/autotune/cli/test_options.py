@@ -98,12 +98,12 @@ def test_fusion_with_the_options_stage_writes_what_it_verified(tmp_path):
     prog = tmp_path / "tiny.hlo"
     prog.write_text(TINY)
     out, store = tmp_path / "run", tmp_path / "store.sqlite"
-    r = CliRunner().invoke(main, ["fusion", str(prog), "--target", "cpu", "--budget", "14s", "--options-budget", "5s",
+    r = CliRunner().invoke(main, ["fusion", str(prog), "--target", "cpu", "--budget", "10s", "--options-budget", "4s",
                                   "--out", str(out), "--store", str(store), "--no-progress"])
     assert r.exit_code == 0, r.output
     rep = json.loads((out / "report.json").read_text())
     stage = rep["verification"]["compiler_options"]
-    assert stage["decision"] and stage["candidates"] and rep["options_budget_s"] == 5.0
+    assert stage["decision"] and stage["candidates"] and rep["options_budget_s"] == 4.0
     opts = rep["compile_options"] or ({"disable_fusion": False, "xla_flags": {}} if rep["keep_original"]
                                       else EMITTED_CPU_COMPILE_OPTIONS)
     assert (rep["XLA_FLAGS"] is None) == (rep["compile_options"] is None)

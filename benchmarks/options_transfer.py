@@ -1,0 +1,140 @@
+"""Learning across programs in the compiler-options search: how many trials a program needs to reach 95%
+of its gain with what other programs taught, against none.
+
+Input: the run folders of a `benchmarks.user_speedup` run (each report.json's compiler-options stage: every
+setting tried with its first paired timing, and the trace of the best so far in the order the run tried
+them) and its JSON (the programs, in the order they were tuned on one machine and one store). For each
+program with a gain (its best first timing above 1), the trials (settings checked) until the best so far
+holds 95% of that best gain (`autotune.tuning.options_search.trials_to_reach`), in three orders:
+
+- cold: the declared order with no prior (singles as `CPU_COMPILER_OPTIONS` declares them, then the pairs
+  the run measured), what the first program on a machine gets, replayed on the program's own timings;
+- as run: the run's own trace (the prior of the programs tuned before it on this machine);
+- leave-one-out: the prior of every other program of the benchmark (`OptionsPrior` over their first
+  timings, as `options_prior` builds it from the store), replayed on the program's own timings.
+
+A replay reorders measured timings (a setting's first timing does not depend on when it was taken, up to
+noise); settings the run did not measure are left out of every order alike.
+
+    python -m benchmarks.options_transfer --runs OUT --json us.json [--md OUT.md] [--out OUT.json]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _trials(order: list, speedups: dict, final: float) -> int:
+    from autotune.tuning.options_search import trials_to_reach
+    trace, best = [], 1.0
+    for i, name in enumerate(order, 1):
+        best = max(best, speedups.get(name) or 0.0)
+        trace.append((i, best))
+    got = trials_to_reach(trace, final)
+    return got if got is not None else len(order)
+
+
+def stage_of(report: dict) -> dict:
+    """A run's compiler-options stage: {setting: log speedup of its first timing (failed: -0.1)}, the
+    settings in the order listed, and the trace."""
+    stage = (report.get("verification") or {}).get("compiler_options") or {}
+    values: dict = {}
+    for c in stage.get("candidates", []):
+        if c["status"].startswith("skipped"):
+            continue
+        values[c["name"]] = math.log(c["speedup"]) if c["status"] == "ok" and c.get("speedup") else FAILED
+    return {"values": values, "trace": stage.get("trace") or [], "prior_programs": stage.get("prior_programs", 0)}
+
+
+FAILED = -0.1  # as options_search.FAILED_LOG_SPEEDUP
+
+
+def replay(stages: list) -> list:
+    """Per program (in tuning order): trials to 95% of its gain, cold / as run / leave-one-out."""
+    from autotune.compiler.targets.cpu import CPU_COMPILER_OPTIONS
+    from autotune.tuning.options_search import OptionsPrior, candidate_settings, trials_to_reach
+    declared = [c.name for c in candidate_settings(CPU_COMPILER_OPTIONS)]
+
+    def prior_of(others: list) -> OptionsPrior:
+        agg: dict = {}
+        for st in others:
+            for name, value in st["values"].items():
+                agg.setdefault(name, []).append(value)
+        return OptionsPrior({k: (sum(v) / len(v), len(v)) for k, v in agg.items()}, len(others))
+
+    out = []
+    for i, (name, st) in enumerate(stages):
+        measured = st["values"]
+        speedups = {k: math.exp(v) for k, v in measured.items() if v != FAILED}
+        final = max(speedups.values(), default=1.0)
+        row: dict = {"program": name, "settings": len(measured), "best_first_timing": round(final, 4),
+                     "prior_programs_as_run": st["prior_programs"]}
+        if final <= 1.0:
+            row["note"] = "no setting faster: nothing to reach"
+            out.append(row)
+            continue
+        singles = [n for n in declared if n in measured]
+        pairs = [n for n in measured if "+" in n]
+        pr = prior_of([s for j, (_, s) in enumerate(stages) if j != i])
+        known = [n for n in pr.winning_pairs() if n in measured]
+        loo = sorted(singles + known, key=lambda n: -pr.score(n)) + [n for n in pairs if n not in known]
+        as_run = trials_to_reach([tuple(t) for t in st["trace"]], final)
+        row.update({"cold": _trials(singles + pairs, speedups, final),
+                    "as_run": as_run if as_run is not None else len(st["trace"]),
+                    "leave_one_out": _trials(loo, speedups, final)})
+        out.append(row)
+    return out
+
+
+def main(argv=None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", required=True, help="the benchmarks.user_speedup --out folder")
+    ap.add_argument("--json", required=True, help="the benchmarks.user_speedup result")
+    ap.add_argument("--md", default=None)
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args(argv)
+    result = json.loads(Path(args.json).read_text())
+    stages = []
+    for r in result["rows"]:
+        report = Path(args.runs) / r["program"] / "report.json"
+        if report.exists():
+            stages.append((r["program"], stage_of(json.loads(report.read_text()))))
+    table = replay(stages)
+    with_gain = [t for t in table if "cold" in t]
+    ratio = [t["leave_one_out"] / t["cold"] for t in with_gain]
+    summary = {"programs": len(table), "with_gain": len(with_gain),
+               "median_cold": statistics.median([t["cold"] for t in with_gain]) if with_gain else None,
+               "median_leave_one_out": statistics.median([t["leave_one_out"] for t in with_gain]) if with_gain else None,
+               "median_as_run": statistics.median([t["as_run"] for t in with_gain]) if with_gain else None,
+               "median_ratio_loo_over_cold": statistics.median(ratio) if ratio else None,
+               "programs_within_a_third": sum(1 for t in with_gain if t["leave_one_out"] * 3 <= t["cold"])}
+    first = next((t for t in with_gain), None)
+    second = next((t for t in with_gain if t["program"] != (first or {}).get("program")), None)
+    if first and second:
+        summary["first_program"] = {"program": first["program"], "trials": first["as_run"]}
+        summary["second_program"] = {"program": second["program"], "trials": second["as_run"],
+                                     "within_a_third_of_the_first": second["as_run"] * 3 <= first["as_run"]}
+    out = {"summary": summary, "rows": table, "source": args.json}
+    if args.out:
+        Path(args.out).write_text(json.dumps(out, indent=1))
+    if args.md:
+        lines = ["| program | settings measured | best first timing | cold | as run (prior programs) | "
+                 "leave-one-out |", "|---|---|---|---|---|---|"]
+        for t in table:
+            if "cold" in t:
+                lines.append(f"| {t['program']} | {t['settings']} | {t['best_first_timing']:.3f} | {t['cold']} | "
+                             f"{t['as_run']} ({t['prior_programs_as_run']}) | {t['leave_one_out']} |")
+            else:
+                lines.append(f"| {t['program']} | {t['settings']} | {t['best_first_timing']:.3f} | - | - | - |")
+        Path(args.md).write_text("\n".join(lines) + "\n\n" + json.dumps(summary, indent=1) + "\n")
+    print(json.dumps(summary, indent=1))
+    return out
+
+
+if __name__ == "__main__":
+    main()
