@@ -1,0 +1,162 @@
+"""The whole-program cpu cost model (costmodels/program_cpu.py): validation by leaving one family out, then
+one score on programs of families it never trained on.
+
+Data: the JSON of `benchmarks.cpu_cost_models --skip-kernels` runs (per program: the default, random
+and searched configurations, each timed beside the default in many short paired rounds). A
+configuration's label is log of its pooled paired ratio to the default (the median of every block ratio
+of every round, "local ratio"); its features are `program_features` minus the default's.
+
+- `--validate`: for each model variant (kind x with/without the kernel models' sums), leave one
+  training family out at a time: fit on the others, Kendall's tau per held-out program between the
+  predicted and the measured ratios; beside it the kernel sums the JSON recorded (xgboost, gnn,
+  analytical: what the search minimizes today) and the labels' own split-half agreement (even rounds
+  against odd ones: what any predictor can reach).
+- `--test FILES --variant V --model-out M.json`: fit V on every training program, save it, and score the
+  test programs once (per-program Kendall, mean, median; the kernel sums beside it; split-half).
+
+    python -m benchmarks.cpu_program_model --train A.json.gz B.json ... --validate [--json OUT]
+    python -m benchmarks.cpu_program_model --train ... --test T.json --variant xgboost+sums --model-out M.json
+"""
+from __future__ import annotations
+
+import argparse
+import gzip
+import hashlib
+import json
+import re
+import statistics
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+KERNEL_MODELS = ("xgboost", "analytical")
+VARIANTS = ("xgboost+sums", "xgboost", "ridge+sums", "ridge")
+
+
+def family(program: str) -> str:
+    """bert_small_infer -> bert (the name before its size)."""
+    return re.split(r"_(?:tiny|small|medium|large)_", program)[0]
+
+
+def _read(path: str) -> list:
+    with (gzip.open if path.endswith(".gz") else open)(path, "rt") as f:
+        return [r for r in json.load(f)["programs"] if "paired" in r]
+
+
+def _pooled(rounds: list, sel: slice = slice(None)) -> float:
+    part = [x for t in rounds[sel] for x in t]
+    return float(np.median(part)) if part else float("nan")
+
+
+def program_rows(paths: list) -> list:
+    """One entry per (file, program): its configurations' features minus the default's, labels, the
+    recorded kernel sums, and the even/odd-round labels."""
+    from autotune import api
+    from autotune.compiler.fusion import FusionSpace
+    from autotune.compiler.program import Program
+    from costmodels.program_cpu import program_features
+    models = {m: api.make_cost_model(m, "fusion", "cpu").predict for m in KERNEL_MODELS}
+    out = []
+    for path in paths:
+        for r in _read(path):
+            if "configs" not in r:  # runs before 2026-11-27 round 2 did not record the configurations
+                continue
+            space = FusionSpace(Program.from_file(str(ROOT / r.get("path", f"examples/hlo/{r['program']}.hlo"))), "cpu")
+            kernels = [space.kernels(space.decode(bytes(1 if ch == "1" else 0 for ch in c))) for c in r["configs"]]
+            phi_sums = program_features(kernels, models)
+            rounds = r["paired"]["local_ratio_rounds"]
+            y = np.log([_pooled(t) for t in rounds])
+            even = np.log([_pooled(t, slice(0, None, 2)) for t in rounds])
+            odd = np.log([_pooled(t, slice(1, None, 2)) for t in rounds])
+            d = r["origin"].index("default")
+            ok = np.isfinite(y)
+            n_sums = len(KERNEL_MODELS)
+            out.append({"file": Path(path).name, "program": r["program"], "family": family(r["program"]),
+                        "delta_sums": (phi_sums - phi_sums[d])[ok], "delta": (phi_sums - phi_sums[d])[ok][:, :-n_sums],
+                        "y": y[ok], "even": even[ok], "odd": odd[ok],
+                        "kernel_sums": {k: np.asarray(v, float)[ok] for k, v in r["predicted_s"].items()},
+                        "origin": [o for o, k in zip(r["origin"], ok) if k]})
+    return out
+
+
+def _model(variant: str, seed: int = 0):
+    from costmodels.program_cpu import ProgramModel
+    kind, _, sums = variant.partition("+")
+    return ProgramModel(kind=kind, kernel_models=KERNEL_MODELS if sums else (), seed=seed)
+
+
+def _x(row: dict, variant: str) -> np.ndarray:
+    return row["delta_sums"] if variant.endswith("+sums") else row["delta"]
+
+
+def score(rows: list, predict) -> dict:
+    from costmodels.metrics import kendall
+    per = {}
+    for r in rows:
+        key = f"{r['program']} ({r['file']})"
+        per[key] = {"model": kendall(predict(r), r["y"]),
+                    **{f"kernel sum: {k}": kendall(v, r["y"]) for k, v in r["kernel_sums"].items()},
+                    "split-half (labels)": kendall(r["even"], r["odd"]), "configurations": len(r["y"])}
+    cols = [c for c in next(iter(per.values())) if c != "configurations"]
+    return {"programs": per, "mean": {c: float(np.mean([p[c] for p in per.values()])) for c in cols},
+            "median": {c: float(statistics.median([p[c] for p in per.values()])) for c in cols}}
+
+
+def validate(rows: list, variants: tuple) -> dict:
+    fams = sorted({r["family"] for r in rows})
+    out = {}
+    for v in variants:
+        preds: dict = {}
+        for f in fams:
+            train = [r for r in rows if r["family"] != f]
+            m = _model(v).fit(np.vstack([_x(r, v) for r in train]), np.concatenate([r["y"] for r in train]))
+            for r in rows:
+                if r["family"] == f:
+                    preds[id(r)] = m.predict(_x(r, v))
+        out[v] = score(rows, lambda r: preds[id(r)])
+    return out
+
+
+def main(argv=None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--train", nargs="+", required=True, help="cpu_cost_models JSON files of the training programs")
+    ap.add_argument("--validate", action="store_true")
+    ap.add_argument("--variants", nargs="*", default=list(VARIANTS))
+    ap.add_argument("--test", nargs="*", default=None, help="cpu_cost_models JSON files of the test programs")
+    ap.add_argument("--variant", default=None, help="the variant fitted for --test")
+    ap.add_argument("--model-out", default=None)
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args(argv)
+    rows = program_rows(args.train)
+    result: dict = {"train": [f"{r['program']} ({r['file']})" for r in rows]}
+    if args.validate:
+        result["validation"] = validate(rows, tuple(args.variants))
+        for v, s in result["validation"].items():
+            print(f"{v}: " + ", ".join(f"{k} {x:.3f}" for k, x in s["mean"].items()))
+    if args.test:
+        if not args.variant:
+            ap.error("--test needs --variant (chosen on validation)")
+        test = program_rows(args.test)
+        train_fams = {r["family"] for r in rows}
+        leaked = sorted({r["program"] for r in test if r["family"] in train_fams})
+        if leaked:
+            ap.error(f"test programs of training families: {leaked}")
+        m = _model(args.variant).fit(np.vstack([_x(r, args.variant) for r in rows]),
+                                     np.concatenate([r["y"] for r in rows]))
+        sha: Optional[str] = None
+        if args.model_out:
+            m.save(args.model_out)
+            sha = hashlib.sha256(Path(args.model_out).read_bytes()).hexdigest()
+        result["test"] = {"variant": args.variant, "model_sha256": sha, **score(test, lambda r: m.predict(_x(r, args.variant)))}
+        print("test: " + ", ".join(f"{k} {x:.3f}" for k, x in result["test"]["mean"].items()))
+        for p, s in result["test"]["programs"].items():
+            print(f"  {p}: " + ", ".join(f"{k} {x:.3f}" for k, x in s.items()))
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=1))
+    return result
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,155 @@
+"""A whole-program cost model for XLA:CPU: a fusion configuration's end-to-end time relative to the
+default configuration's, learned from paired end-to-end measurements (issue 33, part 5).
+
+On XLA:CPU a configuration's kernel sum is a poor guide to its program's time (thunk overheads, the
+schedule, library calls, cache reuse between neighbouring kernels; docs/lab-notes/2026-11-25-xla-cpu-
+inprogram-costs.md). This model prices the configuration as a whole:
+
+    phi(cfg)[j] = log2(1 + sum_k m_k (2^{g_kj} - 1))        (each kernel k's cpu geometry row g_k, which is
+                                                             log2(1 + x) of counts, sizes and flops; m_k its
+                                                             multiplicity: the program's totals per column)
+                  + log2(1 + kernels), log2(1 + kernel executions), log2(1 + fused dots),
+                  log2(1 + small kernels), log2(1 + kernel-sum predictions of the kernel models given)
+    log(t(cfg) / t(default)) ~ f(phi(cfg) - phi(default))   (f: gradient-boosted trees, or ridge)
+
+Differences from the default cancel what is constant within a program (its size, its library calls'
+own cost), so one model serves every program; trained on the paired ratio of each measured
+configuration to the default timed beside it (``benchmarks.cpu_cost_models``), judged by Kendall's tau
+per program on programs of families it never trained on (``benchmarks.cpu_program_model``).
+"""
+from __future__ import annotations
+
+import json
+from typing import Any, Optional, Sequence
+
+import numpy as np
+
+__all__ = ["ProgramModel", "program_features", "relative_costs", "FEATURE_NAMES", "extra_feature_names"]
+
+SMALL_KERNEL_BYTES = 16 * 1024  # a kernel touching less than this is mostly overhead
+
+
+def _geometry_columns() -> tuple:
+    from costmodels.features.schema import geometry_names
+    names = geometry_names("cpu")
+    return tuple(i for i, n in enumerate(names) if n), tuple(n for n in names if n)
+
+
+def extra_feature_names(kernel_models: Sequence[str] = ()) -> tuple:
+    return ("kernels", "kernel_executions", "fused_dots", "small_kernels",
+            *(f"kernel_sum:{m}" for m in kernel_models))
+
+
+FEATURE_NAMES: tuple = ()  # filled on first use: the geometry columns' names (extra names follow)
+
+
+def program_features(kernel_lists: Sequence[Sequence[Any]],
+                     kernel_models: Optional[dict] = None) -> np.ndarray:
+    """phi (module docstring) of each configuration, given as its list of kernels; ``kernel_models``:
+    name -> predict(kernels) -> seconds, whose multiplicity-weighted sums are features too."""
+    from costmodels.features.geometry import geometry_matrix
+    global FEATURE_NAMES
+    cols, names = _geometry_columns()
+    if not FEATURE_NAMES:
+        FEATURE_NAMES = names
+    idx = {n: i for i, n in enumerate(names)}
+    models = dict(kernel_models or {})
+    rows = []
+    for kernels in kernel_lists:
+        g = geometry_matrix(list(kernels), "cpu")[:, cols] if kernels else np.zeros((0, len(cols)))
+        m = np.array([float(getattr(k, "multiplicity", 1) or 1) for k in kernels])
+        raw = np.exp2(g) - 1.0
+        totals = np.log2(1.0 + (m[:, None] * raw).sum(axis=0)) if len(kernels) else np.zeros(len(cols))
+        has_dot = raw[:, idx["cpu_has_dot"]] > 0.5 if len(kernels) else np.zeros(0, bool)
+        members = raw[:, idx["cpu_n_members"]] if len(kernels) else np.zeros(0)
+        touched = raw[:, idx["cpu_bytes_touched"]] if len(kernels) else np.zeros(0)
+        extra = [len(kernels), m.sum(), float((m * (has_dot & (members > 1.5))).sum()),
+                 float((m * (touched < SMALL_KERNEL_BYTES)).sum())]
+        for fn in models.values():
+            extra.append(float(np.sum(m * np.asarray(fn(list(kernels)), float))) * 1e9 if len(kernels) else 0.0)
+        rows.append(np.concatenate([totals, np.log2(1.0 + np.maximum(np.asarray(extra, float), 0.0))]))
+    return np.asarray(rows, dtype=float)
+
+
+class ProgramModel:
+    """f of the module docstring: ``predict(delta)`` is log(t(cfg) / t(default)) for feature differences
+    ``delta = phi(cfg) - phi(default)``. ``kind``: "xgboost" (gradient-boosted trees) or "ridge".
+    ``kernel_models``: the kernel models whose sums are features (names as ``api.make_cost_model`` reads
+    them; recorded so that a loaded model prices with the same)."""
+
+    def __init__(self, kind: str = "xgboost", n_estimators: int = 300, max_depth: int = 3,
+                 learning_rate: float = 0.05, alpha: float = 1.0, kernel_models: Sequence[str] = (), seed: int = 0):
+        self.kind = kind
+        self.n_estimators = n_estimators
+        self.max_depth = max_depth
+        self.learning_rate = learning_rate
+        self.alpha = alpha
+        self.kernel_models = tuple(kernel_models)
+        self.seed = seed
+
+    def fit(self, delta: np.ndarray, log_ratio: np.ndarray) -> "ProgramModel":
+        X, y = np.asarray(delta, float), np.asarray(log_ratio, float)
+        if self.kind == "ridge":
+            mu, sd = X.mean(axis=0), X.std(axis=0)
+            sd[sd < 1e-9] = 1.0
+            Z = (X - mu) / sd
+            w = np.linalg.solve(Z.T @ Z + self.alpha * len(y) * np.eye(Z.shape[1]), Z.T @ y)
+            self.ridge_ = {"mu": mu.tolist(), "sd": sd.tolist(), "w": w.tolist()}
+        elif self.kind == "xgboost":
+            import xgboost as xgb
+            self.booster_ = xgb.train({"max_depth": self.max_depth, "eta": self.learning_rate, "subsample": 0.8,
+                                       "colsample_bytree": 0.8, "objective": "reg:squarederror", "seed": self.seed,
+                                       "nthread": 1}, xgb.DMatrix(X, label=y), num_boost_round=self.n_estimators)
+        else:
+            raise ValueError(f"unknown kind {self.kind!r} (xgboost or ridge)")
+        self.n_features_ = X.shape[1]
+        return self
+
+    def predict(self, delta: np.ndarray) -> np.ndarray:
+        X = np.asarray(delta, float)
+        if X.ndim != 2 or X.shape[1] != self.n_features_:
+            raise ValueError(f"expected {self.n_features_} feature differences per row, got shape {X.shape}")
+        if self.kind == "ridge":
+            r = self.ridge_
+            return ((X - np.asarray(r["mu"])) / np.asarray(r["sd"])) @ np.asarray(r["w"])
+        import xgboost as xgb
+        return self.booster_.predict(xgb.DMatrix(X))
+
+    def save(self, path: str) -> None:
+        doc: dict = {"format": "autotune-program-model/1", "target": "cpu", "kind": self.kind,
+                     "params": {"n_estimators": self.n_estimators, "max_depth": self.max_depth,
+                                "learning_rate": self.learning_rate, "alpha": self.alpha,
+                                "kernel_models": list(self.kernel_models), "seed": self.seed},
+                     "n_features": self.n_features_}
+        if self.kind == "ridge":
+            doc["ridge"] = self.ridge_
+        else:
+            doc["booster"] = json.loads(self.booster_.save_raw("json").decode())
+        with open(path, "w") as f:
+            json.dump(doc, f)
+
+    @classmethod
+    def load(cls, path: str) -> "ProgramModel":
+        with open(path) as f:
+            doc = json.load(f)
+        if doc.get("format") != "autotune-program-model/1":
+            raise ValueError(f"{path}: not an autotune whole-program model")
+        m = cls(kind=doc["kind"], **doc["params"])
+        m.n_features_ = int(doc["n_features"])
+        if m.kind == "ridge":
+            m.ridge_ = doc["ridge"]
+        else:
+            import xgboost as xgb
+            m.booster_ = xgb.Booster()
+            m.booster_.load_model(bytearray(json.dumps(doc["booster"]).encode()))
+        return m
+
+
+def relative_costs(model: ProgramModel, kernel_lists: Sequence[Sequence[Any]], default_kernels: Sequence[Any],
+                   kernel_models: Optional[dict] = None,
+                   default_features: Optional[np.ndarray] = None) -> np.ndarray:
+    """exp(f(phi - phi(default))): each configuration's predicted time as a multiple of the default's."""
+    phi0 = default_features if default_features is not None else program_features([default_kernels], kernel_models)[0]
+    phi = program_features(kernel_lists, kernel_models)
+    return np.exp(np.clip(model.predict(phi - phi0), -20, 20))
+
