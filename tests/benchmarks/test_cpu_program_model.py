@@ -1,0 +1,46 @@
+"""benchmarks.cpu_program_model on a made-up cpu_cost_models record of two real programs (three
+configurations each, invented paired rounds): features, labels, leave-one-family-out, the test guard."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from benchmarks import cpu_program_model as cpm
+
+
+def _record(tmp_path, programs):
+    from autotune.compiler.fusion import FusionSpace
+    from autotune.compiler.program import Program
+    rows = []
+    rng = np.random.default_rng(0)
+    for name in programs:
+        space = FusionSpace(Program.from_file(str(cpm.ROOT / "examples" / "hlo" / f"{name}.hlo")), "cpu")
+        cfgs = [space.default(), space.random(rng), space.random(rng)]
+        enc = ["".join("1" if b else "0" for b in space.encode(c)) for c in cfgs]
+        ratios = [1.0, 1.1, 0.9]
+        rounds = [[[r * (1 + 0.01 * k), r] for k in range(4)] for r in ratios]
+        rows.append({"program": name, "path": f"examples/hlo/{name}.hlo", "configs": enc,
+                     "origin": ["default", "random", "random"], "predicted_s": {"xgboost": [1.0, 1.2, 0.8]},
+                     "paired": {"local_ratio_rounds": rounds}})
+    path = tmp_path / f"{programs[0]}.json"
+    path.write_text(json.dumps({"programs": rows}))
+    return str(path)
+
+
+def test_family_names():
+    assert cpm.family("bert_small_infer") == "bert" and cpm.family("mlp_mixer_medium_train") == "mlp_mixer"
+
+
+def test_rows_validation_and_the_test_guard(tmp_path):
+    train = _record(tmp_path, ["vae_small_infer", "autoencoder_small_infer"])
+    rows = cpm.program_rows([train])
+    assert [r["family"] for r in rows] == ["vae", "autoencoder"]
+    for r in rows:
+        assert np.allclose(r["delta_sums"][0], 0) and r["y"][0] == pytest.approx(0.0, abs=0.02)
+        assert r["delta_sums"].shape[1] == r["delta"].shape[1] + len(cpm.KERNEL_MODELS)
+    val = cpm.validate(rows, ("ridge",))
+    assert set(val["ridge"]["mean"]) >= {"model", "kernel sum: xgboost", "split-half (labels)"}
+    with pytest.raises(SystemExit):  # a test program of a training family is refused
+        cpm.main(["--train", train, "--test", train, "--variant", "ridge"])
