@@ -106,7 +106,8 @@ def summarize(rows: list) -> dict:
 
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--runs", required=True, help="the benchmarks.user_speedup --out folder")
+    ap.add_argument("--runs", required=True, help="the benchmarks.user_speedup --out folder (or a folder of its "
+                                                  "report.json files named PROGRAM.json)")
     ap.add_argument("--json", required=True, help="the benchmarks.user_speedup result")
     ap.add_argument("--md", default=None)
     ap.add_argument("--out", default=None)
@@ -117,6 +118,8 @@ def main(argv=None) -> dict:
     stages = []
     for r in result["rows"]:
         report = Path(args.runs) / r["program"] / "report.json"
+        if not report.exists():  # the committed copy: benchmarks/results/user_speedup_DATE/reports/PROGRAM.json
+            report = Path(args.runs) / f"{r['program']}.json"
         if report.exists():
             stages.append((r["program"], stage_of(json.loads(report.read_text()))))
     table = replay(stages)

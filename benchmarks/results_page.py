@@ -181,6 +181,21 @@ def user_speedup_rows() -> list[Row]:
     return out
 
 
+def options_transfer_rows() -> list[Row]:
+    raw = "benchmarks/results/options_transfer_2026-11-29.json"
+    d = read_raw(raw)["summary"]
+    a, g = d["all with a gain"], d["best first timing >= 1.03"]
+    return [Row("Compiler-options search learning across programs (the same run): trials until 95% of a program's "
+                "gain, with the prior of the other programs on the machine (leave-one-out) against the declared "
+                "order (goal: <= 1/3)", f"median {a['median_leave_one_out']:g} vs {a['median_cold']:g} trials",
+                f"per-program ratio median {a['median_ratio_loo_over_cold']:.2f}; within a third {a['loo_within_a_third']}"
+                f"/{a['programs']}; programs gaining >= 3%: {g['median_leave_one_out']:g} vs {g['median_cold']:g} "
+                f"(ratio {g['median_ratio_loo_over_cold']:.2f}, {g['loo_within_a_third']}/{g['programs']} within a third)",
+                f"{a['programs']} programs", "2026-11-29", "0e27464",
+                "`python -m benchmarks.options_transfer --runs benchmarks/results/user_speedup_2026-11-29/reports "
+                "--json benchmarks/results/user_speedup_2026-11-29.json`", raw)]
+
+
 # ------------------------------------------------------------------------------- TpuGraphs tiles
 def tpugraphs_rows() -> list[Row]:
     raw = "benchmarks/results/tpugraphs_loko_full_2026-11-29.json"
@@ -242,7 +257,8 @@ SECTIONS: list[tuple[str, Callable[[], list[Row]]]] = [
     ("Real TPU measurements (TpuGraphs tiles)", tpugraphs_rows),
     ("Search guided by a cost model (simulator)", section7_rows),
     ("Correctness of the rewritten programs", parity_rows),
-    ("Tuning real users' programs on XLA:CPU", lambda: library_fusion_rows()[:1] + user_speedup_rows()),
+    ("Tuning real users' programs on XLA:CPU", lambda: library_fusion_rows()[:1] + user_speedup_rows()
+     + options_transfer_rows()),
     ("Start-up (the project's 2-core VM)", startup_rows),
 ]
 
@@ -280,7 +296,10 @@ def render() -> str:
     for title, make in SECTIONS:
         lines += [f"## {title}", ""] + rows_md(make()) + [""]
     lines += ["Plots: [held-out fusion accuracy per program](results/heldout_fusion_tpu.png), "
-              "[library corpus speedups per program](results/library_fusion_cpu.png).", "",
+              "[library corpus speedups per program](results/library_fusion_cpu.png), "
+              "[re-timed speedups of the written programs over XLA's own compile](results/user_speedup_cpu.png) "
+              "(one plot per program: [user_speedup_2026-11-29/plots/](../benchmarks/results/user_speedup_2026-11-29/plots/)).",
+              "",
               "## Withdrawn, pending re-measurement", ""] + [f"- {w}" for w in WITHDRAWN] + [""]
     return "\n".join(lines)
 
