@@ -76,7 +76,10 @@ def program_rows(paths: list) -> list:
             out.append({"file": Path(path).name, "program": r["program"], "family": family(r["program"]),
                         "delta_sums": (phi_sums - phi_sums[d])[ok], "delta": (phi_sums - phi_sums[d])[ok][:, :-n_sums],
                         "y": y[ok], "even": even[ok], "odd": odd[ok],
-                        "kernel_sums": {k: np.asarray(v, float)[ok] for k, v in r["predicted_s"].items()},
+                        # the kernel sums the search minimizes today (the shipped kernel models, priced now; the
+                        # JSON's own columns came from the models of the day it was measured)
+                        "kernel_sums": {(f"{m} (shipped)" if m != "analytical" else m): phi_sums[ok][:, -n_sums + j]
+                                        for j, m in enumerate(KERNEL_MODELS)},
                         "origin": [o for o, k in zip(r["origin"], ok) if k]})
     return out
 

@@ -24,7 +24,8 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
-__all__ = ["ProgramModel", "program_features", "relative_costs", "FEATURE_NAMES", "extra_feature_names"]
+__all__ = ["ProgramModel", "program_features", "kernel_rows", "aggregate", "relative_costs", "FEATURE_NAMES",
+           "extra_feature_names"]
 
 SMALL_KERNEL_BYTES = 16 * 1024  # a kernel touching less than this is mostly overhead
 
@@ -43,32 +44,48 @@ def extra_feature_names(kernel_models: Sequence[str] = ()) -> tuple:
 FEATURE_NAMES: tuple = ()  # filled on first use: the geometry columns' names (extra names follow)
 
 
-def program_features(kernel_lists: Sequence[Sequence[Any]],
-                     kernel_models: Optional[dict] = None) -> np.ndarray:
-    """phi (module docstring) of each configuration, given as its list of kernels; ``kernel_models``:
-    name -> predict(kernels) -> seconds, whose multiplicity-weighted sums are features too."""
+def kernel_rows(kernels: Sequence[Any], kernel_models: Optional[dict] = None) -> np.ndarray:
+    """Each kernel's contribution in linear units: its cpu geometry columns (2^g - 1), then 1 (a kernel),
+    whether it is a fused dot, whether it is small, and each kernel model's seconds (x 1e9). One row per
+    kernel, not yet weighted by multiplicity (`aggregate`); a pricer caches them by kernel hash."""
     from costmodels.features.geometry import geometry_matrix
     global FEATURE_NAMES
     cols, names = _geometry_columns()
     if not FEATURE_NAMES:
         FEATURE_NAMES = names
-    idx = {n: i for i, n in enumerate(names)}
     models = dict(kernel_models or {})
-    rows = []
-    for kernels in kernel_lists:
-        g = geometry_matrix(list(kernels), "cpu")[:, cols] if kernels else np.zeros((0, len(cols)))
-        m = np.array([float(getattr(k, "multiplicity", 1) or 1) for k in kernels])
-        raw = np.exp2(g) - 1.0
-        totals = np.log2(1.0 + (m[:, None] * raw).sum(axis=0)) if len(kernels) else np.zeros(len(cols))
-        has_dot = raw[:, idx["cpu_has_dot"]] > 0.5 if len(kernels) else np.zeros(0, bool)
-        members = raw[:, idx["cpu_n_members"]] if len(kernels) else np.zeros(0)
-        touched = raw[:, idx["cpu_bytes_touched"]] if len(kernels) else np.zeros(0)
-        extra = [len(kernels), m.sum(), float((m * (has_dot & (members > 1.5))).sum()),
-                 float((m * (touched < SMALL_KERNEL_BYTES)).sum())]
-        for fn in models.values():
-            extra.append(float(np.sum(m * np.asarray(fn(list(kernels)), float))) * 1e9 if len(kernels) else 0.0)
-        rows.append(np.concatenate([totals, np.log2(1.0 + np.maximum(np.asarray(extra, float), 0.0))]))
-    return np.asarray(rows, dtype=float)
+    n = len(kernels)
+    if n == 0:
+        return np.zeros((0, len(cols) + 3 + len(models)))
+    idx = {name: i for i, name in enumerate(names)}
+    raw = np.exp2(geometry_matrix(list(kernels), "cpu")[:, cols]) - 1.0
+    fused_dot = (raw[:, idx["cpu_has_dot"]] > 0.5) & (raw[:, idx["cpu_n_members"]] > 1.5)
+    small = raw[:, idx["cpu_bytes_touched"]] < SMALL_KERNEL_BYTES
+    extra = [np.ones(n), fused_dot.astype(float), small.astype(float)]
+    extra += [np.asarray(fn(list(kernels)), float) * 1e9 for fn in models.values()]
+    return np.column_stack([raw, *extra])
+
+
+def aggregate(rows: np.ndarray, multiplicities: np.ndarray) -> np.ndarray:
+    """phi of one configuration from its kernels' `kernel_rows` and multiplicities: log2(1 + total) per
+    column, the kernel count unweighted and every other column weighted by multiplicity."""
+    n_geo = len(_geometry_columns()[0])
+    m = np.asarray(multiplicities, float)
+    totals = (m[:, None] * rows).sum(axis=0) if len(rows) else np.zeros(rows.shape[1])
+    if len(rows):
+        totals = np.concatenate([totals[:n_geo], [len(rows), m.sum()], totals[n_geo + 1:]])
+    else:
+        totals = np.concatenate([totals[:n_geo], [0.0, 0.0], totals[n_geo + 1:]])
+    return np.log2(1.0 + np.maximum(totals, 0.0))
+
+
+def program_features(kernel_lists: Sequence[Sequence[Any]],
+                     kernel_models: Optional[dict] = None) -> np.ndarray:
+    """phi (module docstring) of each configuration, given as its list of kernels; ``kernel_models``:
+    name -> predict(kernels) -> seconds, whose multiplicity-weighted sums are features too."""
+    return np.asarray([aggregate(kernel_rows(ks, kernel_models),
+                                 np.array([float(getattr(k, "multiplicity", 1) or 1) for k in ks]))
+                       for ks in kernel_lists], dtype=float)
 
 
 class ProgramModel:

@@ -108,6 +108,26 @@ def _run_tuner(space: Any, model: Any, strat: Any, ev: Any, run: _SearchRun) -> 
     return result, meta
 
 
+PROGRAM_MODEL_SPEC = "program"  # --cost-model program: the shipped whole-program model (cpu)
+
+
+def _program_model(space: Any, target: str) -> tuple:
+    """(pricer, model file) for --cost-model program: the shipped whole-program cpu model
+    (costmodels/program_cpu.py) pricing whole configurations (autotune/tuning/program_cost.py)."""
+    from autotune.tuning.program_cost import LearnedProgramCost
+    from costmodels.base import shipped_file
+    from costmodels.program_cpu import ProgramModel
+    if get_target(target).name != "cpu":
+        raise UserError(f"--cost-model program: the whole-program model is trained on XLA:CPU; --target {target} "
+                        "has none (use gnn, xgboost or analytical)")
+    path = shipped_file("program", "fusion", "cpu")
+    if path is None:
+        raise UserError("--cost-model program: no shipped whole-program model (costmodels/shipped/program_fusion_cpu.json)")
+    pm = ProgramModel.load(str(path))
+    kernel_models = {m: api.make_cost_model(m, "fusion", "cpu").predict for m in pm.kernel_models}
+    return LearnedProgramCost(space, pm, kernel_models), str(path)
+
+
 def _options_budget(a: Any, total: Optional[float], hw: float) -> float:
     """Seconds of the compiler-options stage: --options-budget, else a quarter of --budget (60 s without
     one) where the target declares compiler options, the evaluator is xla and verification runs."""
@@ -358,7 +378,10 @@ def fusion(program: str, **options: Any) -> None:
     ev = make_evaluator(a.evaluator, target, a.store, seed, scheduler=a.scheduler, workers=a.workers)
     clock.mark("evaluator")
     try:
-        model, model_name = make_cost_model(a.cost_model, "fusion", target, ev)
+        if (a.cost_model or "").strip().lower() == PROGRAM_MODEL_SPEC:
+            model, model_name = _program_model(space, target)
+        else:
+            model, model_name = make_cost_model(a.cost_model, "fusion", target, ev)
         clock.mark("cost_model")
         program_sha = program_fingerprint(space)
         measuring = model_name == "hardware"

@@ -41,6 +41,6 @@ def test_rows_validation_and_the_test_guard(tmp_path):
         assert np.allclose(r["delta_sums"][0], 0) and r["y"][0] == pytest.approx(0.0, abs=0.02)
         assert r["delta_sums"].shape[1] == r["delta"].shape[1] + len(cpm.KERNEL_MODELS)
     val = cpm.validate(rows, ("ridge",))
-    assert set(val["ridge"]["mean"]) >= {"model", "kernel sum: xgboost", "split-half (labels)"}
+    assert set(val["ridge"]["mean"]) >= {"model", "kernel sum: xgboost (shipped)", "split-half (labels)"}
     with pytest.raises(SystemExit):  # a test program of a training family is refused
         cpm.main(["--train", train, "--test", train, "--variant", "ridge"])

@@ -51,3 +51,44 @@ def test_relative_costs_of_the_default_is_its_prediction_at_zero():
     m = ProgramModel(kind="ridge").fit(np.zeros((4, d)) + np.arange(4)[:, None], np.arange(4) * 0.1)
     c = relative_costs(m, [ks], ks)
     assert c.shape == (1,) and c[0] == pytest.approx(float(np.exp(m.predict(np.zeros((1, d)))[0])))
+
+
+def test_learned_program_cost_prices_whole_configurations():
+    """The pricer (autotune/tuning/program_cost.py): the default costs the reference, every configuration
+    reference * exp(prediction of its feature difference), memoized; kernels' rows cached by hash."""
+    from autotune.tuning.program_cost import LearnedProgramCost
+    space = _space()
+    ks = space.kernels(space.default())
+    unit = {"unit": lambda kk: np.full(len(kk), 1e-6)}
+    d = program_features([ks], unit).shape[1]
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(50, d))
+    m = ProgramModel(kind="ridge").fit(X, 0.1 * X[:, 0])
+    pricer = LearnedProgramCost(space, m, unit)
+    assert pricer.reference_s == pytest.approx(1e-6 * sum(k.multiplicity for k in ks))
+    cfgs = [space.default(), space.random(rng), space.random(rng)]
+    costs = pricer(cfgs)
+    assert costs[0] == pytest.approx(pricer.reference_s * np.exp(m.predict(np.zeros((1, d)))[0]))
+    want = relative_costs(m, [space.kernels(c) for c in cfgs[1:]], ks, unit) * pricer.reference_s
+    assert np.allclose(costs[1:], want)
+    assert all(pricer.is_priced(c) for c in cfgs) and pricer.kernels_priced == 3
+    pricer(cfgs)
+    assert pricer.kernels_priced == 3  # memoized
+
+
+def test_cli_program_model(tmp_path):
+    import json
+
+    from click.testing import CliRunner
+
+    from autotune.cli.app import main
+    from pathlib import Path
+    prog = str(Path(__file__).resolve().parents[2] / "examples" / "hlo" / "vae_small_infer.hlo")
+    r = CliRunner().invoke(main, ["fusion", prog, "--target", "tpu", "--cost-model", "program"])
+    assert r.exit_code == 2 and "trained on XLA:CPU" in r.output
+    out = tmp_path / "run"
+    r = CliRunner().invoke(main, ["fusion", prog, "--target", "cpu", "--cost-model", "program", "--budget", "4s",
+                                  "--hw-budget", "0", "--out", str(out), "--no-progress"])
+    assert r.exit_code == 0, r.output
+    rep = json.loads((out / "report.json").read_text())
+    assert rep["cost_model"].endswith("program_fusion_cpu.json") and rep["evaluations"] > 1
