@@ -208,7 +208,7 @@ def program_model_rows() -> list[Row]:
                 f"median {med['model']:.3f}; the kernel sums the search minimizes: shipped xgboost "
                 f"{m['kernel sum: xgboost (shipped)']:.3f}, analytical {m['kernel sum: analytical']:.3f}; the labels' "
                 f"split-half agreement {m['split-half (labels)']:.3f}", f"{len(t['programs'])} programs x 42-51 "
-                "configurations", "2026-11-29", "see lab note", cmd, raw)]
+                "configurations", "2026-11-29", "e0fd1ff", cmd, raw)]
 
 
 # ------------------------------------------------------------------------------- TpuGraphs tiles
