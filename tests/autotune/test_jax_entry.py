@@ -107,3 +107,23 @@ def test_load_reads_a_run_folder(fake_search):
     assert g.tuned and _close(g(*ARGS), tuple(jax.tree_util.tree_leaves(jax.jit(block)(*ARGS))))
     with pytest.raises(ValueError, match="not an autotune fusion run folder"):
         autotune.load(f.run_dir / "nowhere")
+
+
+def test_load_compiles_with_the_compile_options_the_run_verified(tmp_path):
+    """A run whose written program is the original with compiler options (the compiler-options stage):
+    load() compiles it with report.json's compile_options, without a keep-the-original warning."""
+    from autotune.tuning.compiler_options import options_header
+    from hardware.xla import compile_hlo
+    text = jax.jit(block).lower(*ARGS).as_text(dialect="hlo")
+    flags = {"xla_backend_optimization_level": 2}
+    (tmp_path / "fused.hlo").write_text(options_header(1.1, [1.05, 1.15], flags) + text)
+    (tmp_path / "report.json").write_text(json.dumps({
+        "verification": {"status": "verified", "winner": "original with compiler options"}, "keep_original": False,
+        "compile_options": {"disable_fusion": False, "xla_flags": flags}, "measured_speedup": 1.1}))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        tuned = autotune.load(tmp_path)
+    leaves = jax.tree_util.tree_leaves(ARGS)
+    want = compile_hlo(text)(*[np.asarray(a) for a in leaves])
+    got = tuned(*leaves)
+    assert all(np.allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-6) for a, b in zip(got, want))
