@@ -24,6 +24,8 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
+from costmodels.base import Estimator
+
 __all__ = ["ProgramModel", "program_features", "kernel_rows", "aggregate", "relative_costs", "FEATURE_NAMES",
            "extra_feature_names"]
 
@@ -88,11 +90,14 @@ def program_features(kernel_lists: Sequence[Sequence[Any]],
                        for ks in kernel_lists], dtype=float)
 
 
-class ProgramModel:
+class ProgramModel(Estimator):
     """f of the module docstring: ``predict(delta)`` is log(t(cfg) / t(default)) for feature differences
     ``delta = phi(cfg) - phi(default)``. ``kind``: "xgboost" (gradient-boosted trees) or "ridge".
     ``kernel_models``: the kernel models whose sums are features (names as ``api.make_cost_model`` reads
-    them; recorded so that a loaded model prices with the same)."""
+    them; recorded so that a loaded model prices with the same). Keeps the estimator conventions
+    (`costmodels.base.Estimator`): fitted state in ``booster_``/``ridge_`` and ``n_features_``."""
+
+    requires_fit = True
 
     def __init__(self, kind: str = "xgboost", n_estimators: int = 300, max_depth: int = 3,
                  learning_rate: float = 0.05, alpha: float = 1.0, kernel_models: Sequence[str] = (), seed: int = 0):
@@ -123,6 +128,7 @@ class ProgramModel:
         return self
 
     def predict(self, delta: np.ndarray) -> np.ndarray:
+        self.check_is_fitted("whole-program model")
         X = np.asarray(delta, float)
         if X.ndim != 2 or X.shape[1] != self.n_features_:
             raise ValueError(f"expected {self.n_features_} feature differences per row, got shape {X.shape}")

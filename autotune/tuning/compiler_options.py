@@ -47,13 +47,15 @@ def tune_compiler_options(result: TuningResult, target: Any, evaluator: ProgramE
     ``budget_s`` seconds of hardware time, and update ``result`` (its written program, compile options,
     paired speedup) where they are shown faster. ``store``: the machine-keyed measurement store the
     search learns from and records into (None: neither). Returns the search's result, or None where the
-    stage could not run (one warning line in ``result.warnings`` says why). ``clock``: the budget's clock."""
+    stage could not run (``verification["compiler_options"]`` says why; the verification's failure has its
+    own warning line). ``clock``: the budget's clock."""
     from autotune.compiler.emission import EMITTED_CPU_COMPILE_OPTIONS, compile_flags_text
     started = clock()
     ver = result.verification
     if ver.get("status") != "verified" or result.measured_original is None:
-        _warn(result, "compiler options not searched: the run's end-to-end verification did not time XLA's own "
-                      "compile of the original")
+        # the verification's own warning line says what failed; this stage only records that it did not run
+        ver["compiler_options"] = {"searched": None, "decision": "not searched: the end-to-end verification did "
+                                   "not time XLA's own compile of the original"}
         return None
     tuned = not result.keep_original and result.fused_text is not None and bool((result.paired or {}).get("faster"))
     program = result.fused_text if tuned else original
@@ -121,7 +123,3 @@ def _with_flags_line(text: str, flags_text: str) -> str:
             return "\n".join(lines)
     return f'// autotune: compile with XLA_FLAGS="{flags_text}"\n' + text
 
-
-def _warn(result: TuningResult, message: str) -> None:
-    if message not in result.warnings:
-        result.warnings.append(message)

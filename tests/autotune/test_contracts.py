@@ -28,7 +28,8 @@ def test_registered_cost_models_keep_the_contracts(name):
 
 
 @pytest.mark.parametrize("path", sorted(p.name for p in (ROOT / "costmodels" / "shipped").iterdir()
-                                        if "layout" not in p.name and "fusion_tpu" not in p.name))
+                                        if "layout" not in p.name and "fusion_tpu" not in p.name
+                                        and not p.name.startswith("program_")))
 def test_the_other_shipped_models_keep_the_contracts(path):
     """The shipped fusion models of other targets and the tile models (fusion on tpu: the test above)."""
     _, task, target = Path(path).stem.split("_")
@@ -254,3 +255,17 @@ def test_a_broken_strategy_fails_its_contract(broken, contract):
         check_strategy(broken)
     msg = str(e.value)
     assert msg.startswith(f"{broken.__name__} breaks the contract '{contract}': ") and "\n" not in msg
+
+
+def test_the_shipped_whole_program_model_keeps_the_estimator_conventions():
+    """The whole-program cpu model (costmodels/program_cpu.py) prices configurations, not kernels: it keeps
+    the estimator conventions and refuses to predict unfitted."""
+    from costmodels.program_cpu import ProgramModel
+    model = ProgramModel.load(str(ROOT / "costmodels" / "shipped" / "program_fusion_cpu.json"))
+    twin = type(model)(**model.get_params())
+    assert twin.get_params() == model.get_params() and not twin.is_fitted() and model.is_fitted()
+    assert set(model.fitted_attributes()) >= {"booster_", "n_features_"}
+    with pytest.raises(NotFittedError):
+        twin.predict(np.zeros((1, model.n_features_)))
+    with pytest.raises(TypeError, match="unknown parameter"):
+        type(model)(**model.get_params(), **{UNKNOWN_PARAMETER: 1})

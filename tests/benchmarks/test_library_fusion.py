@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_one_program_ends_verified(tmp_path):
     rc = library_fusion.main(["--corpus", str(ROOT / "examples" / "idioms"), "--programs", "tiny_exp",
-                              "--budget", "60s", "--out", str(tmp_path / "runs"), "--json", str(tmp_path / "l.json"),
+                              "--budget", "20s", "--out", str(tmp_path / "runs"), "--json", str(tmp_path / "l.json"),
                               "--md", str(tmp_path / "l.md")])
     res = json.loads((tmp_path / "l.json").read_text())
     (row,) = res["rows"]

@@ -4,7 +4,9 @@ For each program of a subset of the corpora, and each target: the default config
 random valid configuration are emitted with one `fusion` per kernel, re-read by our parser and
 XLA's, compiled by XLA:CPU with XLA's default options or with the evaluator's (the two option sets
 alternate over programs and targets, so that every program meets both and the fixture compiles half as
-much; AUTOTUNE_FULL_XLA_TESTS=1 and the benchmark run both everywhere), and run on the same random inputs
+much; the idiom programs other than the regression ones are checked on one target each, alternating in
+pairs, so that they meet every (target, option set) pairing; AUTOTUNE_FULL_XLA_TESTS=1 and the benchmark
+run every program on both targets under both option sets), and run on the same random inputs
 as the original (hardware/parity.py: metric, tolerance, and how `tpu`
 configurations are checked on XLA:CPU). Every (program, target) runs in its own subprocess (an XLA
 `Check failed` aborts the process), two at a time.
@@ -68,15 +70,27 @@ def _idiom_cover(full: bool) -> list[str]:
 
 
 PROGRAMS = _programs()
-CASES = [(p, t) for p in PROGRAMS for t in TARGETS]
+
+
+def _targets(program: Path, index: int) -> list:
+    """Both targets for the model programs and the regression programs; one for each other idiom program,
+    alternating in pairs (so that, with `modes_of`, the idiom programs meet every target and option set
+    pairing); both everywhere with AUTOTUNE_FULL_XLA_TESTS=1."""
+    if FULL or program.parent == MODELS or program.stem in REGRESSIONS:
+        return TARGETS
+    return [TARGETS[(index // 2) % len(TARGETS)]]
+
+
+CASES = [(p, t) for i, p in enumerate(PROGRAMS) for t in _targets(p, i)]
 
 
 def modes_of(case_index: int) -> tuple:
     """The XLA option sets a case is checked under: both with AUTOTUNE_FULL_XLA_TESTS=1, else one,
     alternating over programs and targets: a program's cpu and tpu cases use different ones, and each
     target meets both over the programs."""
-    program, target = divmod(case_index, len(TARGETS))
-    return tuple(MODES) if FULL else (MODES[(program + target) % len(MODES)],)
+    path, target = CASES[case_index]
+    program = PROGRAMS.index(path)
+    return tuple(MODES) if FULL else (MODES[(program + TARGETS.index(target)) % len(MODES)],)
 
 
 @pytest.fixture(scope="module")
@@ -108,3 +122,8 @@ def test_subset_covers_every_family_and_idiom_program() -> None:
     idioms = {t for m in _manifest(IDIOMS) for t in m["idioms"]}
     checked = {t for m in _manifest(IDIOMS) if IDIOMS / f"{m['name']}.hlo" in PROGRAMS for t in m["idioms"]}
     assert idioms and idioms == checked
+
+
+def test_idiom_cases_meet_every_target_and_option_set() -> None:
+    idiom_cases = [(t, modes_of(i)) for i, (p, t) in enumerate(CASES) if p.parent == IDIOMS]
+    assert {(t, m) for t, ms in idiom_cases for m in ms} == {(t, m) for t in TARGETS for m in MODES}
