@@ -278,7 +278,8 @@ def run(task: str, model: str, seeds: Optional[list[int]], work: Path, quick: bo
             status = 1
         for t in new:
             label = model_name(task, model, t["seed"])
-            sub = {s: {label: result["result"][s][label]} for s in ("summary", "median", "pooled") if s in result["result"]}
+            sub = {s: {label: result["result"][s][label]} for s in ("summary", "median", "pooled")
+                   if label in result["result"].get(s, {})}  # tiles: no pooled figures but the analytical model's
             entry = {"task": task, "model": model, "seed": t["seed"], "recipe": recipe_record(recipe),
                      "date": doc["date"], "commit": doc["commit"], "machine": doc["machine"], "test_set": doc["test_set"],
                      "model_sha256": {label: t["sha256"]}, "model_files": {label: t["file"]},

@@ -39,13 +39,15 @@ def fake(monkeypatch, tmp_path):
     """`autotune` replaced: train writes a copy of a shipped file (or the shipped file itself), evaluate answers
     fixed figures and the recorded analytical ones; the ledger and results go to tmp_path."""
     ledger = json.loads(heldout.LEDGER.read_text())
+    ledger.pop("seed_spread", None)  # the recorded seeds aside: every seed is new here
     results = tmp_path / "results"
     results.mkdir()
     monkeypatch.setattr(heldout, "RESULTS", results)
     monkeypatch.setattr(heldout, "LEDGER", results / "ledger.json")
     heldout.LEDGER.write_text(json.dumps(ledger))
-    shipped = heldout.shipped_files("fusion", "tpu")["xgboost"]
-    analytical = heldout_seeds.shipped_entry(ledger, "fusion-tpu", shipped)["summary"]["analytical"]
+    shipped = {t: heldout.shipped_files(t, "tpu")["xgboost"] for t in ("fusion", "tile")}
+    analytical = {t: heldout_seeds.shipped_entry(ledger, f"{t}-tpu", shipped[t])["summary"]["analytical"]
+                  for t in shipped}
     calls = []
 
     class Done:
@@ -57,13 +59,16 @@ def fake(monkeypatch, tmp_path):
         if args[0] == "train":
             out = args[args.index("--out") + 1]
             seed = int(args[args.index("--seed") + 1])
-            text = shipped.read_text()
+            text = shipped[args[args.index("--task") + 1]].read_text()
             out_text = text if seed == 0 else text.replace('"seed": 0', f'"seed": {seed}', 1)
             open(out, "w").write(out_text)
         elif args[0] == "evaluate":
+            task = "tile" if "tile-tpu" in args[args.index("--data") + 1] else "fusion"
             labels = [a.split("/")[-1] for a in args[1:] if a.endswith(".json")]
-            figs = {lab: {"mape": 4.0 + i, "kendall": 0.9} for i, lab in enumerate(labels)} | {"analytical": analytical}
-            done.stdout = json.dumps({"summary": figs, "median": figs, "pooled": figs,
+            figs = {lab: {"mape": 4.0 + i, "kendall": 0.9} for i, lab in enumerate(labels)}
+            figs["analytical"] = analytical[task]
+            pooled = figs if task == "fusion" else {"analytical": analytical[task]}  # tiles: no pooled figures
+            done.stdout = json.dumps({"summary": figs, "median": figs, "pooled": pooled,
                                       "programs": {"p": figs, "q": figs}})
         return done
     monkeypatch.setattr(heldout, "cli", cli)
@@ -86,7 +91,8 @@ def test_a_full_run_trains_the_recipe_scores_on_the_test_split_and_records_each_
     ledger = json.loads(heldout.LEDGER.read_text())
     seeds = ledger["seed_spread"]
     assert sorted(e["seed"] for e in seeds) == [1, 2] and all(e["model"] == "xgboost" for e in seeds)
-    assert len(ledger["scores"]) == len(json.loads((heldout.ROOT / "benchmarks/results/heldout/ledger.json").read_text())["scores"])
+    assert len(ledger["scores"]) == len(json.loads((heldout.ROOT / "benchmarks/results/heldout/ledger.json")
+                                                   .read_text())["scores"])  # no shipped entry added
     raw = json.loads((heldout.ROOT / seeds[0]["raw"]).read_text())  # an absolute path here (tmp_path)
     assert raw["analytical_matches_recorded"] is True and raw["spread"]["spread"]["summary"]["n"] == 3
     assert "mean of 3" in capsys.readouterr().out
@@ -106,3 +112,10 @@ def test_the_shipped_seed_is_a_reproduction_check_never_scored(fake, tmp_path, c
     assert "seed 0 retrained reproduces the shipped xgb_fusion_tpu.json" in capsys.readouterr().out
     assert "seed_spread" not in json.loads(heldout.LEDGER.read_text())
     shutil.rmtree(tmp_path / "w")
+
+
+def test_a_task_without_pooled_figures_is_recorded(fake, tmp_path):
+    """Tile results have pooled figures for the analytical model only (a run of 2026-11-29 stopped on it)."""
+    assert heldout_seeds.main(["--task", "tile-tpu", "--work", str(tmp_path / "w")]) == 0
+    seeds = json.loads(heldout.LEDGER.read_text())["seed_spread"]
+    assert sorted(e["seed"] for e in seeds) == [1, 2] and all("pooled" not in e for e in seeds)
