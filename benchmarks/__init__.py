@@ -8,7 +8,7 @@ today's numbers are on docs/results.md (`python -m benchmarks.results_page`). A 
 in experiments/DATE-topic/ instead, beside the lab note that records it.
 
 By theme:
-  today's numbers     results_page, heldout, shipped_accuracy
+  today's numbers     results_page, heldout, heldout_seeds, shipped_accuracy
   start-up and speed  startup, jax_cache, foundation_speed, annealing_speed, simulator_speed, verifier_speed,
                       gnn_speed, pricing_speed, layout_pricing_speed
   scale and budgets   scale, scale_search, budget_floor

@@ -10,7 +10,8 @@ every shipped model of the task and target and the analytical model on the test 
 programs, and a ledger entry under benchmarks/results/heldout/. The ledger holds the SHA-256 of each
 scored model file: a model is scored once per test set; asking again prints the recorded figures.
 An entry whose run was wrong (a bug in this script, not a figure someone disliked) carries a "void"
-reason and does not count; docs/lab-notes say why.
+reason and does not count; docs/lab-notes say why. The ledger's `seed_spread` list holds the other seeds of the
+shipped recipes (benchmarks/heldout_seeds.py), scored by `score` the same way; a file scored there counts as scored.
 """
 from __future__ import annotations
 
@@ -121,8 +122,8 @@ def read_ledger() -> dict:
 
 def already_scored(ledger: dict, task: str, files: dict[str, Path]) -> list[dict]:
     shas = {sha256_file(p) for p in files.values()}
-    return [e for e in ledger["scores"] if e["task"] == task and e["test_set"] == test_set_digest()
-            and shas & set(e["model_sha256"].values()) and not e.get("void")]
+    return [e for e in ledger["scores"] + ledger.get("seed_spread", []) if e["task"] == task
+            and e["test_set"] == test_set_digest() and shas & set(e["model_sha256"].values()) and not e.get("void")]
 
 
 def recipe(task: str) -> list[str]:
@@ -130,9 +131,17 @@ def recipe(task: str) -> list[str]:
     return list(TASKS[task][3])
 
 
-def score(task: str, work: Path, quick: bool) -> dict:
+def shown(path: Path) -> str:
+    """A path as a record shows it: relative to the repository when inside it."""
+    path = Path(path).resolve()
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+
+
+def score(task: str, work: Path, quick: bool, files: Optional[dict[str, Path]] = None) -> dict:
+    """Build the task's dataset and evaluate `files` ({kind: model file}; default: the task's shipped models)
+    and the analytical model on it."""
     ds_task, target, evaluator, extra = TASKS[task]
-    files = shipped_files(ds_task, target)
+    files = files or shipped_files(ds_task, target)
     ds = work / task
     build = ["dataset", "build", "--programs", str(QUICK_CORPUS if quick else HELDOUT), "--task", ds_task,
              "--evaluator", evaluator, "--target", target, "--out", str(ds), *extra]
@@ -158,7 +167,7 @@ def score(task: str, work: Path, quick: bool) -> dict:
             "machine": machine(), "test_set": test_set_digest(), "quick": quick,
             "commands": ["autotune " + " ".join(build), "autotune " + " ".join(evaluate)],
             "model_sha256": {k: sha256_file(p) for k, p in files.items()},
-            "model_files": {k: str(p.relative_to(ROOT)) for k, p in files.items()},
+            "model_files": {k: shown(p) for k, p in files.items()},
             "build_s": round(built_s, 1), "wall_s": round(time.perf_counter() - t0, 1),
             "result": result, "interval95": intervals(result)}
 
