@@ -62,6 +62,22 @@ HELDOUT_TASKS = {
 }
 
 
+SEED_KINDS = {"gnn": "gnn", "xgb": "xgboost"}
+
+
+def _seed_spread(task: str, key: str, metric: str, fmt: Callable) -> str:
+    """"; over 3 seeds: mean (sd)" from benchmarks.heldout_seeds' raw file, where the recipe was retrained."""
+    kind = SEED_KINDS.get(key)
+    path = RESULTS / "heldout" / f"{task}_{kind}_seeds_2026-11-29.json"
+    if kind is None or not path.exists():
+        return ""
+    summary = read_raw(str(path.relative_to(ROOT)))["spread"]["spread"]["summary"]
+    if metric not in summary["mean"]:
+        return ""
+    return (f"; the recipe over {summary['n']} seeds (`python -m benchmarks.heldout_seeds`): mean "
+            f"{fmt(summary['mean'][metric])}, sd {fmt(summary['sd'][metric])}")
+
+
 def heldout_rows() -> list[Row]:
     ledger = read_raw("benchmarks/results/heldout/ledger.json")
     rows = []
@@ -84,6 +100,7 @@ def heldout_rows() -> list[Row]:
             kernels = res.get("pooled", {}).get(model, {}).get("n_kernels")
             n = f"{len(programs)} programs" + (f", {kernels:,} kernels" if kernels else "")
             extra = f"; median {fmt(median)}" + (f", pooled {fmt(pooled)}" if pooled is not None else "")
+            extra += _seed_spread(task, key, metric, fmt)
             rows.append(Row(f"{title}: {name}, {label}", fmt(mean), f"95% CI [{fmt(lo)}, {fmt(hi)}]{extra}", n,
                             run["date"][:10], run["commit"], f"`python -m benchmarks.heldout --task {task}`",
                             entry["raw"]))
