@@ -16,6 +16,7 @@ Either way the result's ``compile_options`` say exactly how fused.hlo compiles a
 """
 from __future__ import annotations
 
+import hashlib
 import time
 from typing import Any, Callable, Optional
 
@@ -81,6 +82,7 @@ def tune_compiler_options(result: TuningResult, target: Any, evaluator: ProgramE
         result.compile_options = {"disable_fusion": False, "xla_flags": flags}
         result.xla_flags_text = xla_flags_line(flags)
         result.fused_text = options_header(found.speedup, list(found.speedup_interval), flags) + original
+        ver["fused_hlo_sha256"] = _sha256(result.fused_text)
         result.paired = {"candidate": f"original with {chosen.name}", **(chosen.confirmed_check or {})}
         ver["paired"] = result.paired
         ver["winner"] = ORIGINAL_WITH_OPTIONS
@@ -100,6 +102,7 @@ def tune_compiler_options(result: TuningResult, target: Any, evaluator: ProgramE
         result.compile_options = {"disable_fusion": True, "xla_flags": flags}
         result.xla_flags_text = f"{compile_flags_text()} {xla_flags_line(found.flags)}"
         result.fused_text = _with_flags_line(program, result.xla_flags_text)
+        ver["fused_hlo_sha256"] = _sha256(result.fused_text)
         result.paired = {"candidate": f"{ver.get('winner')} with {chosen.name}", **check.as_dict()}
         ver["paired"] = result.paired
         entry["decision"] = f"written: the tuned configuration with {found.xla_flags}"
@@ -110,6 +113,10 @@ def tune_compiler_options(result: TuningResult, target: Any, evaluator: ProgramE
                                 else check.status)
                              + f" beside the original, against x{alone:.3f} without")
     return found
+
+
+def _sha256(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def _with_flags_line(text: str, flags_text: str) -> str:

@@ -3,6 +3,7 @@ program (budget ~10 s) whose report names the candidates and an XLA_FLAGS value 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 
 import pytest
@@ -108,6 +109,7 @@ def test_fusion_with_the_options_stage_writes_what_it_verified(tmp_path):
                                       else EMITTED_CPU_COMPILE_OPTIONS)
     assert (rep["XLA_FLAGS"] is None) == (rep["compile_options"] is None)
     fused = (out / "fused.hlo").read_text()
+    assert hashlib.sha256(fused.encode()).hexdigest() == rep["verification"]["fused_hlo_sha256"]  # the file written
     inputs = verification_inputs(TINY, 0)
     want = compile_hlo(TINY)(*inputs)
     got = compile_hlo(fused, **opts)(*inputs)

@@ -3,6 +3,7 @@ deterministic clock, a true speed per setting, paired ratios with a little noise
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 
 import numpy as np
 import pytest
@@ -256,6 +257,7 @@ def test_stage_writes_the_original_with_the_options_found():
     assert "XLA_FLAGS='--opt_b=true'" in r.fused_text.split("HloModule")[0]
     assert r.measured_speedup == pytest.approx(1.25, rel=0.03) and r.measured_speedup_interval[0] > 1
     assert r.verification["compiler_options"]["decision"].startswith("written: the original program")
+    assert r.verification["fused_hlo_sha256"] == hashlib.sha256(r.fused_text.encode()).hexdigest()
     assert len(store) == 2  # every setting tried is remembered for the next program
 
 
@@ -276,6 +278,7 @@ def test_stage_keeps_a_tuned_configuration_with_options_only_when_faster_than_it
             assert r.compile_options["disable_fusion"] is True and r.compile_options["xla_flags"]["opt_b"] is True
             assert r.measured_speedup == pytest.approx(1.1 / 0.8, rel=0.03)
             assert '--opt_b=true"' in r.fused_text.split("HloModule")[0]
+            assert r.verification["fused_hlo_sha256"] == hashlib.sha256(r.fused_text.encode()).hexdigest()
         else:
             assert r.compile_options is None and r.fused_text == emitted and r.measured_speedup == 1.1
             assert r.verification["compiler_options"]["decision"].startswith("keep the compile as verified")
