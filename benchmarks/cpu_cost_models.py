@@ -513,7 +513,8 @@ PAIRED_REFERENCES = {"local ratio": "local_ratio_rounds", "pair ratio": "ratio_r
                      "absolute, many short rounds": "abs_rounds"}
 
 
-def _pooled(rounds: list, sel: slice) -> float:
+def pooled(rounds: list, sel: slice = slice(None)) -> float:
+    """A configuration's pooled paired ratio: the median of every block ratio of the rounds `sel` picks."""
     part = [x for t in rounds[sel] for x in t]
     return float(np.median(part)) if part else float("nan")
 
@@ -524,8 +525,8 @@ def _split_half_pooled(rounds: list) -> float:
     from costmodels.metrics import kendall
     if len(rounds) < 3:
         return float("nan")
-    even = np.array([_pooled(t, slice(0, None, 2)) for t in rounds])
-    odd = np.array([_pooled(t, slice(1, None, 2)) for t in rounds])
+    even = np.array([pooled(t, slice(0, None, 2)) for t in rounds])
+    odd = np.array([pooled(t, slice(1, None, 2)) for t in rounds])
     return kendall(even, odd)
 
 
@@ -554,7 +555,7 @@ def paired_summary(row: dict) -> dict:
     p = row["paired"]
     p["abs_rounds"] = [[b[1] for b in t] for t in p["blocks"]]
     measured = np.asarray(row["measured_s"], np.float64)
-    refs = {name: np.array([_pooled(t, slice(None)) for t in p[key]]) for name, key in PAIRED_REFERENCES.items()}
+    refs = {name: np.array([pooled(t, slice(None)) for t in p[key]]) for name, key in PAIRED_REFERENCES.items()}
     ok = np.isfinite(measured) & np.isfinite(refs["local ratio"])
     ratio = refs["local ratio"]
     row["paired_spread"] = float(np.nanmax(ratio[ok]) / np.nanmin(ratio[ok]))

@@ -45,17 +45,13 @@ def _read(path: str) -> list:
         return [r for r in json.load(f)["programs"] if "paired" in r]
 
 
-def _pooled(rounds: list, sel: slice = slice(None)) -> float:
-    part = [x for t in rounds[sel] for x in t]
-    return float(np.median(part)) if part else float("nan")
-
-
 def program_rows(paths: list) -> list:
     """One entry per (file, program): its configurations' features minus the default's, labels, the
     recorded kernel sums, and the even/odd-round labels."""
     from autotune import api
     from autotune.compiler.fusion import FusionSpace
     from autotune.compiler.program import Program
+    from benchmarks.cpu_cost_models import decode_config, pooled
     from costmodels.program_cpu import program_features
     models = {m: api.make_cost_model(m, "fusion", "cpu").predict for m in KERNEL_MODELS}
     out = []
@@ -64,12 +60,12 @@ def program_rows(paths: list) -> list:
             if "configs" not in r:  # runs before 2026-11-27 round 2 did not record the configurations
                 continue
             space = FusionSpace(Program.from_file(str(ROOT / r.get("path", f"examples/hlo/{r['program']}.hlo"))), "cpu")
-            kernels = [space.kernels(space.decode(bytes(1 if ch == "1" else 0 for ch in c))) for c in r["configs"]]
+            kernels = [space.kernels(decode_config(space, c)) for c in r["configs"]]
             phi_sums = program_features(kernels, models)
             rounds = r["paired"]["local_ratio_rounds"]
-            y = np.log([_pooled(t) for t in rounds])
-            even = np.log([_pooled(t, slice(0, None, 2)) for t in rounds])
-            odd = np.log([_pooled(t, slice(1, None, 2)) for t in rounds])
+            y = np.log([pooled(t) for t in rounds])
+            even = np.log([pooled(t, slice(0, None, 2)) for t in rounds])
+            odd = np.log([pooled(t, slice(1, None, 2)) for t in rounds])
             d = r["origin"].index("default")
             ok = np.isfinite(y)
             n_sums = len(KERNEL_MODELS)

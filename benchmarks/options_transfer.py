@@ -26,11 +26,12 @@ import math
 import statistics
 from pathlib import Path
 
+from autotune.tuning.options_search import FAILED_LOG_SPEEDUP, OptionsPrior, candidate_settings, trials_to_reach
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def _trials(order: list, speedups: dict, final: float) -> int:
-    from autotune.tuning.options_search import trials_to_reach
     trace, best = [], 1.0
     for i, name in enumerate(order, 1):
         best = max(best, speedups.get(name) or 0.0)
@@ -47,17 +48,14 @@ def stage_of(report: dict) -> dict:
     for c in stage.get("candidates", []):
         if c["status"].startswith("skipped"):
             continue
-        values[c["name"]] = math.log(c["speedup"]) if c["status"] == "ok" and c.get("speedup") else FAILED
+        values[c["name"]] = (math.log(c["speedup"]) if c["status"] == "ok" and c.get("speedup")
+                             else FAILED_LOG_SPEEDUP)
     return {"values": values, "trace": stage.get("trace") or [], "prior_programs": stage.get("prior_programs", 0)}
-
-
-FAILED = -0.1  # as options_search.FAILED_LOG_SPEEDUP
 
 
 def replay(stages: list) -> list:
     """Per program (in tuning order): trials to 95% of its gain, cold / as run / leave-one-out."""
     from autotune.compiler.targets.cpu import CPU_COMPILER_OPTIONS
-    from autotune.tuning.options_search import OptionsPrior, candidate_settings, trials_to_reach
     declared = [c.name for c in candidate_settings(CPU_COMPILER_OPTIONS)]
 
     def prior_of(others: list) -> OptionsPrior:
@@ -65,12 +63,12 @@ def replay(stages: list) -> list:
         for st in others:
             for name, value in st["values"].items():
                 agg.setdefault(name, []).append(value)
-        return OptionsPrior({k: (sum(v) / len(v), len(v)) for k, v in agg.items()}, len(others))
+        return OptionsPrior.from_values(agg, len(others))
 
     out = []
     for i, (name, st) in enumerate(stages):
         measured = st["values"]
-        speedups = {k: math.exp(v) for k, v in measured.items() if v != FAILED}
+        speedups = {k: math.exp(v) for k, v in measured.items() if v != FAILED_LOG_SPEEDUP}
         final = max(speedups.values(), default=1.0)
         row: dict = {"program": name, "settings": len(measured), "best_first_timing": round(final, 4),
                      "prior_programs_as_run": st["prior_programs"]}

@@ -166,14 +166,8 @@ USER_SPEEDUP_CMD = ("`python -m benchmarks.user_speedup --corpus examples/hlo ex
                     "--budget 2m --rounds 5 --seconds 0.7`")
 
 
-def _median_interval(values: list) -> tuple:
-    import numpy as np
-    v = np.asarray(values, float)
-    meds = np.median(v[np.random.default_rng(0).integers(0, len(v), size=(4000, len(v)))], axis=1)
-    return float(np.median(v)), float(np.quantile(meds, 0.025)), float(np.quantile(meds, 0.975))
-
-
 def user_speedup_rows() -> list[Row]:
+    from benchmarks.user_speedup import median_and_interval
     d = read_raw(USER_SPEEDUP_RAW)
     out = []
     for corpus, label in (("hlo", "examples/hlo (the *_small_infer programs)"),
@@ -182,7 +176,7 @@ def user_speedup_rows() -> list[Row]:
         if not rows_:
             continue
         sp = [r["speedup"] for r in rows_]
-        med, lo, hi = _median_interval(sp)
+        med, lo, hi = median_and_interval(sp)
         faster = sum(1 for r in rows_ if r.get("interval") and r["interval"][0] > 1)
         slower = sum(1 for r in rows_ if r.get("interval") and r["interval"][1] < 1)
         wrong = sum(1 for r in rows_ if not (r.get("outputs") or {}).get("ok"))

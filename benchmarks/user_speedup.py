@@ -82,7 +82,7 @@ def check_outputs(original: Path, written: Path, compile_options: dict) -> dict:
     return {"ok": bool(ok), "error": float(err), **{k: v for k, v in extra.items() if isinstance(v, (int, float, str))}}
 
 
-def _interval(values: list, seed: int = 0) -> tuple:
+def median_and_interval(values: list, seed: int = 0) -> tuple:
     """Median and a bootstrap 95% interval of the median (values resampled)."""
     import numpy as np
     v = np.asarray(values, dtype=float)
@@ -138,7 +138,7 @@ def run_program(path: Path, args: argparse.Namespace, out: Path, store: Path) ->
         ratios.append(orig_t[-1] / writ_t[-1])
     row.update({"original_s": orig_t, "written_s": writ_t, "round_speedups": ratios})
     if ratios:
-        med, lo, hi = _interval(ratios, args.seed)
+        med, lo, hi = median_and_interval(ratios, args.seed)
         row.update({"speedup": med, "interval": [lo, hi] if lo is not None else None})
     return row
 
@@ -147,7 +147,7 @@ def summarize(rows: list) -> dict:
     sp = [r["speedup"] for r in rows if r.get("speedup")]
     if not sp:
         return {"programs": len(rows), "timed": 0}
-    med, lo, hi = _interval(sp)
+    med, lo, hi = median_and_interval(sp)
     return {"programs": len(rows), "timed": len(sp), "median": med, "median_interval": [lo, hi],
             "geomean": math.exp(statistics.mean(math.log(s) for s in sp)), "mean": statistics.mean(sp),
             "faster_beyond_interval": sum(1 for r in rows if r.get("interval") and r["interval"][0] > 1),

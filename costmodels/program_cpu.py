@@ -26,8 +26,7 @@ import numpy as np
 
 from costmodels.base import Estimator
 
-__all__ = ["ProgramModel", "program_features", "kernel_rows", "aggregate", "relative_costs", "FEATURE_NAMES",
-           "extra_feature_names"]
+__all__ = ["ProgramModel", "program_features", "kernel_rows", "multiplicities", "aggregate", "relative_costs"]
 
 SMALL_KERNEL_BYTES = 16 * 1024  # a kernel touching less than this is mostly overhead
 
@@ -38,23 +37,12 @@ def _geometry_columns() -> tuple:
     return tuple(i for i, n in enumerate(names) if n), tuple(n for n in names if n)
 
 
-def extra_feature_names(kernel_models: Sequence[str] = ()) -> tuple:
-    return ("kernels", "kernel_executions", "fused_dots", "small_kernels",
-            *(f"kernel_sum:{m}" for m in kernel_models))
-
-
-FEATURE_NAMES: tuple = ()  # filled on first use: the geometry columns' names (extra names follow)
-
-
 def kernel_rows(kernels: Sequence[Any], kernel_models: Optional[dict] = None) -> np.ndarray:
     """Each kernel's contribution in linear units: its cpu geometry columns (2^g - 1), then 1 (a kernel),
     whether it is a fused dot, whether it is small, and each kernel model's seconds (x 1e9). One row per
     kernel, not yet weighted by multiplicity (`aggregate`); a pricer caches them by kernel hash."""
     from costmodels.features.geometry import geometry_matrix
-    global FEATURE_NAMES
     cols, names = _geometry_columns()
-    if not FEATURE_NAMES:
-        FEATURE_NAMES = names
     models = dict(kernel_models or {})
     n = len(kernels)
     if n == 0:
@@ -68,16 +56,18 @@ def kernel_rows(kernels: Sequence[Any], kernel_models: Optional[dict] = None) ->
     return np.column_stack([raw, *extra])
 
 
+def multiplicities(kernels: Sequence[Any]) -> np.ndarray:
+    """How many times each kernel runs per execution of the program (at least once)."""
+    return np.array([float(k.multiplicity or 1) for k in kernels])
+
+
 def aggregate(rows: np.ndarray, multiplicities: np.ndarray) -> np.ndarray:
-    """phi of one configuration from its kernels' `kernel_rows` and multiplicities: log2(1 + total) per
-    column, the kernel count unweighted and every other column weighted by multiplicity."""
+    """phi of one configuration from its kernels' `kernel_rows` and `multiplicities`: log2(1 + total) per
+    column, weighted by multiplicity (the ones column so becomes the kernel executions), with the kernel
+    count, unweighted, before it."""
     n_geo = len(_geometry_columns()[0])
-    m = np.asarray(multiplicities, float)
-    totals = (m[:, None] * rows).sum(axis=0) if len(rows) else np.zeros(rows.shape[1])
-    if len(rows):
-        totals = np.concatenate([totals[:n_geo], [len(rows), m.sum()], totals[n_geo + 1:]])
-    else:
-        totals = np.concatenate([totals[:n_geo], [0.0, 0.0], totals[n_geo + 1:]])
+    totals = (np.asarray(multiplicities, float)[:, None] * rows).sum(axis=0)
+    totals = np.concatenate([totals[:n_geo], [len(rows)], totals[n_geo:]])
     return np.log2(1.0 + np.maximum(totals, 0.0))
 
 
@@ -85,9 +75,8 @@ def program_features(kernel_lists: Sequence[Sequence[Any]],
                      kernel_models: Optional[dict] = None) -> np.ndarray:
     """phi (module docstring) of each configuration, given as its list of kernels; ``kernel_models``:
     name -> predict(kernels) -> seconds, whose multiplicity-weighted sums are features too."""
-    return np.asarray([aggregate(kernel_rows(ks, kernel_models),
-                                 np.array([float(getattr(k, "multiplicity", 1) or 1) for k in ks]))
-                       for ks in kernel_lists], dtype=float)
+    return np.asarray([aggregate(kernel_rows(ks, kernel_models), multiplicities(ks)) for ks in kernel_lists],
+                      dtype=float)
 
 
 class ProgramModel(Estimator):

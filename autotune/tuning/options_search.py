@@ -31,7 +31,7 @@ from hardware.base import ProgramEvaluator
 
 __all__ = ["OptionCandidate", "OptionsSearchResult", "OptionsPrior", "search_options", "candidate_settings",
            "xla_flags_line", "parse_xla_flags", "DEFAULT_REFERENCE_OPTIONS", "record_options", "options_prior",
-           "options_namespace", "trials_to_reach"]
+           "options_namespace", "trials_to_reach", "FAILED_LOG_SPEEDUP"]
 
 # The reference of every paired timing: XLA's own compile of the program (its fusion on, no options).
 DEFAULT_REFERENCE_OPTIONS: dict = {"disable_fusion": False, "xla_flags": {}}
@@ -115,6 +115,11 @@ class OptionsPrior:
     scores: dict
     programs: int
 
+    @classmethod
+    def from_values(cls, values: dict, programs: int) -> "OptionsPrior":
+        """The prior of ``values[name]``: the log speedups of a setting over the programs it was timed on."""
+        return cls({k: (sum(v) / len(v), len(v)) for k, v in values.items()}, programs)
+
     def score(self, name: str) -> float:
         mean, n = self.scores.get(name, (0.0, 0))
         return mean * n / (n + 1)
@@ -173,7 +178,7 @@ def options_prior(store: Any, evaluator: ProgramEvaluator, target: str,
         per.setdefault(row.tile, []).append(value)
     if not programs:
         return None
-    return OptionsPrior({k: (sum(v) / len(v), len(v)) for k, v in per.items()}, len(programs))
+    return OptionsPrior.from_values(per, len(programs))
 
 
 def trials_to_reach(trace: Sequence, final: Optional[float], share: float = 0.95) -> Optional[int]:
@@ -292,11 +297,8 @@ class _Run:
             cand.status = "skipped: no hardware budget left"
             return
         t0 = self.clock()
-        if self.base == DEFAULT_REFERENCE_OPTIONS and self.reference_text in (None, self.text):
-            m = self.ev.check_compile_options(self.text, dict(cand.flags))
-        else:
-            m = self.ev.check_compile_options(self.text, dict(cand.flags), base_options=dict(self.base),
-                                              reference_text=self.reference_text)
+        m = self.ev.check_compile_options(self.text, dict(cand.flags), base_options=dict(self.base),
+                                          reference_text=self.reference_text)
         self.check_s = max(self.check_s, self.clock() - t0)
         extra = m.extra or {}
         err = extra.get("error")

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from benchmarks import cpu_program_model as cpm
+from benchmarks.cpu_cost_models import encode_config
 
 
 def _record(tmp_path, programs):
@@ -18,7 +19,7 @@ def _record(tmp_path, programs):
     for name in programs:
         space = FusionSpace(Program.from_file(str(cpm.ROOT / "examples" / "hlo" / f"{name}.hlo")), "cpu")
         cfgs = [space.default(), space.random(rng), space.random(rng)]
-        enc = ["".join("1" if b else "0" for b in space.encode(c)) for c in cfgs]
+        enc = [encode_config(space, c) for c in cfgs]
         ratios = [1.0, 1.1, 0.9]
         rounds = [[[r * (1 + 0.01 * k), r] for k in range(4)] for r in ratios]
         rows.append({"program": name, "path": f"examples/hlo/{name}.hlo", "configs": enc,
