@@ -32,6 +32,8 @@ import sys
 import time
 from pathlib import Path
 
+from benchmarks.tables import git_commit
+
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "JAX_PLATFORMS": "cpu"}
 
@@ -246,9 +248,8 @@ def main(argv=None) -> dict:
     if args.programs:
         want = args.programs.split(",")
         paths = [p for w in want for p in paths if p.stem == w]
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT).stdout.strip()
     result: dict = {"budget": args.budget, "rounds": args.rounds, "seconds": args.seconds, "seed": args.seed,
-                    "machine": f"{host_machine()} ({platform.machine()})", "commit": commit,
+                    "machine": f"{host_machine()} ({platform.machine()})", "commit": git_commit(),
                     "date": time.strftime("%Y-%m-%d"), "load_start": os.getloadavg()[0], "rows": []}
     for i, p in enumerate(paths):
         row = run_program(p, args, out, store)

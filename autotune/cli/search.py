@@ -132,19 +132,20 @@ def _options_budget(a: Any, total: Optional[float], hw: float) -> float:
     """Seconds of the compiler-options stage: --options-budget, else a quarter of --budget (60 s without
     one) where the target declares compiler options, the evaluator is xla and verification runs."""
     target = get_target(a.target)
+    xla = (a.evaluator or _default_evaluator(a.target)) == "xla"
     if a.options_budget is not None:
         s = _duration(a.options_budget, "--options-budget", allow_zero=True)
         if s is None:
             raise UserError(f"--options-budget {a.options_budget}: must be finite (e.g. 1m; 0 = off)")
         if s > 0 and not target.compiler_options:
             raise UserError(f"--options-budget {a.options_budget}: target {a.target} declares no compiler options")
-        if s > 0 and (a.evaluator or _default_evaluator(a.target)) != "xla":
+        if s > 0 and not xla:
             raise UserError(f"--options-budget {a.options_budget}: the compiler-options stage needs --evaluator xla")
         if s > 0 and hw <= 0:
             raise UserError(f"--options-budget {a.options_budget}: needs verification (--hw-budget above 0): options "
                             "are searched for the program the verification chose")
         return s
-    if (not target.compiler_options or (a.evaluator or _default_evaluator(a.target)) != "xla" or hw <= 0
+    if (not target.compiler_options or not xla or hw <= 0
             or (a.cost_model or "").strip().lower() == "hardware"):
         return 0.0
     return total / 4 if total is not None else 60.0
