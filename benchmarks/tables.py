@@ -39,3 +39,19 @@ def git_commit() -> str:
         return head + ("+uncommitted" if dirty else "")
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
+
+
+def bootstrap_median(values: Sequence[float], confidence: float = 0.95, resamples: int = 4000,
+                     seed: int = 0) -> tuple:
+    """A percentile-bootstrap interval of the median of `values` (e.g. per-program speedups, programs
+    resampled); (None, None) for fewer than 3 finite values."""
+    import math
+
+    import numpy as np
+    v = np.asarray([x for x in values if x is not None and math.isfinite(x)], dtype=float)
+    if len(v) < 3:
+        return None, None
+    rng = np.random.default_rng(seed)
+    meds = np.median(v[rng.integers(0, len(v), size=(resamples, len(v)))], axis=1)
+    tail = (1 - confidence) / 2 * 100
+    return float(np.percentile(meds, tail)), float(np.percentile(meds, 100 - tail))

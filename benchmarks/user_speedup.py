@@ -32,7 +32,7 @@ import sys
 import time
 from pathlib import Path
 
-from benchmarks.tables import git_commit
+from benchmarks.tables import bootstrap_median, git_commit
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "JAX_PLATFORMS": "cpu"}
@@ -85,14 +85,8 @@ def check_outputs(original: Path, written: Path, compile_options: dict) -> dict:
 
 
 def median_and_interval(values: list, seed: int = 0) -> tuple:
-    """Median and a bootstrap 95% interval of the median (values resampled)."""
-    import numpy as np
-    v = np.asarray(values, dtype=float)
-    if len(v) < 3:
-        return float(np.median(v)), None, None
-    rng = np.random.default_rng(seed)
-    meds = np.median(v[rng.integers(0, len(v), size=(4000, len(v)))], axis=1)
-    return float(np.median(v)), float(np.quantile(meds, 0.025)), float(np.quantile(meds, 0.975))
+    """Median and a bootstrap 95% interval of the median (values resampled; `bootstrap_median`)."""
+    return (float(statistics.median(values)), *bootstrap_median(values, seed=seed))
 
 
 def run_program(path: Path, args: argparse.Namespace, out: Path, store: Path) -> dict:

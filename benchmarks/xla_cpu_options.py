@@ -49,7 +49,7 @@ from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
-from benchmarks.tables import git_commit
+from benchmarks.tables import bootstrap_median, git_commit
 
 from hardware.base import Measurement
 
@@ -332,18 +332,6 @@ def slowed(row: dict, bar: float = 1.0) -> bool:
 
 def accurate(row: dict) -> bool:
     return bool((row.get("outputs") or {}).get("accurate"))
-
-
-def bootstrap_median(values: Sequence[float], confidence: float = CONFIDENCE, resamples: int = 4000,
-                     seed: int = 0) -> tuple:
-    """95% percentile-bootstrap interval of the median of per-program speedups (programs resampled)."""
-    v = np.asarray([x for x in values if x is not None and math.isfinite(x)], dtype=float)
-    if len(v) < 3:
-        return None, None
-    rng = np.random.default_rng(seed)
-    meds = np.median(v[rng.integers(0, len(v), size=(resamples, len(v)))], axis=1)
-    tail = (1 - confidence) / 2 * 100
-    return float(np.percentile(meds, tail)), float(np.percentile(meds, 100 - tail))
 
 
 def summarize(rows: Sequence[dict], setting: str, confirm: bool = False) -> dict:
