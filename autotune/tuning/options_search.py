@@ -251,13 +251,10 @@ def _joined(a: OptionCandidate, b: OptionCandidate) -> Optional[OptionCandidate]
     return OptionCandidate(f"{a.name}+{b.name}", flags, phase="pair")
 
 
-def _interval_speedup(check: PairedCheck) -> tuple:
-    if check.ratio is None or check.ratio <= 0:
-        return None, None
-    iv = None
-    if check.low is not None and check.high is not None and check.low > 0:
-        iv = (1.0 / check.high, 1.0 / check.low)
-    return 1.0 / check.ratio, iv
+def _speedup_of(check: PairedCheck) -> tuple:
+    """(speedup, its interval as a tuple) of a paired check (`PairedCheck.speedup`, `.speedup_interval`)."""
+    iv = check.speedup_interval
+    return check.speedup, tuple(iv) if iv else None
 
 
 class _Run:
@@ -313,7 +310,7 @@ class _Run:
             check = self.time_paired(cand, s)
             cand.status = check.status
             if check.status == "ok":
-                cand.speedup, cand.speedup_interval = _interval_speedup(check)
+                cand.speedup, cand.speedup_interval = _speedup_of(check)
                 if cand.speedup is None:
                     cand.status = "failed: no paired ratio"
         best = self.trace[-1][1] if self.trace else 1.0
@@ -383,7 +380,7 @@ def search_options(hlo_text: str, target: Target, evaluator: ProgramEvaluator, b
         check = run.time_paired(cand, share)
         cand.confirmed_check = check.as_dict()
         if check.status == "ok":
-            cand.confirmed_speedup, cand.confirmed_interval = _interval_speedup(check)
+            cand.confirmed_speedup, cand.confirmed_interval = _speedup_of(check)
         say(f"{cand.name}: second timing {check.status}"
             + (f", {cand.confirmed_speedup:.3f}x" if cand.confirmed_speedup else ""))
 
