@@ -6,16 +6,17 @@ and searched configurations, each timed beside the default in many short paired 
 configuration's label is log of its pooled paired ratio to the default (the median of every block ratio
 of every round, "local ratio"); its features are `program_features` minus the default's.
 
-- `--validate`: for each model variant (kind x with/without the kernel models' sums), leave one
-  training family out at a time: fit on the others, Kendall's tau per held-out program between the
-  predicted and the measured ratios; beside it the kernel sums the JSON recorded (xgboost, gnn,
-  analytical: what the search minimizes today) and the labels' own split-half agreement (even rounds
-  against odd ones: what any predictor can reach).
+- `--validate`: for each model variant (kind: xgboost regression, ridge or pairwise-ranking trees; with or
+  without the kernel models' sums), leave one training family out at a time: fit on the others,
+  Kendall's tau per held-out program between the predicted and the measured ratios; beside it the kernel
+  sums of the shipped kernel models (xgboost, analytical: what the search minimizes today) and the
+  labels' own split-half agreement (even rounds against odd ones: what any predictor can reach).
 - `--test FILES --variant V --model-out M.json`: fit V on every training program, save it, and score the
   test programs once (per-program Kendall, mean, median; the kernel sums beside it; split-half).
 
     python -m benchmarks.cpu_program_model --train A.json.gz B.json ... --validate [--json OUT]
     python -m benchmarks.cpu_program_model --train ... --test T.json --variant xgboost+sums --model-out M.json
+    python -m benchmarks.cpu_program_model --train ... --variant rank --model-out M.json   (fit and save only)
 """
 from __future__ import annotations
 
@@ -32,7 +33,9 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 KERNEL_MODELS = ("xgboost", "analytical")
-VARIANTS = ("xgboost+sums", "xgboost", "ridge+sums", "ridge")
+VARIANTS = ("xgboost+sums", "xgboost", "ridge+sums", "ridge", "rank+sums", "rank")
+# the pairwise-ranking trees are smaller: they learn orders, not each program's scale
+RANK_PARAMS = {"n_estimators": 100, "max_depth": 2}
 
 
 def family(program: str) -> str:
@@ -83,7 +86,14 @@ def program_rows(paths: list) -> list:
 def _model(variant: str, seed: int = 0):
     from costmodels.program_cpu import ProgramModel
     kind, _, sums = variant.partition("+")
-    return ProgramModel(kind=kind, kernel_models=KERNEL_MODELS if sums else (), seed=seed)
+    return ProgramModel(kind=kind, kernel_models=KERNEL_MODELS if sums else (), seed=seed,
+                        **(RANK_PARAMS if kind == "rank" else {}))
+
+
+def fit(variant: str, rows: list, seed: int = 0):
+    """The variant fitted on ``rows`` (each program measurement its own group for the rank kind)."""
+    return _model(variant, seed).fit(np.vstack([_x(r, variant) for r in rows]), np.concatenate([r["y"] for r in rows]),
+                               groups=np.concatenate([np.full(len(r["y"]), i) for i, r in enumerate(rows)]))
 
 
 def _x(row: dict, variant: str) -> np.ndarray:
@@ -103,18 +113,24 @@ def score(rows: list, predict) -> dict:
             "median": {c: float(statistics.median([p[c] for p in per.values()])) for c in cols}}
 
 
-def validate(rows: list, variants: tuple) -> dict:
+def validate(rows: list, variants: tuple, seeds: tuple = (0,)) -> dict:
+    """Per variant: the leave-one-family-out score of the first seed, and the mean Kendall of every seed
+    (the trees subsample rows: a variant's mean moves by ~0.01 from seed to seed)."""
     fams = sorted({r["family"] for r in rows})
     out = {}
     for v in variants:
-        preds: dict = {}
-        for f in fams:
-            train = [r for r in rows if r["family"] != f]
-            m = _model(v).fit(np.vstack([_x(r, v) for r in train]), np.concatenate([r["y"] for r in train]))
-            for r in rows:
-                if r["family"] == f:
-                    preds[id(r)] = m.predict(_x(r, v))
-        out[v] = score(rows, lambda r: preds[id(r)])
+        by_seed = {}
+        for seed in seeds:
+            preds: dict = {}
+            for f in fams:
+                m = fit(v, [r for r in rows if r["family"] != f], seed)
+                for r in rows:
+                    if r["family"] == f:
+                        preds[id(r)] = m.predict(_x(r, v))
+            by_seed[seed] = score(rows, lambda r: preds[id(r)])
+        first = by_seed[seeds[0]]
+        out[v] = {**first, "seed_means": {str(k): s["mean"]["model"] for k, s in by_seed.items()},
+                  "mean_over_seeds": float(np.mean([s["mean"]["model"] for s in by_seed.values()]))}
     return out
 
 
@@ -123,38 +139,80 @@ def main(argv=None) -> dict:
     ap.add_argument("--train", nargs="+", required=True, help="cpu_cost_models JSON files of the training programs")
     ap.add_argument("--validate", action="store_true")
     ap.add_argument("--variants", nargs="*", default=list(VARIANTS))
+    ap.add_argument("--seeds", nargs="*", type=int, default=[0], help="--validate: every variant with each seed")
     ap.add_argument("--test", nargs="*", default=None, help="cpu_cost_models JSON files of the test programs")
     ap.add_argument("--variant", default=None, help="the variant fitted for --test")
     ap.add_argument("--model-out", default=None)
     ap.add_argument("--json", default=None)
+    ap.add_argument("--ledger", action="store_true",
+                    help="with --test on examples/hlo_heldout programs: refuse a model file already scored there, "
+                         "and record this score in benchmarks/results/heldout/ledger.json (docs/evaluation.md)")
     args = ap.parse_args(argv)
     rows = program_rows(args.train)
     result: dict = {"train": [f"{r['program']} ({r['file']})" for r in rows]}
     if args.validate:
-        result["validation"] = validate(rows, tuple(args.variants))
+        result["validation"] = validate(rows, tuple(args.variants), tuple(args.seeds))
         for v, s in result["validation"].items():
-            print(f"{v}: " + ", ".join(f"{k} {x:.3f}" for k, x in s["mean"].items()))
-    if args.test:
+            print(f"{v}: " + ", ".join(f"{k} {x:.3f}" for k, x in s["mean"].items())
+                  + f"; model over seeds {s['mean_over_seeds']:.3f}")
+    if args.test or (args.variant and args.model_out):
         if not args.variant:
             ap.error("--test needs --variant (chosen on validation)")
-        test = program_rows(args.test)
+        test = program_rows(args.test) if args.test else []
         train_fams = {r["family"] for r in rows}
         leaked = sorted({r["program"] for r in test if r["family"] in train_fams})
         if leaked:
             ap.error(f"test programs of training families: {leaked}")
-        m = _model(args.variant).fit(np.vstack([_x(r, args.variant) for r in rows]),
-                                     np.concatenate([r["y"] for r in rows]))
+        m = fit(args.variant, rows)
         sha: Optional[str] = None
         if args.model_out:
             m.save(args.model_out)
             sha = hashlib.sha256(Path(args.model_out).read_bytes()).hexdigest()
-        result["test"] = {"variant": args.variant, "model_sha256": sha, **score(test, lambda r: m.predict(_x(r, args.variant)))}
-        print("test: " + ", ".join(f"{k} {x:.3f}" for k, x in result["test"]["mean"].items()))
-        for p, s in result["test"]["programs"].items():
-            print(f"  {p}: " + ", ".join(f"{k} {x:.3f}" for k, x in s.items()))
+            print(f"model {args.variant} fitted on {len(rows)} program measurements: {args.model_out} (sha256 {sha})")
+        if test and args.ledger:
+            if not args.model_out:
+                ap.error("--ledger needs --model-out (the ledger keys a score by the model file's SHA-256)")
+            from benchmarks import heldout
+            ledger = heldout.read_ledger()
+            done = heldout.already_scored(ledger, LEDGER_TASK, {Path(args.model_out).name: Path(args.model_out)})
+            if done:
+                ap.error(f"this model file was scored on the held-out test set on {done[0]['date']} "
+                         f"(commit {done[0]['commit']}; {done[0]['raw']}): a model is scored once")
+        if test:
+            result["test"] = {"variant": args.variant, "model_sha256": sha,
+                              **score(test, lambda r: m.predict(_x(r, args.variant)))}
+            print("test: " + ", ".join(f"{k} {x:.3f}" for k, x in result["test"]["mean"].items()))
+            for p, s in result["test"]["programs"].items():
+                print(f"  {p}: " + ", ".join(f"{k} {x:.3f}" for k, x in s.items()))
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=1))
+    if args.test and args.ledger:
+        record_score(result, args)
     return result
+
+
+LEDGER_TASK = "program-fusion-cpu"
+
+
+def record_score(result: dict, args: argparse.Namespace) -> None:
+    """Append the one test score of a whole-program model file to the held-out ledger."""
+    import datetime
+    import sys
+
+    from benchmarks import heldout
+    from benchmarks.tables import git_commit
+    ledger = heldout.read_ledger()
+    t = result["test"]
+    ledger["scores"].append({
+        "task": LEDGER_TASK, "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "commit": git_commit(), "machine": heldout.machine(), "test_set": heldout.test_set_digest(),
+        "model_sha256": {Path(args.model_out).name: t["model_sha256"]}, "model_files": [heldout.shown(Path(args.model_out))],
+        "commands": ["python -m benchmarks.cpu_program_model " + " ".join(sys.argv[1:])],
+        "raw": heldout.shown(Path(args.json)) if args.json else None,
+        "table": [f"{k}: " + ", ".join(f"{c} {x:.3f}" for c, x in v.items()) for k, v in t["programs"].items()],
+        "summary": {"whole-program model (" + t["variant"] + ")": t["mean"]}, "median": {"model": t["median"]}})
+    heldout.LEDGER.write_text(json.dumps(ledger, indent=1, sort_keys=True) + "\n")
+    print(f"recorded in {heldout.shown(heldout.LEDGER)}")
 
 
 if __name__ == "__main__":

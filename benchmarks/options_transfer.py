@@ -16,7 +16,14 @@ holds 95% of that best gain (`autotune.tuning.options_search.trials_to_reach`), 
 A replay reorders measured timings (a setting's first timing does not depend on when it was taken, up to
 noise); settings the run did not measure are left out of every order alike.
 
+`--retest RUNS2 JSON2` (a second run of the same programs): how far any prior can go on this option space
+and this timing noise. Per program measured in both runs, over the settings both measured: Kendall's tau
+between the two runs' first timings, and the trials the second run needs to 95% of its gain in the order of
+the first run's own timings of the same program (the best a prior can know: the program's own earlier
+measurements) against the declared order.
+
     python -m benchmarks.options_transfer --runs OUT --json us.json [--md OUT.md] [--out OUT.json]
+        [--retest OUT2 us2.json]
 """
 from __future__ import annotations
 
@@ -51,6 +58,19 @@ def stage_of(report: dict) -> dict:
         values[c["name"]] = (math.log(c["speedup"]) if c["status"] == "ok" and c.get("speedup")
                              else FAILED_LOG_SPEEDUP)
     return {"values": values, "trace": stage.get("trace") or [], "prior_programs": stage.get("prior_programs", 0)}
+
+
+def load_stages(runs: str, result_json: str) -> list:
+    """(program, `stage_of` its report) for each program of a `benchmarks.user_speedup` result, in its order."""
+    result = json.loads(Path(result_json).read_text())
+    stages = []
+    for r in result["rows"]:
+        report = Path(runs) / r["program"] / "report.json"
+        if not report.exists():  # the committed copy: benchmarks/results/user_speedup_DATE/reports/PROGRAM.json
+            report = Path(runs) / f"{r['program']}.json"
+        if report.exists():
+            stages.append((r["program"], stage_of(json.loads(report.read_text()))))
+    return stages
 
 
 def replay(stages: list) -> list:
@@ -89,6 +109,40 @@ def replay(stages: list) -> list:
     return out
 
 
+def retest(first: list, second: list) -> dict:
+    """The second run's trials to 95% of its gain in the order of the first run's timings of the same
+    program, against the declared order, with the two runs' agreement (Kendall's tau over shared settings)."""
+    from autotune.compiler.targets.cpu import CPU_COMPILER_OPTIONS
+    from costmodels.metrics import kendall
+    declared = [c.name for c in candidate_settings(CPU_COMPILER_OPTIONS)]
+    before = dict(first)
+    rows = []
+    for name, st in second:
+        if name not in before:
+            continue
+        a, b = before[name]["values"], st["values"]
+        shared = [n for n in b if n in a]
+        speedups = {k: math.exp(b[k]) for k in shared if b[k] != FAILED_LOG_SPEEDUP}
+        final = max(speedups.values(), default=1.0)
+        row: dict = {"program": name, "shared_settings": len(shared), "best_first_timing": round(final, 4),
+                     "kendall": kendall([a[k] for k in shared], [b[k] for k in shared]) if len(shared) > 2 else None}
+        if final > 1.0:
+            cold = [n for n in declared if n in shared] + [n for n in shared if "+" in n]
+            row.update({"cold": _trials(cold, speedups, final),
+                        "own_earlier_order": _trials(sorted(shared, key=lambda k: -a[k]), speedups, final)})
+        rows.append(row)
+    gain = [r for r in rows if "cold" in r]
+    taus = [r["kendall"] for r in rows if r["kendall"] is not None and math.isfinite(r["kendall"])]
+    return {"programs": len(rows), "median_kendall": statistics.median(taus) if taus else None,
+            "with_a_gain": len(gain),
+            "median_cold": statistics.median([r["cold"] for r in gain]) if gain else None,
+            "median_own_earlier_order": statistics.median([r["own_earlier_order"] for r in gain]) if gain else None,
+            "median_ratio_own_earlier_over_cold": statistics.median([r["own_earlier_order"] / r["cold"] for r in gain])
+            if gain else None,
+            "own_earlier_within_a_third": sum(1 for r in gain if r["own_earlier_order"] * 3 <= r["cold"]),
+            "rows": rows}
+
+
 def summarize(rows: list) -> dict:
     """Medians of the trials in each order, and how many programs need <= 1/3 of the cold trials."""
     if not rows:
@@ -111,15 +165,10 @@ def main(argv=None) -> dict:
     ap.add_argument("--out", default=None)
     ap.add_argument("--min-gain", type=float, default=1.03,
                     help="the summary's second line: programs whose best first timing reaches this")
+    ap.add_argument("--retest", nargs=2, default=None, metavar=("RUNS2", "JSON2"),
+                    help="a second run of the same programs: the noise any prior meets (see the module doc)")
     args = ap.parse_args(argv)
-    result = json.loads(Path(args.json).read_text())
-    stages = []
-    for r in result["rows"]:
-        report = Path(args.runs) / r["program"] / "report.json"
-        if not report.exists():  # the committed copy: benchmarks/results/user_speedup_DATE/reports/PROGRAM.json
-            report = Path(args.runs) / f"{r['program']}.json"
-        if report.exists():
-            stages.append((r["program"], stage_of(json.loads(report.read_text()))))
+    stages = load_stages(args.runs, args.json)
     table = replay(stages)
     with_gain = [t for t in table if "cold" in t]
     summary: dict = {"programs": len(table), "all with a gain": summarize(with_gain),
@@ -132,6 +181,10 @@ def main(argv=None) -> dict:
         summary["second_program"] = {"program": second["program"], "trials": second["as_run"],
                                      "within_a_third_of_the_first": second["as_run"] * 3 <= first["as_run"]}
     out = {"summary": summary, "rows": table, "source": args.json}
+    if args.retest:
+        out["retest"] = retest(stages, load_stages(*args.retest))
+        out["retest"]["source"] = args.retest[1]
+        summary["retest"] = {k: v for k, v in out["retest"].items() if k not in ("rows", "source")}
     if args.out:
         Path(args.out).write_text(json.dumps(out, indent=1))
     if args.md:

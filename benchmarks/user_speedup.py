@@ -17,6 +17,7 @@ above 1, with the seed and machine. One plot per program (per-round times of bot
 
     python -m benchmarks.user_speedup [--corpus examples/hlo] [--programs a,b] [--budget 2m]
         [--rounds 7] [--seconds 1.0] [--out DIR] [--json OUT.json] [--md OUT.md] [--plots DIR]
+    python -m benchmarks.user_speedup --compare A.json B.json [--md OUT.md]   (two runs side by side, per corpus)
     python -m benchmarks.user_speedup --time-one PROGRAM --compile-json '{"disable_fusion": false, ...}'
 """
 from __future__ import annotations
@@ -31,6 +32,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Optional
 
 from benchmarks.tables import bootstrap_median, git_commit
 
@@ -155,6 +157,58 @@ def summarize(rows: list) -> dict:
             "options_written": sum(1 for r in rows if r.get("XLA_FLAGS"))}
 
 
+def compare(a: dict, b: dict) -> dict:
+    """Two runs of the benchmark (e.g. two budgets) on the programs they share: per program both speedups,
+    per corpus and pooled each run's `summarize`, and the median over programs of b's speedup over a's."""
+    rows_a = {r["program"]: r for r in a["rows"]}
+    shared = [r for r in b["rows"] if r["program"] in rows_a]
+    per = [{"program": r["program"], "corpus": r.get("corpus"), "a": rows_a[r["program"]].get("speedup"),
+            "a_interval": rows_a[r["program"]].get("interval"), "b": r.get("speedup"), "b_interval": r.get("interval"),
+            "a_written": rows_a[r["program"]].get("winner"), "b_written": r.get("winner")} for r in shared]
+    groups: dict = {}
+    for r in shared:
+        groups.setdefault(r.get("corpus") or "", []).append(r["program"])
+    out: dict = {"a": {k: a.get(k) for k in ("budget", "commit", "date")},
+                 "b": {k: b.get(k) for k in ("budget", "commit", "date")}, "programs": per, "groups": {}}
+    for name, progs in [*sorted(groups.items()), ("pooled", [r["program"] for r in shared])]:
+        ra = [rows_a[p] for p in progs]
+        rb = [r for r in shared if r["program"] in progs]
+        both = [(x["a"], x["b"]) for x in per if x["program"] in progs and x["a"] and x["b"]]
+        ratio = median_and_interval([y / x for x, y in both]) if both else (None, None, None)
+        out["groups"][name] = {"programs": len(progs), "a": summarize(ra), "b": summarize(rb),
+                               "median_b_over_a": ratio[0], "median_b_over_a_interval": list(ratio[1:])}
+    return out
+
+
+def compare_markdown(c: dict) -> str:
+    a, b = c["a"], c["b"]
+    lines = [f"# user_speedup: budget {a['budget']} ({a['date']}, {a['commit']}) against budget {b['budget']} "
+             f"({b['date']}, {b['commit']})", "",
+             "| group | programs | median A [95%] | median B [95%] | geomean A / B | faster beyond interval A / B | "
+             "slower beyond A / B | wrong outputs A / B | median of B / A per program [95%] |",
+             "|---|---|---|---|---|---|---|---|---|"]
+
+    def med(s: dict) -> str:
+        iv = s.get("median_interval") or [None, None]
+        return f"{s['median']:.3f}" + (f" [{iv[0]:.3f}, {iv[1]:.3f}]" if iv[0] is not None else "") if s.get("timed") else "-"
+    for name, g in c["groups"].items():
+        sa, sb = g["a"], g["b"]
+        r, iv = g["median_b_over_a"], g["median_b_over_a_interval"]
+        lines.append(f"| {name} | {g['programs']} | {med(sa)} | {med(sb)} | {sa.get('geomean', 0):.3f} / "
+                     f"{sb.get('geomean', 0):.3f} | {sa.get('faster_beyond_interval')} / {sb.get('faster_beyond_interval')} | "
+                     f"{sa.get('slower_beyond_interval')} / {sb.get('slower_beyond_interval')} | "
+                     f"{sa.get('wrong_outputs')} / {sb.get('wrong_outputs')} | "
+                     + (f"{r:.3f}" + (f" [{iv[0]:.3f}, {iv[1]:.3f}]" if iv[0] is not None else "") if r else "-") + " |")
+    lines += ["", "| program | corpus | A [95%] | B [95%] | written A | written B |", "|---|---|---|---|---|---|"]
+
+    def one(x: Optional[float], iv: Optional[list]) -> str:
+        return f"{x:.3f}" + (f" [{iv[0]:.3f}, {iv[1]:.3f}]" if iv else "") if x else "-"
+    for p in c["programs"]:
+        lines.append(f"| {p['program']} | {p['corpus']} | {one(p['a'], p['a_interval'])} | {one(p['b'], p['b_interval'])} | "
+                     f"{p['a_written']} | {p['b_written']} |")
+    return "\n".join(lines) + "\n"
+
+
 def markdown(result: dict) -> str:
     s = result["summary"]
     lines = [f"# user_speedup: `autotune fusion --target cpu --budget {result['budget']}`, re-timed independently", "",
@@ -229,7 +283,18 @@ def main(argv=None) -> dict:
     ap.add_argument("--json", default=None)
     ap.add_argument("--md", default=None)
     ap.add_argument("--plots", default=None)
+    ap.add_argument("--compare", nargs=2, default=None, metavar=("A.json", "B.json"),
+                    help="measure nothing: two runs' results side by side (per corpus and pooled)")
     args = ap.parse_args(argv)
+    if args.compare:
+        c = compare(*(json.loads(Path(f).read_text()) for f in args.compare))
+        if args.json:
+            Path(args.json).write_text(json.dumps(c, indent=1))
+        text = compare_markdown(c)
+        if args.md:
+            Path(args.md).write_text(text)
+        print(text)
+        return c
     if args.time_one:
         print(json.dumps(time_one(args.time_one, args.compile_json, args.seconds, args.seed)))
         return {}

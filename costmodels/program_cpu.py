@@ -10,7 +10,9 @@ inprogram-costs.md). This model prices the configuration as a whole:
                                                              multiplicity: the program's totals per column)
                   + log2(1 + kernels), log2(1 + kernel executions), log2(1 + fused dots),
                   log2(1 + small kernels), log2(1 + kernel-sum predictions of the kernel models given)
-    log(t(cfg) / t(default)) ~ f(phi(cfg) - phi(default))   (f: gradient-boosted trees, or ridge)
+    log(t(cfg) / t(default)) ~ f(phi(cfg) - phi(default))   (f: gradient-boosted trees, ridge, or trees
+                                                             ranking the configurations of each program
+                                                             pairwise, then scaled to log ratios)
 
 Differences from the default cancel what is constant within a program (its size, its library calls'
 own cost), so one model serves every program; trained on the paired ratio of each measured
@@ -81,7 +83,11 @@ def program_features(kernel_lists: Sequence[Sequence[Any]],
 
 class ProgramModel(Estimator):
     """f of the module docstring: ``predict(delta)`` is log(t(cfg) / t(default)) for feature differences
-    ``delta = phi(cfg) - phi(default)``. ``kind``: "xgboost" (gradient-boosted trees) or "ridge".
+    ``delta = phi(cfg) - phi(default)``. ``kind``: "xgboost" (gradient-boosted trees on the log ratio),
+    "ridge", or "rank" (trees trained pairwise on which of two configurations of one program is faster,
+    XGBoost's ``rank:pairwise`` with the program as the query group; Kendall's tau is what the model is
+    judged on, and a pairwise loss does not spend capacity on each program's scale; the scores are then
+    mapped to log ratios by one least-squares slope through the default, ``calibration_``).
     ``kernel_models``: the kernel models whose sums are features (names as ``api.make_cost_model`` reads
     them; recorded so that a loaded model prices with the same). Keeps the estimator conventions
     (`costmodels.base.Estimator`): fitted state in ``booster_``/``ridge_`` and ``n_features_``."""
@@ -98,9 +104,15 @@ class ProgramModel(Estimator):
         self.kernel_models = tuple(kernel_models)
         self.seed = seed
 
-    def fit(self, delta: np.ndarray, log_ratio: np.ndarray) -> "ProgramModel":
+    def fit(self, delta: np.ndarray, log_ratio: np.ndarray, groups: Optional[np.ndarray] = None) -> "ProgramModel":
+        """``groups``: each row's program (any hashable ids); the "rank" kind compares configurations only
+        within a group and needs them, the others ignore them."""
         X, y = np.asarray(delta, float), np.asarray(log_ratio, float)
-        if self.kind == "ridge":
+        if self.kind == "rank":
+            if groups is None or len(groups) != len(y):
+                raise ValueError("the rank kind needs each row's program (groups=) to rank configurations within it")
+            self._fit_rank(X, y, np.asarray(groups))
+        elif self.kind == "ridge":
             mu, sd = X.mean(axis=0), X.std(axis=0)
             sd[sd < 1e-9] = 1.0
             Z = (X - mu) / sd
@@ -112,9 +124,25 @@ class ProgramModel(Estimator):
                                        "colsample_bytree": 0.8, "objective": "reg:squarederror", "seed": self.seed,
                                        "nthread": 1}, xgb.DMatrix(X, label=y), num_boost_round=self.n_estimators)
         else:
-            raise ValueError(f"unknown kind {self.kind!r} (xgboost or ridge)")
+            raise ValueError(f"unknown kind {self.kind!r} (xgboost, ridge or rank)")
         self.n_features_ = X.shape[1]
         return self
+
+    def _fit_rank(self, X: np.ndarray, y: np.ndarray, groups: np.ndarray) -> None:
+        import xgboost as xgb
+        _, qid = np.unique(groups, return_inverse=True)
+        order = np.argsort(qid, kind="stable")  # XGBoost wants each query group's rows together
+        # relevance: faster (a lower log ratio) ranks higher
+        data = xgb.DMatrix(X[order], label=-y[order], qid=qid[order])
+        self.booster_ = xgb.train({"objective": "rank:pairwise", "max_depth": self.max_depth, "eta": self.learning_rate,
+                                   "subsample": 0.8, "colsample_bytree": 0.8, "seed": self.seed, "nthread": 1},
+                                  data, num_boost_round=self.n_estimators)
+        s = -self.booster_.predict(xgb.DMatrix(X))
+        s0 = float(-self.booster_.predict(xgb.DMatrix(np.zeros((1, X.shape[1]))))[0])
+        d = s - s0
+        slope = float(d @ y / (d @ d)) if float(d @ d) > 0 else 0.0
+        # a slope <= 0 would invert the ranking the trees learned; keep the order with a tiny scale instead
+        self.calibration_ = {"offset": s0, "scale": slope if slope > 0 else 1e-6}
 
     def predict(self, delta: np.ndarray) -> np.ndarray:
         self.check_is_fitted("whole-program model")
@@ -125,7 +153,11 @@ class ProgramModel(Estimator):
             r = self.ridge_
             return ((X - np.asarray(r["mu"])) / np.asarray(r["sd"])) @ np.asarray(r["w"])
         import xgboost as xgb
-        return self.booster_.predict(xgb.DMatrix(X))
+        raw = self.booster_.predict(xgb.DMatrix(X))
+        if self.kind == "rank":
+            c = self.calibration_
+            return c["scale"] * (-raw - c["offset"])
+        return raw
 
     def save(self, path: str) -> None:
         doc: dict = {"format": "autotune-program-model/1", "target": "cpu", "kind": self.kind,
@@ -137,6 +169,8 @@ class ProgramModel(Estimator):
             doc["ridge"] = self.ridge_
         else:
             doc["booster"] = json.loads(self.booster_.save_raw("json").decode())
+        if self.kind == "rank":
+            doc["calibration"] = self.calibration_
         with open(path, "w") as f:
             json.dump(doc, f)
 
@@ -154,6 +188,8 @@ class ProgramModel(Estimator):
             import xgboost as xgb
             m.booster_ = xgb.Booster()
             m.booster_.load_model(bytearray(json.dumps(doc["booster"]).encode()))
+        if m.kind == "rank":
+            m.calibration_ = dict(doc["calibration"])
         return m
 
 

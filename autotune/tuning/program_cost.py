@@ -4,8 +4,8 @@
 :class:`LearnedProgramCost` is a configuration-level ``Pricer`` (as ``PairedProgramCost`` is): a
 configuration's cost is the default's reference time times the model's predicted ratio to the default,
 ``reference_s * exp(f(phi(cfg) - phi(default)))``, so costs are seconds ordered as the model ranks the
-programs; ``reference_s`` is the default's kernel sum by the model's first kernel model (a scale, not a
-measurement), and the default costs it times exp(f(0)). Each kernel's contribution (`kernel_rows`) is
+programs; ``reference_s`` is the default's kernel sum by the model's first kernel model, or the one given
+(a scale, not a measurement), and the default costs it times exp(f(0)). Each kernel's contribution (`kernel_rows`) is
 computed once per kernel hash, so a configuration that shares kernels with earlier ones costs only its
 new kernels and one prediction.
 """
@@ -25,7 +25,8 @@ class LearnedProgramCost(Pricer):
     """Costs of a FusionSpace's configurations by a whole-program model (module docstring). ``kernel_models``:
     name -> a kernel cost model's ``predict`` (the model's ``kernel_models``, in that order)."""
 
-    def __init__(self, space: Any, model: Any, kernel_models: Optional[dict] = None):
+    def __init__(self, space: Any, model: Any, kernel_models: Optional[dict] = None,
+                 reference_s: Optional[float] = None):
         self.space, self.model = space, model
         self.kernel_models = dict(kernel_models or {})
         self._rows: dict = {}   # kernel hash -> its kernel_rows row
@@ -36,7 +37,10 @@ class LearnedProgramCost(Pricer):
         rows, m = self._kernel_table(space.kernels(space.default()))
         self.phi_default = aggregate(rows, m)
         # the scale of the costs: the default's kernel sum by the first kernel model (its column of the rows, ns)
-        self.reference_s = float(m @ rows[:, -len(self.kernel_models)]) * 1e-9 if self.kernel_models else 1.0
+        if reference_s is not None:
+            self.reference_s = float(reference_s)
+        else:
+            self.reference_s = float(m @ rows[:, -len(self.kernel_models)]) * 1e-9 if self.kernel_models else 1.0
 
     def _kernel_table(self, kernels: Sequence[Any]) -> tuple:
         """The kernels' rows (each computed once per kernel hash) and multiplicities."""

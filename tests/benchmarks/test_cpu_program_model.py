@@ -41,7 +41,24 @@ def test_rows_validation_and_the_test_guard(tmp_path):
     for r in rows:
         assert np.allclose(r["delta_sums"][0], 0) and r["y"][0] == pytest.approx(0.0, abs=0.02)
         assert r["delta_sums"].shape[1] == r["delta"].shape[1] + len(cpm.KERNEL_MODELS)
-    val = cpm.validate(rows, ("ridge",))
+    val = cpm.validate(rows, ("ridge", "rank"), seeds=(0, 1))
     assert set(val["ridge"]["mean"]) >= {"model", "kernel sum: xgboost (shipped)", "split-half (labels)"}
+    assert set(val["rank"]["seed_means"]) == {"0", "1"}  # the pairwise kind fits per program group
+    assert val["ridge"]["mean_over_seeds"] == pytest.approx(np.mean(list(val["ridge"]["seed_means"].values())))
     with pytest.raises(SystemExit):  # a test program of a training family is refused
         cpm.main(["--train", train, "--test", train, "--variant", "ridge"])
+
+
+def test_a_model_file_is_scored_once_on_the_ledger(tmp_path, monkeypatch):
+    from benchmarks import heldout
+    monkeypatch.setattr(heldout, "LEDGER", tmp_path / "ledger.json")
+    train = _record(tmp_path, ["vae_small_infer"])
+    test = _record(tmp_path, ["autoencoder_small_infer"])
+    args = ["--train", train, "--test", test, "--variant", "ridge", "--model-out", str(tmp_path / "m.json"),
+            "--json", str(tmp_path / "score.json"), "--ledger"]
+    out = cpm.main(args)
+    entry = json.loads((tmp_path / "ledger.json").read_text())["scores"][-1]
+    assert entry["task"] == cpm.LEDGER_TASK and entry["model_sha256"] == {"m.json": out["test"]["model_sha256"]}
+    assert entry["test_set"] == heldout.test_set_digest()
+    with pytest.raises(SystemExit):  # the same model file again: refused
+        cpm.main(args)

@@ -41,3 +41,23 @@ def test_summary_and_table_say_what_was_measured():
                       "rounds": 5, "seconds": 0.7})
     assert "| a | hlo | 1.200 [1.100, 1.300] | 1.250 | 0 | --x=1 | ok |" in md
     assert "WRONG" in md and "no report" in md
+
+
+def test_compare_two_runs_per_corpus_on_the_shared_programs(tmp_path):
+    import json
+
+    def run(budget, speedups):
+        return {"budget": budget, "commit": "c", "date": "d",
+                "rows": [{"program": p, "corpus": corpus, "speedup": x, "interval": [x - 0.01, x + 0.01],
+                          "winner": "original", "outputs": {"ok": True}} for p, corpus, x in speedups]}
+    a = run("2m", [("p1", "hlo", 1.0), ("p2", "hlo", 1.1), ("q1", "lib", 1.2), ("gone", "lib", 1.5)])
+    b = run("5m", [("p1", "hlo", 1.1), ("p2", "hlo", 1.21), ("q1", "lib", 1.2)])
+    c = us.compare(a, b)
+    assert set(c["groups"]) == {"hlo", "lib", "pooled"} and c["groups"]["pooled"]["programs"] == 3
+    assert c["groups"]["hlo"]["b"]["median"] == pytest.approx(1.155)
+    assert c["groups"]["hlo"]["median_b_over_a"] == pytest.approx(1.1)
+    assert c["groups"]["lib"]["a"]["timed"] == 1  # "gone" is only in A: left out of both sides
+    (tmp_path / "a.json").write_text(json.dumps(a))
+    (tmp_path / "b.json").write_text(json.dumps(b))
+    out = us.main(["--compare", str(tmp_path / "a.json"), str(tmp_path / "b.json"), "--md", str(tmp_path / "c.md")])
+    assert out["groups"]["pooled"]["programs"] == 3 and "| p2 | hlo | 1.100" in (tmp_path / "c.md").read_text()

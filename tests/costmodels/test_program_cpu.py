@@ -29,12 +29,12 @@ def test_features_are_program_totals():
     assert sums.shape[1] == one.shape[0] + 1 and sums[0, -1] == pytest.approx(np.log2(1 + len(ks)), rel=0.2)
 
 
-@pytest.mark.parametrize("kind", ["ridge", "xgboost"])
+@pytest.mark.parametrize("kind", ["ridge", "xgboost", "rank"])
 def test_fit_predict_save_load(tmp_path, kind):
     rng = np.random.default_rng(0)
     X = rng.normal(size=(200, 5))
     y = 0.3 * X[:, 0] - 0.2 * X[:, 1]
-    m = ProgramModel(kind=kind, n_estimators=50).fit(X, y)
+    m = ProgramModel(kind=kind, n_estimators=50).fit(X, y, groups=np.arange(200) // 20)
     p = m.predict(X)
     assert np.corrcoef(p, y)[0, 1] > 0.9
     m.save(str(tmp_path / "m.json"))
@@ -42,6 +42,23 @@ def test_fit_predict_save_load(tmp_path, kind):
     assert np.allclose(again.predict(X), p, atol=1e-5)
     with pytest.raises(ValueError, match="feature differences"):
         m.predict(X[:, :3])
+
+
+def test_rank_kind_learns_orders_within_programs_and_predicts_zero_at_the_default():
+    """The pairwise kind sees only which configuration of a program is faster: each program's own offset
+    does not reach it, its calibrated prediction of the default (no difference) is 0, and it needs the
+    programs."""
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(300, 4))
+    groups = np.arange(300) // 30
+    y = 0.5 * X[:, 2] + 3.0 * groups  # a per-program offset no feature explains
+    m = ProgramModel(kind="rank", n_estimators=60).fit(X, y, groups=groups)
+    within = [np.corrcoef(m.predict(X[groups == g]), y[groups == g])[0, 1] for g in range(10)]
+    assert min(within) > 0.8
+    assert m.predict(np.zeros((1, 4)))[0] == pytest.approx(0.0, abs=1e-6)
+    assert m.calibration_["scale"] > 0
+    with pytest.raises(ValueError, match="groups"):
+        ProgramModel(kind="rank").fit(X, y)
 
 
 def test_relative_costs_of_the_default_is_its_prediction_at_zero():
@@ -92,3 +109,18 @@ def test_cli_program_model(tmp_path):
     assert r.exit_code == 0, r.output
     rep = json.loads((out / "report.json").read_text())
     assert rep["cost_model"].endswith("program_fusion_cpu.json") and rep["evaluations"] > 1
+
+
+def test_a_model_without_kernel_sums_prices_on_the_given_scale():
+    """A whole-program model that reads no kernel model (the rank kind shipped on 2026-11-29) takes its scale
+    from the caller (the CLI gives the analytical kernel sum of the default): the default costs that scale
+    times exp(f(0)), 0 for the rank kind."""
+    from autotune.tuning.program_cost import LearnedProgramCost
+    space = _space()
+    d = program_features([space.kernels(space.default())]).shape[1]
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(60, d))
+    m = ProgramModel(kind="rank", n_estimators=20).fit(X, 0.1 * X[:, 0], groups=np.arange(60) // 10)
+    pricer = LearnedProgramCost(space, m, {}, reference_s=2e-3)
+    assert pricer(([space.default()]))[0] == pytest.approx(2e-3)
+    assert LearnedProgramCost(space, m, {}).reference_s == 1.0
