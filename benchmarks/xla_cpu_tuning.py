@@ -36,6 +36,18 @@ DEFAULT_PROGRAMS = ["vae_small_infer", "lstm_small_infer", "mlp_mixer_small_infe
                     "recommender_small_infer", "autoencoder_small_infer"]
 
 
+def race_winner_text(verification: dict, written: str, default_text: str, prediction_text) -> str:
+    """The text of the configuration that won the tuner's race: what was written, unless the paired check
+    then kept the original, in which case the race's winner was the default configuration ("default") or the
+    prediction numbered ``race_winner`` (``prediction_text(i)`` emits it)."""
+    race_winner = verification.get("race_winner", verification.get("winner"))
+    if race_winner == verification.get("winner"):
+        return written
+    if race_winner == "default":
+        return default_text
+    return prediction_text(race_winner)
+
+
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--programs", nargs="*", default=None)
@@ -83,8 +95,8 @@ def main(argv=None) -> dict:
             default_hdr = emit_fused_text(space, space.default(), header=True)  # as the tuner emits it
             claimed = res.measured_speedup
             race_winner = ver.get("race_winner", ver.get("winner"))
-            race_text = (res.fused_text if race_winner == ver.get("winner") else
-                         emit_fused_text(space, tuner.top_predicted()[race_winner][1], header=True))
+            race_text = race_winner_text(ver, res.fused_text, default_hdr,
+                                         lambda i: emit_fused_text(space, tuner.top_predicted()[i][1], header=True))
 
             def remeasure(text):  # speedup of `text` over our default, timed beside it, with its interval
                 if text == default_hdr:
