@@ -5,9 +5,9 @@
 configuration's cost is the default's reference time times the model's predicted ratio to the default,
 ``reference_s * exp(f(phi(cfg) - phi(default)))``, so costs are seconds ordered as the model ranks the
 programs; ``reference_s`` is the default's kernel sum by the model's first kernel model, or the one given
-(a scale, not a measurement), and the default costs it times exp(f(0)). Each kernel's contribution (`kernel_rows`) is
-computed once per kernel hash, so a configuration that shares kernels with earlier ones costs only its
-new kernels and one prediction.
+(a scale, not a measurement), and the default costs it times exp(f(0)). Each kernel's contribution
+(`kernel_rows`) is computed once per kernel hash, so a configuration that shares kernels with earlier ones
+costs only its new kernels and one prediction.
 """
 from __future__ import annotations
 
