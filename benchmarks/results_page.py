@@ -236,7 +236,8 @@ PROGRAM_MODEL_TESTS = (  # (raw file, what was trained, command, commit)
      "the pairwise-ranking model trained on paired end-to-end ratios of 16 programs, 13 families; test: 5 *_infer "
      "programs of examples/hlo_heldout",
      "`python -m benchmarks.cpu_program_model --train <4 files> --test "
-     "benchmarks/results/cpu_program_model_heldout_2026-11-29.json.gz --variant rank --ledger`", None),
+     "benchmarks/results/cpu_program_model_heldout_2026-11-29.json.gz --variant rank --ledger`", "e2c09e5"),
+    # the ledger says e2c09e5+uncommitted: the uncommitted files were the run's data and notes, not code
 )
 
 
