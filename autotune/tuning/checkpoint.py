@@ -3,7 +3,6 @@ that matter), and best_config.json and checkpoint.pkl written atomically, read b
 before a run resumes. The Tuner (autotune/tuning/tuner.py) decides when to save and what to restore."""
 from __future__ import annotations
 
-import hashlib
 import os
 import pickle
 from dataclasses import dataclass
@@ -12,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 from autotune.compiler.fusion import FusionSpace
 from autotune.compiler.layouts import LayoutSpace
-from autotune.tuning.result import TuningError
+from autotune.tuning.result import TuningError, text_sha256
 
 if TYPE_CHECKING:
     from search.base import Strategy
@@ -26,13 +25,9 @@ FINGERPRINT_LABELS = {"program": "program", "target": "--target", "cost_model": 
 FINGERPRINT_DEFAULTS = {"strategy_params": "none", "transfer": "none"}
 
 
-def _sha256(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
 def program_fingerprint(space: FusionSpace) -> str:
     """sha256 of the normalized program text (as parsed and printed back, without metadata)."""
-    return _sha256(space.program.module.to_text(metadata=False))
+    return text_sha256(space.program.module.to_text(metadata=False))
 
 
 def space_fingerprint(space: Any) -> str:

@@ -16,14 +16,13 @@ Either way the result's ``compile_options`` say exactly how fused.hlo compiles a
 """
 from __future__ import annotations
 
-import hashlib
 import time
 from typing import Any, Callable, Optional
 
 from autotune.tuning.options_search import (
     OptionsSearchResult, options_prior, record_options, search_options, xla_flags_line,
 )
-from autotune.tuning.result import ORIGINAL_COMPILE_OPTIONS, ORIGINAL_WITH_OPTIONS, TuningResult
+from autotune.tuning.result import ORIGINAL_COMPILE_OPTIONS, ORIGINAL_WITH_OPTIONS, TuningResult, text_sha256
 from autotune.tuning.verification import confirm_paired
 from hardware.base import ProgramEvaluator
 
@@ -82,7 +81,7 @@ def tune_compiler_options(result: TuningResult, target: Any, evaluator: ProgramE
         result.compile_options = {"disable_fusion": False, "xla_flags": flags}
         result.xla_flags_text = xla_flags_line(flags)
         result.fused_text = options_header(found.speedup, list(found.speedup_interval), flags) + original
-        ver["fused_hlo_sha256"] = _sha256(result.fused_text)
+        ver["fused_hlo_sha256"] = text_sha256(result.fused_text)
         result.paired = {"candidate": f"original with {chosen.name}", **(chosen.confirmed_check or {})}
         ver["paired"] = result.paired
         ver["winner"] = ORIGINAL_WITH_OPTIONS
@@ -102,7 +101,7 @@ def tune_compiler_options(result: TuningResult, target: Any, evaluator: ProgramE
         result.compile_options = {"disable_fusion": True, "xla_flags": flags}
         result.xla_flags_text = f"{compile_flags_text()} {xla_flags_line(found.flags)}"
         result.fused_text = _with_flags_line(program, result.xla_flags_text)
-        ver["fused_hlo_sha256"] = _sha256(result.fused_text)
+        ver["fused_hlo_sha256"] = text_sha256(result.fused_text)
         result.paired = {"candidate": f"{ver.get('winner')} with {chosen.name}", **check.as_dict()}
         ver["paired"] = result.paired
         entry["decision"] = f"written: the tuned configuration with {found.xla_flags}"
@@ -115,10 +114,6 @@ def tune_compiler_options(result: TuningResult, target: Any, evaluator: ProgramE
     return found
 
 
-def _sha256(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
 def _with_flags_line(text: str, flags_text: str) -> str:
     """An emitted program's header with its XLA_FLAGS line replaced by one that adds the compiler options."""
     lines = text.split("\n")
@@ -129,4 +124,3 @@ def _with_flags_line(text: str, flags_text: str) -> str:
             lines[i] = f'// XLA_FLAGS="{flags_text}"  (fusion as tuned, plus the compiler options found)'
             return "\n".join(lines)
     return f'// autotune: compile with XLA_FLAGS="{flags_text}"\n' + text
-

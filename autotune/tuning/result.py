@@ -3,6 +3,7 @@
 without depending on the loop that fills it (autotune/tuning/tuner.py)."""
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -12,6 +13,11 @@ NOT_VERIFIED = {"status": "skipped", "reason": "no hardware evaluator"}
 ORIGINAL_COMPILE_OPTIONS = {"disable_fusion": False, "xla_flags": {}}
 # verification["winner"] when the written program is the original compiled with compiler options found
 ORIGINAL_WITH_OPTIONS = "original with compiler options"
+
+
+def text_sha256(text: str) -> str:
+    """SHA-256 of a program's text (UTF-8), as records name what was verified and written."""
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def keep_original_text(original: str, why: str) -> str:

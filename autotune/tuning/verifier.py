@@ -27,7 +27,6 @@ paired timing themselves are autotune/tuning/verification.py.
 """
 from __future__ import annotations
 
-import hashlib
 import math
 import time
 from dataclasses import dataclass, field
@@ -37,13 +36,9 @@ from autotune.compiler.fusion import FusionConfig
 from autotune.compiler.layouts import XLA_CPU_DROPS_LAYOUTS
 from autotune.tuning.options import VerifyOptions
 from autotune.tuning.pricing import is_fusion_space, is_layout_space
-from autotune.tuning.result import ORIGINAL_COMPILE_OPTIONS, TuningResult, keep_original_text
+from autotune.tuning.result import ORIGINAL_COMPILE_OPTIONS, TuningResult, keep_original_text, text_sha256
 from autotune.tuning.verification import confirm_paired, race_programs, race_tiles
 from hardware.base import ProgramEvaluator
-
-
-def _sha256(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def _warn(result: TuningResult, message: str) -> None:
@@ -173,7 +168,7 @@ class Verifier:
             text = space.emit_text(cfg)
             m = ev.measure_program(text, reference=reference)
             match = bool(m.ok and m.extra.get("outputs_match", True))
-            entry = {"rank": rank, "predicted_s": pred, "sha256": _sha256(text),
+            entry = {"rank": rank, "predicted_s": pred, "sha256": text_sha256(text),
                      "config_hash": space.config_hash(cfg), "copies": space.copies(cfg),
                      "status": m.status if not m.ok else ("ok" if match else "output_mismatch"),
                      "output_error": m.extra.get("output_error"), "outputs_match": match}
@@ -301,7 +296,7 @@ class Verifier:
             if text == original:
                 continue
             rank, cfg, pred = emitted[text]
-            result.verified.append({"rank": rank, "sha256": _sha256(text), "predicted_s": pred,
+            result.verified.append({"rank": rank, "sha256": text_sha256(text), "predicted_s": pred,
                                     "measured_s": e.best if e.ok else None,
                                     "timings": len(e.timings), "status": e.status,
                                     "output_error": e.extra.get("output_error"),
@@ -355,7 +350,7 @@ class Verifier:
             "programs_timed": len(race.entries), "timings": race.timings, "race_rounds": race.rounds,
             "winner": (emitted[winner][0] if winner is not None else "original" if race.winner == original
                        else None),
-            "fused_hlo_sha256": _sha256(winner) if winner is not None else None,
+            "fused_hlo_sha256": text_sha256(winner) if winner is not None else None,
         }
         if not verified_any:  # one line for the whole failure
             reasons = "; ".join(f"{v['rank']}: {v['status']}" for v in result.verified[:2])
@@ -395,7 +390,7 @@ class Verifier:
         result.measured_best_predicted = None
         result.verification["winner"] = "original"
         result.verification["keep_original"] = why
-        result.verification["fused_hlo_sha256"] = _sha256(result.fused_text)
+        result.verification["fused_hlo_sha256"] = text_sha256(result.fused_text)
         _warn(result, f"keep the original: no tuned program was shown faster than XLA's own compile of it "
                       f"({why}); fused.hlo is the original program")
 
