@@ -38,6 +38,23 @@ from autotune.tuning.options_search import FAILED_LOG_SPEEDUP, OptionsPrior, can
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def _declared() -> list:
+    """The settings' names in the cpu target's declared order (what a first program gets)."""
+    from autotune.compiler.targets.cpu import CPU_COMPILER_OPTIONS
+    return [c.name for c in candidate_settings(CPU_COMPILER_OPTIONS)]
+
+
+def _gain(values: dict) -> tuple:
+    """({setting: speedup} of the settings that ran, the best of them or 1.0) from their log speedups."""
+    speedups = {k: math.exp(v) for k, v in values.items() if v != FAILED_LOG_SPEEDUP}
+    return speedups, max(speedups.values(), default=1.0)
+
+
+def _cold(declared: list, names) -> list:
+    """The cold order of ``names``: the singles in the declared order, then the pairs."""
+    return [n for n in declared if n in names] + [n for n in names if "+" in n]
+
+
 def _trials(order: list, speedups: dict, final: float) -> int:
     trace, best = [], 1.0
     for i, name in enumerate(order, 1):
@@ -75,8 +92,7 @@ def load_stages(runs: str, result_json: str) -> list:
 
 def replay(stages: list) -> list:
     """Per program (in tuning order): trials to 95% of its gain, cold / as run / leave-one-out."""
-    from autotune.compiler.targets.cpu import CPU_COMPILER_OPTIONS
-    declared = [c.name for c in candidate_settings(CPU_COMPILER_OPTIONS)]
+    declared = _declared()
 
     def prior_of(others: list) -> OptionsPrior:
         agg: dict = {}
@@ -88,8 +104,7 @@ def replay(stages: list) -> list:
     out = []
     for i, (name, st) in enumerate(stages):
         measured = st["values"]
-        speedups = {k: math.exp(v) for k, v in measured.items() if v != FAILED_LOG_SPEEDUP}
-        final = max(speedups.values(), default=1.0)
+        speedups, final = _gain(measured)
         row: dict = {"program": name, "settings": len(measured), "best_first_timing": round(final, 4),
                      "prior_programs_as_run": st["prior_programs"]}
         if final <= 1.0:
@@ -102,7 +117,7 @@ def replay(stages: list) -> list:
         known = [n for n in pr.winning_pairs() if n in measured]
         loo = sorted(singles + known, key=lambda n: -pr.score(n)) + [n for n in pairs if n not in known]
         as_run = trials_to_reach([tuple(t) for t in st["trace"]], final)
-        row.update({"cold": _trials(singles + pairs, speedups, final),
+        row.update({"cold": _trials(_cold(declared, measured), speedups, final),
                     "as_run": as_run if as_run is not None else len(st["trace"]),
                     "leave_one_out": _trials(loo, speedups, final)})
         out.append(row)
@@ -112,9 +127,8 @@ def replay(stages: list) -> list:
 def retest(first: list, second: list) -> dict:
     """The second run's trials to 95% of its gain in the order of the first run's timings of the same
     program, against the declared order, with the two runs' agreement (Kendall's tau over shared settings)."""
-    from autotune.compiler.targets.cpu import CPU_COMPILER_OPTIONS
     from costmodels.metrics import kendall
-    declared = [c.name for c in candidate_settings(CPU_COMPILER_OPTIONS)]
+    declared = _declared()
     before = dict(first)
     rows = []
     for name, st in second:
@@ -122,13 +136,11 @@ def retest(first: list, second: list) -> dict:
             continue
         a, b = before[name]["values"], st["values"]
         shared = [n for n in b if n in a]
-        speedups = {k: math.exp(b[k]) for k in shared if b[k] != FAILED_LOG_SPEEDUP}
-        final = max(speedups.values(), default=1.0)
+        speedups, final = _gain({k: b[k] for k in shared})
         row: dict = {"program": name, "shared_settings": len(shared), "best_first_timing": round(final, 4),
                      "kendall": kendall([a[k] for k in shared], [b[k] for k in shared]) if len(shared) > 2 else None}
         if final > 1.0:
-            cold = [n for n in declared if n in shared] + [n for n in shared if "+" in n]
-            row.update({"cold": _trials(cold, speedups, final),
+            row.update({"cold": _trials(_cold(declared, shared), speedups, final),
                         "own_earlier_order": _trials(sorted(shared, key=lambda k: -a[k]), speedups, final)})
         rows.append(row)
     gain = [r for r in rows if "cold" in r]
