@@ -125,12 +125,9 @@ def _program_model(space: Any, target: str) -> tuple:
         raise UserError("--cost-model program: no shipped whole-program model (costmodels/shipped/program_fusion_cpu.json)")
     pm = ProgramModel.load(str(path))
     kernel_models = {m: api.make_cost_model(m, "fusion", "cpu").predict for m in pm.kernel_models}
-    reference_s = None
-    if not kernel_models:  # a model without kernel sums: the analytical kernel sum of the default sets the scale
-        from costmodels.program_cpu import multiplicities
-        ks = space.kernels(space.default())
-        reference_s = float(multiplicities(ks) @ api.make_cost_model("analytical", "fusion", "cpu").predict(ks))
-    return LearnedProgramCost(space, pm, kernel_models, reference_s), str(path)
+    # a model without kernel sums: the analytical kernel sum of the default sets the scale
+    scale = None if kernel_models else api.make_cost_model("analytical", "fusion", "cpu").predict
+    return LearnedProgramCost(space, pm, kernel_models, scale), str(path)
 
 
 def _options_budget(a: Any, total: Optional[float], hw: float) -> float:

@@ -4,14 +4,15 @@
 :class:`LearnedProgramCost` is a configuration-level ``Pricer`` (as ``PairedProgramCost`` is): a
 configuration's cost is the default's reference time times the model's predicted ratio to the default,
 ``reference_s * exp(f(phi(cfg) - phi(default)))``, so costs are seconds ordered as the model ranks the
-programs; ``reference_s`` is the default's kernel sum by the model's first kernel model, or the one given
-(a scale, not a measurement), and the default costs it times exp(f(0)). Each kernel's contribution
+programs; ``reference_s`` is the default's kernel sum by the model's first kernel model, or by
+``scale_model`` for a model that reads none (a scale, not a measurement), and the default costs it times
+exp(f(0)). Each kernel's contribution
 (`kernel_rows`) is computed once per kernel hash, so a configuration that shares kernels with earlier ones
 costs only its new kernels and one prediction.
 """
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
@@ -26,7 +27,7 @@ class LearnedProgramCost(Pricer):
     name -> a kernel cost model's ``predict`` (the model's ``kernel_models``, in that order)."""
 
     def __init__(self, space: Any, model: Any, kernel_models: Optional[dict] = None,
-                 reference_s: Optional[float] = None):
+                 scale_model: Optional[Callable[[Sequence[Any]], Any]] = None):
         self.space, self.model = space, model
         self.kernel_models = dict(kernel_models or {})
         self._rows: dict = {}   # kernel hash -> its kernel_rows row
@@ -34,13 +35,17 @@ class LearnedProgramCost(Pricer):
         self.config_cost: dict = {}
         self.kernel_calls = 0
         self.kernels_priced = 0
-        rows, m = self._kernel_table(space.kernels(space.default()))
+        default_kernels = space.kernels(space.default())
+        rows, m = self._kernel_table(default_kernels)
         self.phi_default = aggregate(rows, m)
-        # the scale of the costs: the default's kernel sum by the first kernel model (its column of the rows, ns)
-        if reference_s is not None:
-            self.reference_s = float(reference_s)
+        # the scale of the costs: the default's kernel sum by the first kernel model (its column of the rows, ns),
+        # else by scale_model (seconds per kernel), else 1
+        if self.kernel_models:
+            self.reference_s = float(m @ rows[:, -len(self.kernel_models)]) * 1e-9
+        elif scale_model is not None:
+            self.reference_s = float(m @ np.asarray(scale_model(default_kernels), float))
         else:
-            self.reference_s = float(m @ rows[:, -len(self.kernel_models)]) * 1e-9 if self.kernel_models else 1.0
+            self.reference_s = 1.0
 
     def _kernel_table(self, kernels: Sequence[Any]) -> tuple:
         """The kernels' rows (each computed once per kernel hash) and multiplicities."""

@@ -113,14 +113,15 @@ def test_cli_program_model(tmp_path):
 
 def test_a_model_without_kernel_sums_prices_on_the_given_scale():
     """A whole-program model that reads no kernel model (the rank kind shipped on 2026-11-29) takes its scale
-    from the caller (the CLI gives the analytical kernel sum of the default): the default costs that scale
-    times exp(f(0)), 0 for the rank kind."""
+    from the default's kernel sum by the caller's ``scale_model`` (the CLI gives the analytical model): the
+    default costs that scale times exp(f(0)), 0 for the rank kind."""
     from autotune.tuning.program_cost import LearnedProgramCost
     space = _space()
     d = program_features([space.kernels(space.default())]).shape[1]
     rng = np.random.default_rng(0)
     X = rng.normal(size=(60, d))
     m = ProgramModel(kind="rank", n_estimators=20).fit(X, 0.1 * X[:, 0], groups=np.arange(60) // 10)
-    pricer = LearnedProgramCost(space, m, {}, reference_s=2e-3)
+    executions = sum(k.multiplicity or 1 for k in space.kernels(space.default()))
+    pricer = LearnedProgramCost(space, m, {}, scale_model=lambda ks: np.full(len(ks), 2e-3 / executions))
     assert pricer(([space.default()]))[0] == pytest.approx(2e-3)
     assert LearnedProgramCost(space, m, {}).reference_s == 1.0
