@@ -211,7 +211,7 @@ def record_score(result: dict, args: argparse.Namespace) -> None:
         "raw": heldout.shown(Path(args.json)) if args.json else None,
         "table": [f"{k}: " + ", ".join(f"{c} {x:.3f}" for c, x in v.items()) for k, v in t["programs"].items()],
         "summary": {"whole-program model (" + t["variant"] + ")": t["mean"]}, "median": {"model": t["median"]}})
-    heldout.LEDGER.write_text(json.dumps(ledger, indent=1, sort_keys=True) + "\n")
+    heldout.write_ledger(ledger)
     print(f"recorded in {heldout.shown(heldout.LEDGER)}")
 
 

@@ -120,6 +120,11 @@ def read_ledger() -> dict:
     return json.loads(LEDGER.read_text()) if LEDGER.exists() else {"test_set": test_set_digest(), "scores": []}
 
 
+def write_ledger(ledger: dict) -> None:
+    """The ledger, as every scoring command writes it (sorted keys, one trailing newline)."""
+    LEDGER.write_text(json.dumps(ledger, indent=1, sort_keys=True) + "\n")
+
+
 def already_scored(ledger: dict, task: str, files: dict[str, Path]) -> list[dict]:
     shas = {sha256_file(p) for p in files.values()}
     return [e for e in ledger["scores"] + ledger.get("seed_spread", []) if e["task"] == task
@@ -210,7 +215,7 @@ def main(argv: Optional[list[str]] = None) -> int:
                                 | {"raw": str(raw.relative_to(ROOT)), "table": lines,
                                    "summary": run["result"].get("summary"), "median": run["result"].get("median"),
                                    "pooled": run["result"].get("pooled")})
-        LEDGER.write_text(json.dumps(ledger, indent=1, sort_keys=True) + "\n")
+        write_ledger(ledger)
         print(f"[{task}] wrote {raw.relative_to(ROOT)} and the ledger", flush=True)
     return status
 

@@ -291,7 +291,7 @@ def run(task: str, model: str, seeds: Optional[list[int]], work: Path, quick: bo
     heldout.RESULTS.mkdir(parents=True, exist_ok=True)
     raw.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
     if result is not None:
-        heldout.LEDGER.write_text(json.dumps(ledger, indent=1, sort_keys=True) + "\n")
+        heldout.write_ledger(ledger)
     print(f"[{task} {model}] over the shipped seed {seed0} and {len(recorded)} more (sd with n - 1):")
     print("\n".join(lines))
     print(f"[{task} {model}] wrote {heldout.shown(raw)}" + (" and the ledger" if result is not None else ""), flush=True)
