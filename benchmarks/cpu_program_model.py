@@ -6,8 +6,8 @@ and searched configurations, each timed beside the default in many short paired 
 configuration's label is log of its pooled paired ratio to the default (the median of every block ratio
 of every round, "local ratio"); its features are `program_features` minus the default's.
 
-- `--validate`: for each model variant (kind: xgboost regression, ridge or pairwise-ranking trees; with or
-  without the kernel models' sums), leave one training family out at a time: fit on the others,
+- `--validate`: for each model variant (kind: xgboost regression, ridge or pairwise-ranking trees, `-bagN`: N
+  boosters with consecutive seeds averaged; with or without the kernel models' sums), leave one training family out at a time: fit on the others,
   Kendall's tau per held-out program between the predicted and the measured ratios; beside it the kernel
   sums of the shipped kernel models (xgboost, analytical: what the search minimizes today) and the
   labels' own split-half agreement (even rounds against odd ones: what any predictor can reach).
@@ -33,7 +33,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 KERNEL_MODELS = ("xgboost", "analytical")
-VARIANTS = ("xgboost+sums", "xgboost", "ridge+sums", "ridge", "rank+sums", "rank")
+VARIANTS = ("xgboost+sums", "xgboost", "ridge+sums", "ridge", "rank+sums", "rank", "rank-bag5+sums", "rank-bag5")
 # the pairwise-ranking trees are smaller: they learn orders, not each program's scale
 RANK_PARAMS = {"n_estimators": 100, "max_depth": 2}
 
@@ -84,9 +84,13 @@ def program_rows(paths: list) -> list:
 
 
 def _model(variant: str, seed: int = 0):
+    """``KIND[-bagN][+sums]``: e.g. rank-bag5+sums, five rank models with kernel sums; seed s of a bagged
+    variant fits seeds 5s..5s+4, so the validation's seeds are disjoint ensembles."""
     from costmodels.program_cpu import ProgramModel
-    kind, _, sums = variant.partition("+")
-    return ProgramModel(kind=kind, kernel_models=KERNEL_MODELS if sums else (), seed=seed,
+    name, _, sums = variant.partition("+")
+    kind, _, bag = name.partition("-bag")
+    n_bags = int(bag or 1)
+    return ProgramModel(kind=kind, kernel_models=KERNEL_MODELS if sums else (), seed=seed * n_bags, n_bags=n_bags,
                         **(RANK_PARAMS if kind == "rank" else {}))
 
 

@@ -48,11 +48,19 @@ def run(budget: str, cache: str) -> dict:
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
+def _snapshot(cache: str) -> dict:
+    """Every file of the cache with its size and modification time: a search would rewrite the entry."""
+    return {str(p): (p.stat().st_size, p.stat().st_mtime_ns) for p in Path(cache).rglob("*") if p.is_file()}
+
+
 def measure(runs: int, budget: str) -> dict:
     with tempfile.TemporaryDirectory() as cache:
         first = run(budget, cache)
+        filled = _snapshot(cache)
         hits = [run(budget, cache) for _ in range(runs)]
+        untouched = _snapshot(cache) == filled
     return {"first_s": first["seconds"], "tuned": first["tuned"], "hit_s": [h["seconds"] for h in hits],
+            "cache_untouched_by_hits": untouched,
             "median_hit_s": statistics.median(h["seconds"] for h in hits),
             "identical_outputs": all(h["out"] == first["out"] for h in hits),
             "load_average": os.getloadavg(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}

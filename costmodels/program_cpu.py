@@ -89,13 +89,16 @@ class ProgramModel(Estimator):
     judged on, and a pairwise loss does not spend capacity on each program's scale; the scores are then
     mapped to log ratios by one least-squares slope through the default, ``calibration_``).
     ``kernel_models``: the kernel models whose sums are features (names as ``api.make_cost_model`` reads
-    them; recorded so that a loaded model prices with the same). Keeps the estimator conventions
-    (`costmodels.base.Estimator`): fitted state in ``booster_``/``ridge_`` and ``n_features_``."""
+    them; recorded so that a loaded model prices with the same). ``n_bags``: the trees kinds fit that many
+    boosters with consecutive seeds (each subsamples rows and columns) and average their scores, which
+    steadies a model fitted on few programs. Keeps the estimator conventions (`costmodels.base.Estimator`):
+    fitted state in ``boosters_``/``ridge_`` and ``n_features_``."""
 
     requires_fit = True
 
     def __init__(self, kind: str = "xgboost", n_estimators: int = 300, max_depth: int = 3,
-                 learning_rate: float = 0.05, alpha: float = 1.0, kernel_models: Sequence[str] = (), seed: int = 0):
+                 learning_rate: float = 0.05, alpha: float = 1.0, kernel_models: Sequence[str] = (), seed: int = 0,
+                 n_bags: int = 1):
         self.kind = kind
         self.n_estimators = n_estimators
         self.max_depth = max_depth
@@ -103,6 +106,18 @@ class ProgramModel(Estimator):
         self.alpha = alpha
         self.kernel_models = tuple(kernel_models)
         self.seed = seed
+        self.n_bags = n_bags
+
+    def _train(self, params: dict, data: Any) -> list:
+        import xgboost as xgb
+        return [xgb.train({**params, "max_depth": self.max_depth, "eta": self.learning_rate, "subsample": 0.8,
+                           "colsample_bytree": 0.8, "seed": self.seed + i, "nthread": 1},
+                          data, num_boost_round=self.n_estimators) for i in range(max(1, self.n_bags))]
+
+    def _raw(self, X: np.ndarray) -> np.ndarray:
+        import xgboost as xgb
+        data = xgb.DMatrix(X)
+        return np.mean([b.predict(data) for b in self.boosters_], axis=0)
 
     def fit(self, delta: np.ndarray, log_ratio: np.ndarray, groups: Optional[np.ndarray] = None) -> "ProgramModel":
         """``groups``: each row's program (any hashable ids); the "rank" kind compares configurations only
@@ -120,9 +135,7 @@ class ProgramModel(Estimator):
             self.ridge_ = {"mu": mu.tolist(), "sd": sd.tolist(), "w": w.tolist()}
         elif self.kind == "xgboost":
             import xgboost as xgb
-            self.booster_ = xgb.train({"max_depth": self.max_depth, "eta": self.learning_rate, "subsample": 0.8,
-                                       "colsample_bytree": 0.8, "objective": "reg:squarederror", "seed": self.seed,
-                                       "nthread": 1}, xgb.DMatrix(X, label=y), num_boost_round=self.n_estimators)
+            self.boosters_ = self._train({"objective": "reg:squarederror"}, xgb.DMatrix(X, label=y))
         else:
             raise ValueError(f"unknown kind {self.kind!r} (xgboost, ridge or rank)")
         self.n_features_ = X.shape[1]
@@ -134,11 +147,9 @@ class ProgramModel(Estimator):
         order = np.argsort(qid, kind="stable")  # XGBoost wants each query group's rows together
         # relevance: faster (a lower log ratio) ranks higher
         data = xgb.DMatrix(X[order], label=-y[order], qid=qid[order])
-        self.booster_ = xgb.train({"objective": "rank:pairwise", "max_depth": self.max_depth, "eta": self.learning_rate,
-                                   "subsample": 0.8, "colsample_bytree": 0.8, "seed": self.seed, "nthread": 1},
-                                  data, num_boost_round=self.n_estimators)
-        s = -self.booster_.predict(xgb.DMatrix(X))
-        s0 = float(-self.booster_.predict(xgb.DMatrix(np.zeros((1, X.shape[1]))))[0])
+        self.boosters_ = self._train({"objective": "rank:pairwise"}, data)
+        s = -self._raw(X)
+        s0 = float(-self._raw(np.zeros((1, X.shape[1])))[0])
         d = s - s0
         slope = float(d @ y / (d @ d)) if float(d @ d) > 0 else 0.0
         # a slope <= 0 would invert the ranking the trees learned; keep the order with a tiny scale instead
@@ -152,8 +163,7 @@ class ProgramModel(Estimator):
         if self.kind == "ridge":
             r = self.ridge_
             return ((X - np.asarray(r["mu"])) / np.asarray(r["sd"])) @ np.asarray(r["w"])
-        import xgboost as xgb
-        raw = self.booster_.predict(xgb.DMatrix(X))
+        raw = self._raw(X)
         if self.kind == "rank":
             c = self.calibration_
             return c["scale"] * (-raw - c["offset"])
@@ -163,12 +173,13 @@ class ProgramModel(Estimator):
         doc: dict = {"format": "autotune-program-model/1", "target": "cpu", "kind": self.kind,
                      "params": {"n_estimators": self.n_estimators, "max_depth": self.max_depth,
                                 "learning_rate": self.learning_rate, "alpha": self.alpha,
-                                "kernel_models": list(self.kernel_models), "seed": self.seed},
+                                "kernel_models": list(self.kernel_models), "seed": self.seed,
+                                "n_bags": self.n_bags},
                      "n_features": self.n_features_}
         if self.kind == "ridge":
             doc["ridge"] = self.ridge_
         else:
-            doc["booster"] = json.loads(self.booster_.save_raw("json").decode())
+            doc["boosters"] = [json.loads(b.save_raw("json").decode()) for b in self.boosters_]
         if self.kind == "rank":
             doc["calibration"] = self.calibration_
         with open(path, "w") as f:
@@ -186,8 +197,12 @@ class ProgramModel(Estimator):
             m.ridge_ = doc["ridge"]
         else:
             import xgboost as xgb
-            m.booster_ = xgb.Booster()
-            m.booster_.load_model(bytearray(json.dumps(doc["booster"]).encode()))
+            m.boosters_ = []
+            # files of round 2 hold one "booster"; from round 3 a list (n_bags)
+            for raw in doc.get("boosters") or [doc["booster"]]:
+                b = xgb.Booster()
+                b.load_model(bytearray(json.dumps(raw).encode()))
+                m.boosters_.append(b)
         if m.kind == "rank":
             m.calibration_ = dict(doc["calibration"])
         return m

@@ -264,7 +264,7 @@ def test_the_shipped_whole_program_model_keeps_the_estimator_conventions():
     model = ProgramModel.load(str(ROOT / "costmodels" / "shipped" / "program_fusion_cpu.json"))
     twin = type(model)(**model.get_params())
     assert twin.get_params() == model.get_params() and not twin.is_fitted() and model.is_fitted()
-    assert set(model.fitted_attributes()) >= {"booster_", "n_features_"}
+    assert set(model.fitted_attributes()) >= {"boosters_", "n_features_"}
     with pytest.raises(NotFittedError):
         twin.predict(np.zeros((1, model.n_features_)))
     with pytest.raises(TypeError, match="unknown parameter"):

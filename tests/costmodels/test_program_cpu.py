@@ -2,8 +2,11 @@
 save and load (both kinds)."""
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
+import xgboost as xgb
 
 from costmodels.program_cpu import ProgramModel, program_features, relative_costs
 
@@ -42,6 +45,30 @@ def test_fit_predict_save_load(tmp_path, kind):
     assert np.allclose(again.predict(X), p, atol=1e-5)
     with pytest.raises(ValueError, match="feature differences"):
         m.predict(X[:, :3])
+
+
+@pytest.mark.parametrize("kind", ["xgboost", "rank"])
+def test_bagged_boosters_average_consecutive_seeds_and_round_trip(tmp_path, kind):
+    """n_bags fits that many boosters (seeds seed..seed+n-1) and averages their scores; a file of one
+    booster (round 2's format, "booster") still loads."""
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(200, 5))
+    y = 0.3 * X[:, 0] - 0.2 * X[:, 1] + 0.05 * rng.normal(size=200)
+    groups = np.arange(200) // 20
+    bag = ProgramModel(kind=kind, n_estimators=30, n_bags=3, seed=4).fit(X, y, groups=groups)
+    assert len(bag.boosters_) == 3
+    singles = [ProgramModel(kind=kind, n_estimators=30, seed=s).fit(X, y, groups=groups) for s in (4, 5, 6)]
+    raw = np.mean([s.boosters_[0].predict(xgb.DMatrix(X)) for s in singles], axis=0)
+    assert np.allclose(bag._raw(X), raw, atol=1e-6)
+    bag.save(str(tmp_path / "bag.json"))
+    assert np.allclose(ProgramModel.load(str(tmp_path / "bag.json")).predict(X), bag.predict(X), atol=1e-5)
+    one = singles[0]
+    one.save(str(tmp_path / "one.json"))
+    doc = json.loads((tmp_path / "one.json").read_text())
+    doc["booster"] = doc.pop("boosters")[0]
+    del doc["params"]["n_bags"]
+    (tmp_path / "old.json").write_text(json.dumps(doc))
+    assert np.allclose(ProgramModel.load(str(tmp_path / "old.json")).predict(X), one.predict(X), atol=1e-5)
 
 
 def test_rank_kind_learns_orders_within_programs_and_predicts_zero_at_the_default():
