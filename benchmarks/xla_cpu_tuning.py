@@ -36,16 +36,22 @@ DEFAULT_PROGRAMS = ["vae_small_infer", "lstm_small_infer", "mlp_mixer_small_infe
                     "recommender_small_infer", "autoencoder_small_infer"]
 
 
+def race_winner(verification: dict):
+    """Which configuration won the tuner's race: "default", a prediction's number, or (runs before the
+    paired check recorded it apart) the written winner."""
+    return verification.get("race_winner", verification.get("winner"))
+
+
 def race_winner_text(verification: dict, written: str, default_text: str, prediction_text) -> str:
     """The text of the configuration that won the tuner's race: what was written, unless the paired check
     then kept the original, in which case the race's winner was the default configuration ("default") or the
     prediction numbered ``race_winner`` (``prediction_text(i)`` emits it)."""
-    race_winner = verification.get("race_winner", verification.get("winner"))
-    if race_winner == verification.get("winner"):
+    won = race_winner(verification)
+    if won == verification.get("winner"):
         return written
-    if race_winner == "default":
+    if won == "default":
         return default_text
-    return prediction_text(race_winner)
+    return prediction_text(won)
 
 
 def main(argv=None) -> dict:
@@ -94,7 +100,7 @@ def main(argv=None) -> dict:
             default_text = emit_fused_text(space, space.default())
             default_hdr = emit_fused_text(space, space.default(), header=True)  # as the tuner emits it
             claimed = res.measured_speedup
-            race_winner = ver.get("race_winner", ver.get("winner"))
+            won = race_winner(ver)
             race_text = race_winner_text(ver, res.fused_text, default_hdr,
                                          lambda i: emit_fused_text(space, tuner.top_predicted()[i][1], header=True))
 
@@ -119,7 +125,7 @@ def main(argv=None) -> dict:
             paired = ver.get("paired") or {}
             rows.append({"program": name, "predicted_speedup": res.speedup, "evaluations": res.evaluations,
                          "verification": ver, "warnings": res.warnings, "claimed_speedup": claimed,
-                         "winner": ver.get("winner"), "race_winner": race_winner,
+                         "winner": ver.get("winner"), "race_winner": won,
                          "race_claim": ver.get("race_speedup"), "paired_claim": paired.get("speedup"),
                          "paired_claim_interval": paired.get("speedup_interval"), "paired_ratios": paired.get("ratios"),
                          "remeasured_race_winner": re_race, "remeasured_written": re_written,
@@ -130,7 +136,7 @@ def main(argv=None) -> dict:
                          "ours_default_vs_xla": best["xla_default"] / best["ours_default"]})
             print(f"{name}: xla {best['xla_default'] * 1e3:.3f} ms, ours-default {best['ours_default'] * 1e3:.3f} ms, "
                   f"tuned {best['tuned'] * 1e3:.3f} ms (claimed x{claimed or float('nan'):.3f}, winner "
-                  f"{ver.get('winner')}, race winner {race_winner}: race x{ver.get('race_speedup') or float('nan'):.3f}, "
+                  f"{ver.get('winner')}, race winner {won}: race x{ver.get('race_speedup') or float('nan'):.3f}, "
                   f"paired {paired}; re-measured {re_race} / written {re_written})", file=sys.stderr)
     finally:
         ev.close()
