@@ -15,7 +15,7 @@ with a bootstrap 95% interval (rounds resampled), what the tuner claimed, whethe
 over programs: median and geometric mean, the count of programs whose interval lies below 1 (slower) or
 above 1, with the seed and machine. One plot per program (per-round times of both) and one of all.
 
-    python -m benchmarks.user_speedup [--corpus examples/hlo] [--programs a,b] [--budget 2m]
+    python -m benchmarks.user_speedup [--corpus examples/hlo] [--programs a,b] [--budget 2m] [--cost-model M]
         [--rounds 7] [--seconds 1.0] [--out DIR] [--json OUT.json] [--md OUT.md] [--plots DIR]
     python -m benchmarks.user_speedup --compare A.json B.json [--md OUT.md]   (two runs side by side, per corpus)
     python -m benchmarks.user_speedup --time-one PROGRAM --compile-json '{"disable_fusion": false, ...}'
@@ -96,7 +96,7 @@ def run_program(path: Path, args: argparse.Namespace, out: Path, store: Path) ->
     t0 = time.perf_counter()
     proc = subprocess.run([sys.executable, "-m", "autotune.cli", "fusion", str(path), "--target", "cpu",
                            "--budget", args.budget, "--out", str(run_dir), "--store", str(store), "--no-progress",
-                           "--seed", str(args.seed)],
+                           "--seed", str(args.seed)] + (["--cost-model", args.cost_model] if args.cost_model else []),
                           capture_output=True, text=True, cwd=ROOT, env=ENV)
     row: dict = {"program": path.stem, "corpus": path.parent.name, "exit": proc.returncode,
                  "tune_wall_s": round(time.perf_counter() - t0, 1)}
@@ -168,8 +168,8 @@ def compare(a: dict, b: dict) -> dict:
     groups: dict = {}
     for r in shared:
         groups.setdefault(r.get("corpus") or "", []).append(r["program"])
-    out: dict = {"a": {k: a.get(k) for k in ("budget", "commit", "date")},
-                 "b": {k: b.get(k) for k in ("budget", "commit", "date")}, "programs": per, "groups": {}}
+    keys = ("budget", "cost_model", "commit", "date")
+    out: dict = {"a": {k: a.get(k) for k in keys}, "b": {k: b.get(k) for k in keys}, "programs": per, "groups": {}}
     for name, progs in [*sorted(groups.items()), ("pooled", [r["program"] for r in shared])]:
         ra = [rows_a[p] for p in progs]
         rb = [r for r in shared if r["program"] in progs]
@@ -182,7 +182,9 @@ def compare(a: dict, b: dict) -> dict:
 
 def compare_markdown(c: dict) -> str:
     a, b = c["a"], c["b"]
-    lines = [f"# user_speedup: budget {a['budget']} ({a['date']}, {a['commit']}) against budget {b['budget']} "
+    def run(r: dict) -> str:
+        return f"budget {r['budget']}" + (f", --cost-model {r['cost_model']}" if r.get("cost_model") else "")
+    lines = [f"# user_speedup: A = {run(a)} ({a['date']}, {a['commit']}) against B = {run(b)} "
              f"({b['date']}, {b['commit']})", "",
              "| group | programs | median A [95%] | median B [95%] | geomean A / B | faster beyond interval A / B | "
              "slower beyond A / B | wrong outputs A / B | median of B / A per program [95%] |",
@@ -211,7 +213,9 @@ def compare_markdown(c: dict) -> str:
 
 def markdown(result: dict) -> str:
     s = result["summary"]
-    lines = [f"# user_speedup: `autotune fusion --target cpu --budget {result['budget']}`, re-timed independently", "",
+    model = f" --cost-model {result['cost_model']}" if result.get("cost_model") else ""
+    lines = [f"# user_speedup: `autotune fusion --target cpu --budget {result['budget']}{model}`, re-timed independently",
+             "",
              f"Machine: {result['machine']}; {result['date']}; commit {result['commit']}; {result['rounds']} rounds "
              f"x {result['seconds']} s per process.", ""]
     if s.get("timed"):
@@ -276,6 +280,8 @@ def main(argv=None) -> dict:
     ap.add_argument("--corpus", nargs="*", default=["examples/hlo"])
     ap.add_argument("--programs", default=None, help="comma-separated stems (default: every program of the corpora)")
     ap.add_argument("--budget", default="2m")
+    ap.add_argument("--cost-model", default=None,
+                    help="passed to `autotune fusion --cost-model` (default: none passed, the command's own default)")
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--seconds", type=float, default=1.0, help="timing per fresh process")
     ap.add_argument("--seed", type=int, default=0)
@@ -307,7 +313,8 @@ def main(argv=None) -> dict:
     if args.programs:
         want = args.programs.split(",")
         paths = [p for w in want for p in paths if p.stem == w]
-    result: dict = {"budget": args.budget, "rounds": args.rounds, "seconds": args.seconds, "seed": args.seed,
+    result: dict = {"budget": args.budget, "cost_model": args.cost_model, "rounds": args.rounds,
+                    "seconds": args.seconds, "seed": args.seed,
                     "machine": f"{host_machine()} ({platform.machine()})", "commit": git_commit(),
                     "date": time.strftime("%Y-%m-%d"), "load_start": os.getloadavg()[0], "rows": []}
     for i, p in enumerate(paths):

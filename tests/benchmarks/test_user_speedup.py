@@ -61,3 +61,23 @@ def test_compare_two_runs_per_corpus_on_the_shared_programs(tmp_path):
     (tmp_path / "b.json").write_text(json.dumps(b))
     out = us.main(["--compare", str(tmp_path / "a.json"), str(tmp_path / "b.json"), "--md", str(tmp_path / "c.md")])
     assert out["groups"]["pooled"]["programs"] == 3 and "| p2 | hlo | 1.100" in (tmp_path / "c.md").read_text()
+
+
+def test_the_cost_model_reaches_the_tuning_command_and_names_both_runs(tmp_path, monkeypatch):
+    import argparse
+    import subprocess
+    seen = []
+
+    def fake_run(cmd, **kw):
+        seen.append(cmd)
+        return subprocess.CompletedProcess(cmd, 2, "", "autotune: error: stop here")
+    monkeypatch.setattr(us.subprocess, "run", fake_run)
+    args = argparse.Namespace(budget="2m", seed=0, cost_model="program")
+    row = us.run_program(tmp_path / "p.hlo", args, tmp_path, tmp_path / "store.sqlite")
+    assert seen[0][seen[0].index("--cost-model") + 1] == "program" and row["error"] == "autotune: error: stop here"
+    us.run_program(tmp_path / "p.hlo", argparse.Namespace(budget="2m", seed=0, cost_model=None), tmp_path,
+                   tmp_path / "store.sqlite")
+    assert "--cost-model" not in seen[1]
+    a = {"budget": "2m", "commit": "c", "date": "d", "rows": []}
+    md = us.compare_markdown(us.compare(a, {**a, "cost_model": "program"}))
+    assert "A = budget 2m (" in md and "B = budget 2m, --cost-model program" in md
