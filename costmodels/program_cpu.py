@@ -112,7 +112,7 @@ class ProgramModel(Estimator):
         import xgboost as xgb
         return [xgb.train({**params, "max_depth": self.max_depth, "eta": self.learning_rate, "subsample": 0.8,
                            "colsample_bytree": 0.8, "seed": self.seed + i, "nthread": 1},
-                          data, num_boost_round=self.n_estimators) for i in range(max(1, self.n_bags))]
+                          data, num_boost_round=self.n_estimators) for i in range(self.n_bags)]
 
     def _raw(self, X: np.ndarray) -> np.ndarray:
         import xgboost as xgb
@@ -123,6 +123,8 @@ class ProgramModel(Estimator):
         """``groups``: each row's program (any hashable ids); the "rank" kind compares configurations only
         within a group and needs them, the others ignore them."""
         X, y = np.asarray(delta, float), np.asarray(log_ratio, float)
+        if self.n_bags < 1:
+            raise ValueError(f"n_bags must be at least 1 (got {self.n_bags})")
         if self.kind == "rank":
             if groups is None or len(groups) != len(y):
                 raise ValueError("the rank kind needs each row's program (groups=) to rank configurations within it")

@@ -69,6 +69,8 @@ def test_bagged_boosters_average_consecutive_seeds_and_round_trip(tmp_path, kind
     del doc["params"]["n_bags"]
     (tmp_path / "old.json").write_text(json.dumps(doc))
     assert np.allclose(ProgramModel.load(str(tmp_path / "old.json")).predict(X), one.predict(X), atol=1e-5)
+    with pytest.raises(ValueError, match="n_bags"):
+        ProgramModel(kind=kind, n_bags=0).fit(X, y, groups=groups)
 
 
 def test_rank_kind_learns_orders_within_programs_and_predicts_zero_at_the_default():
