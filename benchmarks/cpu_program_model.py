@@ -73,6 +73,7 @@ def program_rows(paths: list) -> list:
             ok = np.isfinite(y)
             n_sums = len(KERNEL_MODELS)
             out.append({"file": Path(path).name, "program": r["program"], "family": family(r["program"]),
+                        "path": r.get("path", f"examples/hlo/{r['program']}.hlo"),
                         "delta_sums": (phi_sums - phi_sums[d])[ok], "delta": (phi_sums - phi_sums[d])[ok][:, :-n_sums],
                         "y": y[ok], "even": even[ok], "odd": odd[ok],
                         # the kernel sums the search minimizes today (the shipped kernel models, priced now; the
@@ -177,8 +178,13 @@ def main(argv=None) -> dict:
             if not args.model_out:
                 ap.error("--ledger needs --model-out (the ledger keys a score by the model file's SHA-256)")
             from benchmarks import heldout
+            args.test_set = test_set_of(test)
+            if args.test_set is None:
+                ap.error("--ledger: the test programs must all come from one held-out test set ("
+                         + ", ".join(heldout.shown(f) for f in heldout.HELDOUT_SETS) + ")")
             ledger = heldout.read_ledger()
-            done = heldout.already_scored(ledger, LEDGER_TASK, {Path(args.model_out).name: Path(args.model_out)})
+            done = heldout.already_scored(ledger, LEDGER_TASK, {Path(args.model_out).name: Path(args.model_out)},
+                                          heldout.test_set_digest(args.test_set))
             if done:
                 ap.error(f"this model file was scored on the held-out test set on {done[0]['date']} "
                          f"(commit {done[0]['commit']}; {done[0]['raw']}): a model is scored once")
@@ -198,6 +204,14 @@ def main(argv=None) -> dict:
 LEDGER_TASK = "program-fusion-cpu"
 
 
+def test_set_of(rows: list) -> Optional[Path]:
+    """The held-out test set (a folder of `heldout.HELDOUT_SETS`) every test program comes from, else None."""
+    from benchmarks import heldout
+    folders = {(ROOT / r["path"]).resolve().parent for r in rows}
+    sets = {f.resolve() for f in heldout.HELDOUT_SETS}
+    return folders.pop() if len(folders) == 1 and folders <= sets else None
+
+
 def record_score(result: dict, args: argparse.Namespace) -> None:
     """Append the one test score of a whole-program model file to the held-out ledger."""
     import datetime
@@ -209,7 +223,8 @@ def record_score(result: dict, args: argparse.Namespace) -> None:
     t = result["test"]
     ledger["scores"].append({
         "task": LEDGER_TASK, "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        "commit": git_commit(), "machine": heldout.machine(), "test_set": heldout.test_set_digest(),
+        "commit": git_commit(), "machine": heldout.machine(), "test_set": heldout.test_set_digest(args.test_set),
+        "test_set_folder": heldout.shown(args.test_set),
         "model_sha256": {Path(args.model_out).name: t["model_sha256"]}, "model_files": [heldout.shown(Path(args.model_out))],
         "commands": ["python -m benchmarks.cpu_program_model " + " ".join(sys.argv[1:])],
         "raw": heldout.shown(Path(args.json)) if args.json else None,

@@ -56,9 +56,16 @@ def test_a_model_file_is_scored_once_on_the_ledger(tmp_path, monkeypatch):
     test = _record(tmp_path, ["autoencoder_small_infer"])
     args = ["--train", train, "--test", test, "--variant", "ridge", "--model-out", str(tmp_path / "m.json"),
             "--json", str(tmp_path / "score.json"), "--ledger"]
+    with pytest.raises(SystemExit):  # test programs that are not of a held-out test set: no ledger entry
+        cpm.main(args)
+    assert not (tmp_path / "ledger.json").exists()
+    # examples/hlo stands in for a held-out set here (the real ones are never read by tests)
+    corpus = cpm.ROOT / "examples" / "hlo"
+    monkeypatch.setattr(heldout, "HELDOUT_SETS", (heldout.HELDOUT, corpus))
     out = cpm.main(args)
     entry = json.loads((tmp_path / "ledger.json").read_text())["scores"][-1]
     assert entry["task"] == cpm.LEDGER_TASK and entry["model_sha256"] == {"m.json": out["test"]["model_sha256"]}
-    assert entry["test_set"] == heldout.test_set_digest()
-    with pytest.raises(SystemExit):  # the same model file again: refused
+    assert entry["test_set"] == heldout.test_set_digest(corpus) != heldout.test_set_digest()
+    assert entry["test_set_folder"] == "examples/hlo"
+    with pytest.raises(SystemExit):  # the same model file again, on the same test set: refused
         cpm.main(args)
