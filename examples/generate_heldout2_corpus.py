@@ -42,14 +42,7 @@ import generate_library_corpus as lib  # noqa: E402
 DEFAULT_OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hlo_heldout2")
 PROGRAMS: dict = {}
 FAMILY: dict[str, str] = {}
-
-
-def program(name: str, library: str):
-    def register(builder):
-        PROGRAMS[name] = (library, builder)
-        FAMILY[name] = name.split("_", 1)[0]
-        return builder
-    return register
+program = heldout.registry(PROGRAMS, FAMILY)
 
 
 _key, _xent, _optax_step = lib._key, lib._xent, lib._optax_step
@@ -301,14 +294,9 @@ def hfdinov2_train_adamw():
 
 # ---------------------------------------------------------------------------------------- driver
 
-def annotate(entry: dict, out_dir: str) -> None:
-    """A held-out entry also records its family and the SHA-256 that freezes it."""
-    entry["family"] = FAMILY[entry["name"]]
-    entry["sha256"] = heldout.sha256_of(os.path.join(out_dir, entry["file"]))
-
-
 def main(argv=None) -> int:
-    return lib.main(argv, PROGRAMS, DEFAULT_OUT, annotate=annotate)
+    return lib.main(argv, PROGRAMS, DEFAULT_OUT, annotate=heldout.annotator(FAMILY))
+
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -37,12 +37,28 @@ PROGRAMS: dict = {}
 FAMILY: dict[str, str] = {}
 
 
-def program(name: str, library: str):
-    def register(builder):
-        PROGRAMS[name] = (library, builder)
-        FAMILY[name] = name.split("_", 1)[0]
-        return builder
-    return register
+def registry(programs: dict, family: dict):
+    """The ``@program(name, library)`` decorator of a held-out generator: registers the builder in
+    ``programs`` and its family (the name before the first underscore) in ``family``."""
+    def program(name: str, library: str):
+        def register(builder):
+            programs[name] = (library, builder)
+            family[name] = name.split("_", 1)[0]
+            return builder
+        return register
+    return program
+
+
+def annotator(family: dict):
+    """A held-out generator's manifest hook: each entry also records its family and the SHA-256 that
+    freezes it."""
+    def annotate(entry: dict, out_dir: str) -> None:
+        entry["family"] = family[entry["name"]]
+        entry["sha256"] = sha256_of(os.path.join(out_dir, entry["file"]))
+    return annotate
+
+
+program = registry(PROGRAMS, FAMILY)
 
 
 _key, _xent, _optax_step = lib._key, lib._xent, lib._optax_step
@@ -363,14 +379,9 @@ def sha256_of(path: str) -> str:
         return hashlib.sha256(f.read()).hexdigest()
 
 
-def annotate(entry: dict, out_dir: str) -> None:
-    """A held-out entry also records its family and the SHA-256 that freezes it."""
-    entry["family"] = FAMILY[entry["name"]]
-    entry["sha256"] = sha256_of(os.path.join(out_dir, entry["file"]))
-
-
 def main(argv=None) -> int:
-    return lib.main(argv, PROGRAMS, DEFAULT_OUT, annotate=annotate)
+    return lib.main(argv, PROGRAMS, DEFAULT_OUT, annotate=annotator(FAMILY))
+
 
 if __name__ == "__main__":
     sys.exit(main())
