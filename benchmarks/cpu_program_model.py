@@ -7,8 +7,8 @@ configuration's label is log of its pooled paired ratio to the default (the medi
 of every round, "local ratio"); its features are `program_features` minus the default's.
 
 - `--validate`: for each model variant (kind: xgboost regression, ridge or pairwise-ranking trees, `-bagN`: N
-  boosters with consecutive seeds averaged; with or without the kernel models' sums), leave one training family out at a time: fit on the others,
-  Kendall's tau per held-out program between the predicted and the measured ratios; beside it the kernel
+  boosters with consecutive seeds averaged; with or without the kernel models' sums), leave one training
+  family out at a time: fit on the others, Kendall's tau per held-out program between the predicted and the measured ratios; beside it the kernel
   sums of the shipped kernel models (xgboost, analytical: what the search minimizes today) and the
   labels' own split-half agreement (even rounds against odd ones: what any predictor can reach).
 - `--test FILES --variant V --model-out M.json`: fit V on every training program, save it, and score the
@@ -62,7 +62,8 @@ def program_rows(paths: list) -> list:
         for r in _read(path):
             if "configs" not in r:  # runs before 2026-11-27 round 2 did not record the configurations
                 continue
-            space = FusionSpace(Program.from_file(str(ROOT / r.get("path", f"examples/hlo/{r['program']}.hlo"))), "cpu")
+            program = r.get("path", f"examples/hlo/{r['program']}.hlo")  # relative to the repository
+            space = FusionSpace(Program.from_file(str(ROOT / program)), "cpu")
             kernels = [space.kernels(decode_config(space, c)) for c in r["configs"]]
             phi_sums = program_features(kernels, models)
             rounds = r["paired"]["local_ratio_rounds"]
@@ -73,7 +74,7 @@ def program_rows(paths: list) -> list:
             ok = np.isfinite(y)
             n_sums = len(KERNEL_MODELS)
             out.append({"file": Path(path).name, "program": r["program"], "family": family(r["program"]),
-                        "path": r.get("path", f"examples/hlo/{r['program']}.hlo"),
+                        "path": program,
                         "delta_sums": (phi_sums - phi_sums[d])[ok], "delta": (phi_sums - phi_sums[d])[ok][:, :-n_sums],
                         "y": y[ok], "even": even[ok], "odd": odd[ok],
                         # the kernel sums the search minimizes today (the shipped kernel models, priced now; the
@@ -160,6 +161,7 @@ def main(argv=None) -> dict:
         for v, s in result["validation"].items():
             print(f"{v}: " + ", ".join(f"{k} {x:.3f}" for k, x in s["mean"].items())
                   + f"; model over seeds {s['mean_over_seeds']:.3f}")
+    test_set: Optional[Path] = None  # the held-out set a --ledger score is recorded on
     if args.test or (args.variant and args.model_out):
         if not args.variant:
             ap.error("--test needs --variant (chosen on validation)")
@@ -178,13 +180,13 @@ def main(argv=None) -> dict:
             if not args.model_out:
                 ap.error("--ledger needs --model-out (the ledger keys a score by the model file's SHA-256)")
             from benchmarks import heldout
-            args.test_set = test_set_of(test)
-            if args.test_set is None:
+            test_set = test_set_of(test)
+            if test_set is None:
                 ap.error("--ledger: the test programs must all come from one held-out test set ("
                          + ", ".join(heldout.shown(f) for f in heldout.HELDOUT_SETS) + ")")
             ledger = heldout.read_ledger()
             done = heldout.already_scored(ledger, LEDGER_TASK, {Path(args.model_out).name: Path(args.model_out)},
-                                          heldout.test_set_digest(args.test_set))
+                                          heldout.test_set_digest(test_set))
             if done:
                 ap.error(f"this model file was scored on the held-out test set on {done[0]['date']} "
                          f"(commit {done[0]['commit']}; {done[0]['raw']}): a model is scored once")
@@ -196,8 +198,8 @@ def main(argv=None) -> dict:
                 print(f"  {p}: " + ", ".join(f"{k} {x:.3f}" for k, x in s.items()))
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=1))
-    if args.test and args.ledger:
-        record_score(result, args)
+    if test_set is not None:
+        record_score(result, args, test_set)
     return result
 
 
@@ -212,8 +214,8 @@ def test_set_of(rows: list) -> Optional[Path]:
     return folders.pop() if len(folders) == 1 and folders <= sets else None
 
 
-def record_score(result: dict, args: argparse.Namespace) -> None:
-    """Append the one test score of a whole-program model file to the held-out ledger."""
+def record_score(result: dict, args: argparse.Namespace, test_set: Path) -> None:
+    """Append the one test score of a whole-program model file on the held-out set ``test_set`` to the ledger."""
     import datetime
     import sys
 
@@ -223,8 +225,8 @@ def record_score(result: dict, args: argparse.Namespace) -> None:
     t = result["test"]
     ledger["scores"].append({
         "task": LEDGER_TASK, "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        "commit": git_commit(), "machine": heldout.machine(), "test_set": heldout.test_set_digest(args.test_set),
-        "test_set_folder": heldout.shown(args.test_set),
+        "commit": git_commit(), "machine": heldout.machine(), "test_set": heldout.test_set_digest(test_set),
+        "test_set_folder": heldout.shown(test_set),
         "model_sha256": {Path(args.model_out).name: t["model_sha256"]}, "model_files": [heldout.shown(Path(args.model_out))],
         "commands": ["python -m benchmarks.cpu_program_model " + " ".join(sys.argv[1:])],
         "raw": heldout.shown(Path(args.json)) if args.json else None,

@@ -287,8 +287,8 @@ def pricing_arms_rows() -> list[Row]:
         g = c["groups"]["pooled"]
         a, b = g["a"], g["b"]
         lo, hi = g["median_b_over_a_interval"]
-        runs = [read_raw(raw.replace("armA_vs_armB", arm)) for arm in ("armA_default", "armB_program")]
-        fused = [sum(1 for r in run["rows"] if str(r.get("winner")).isdigit()) for run in runs]
+        # what each arm wrote, per program: a prediction's number is a tuned fusion configuration
+        fused = [sum(1 for p in c["programs"] if str(p[f"{arm}_written"]).isdigit()) for arm in ("a", "b")]
         out.append(Row(f"The search's pricing: `autotune fusion --target cpu --budget {c['b']['budget']} --cost-model "
                        f"{c['b']['cost_model']}` (the whole-program model) against the default pricing (xgboost kernel "
                        "sums), two arms at one commit, each written program re-timed against XLA's own compile: "
