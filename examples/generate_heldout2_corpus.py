@@ -269,9 +269,9 @@ def _dinov2():
     return FlaxDinov2ForImageClassification(cfg, seed=lib.SEED)
 
 
-def _images_nchw(b=4, size=32):
-    """32x32 images for a model configured at 28x28: 8x8 patches, position embeddings interpolated."""
-    return jax.random.normal(_key(1), (b, 3, size, size), jnp.float32)
+# the first held-out set's 32x32 images, for a model configured at 28x28: 8x8 patches, position embeddings
+# interpolated
+_images_nchw = heldout._images_nchw
 
 
 @program("hfdinov2_infer", "transformers")
