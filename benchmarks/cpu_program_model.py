@@ -7,7 +7,8 @@ configuration's label is log of its pooled paired ratio to the default (the medi
 of every round, "local ratio"); its features are `program_features` minus the default's.
 
 - `--validate`: for each model variant (kind: xgboost regression, ridge or pairwise-ranking trees, `-bagN`: N
-  boosters with consecutive seeds averaged; with or without the kernel models' sums), leave one training
+  boosters with consecutive seeds averaged; with or without the kernel models' sums as features, `~blend`: or
+  averaged with the prediction, `sums~blend`: that average alone), leave one training
   family out at a time: fit on the others, Kendall's tau per held-out program between the predicted and the measured ratios; beside it the kernel
   sums of the shipped kernel models (xgboost, analytical: what the search minimizes today) and the
   labels' own split-half agreement (even rounds against odd ones: what any predictor can reach).
@@ -33,7 +34,8 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 KERNEL_MODELS = ("xgboost", "analytical")
-VARIANTS = ("xgboost+sums", "xgboost", "ridge+sums", "ridge", "rank+sums", "rank", "rank-bag5+sums", "rank-bag5")
+VARIANTS = ("xgboost+sums", "xgboost", "ridge+sums", "ridge", "rank+sums", "rank", "rank-bag5+sums", "rank-bag5",
+            "rank~blend", "sums~blend")
 # the pairwise-ranking trees are smaller: they learn orders, not each program's scale
 RANK_PARAMS = {"n_estimators": 100, "max_depth": 2}
 
@@ -86,14 +88,17 @@ def program_rows(paths: list) -> list:
 
 
 def _model(variant: str, seed: int = 0):
-    """``KIND[-bagN][+sums]``: e.g. rank-bag5+sums, five rank models with kernel sums; seed s of a bagged
-    variant fits seeds 5s..5s+4, so the validation's seeds are disjoint ensembles."""
+    """``KIND[-bagN][+sums|~blend]``: e.g. rank-bag5+sums, five rank models with the kernel sums as features;
+    rank~blend, the rank model's prediction averaged with the kernel sums (each scaled to the labels), sums~blend
+    that average alone. Seed s of a bagged variant fits seeds 5s..5s+4, so the validation's seeds are
+    disjoint ensembles."""
     from costmodels.program_cpu import ProgramModel
-    name, _, sums = variant.partition("+")
+    name, blend, _ = variant.partition("~blend")
+    name, _, sums = name.partition("+")
     kind, _, bag = name.partition("-bag")
     n_bags = int(bag or 1)
-    return ProgramModel(kind=kind, kernel_models=KERNEL_MODELS if sums else (), seed=seed * n_bags, n_bags=n_bags,
-                        **(RANK_PARAMS if kind == "rank" else {}))
+    return ProgramModel(kind=kind, kernel_models=KERNEL_MODELS if (sums or blend) else (), seed=seed * n_bags,
+                        n_bags=n_bags, blend=bool(blend), **(RANK_PARAMS if kind == "rank" else {}))
 
 
 def fit(variant: str, rows: list, seed: int = 0):
@@ -103,7 +108,7 @@ def fit(variant: str, rows: list, seed: int = 0):
 
 
 def _x(row: dict, variant: str) -> np.ndarray:
-    return row["delta_sums"] if variant.endswith("+sums") else row["delta"]
+    return row["delta_sums"] if variant.endswith(("+sums", "~blend")) else row["delta"]
 
 
 def score(rows: list, predict) -> dict:

@@ -13,6 +13,8 @@ inprogram-costs.md). This model prices the configuration as a whole:
     log(t(cfg) / t(default)) ~ f(phi(cfg) - phi(default))   (f: gradient-boosted trees, ridge, or trees
                                                              ranking the configurations of each program
                                                              pairwise, then scaled to log ratios)
+    or, blended: the mean of f on the other columns and of   (b_j: one least-squares slope per kernel model,
+    each kernel model's sum column b_j * delta_j             through the origin, fitted on the labels)
 
 Differences from the default cancel what is constant within a program (its size, its library calls'
 own cost), so one model serves every program; trained on the paired ratio of each measured
@@ -91,14 +93,16 @@ class ProgramModel(Estimator):
     ``kernel_models``: the kernel models whose sums are features (names as ``api.make_cost_model`` reads
     them; recorded so that a loaded model prices with the same). ``n_bags``: the trees kinds fit that many
     boosters with consecutive seeds (each subsamples rows and columns) and average their scores, which
-    steadies a model fitted on few programs. Keeps the estimator conventions (`costmodels.base.Estimator`):
-    fitted state in ``boosters_``/``ridge_`` and ``n_features_``."""
+    steadies a model fitted on few programs. ``blend``: the kernel models' sums are not the trees' features
+    but averaged with their prediction, each scaled to a log ratio by ``sum_scales_`` (the module docstring);
+    kind "sums" is that average without trees. Keeps the estimator conventions (`costmodels.base.Estimator`):
+    fitted state in ``boosters_``/``ridge_``/``sum_scales_`` and ``n_features_``."""
 
     requires_fit = True
 
     def __init__(self, kind: str = "xgboost", n_estimators: int = 300, max_depth: int = 3,
                  learning_rate: float = 0.05, alpha: float = 1.0, kernel_models: Sequence[str] = (), seed: int = 0,
-                 n_bags: int = 1):
+                 n_bags: int = 1, blend: bool = False):
         self.kind = kind
         self.n_estimators = n_estimators
         self.max_depth = max_depth
@@ -107,6 +111,11 @@ class ProgramModel(Estimator):
         self.kernel_models = tuple(kernel_models)
         self.seed = seed
         self.n_bags = n_bags
+        self.blend = blend
+
+    def _n_blended(self) -> int:
+        """How many trailing columns (the kernel models' sums) are averaged in rather than fed to the trees."""
+        return len(self.kernel_models) if self.blend else 0
 
     def _train(self, params: dict, data: Any) -> list:
         import xgboost as xgb
@@ -125,6 +134,16 @@ class ProgramModel(Estimator):
         X, y = np.asarray(delta, float), np.asarray(log_ratio, float)
         if self.n_bags < 1:
             raise ValueError(f"n_bags must be at least 1 (got {self.n_bags})")
+        if self.kind == "sums" and not (self.blend and self.kernel_models):
+            raise ValueError("the sums kind averages kernel models' sums: it needs kernel_models and blend=True")
+        self.n_features_ = X.shape[1]
+        nb = self._n_blended()
+        if nb:
+            S = X[:, -nb:]
+            self.sum_scales_ = [float(c @ y / (c @ c)) if float(c @ c) > 0 and float(c @ y) > 0 else 1e-6 for c in S.T]
+            X = X[:, :-nb]
+        if self.kind == "sums":
+            return self
         if self.kind == "rank":
             if groups is None or len(groups) != len(y):
                 raise ValueError("the rank kind needs each row's program (groups=) to rank configurations within it")
@@ -139,8 +158,7 @@ class ProgramModel(Estimator):
             import xgboost as xgb
             self.boosters_ = self._train({"objective": "reg:squarederror"}, xgb.DMatrix(X, label=y))
         else:
-            raise ValueError(f"unknown kind {self.kind!r} (xgboost, ridge or rank)")
-        self.n_features_ = X.shape[1]
+            raise ValueError(f"unknown kind {self.kind!r} (xgboost, ridge, rank or sums)")
         return self
 
     def _fit_rank(self, X: np.ndarray, y: np.ndarray, groups: np.ndarray) -> None:
@@ -162,6 +180,16 @@ class ProgramModel(Estimator):
         X = np.asarray(delta, float)
         if X.ndim != 2 or X.shape[1] != self.n_features_:
             raise ValueError(f"expected {self.n_features_} feature differences per row, got shape {X.shape}")
+        nb = self._n_blended()
+        if not nb:
+            return self._trees(X)
+        parts = [b * X[:, -nb + j] for j, b in enumerate(self.sum_scales_)]
+        if self.kind != "sums":
+            parts.append(self._trees(X[:, :-nb]))
+        return np.mean(parts, axis=0)
+
+    def _trees(self, X: np.ndarray) -> np.ndarray:
+        """f of the module docstring on the columns the trees (or the ridge) read."""
         if self.kind == "ridge":
             r = self.ridge_
             return ((X - np.asarray(r["mu"])) / np.asarray(r["sd"])) @ np.asarray(r["w"])
@@ -176,11 +204,13 @@ class ProgramModel(Estimator):
                      "params": {"n_estimators": self.n_estimators, "max_depth": self.max_depth,
                                 "learning_rate": self.learning_rate, "alpha": self.alpha,
                                 "kernel_models": list(self.kernel_models), "seed": self.seed,
-                                "n_bags": self.n_bags},
+                                "n_bags": self.n_bags, "blend": self.blend},
                      "n_features": self.n_features_}
+        if self.blend:
+            doc["sum_scales"] = self.sum_scales_
         if self.kind == "ridge":
             doc["ridge"] = self.ridge_
-        else:
+        elif self.kind != "sums":
             doc["boosters"] = [json.loads(b.save_raw("json").decode()) for b in self.boosters_]
         if self.kind == "rank":
             doc["calibration"] = self.calibration_
@@ -195,9 +225,11 @@ class ProgramModel(Estimator):
             raise ValueError(f"{path}: not an autotune whole-program model")
         m = cls(kind=doc["kind"], **doc["params"])
         m.n_features_ = int(doc["n_features"])
+        if m.blend:
+            m.sum_scales_ = [float(b) for b in doc["sum_scales"]]
         if m.kind == "ridge":
             m.ridge_ = doc["ridge"]
-        else:
+        elif m.kind != "sums":
             import xgboost as xgb
             m.boosters_ = []
             # files of round 2 hold one "booster"; from round 3 a list (n_bags)

@@ -1,5 +1,5 @@
 """costmodels/program_cpu.py: configuration totals of the kernel geometry, and the model's fit, predict,
-save and load (both kinds)."""
+save and load (every kind, bagged and blended)."""
 from __future__ import annotations
 
 import json
@@ -71,6 +71,30 @@ def test_bagged_boosters_average_consecutive_seeds_and_round_trip(tmp_path, kind
     assert np.allclose(ProgramModel.load(str(tmp_path / "old.json")).predict(X), one.predict(X), atol=1e-5)
     with pytest.raises(ValueError, match="n_bags"):
         ProgramModel(kind=kind, n_bags=0).fit(X, y, groups=groups)
+
+
+@pytest.mark.parametrize("kind", ["sums", "rank"])
+def test_blend_averages_scaled_kernel_sums_with_the_trees(tmp_path, kind):
+    """blend=True: the trailing kernel-sum columns are not the trees' features; each is scaled to the labels by a
+    least-squares slope through the origin and averaged with the trees' prediction (kind "sums": without trees);
+    the slopes and the blend survive save and load."""
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(200, 6))  # columns 4, 5: two kernel models' sums
+    y = 0.2 * X[:, 0] + 0.5 * X[:, 4] + 0.05 * rng.normal(size=200)
+    groups = np.arange(200) // 20
+    m = ProgramModel(kind=kind, n_estimators=40, kernel_models=("a", "b"), blend=True).fit(X, y, groups=groups)
+    b = [float(c @ y / (c @ c)) if float(c @ y) > 0 else 1e-6 for c in X[:, 4:].T]
+    assert m.sum_scales_ == pytest.approx(b)
+    parts = [b[0] * X[:, 4], b[1] * X[:, 5]]
+    if kind == "rank":
+        assert m.n_features_ == 6 and m.boosters_[0].num_features() == 4
+        parts.append(m._trees(X[:, :4]))
+    assert np.allclose(m.predict(X), np.mean(parts, axis=0))
+    m.save(str(tmp_path / "m.json"))
+    again = ProgramModel.load(str(tmp_path / "m.json"))
+    assert again.blend and np.allclose(again.predict(X), m.predict(X), atol=1e-5)
+    with pytest.raises(ValueError, match="sums kind"):
+        ProgramModel(kind="sums", kernel_models=("a",)).fit(X, y)
 
 
 def test_rank_kind_learns_orders_within_programs_and_predicts_zero_at_the_default():
