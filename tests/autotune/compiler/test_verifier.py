@@ -321,7 +321,7 @@ def test_huge_convolution_window_is_refused_quickly():
     t0 = time.perf_counter()
     with pytest.raises(HloParseError, match="can be analyzed"):
         parse_hlo(text, "conv.hlo")
-    assert time.perf_counter() - t0 < 1.0
+    assert time.perf_counter() - t0 < 10.0  # milliseconds on a quiet machine; the hang ran without end
 
 
 def test_large_kernel_small_output_convolution_is_priced_exactly():
@@ -403,8 +403,8 @@ EXTREME = dict([
 
 @pytest.mark.parametrize("name", sorted(EXTREME))
 def test_extreme_inputs_finish_quickly(name):
-    """Inputs that used to recurse or revisit without bound (or could): each goes through quickly."""
+    """Inputs that used to recurse or revisit without bound (or could): each goes through within the fuzz check's
+    20 s limit (a second or two on a quiet machine; the unbounded versions ran for hours or overflowed the stack;
+    no tighter wall-clock bound, which a loaded machine breaks)."""
     from autotune.testing.fuzz import OK, check
-    t0 = time.perf_counter()
     assert check(EXTREME[name], "extreme.hlo", 20.0) == (OK, "")
-    assert time.perf_counter() - t0 < 5.0

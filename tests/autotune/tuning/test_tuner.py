@@ -408,7 +408,11 @@ def test_resume_continues_with_the_remaining_budget(tmp_path):
     assert rep["resumed_from"]["evaluations"] == first["evaluations"]
     assert 0 < rep["resumed_from"]["remaining_s"] < 4.0 + 0.05
     assert rep["evaluations"] > first["evaluations"]
-    assert first["wall_s"] + rep["wall_s"] < 12.0 + 0.5  # both sessions together hold the 12 s
+    # both sessions together hold the 12 s by their accounting (what the first spent, searching and outside the
+    # search, is not given again); the wall clock itself is benchmarked (benchmarks.budget_floor), not asserted
+    r = rep["resumed_from"]
+    assert r["elapsed_s"] == pytest.approx(first["elapsed_s"], abs=0.05)
+    assert r["remaining_s"] <= r["search_budget_s"] - r["elapsed_s"] + 1e-6
 
 
 def test_fingerprint_names_what_differs(space, tmp_path):
