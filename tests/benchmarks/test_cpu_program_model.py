@@ -45,6 +45,13 @@ def test_rows_validation_and_the_test_guard(tmp_path):
     assert set(val["ridge"]["mean"]) >= {"model", "kernel sum: xgboost (shipped)", "split-half (labels)"}
     assert set(val["rank"]["seed_means"]) == {"0", "1"}  # the pairwise kind fits per program group
     assert val["ridge"]["mean_over_seeds"] == pytest.approx(np.mean(list(val["ridge"]["seed_means"].values())))
+    # the variant names build what they say: trees alone, averaged with the kernel sums, the sums alone
+    for name, kind, blend, n in (("rank-bag3+sums", "rank", False, 3), ("rank~blend", "rank", True, 1),
+                                 ("sums~blend", "sums", True, 1)):
+        m = cpm._model(name)
+        assert (m.kind, m.blend, m.n_bags, m.kernel_models) == (kind, blend, n, cpm.KERNEL_MODELS)
+    blended = cpm.validate(rows, ("sums~blend",), seeds=(0, 1))["sums~blend"]
+    assert blended["seed_means"]["0"] == blended["seed_means"]["1"]  # no trees: nothing depends on the seed
     with pytest.raises(SystemExit):  # a test program of a training family is refused
         cpm.main(["--train", train, "--test", train, "--variant", "ridge"])
 
