@@ -409,6 +409,29 @@ def reprice(rows: list, models: dict) -> list:
     return rows
 
 
+class MappingLimitError(RuntimeError):
+    """Compiling one more configuration would come near the kernel's limit on a process's memory mappings."""
+
+
+def check_mapping_headroom(program: str, compiled: int, total: int, margin: float = 0.8) -> None:
+    """(b) keeps every configuration of a program compiled for its interleaved rounds; each XLA:CPU executable
+    holds its own memory mappings (a large train step: ~1,000-2,000 each), and a process past
+    ``vm.max_map_count`` is aborted by LLVM ("Unable to allocate section memory"). Refuse before that, in one
+    line, while the earlier programs' results can still be written (Linux; elsewhere nothing is checked)."""
+    try:
+        with open("/proc/self/maps") as f:
+            used = sum(1 for _ in f)
+        with open("/proc/sys/vm/max_map_count") as f:
+            limit = int(f.read())
+    except (OSError, ValueError):
+        return
+    if used > margin * limit:
+        raise MappingLimitError(
+            f"{program}: {compiled} of {total} configurations compiled hold {used} of the {limit} memory mappings "
+            f"a process may have (vm.max_map_count); raise it (sysctl -w vm.max_map_count=262144) or measure "
+            f"fewer configurations (--random, --searched)")
+
+
 def program_ranking(path: str, models: dict, n_random: int, n_searched: int, rounds: int, min_repeat_ms: float,
                     search_seconds: float, seed: int, paired_rounds: int = 0, pairs: int = 3,
                     block_ms: float = 1.0, paired_seconds: float = 0.0, also_price: Optional[dict] = None) -> dict:
@@ -449,6 +472,7 @@ def program_ranking(path: str, models: dict, n_random: int, n_searched: int, rou
     compiled, inputs, failed = [], None, []
     sums: dict[str, list] = {MEASURED_CHARGED: [], MEASURED_THUNKS: [], MEASURED_SPAN: []}
     for c in cfgs:
+        check_mapping_headroom(name, len(compiled), len(cfgs))
         text = X.strip_metadata(emit_fused_text(space, c))
         try:
             comp = X.compile_hlo(text, **EMITTED_CPU_COMPILE_OPTIONS)
@@ -658,7 +682,9 @@ def main() -> None:
                          "test-retest MAPE (label_retest). --data and --retest may each be several builds, "
                          "comma-separated: their times are averaged (geometric mean), and the cross-program floor "
                          "and the shipped models' MAPE are also computed on --data's averaged labels")
-    ap.add_argument("--json", default=None)
+    ap.add_argument("--json", default=None, help="the record, rewritten after each program")
+    ap.add_argument("--resume", action="store_true",
+                    help="with --json: keep the programs an interrupted run of the same arguments measured there")
     ap.add_argument("--from-json", default=None,
                     help="print the paired tables of (b) again from a --json file (or its .gz) of an earlier run, "
                          "measuring nothing")
@@ -746,16 +772,24 @@ def main() -> None:
     models["analytical"] = api.make_cost_model("analytical", "fusion", "cpu")
     paths = [p if p.endswith(".hlo") else os.path.join(ROOT, "examples", "hlo", p + ".hlo")
              for p in (args.programs or DEFAULT_PROGRAMS)]
-    rows = []
-    for path in paths:
-        row = program_ranking(path, models, args.random, args.searched, args.rounds, args.min_repeat_ms,
-                              args.search_seconds, args.seed, args.paired_rounds, args.pairs, args.block_ms,
-                              args.paired_seconds, also)
+    rows = resumed_rows(args, paths) if args.resume else []
+    if rows:
+        print(f"resuming {args.json}: {len(rows)} of {len(paths)} programs measured", file=sys.stderr)
+    for path in paths[len(rows):]:
+        try:
+            row = program_ranking(path, models, args.random, args.searched, args.rounds, args.min_repeat_ms,
+                                  args.search_seconds, args.seed, args.paired_rounds, args.pairs, args.block_ms,
+                                  args.paired_seconds, also)
+        except MappingLimitError as exc:
+            sys.exit(f"error: {exc}" + (f"; the {len(rows)} programs before it are in {args.json} (--resume)"
+                                        if args.json and rows else ""))
         loads.append(_load_avg())
         rows.append(row)
         print(f"{row['program']}: {row['configurations']} configurations ({row['origins']}), runtime spread "
               f"x{row['spread']:.2f}, Kendall " + ", ".join(f"{k} {v:.3f}" for k, v in row["kendall"].items()),
               file=sys.stderr)
+        if args.json:  # after every program: a crash or a kill loses only the program being measured
+            write_json(args.json, {**out, "programs": rows, "load_average": loads})
     out["programs"] = rows
     out["load_average"] = loads
     labels = list(rows[0]["kendall"]) if rows else []
@@ -785,8 +819,37 @@ def main() -> None:
     if rows and "paired" in rows[0]:
         print_paired(rows, args)
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump(compact(out), f, default=str)
+        write_json(args.json, out)
+
+
+def write_json(path: str, out: dict) -> None:
+    """The run's record, written whole or not at all (a temporary file renamed over the old one)."""
+    tmp = f"{path}.tmp"
+    with open(tmp, "w") as f:
+        json.dump(compact(out), f, default=str)
+    os.replace(tmp, path)
+
+
+RESUME_IGNORED = ("json", "resume")  # the arguments a resumed run may change
+
+
+def resumed_rows(args: argparse.Namespace, paths: list) -> list:
+    """The programs an interrupted run of the same command already measured into ``--json`` (each written as it
+    finished), which a ``--resume`` keeps; the rest are measured. Refuses a record of other arguments."""
+    if not args.json or not os.path.exists(args.json):
+        return []
+    with open(args.json) as f:
+        old = json.load(f)
+    mine = {k: v for k, v in vars(args).items() if k not in RESUME_IGNORED}
+    theirs = {k: v for k, v in old.get("args", {}).items() if k not in RESUME_IGNORED}
+    if mine != theirs:
+        differ = sorted(k for k in set(mine) | set(theirs) if mine.get(k) != theirs.get(k))
+        sys.exit(f"error: --resume: {args.json} was measured with other arguments ({', '.join(differ)})")
+    rows = old.get("programs", [])
+    done = [r["path"] for r in rows]
+    if done != [os.path.relpath(p, ROOT) for p in paths[:len(done)]]:
+        sys.exit(f"error: --resume: {args.json} holds programs {done}, not the first of --programs")
+    return rows
 
 
 def compact(obj, digits: int = 6):

@@ -1,5 +1,7 @@
 """benchmarks/cpu_cost_models.py: the end-to-end split-half agreement and the paired reference (no jax needed)."""
+import json
 import math
+import os
 from pathlib import Path
 
 import numpy as np
@@ -146,3 +148,54 @@ def test_label_retest_compares_the_same_configurations_of_two_builds(monkeypatch
     labels = cpu_cost_models.averaged_labels("A,B")["p"]
     assert labels["k"] == pytest.approx(np.sqrt(10e-6 * 20e-6)) and labels["m"] == pytest.approx(30e-6)
     assert "s" not in labels  # searched in A: not a configuration both builds hold as sampled
+
+
+def test_the_mapping_guard_refuses_in_one_line_before_the_kernel_limit():
+    """A process past vm.max_map_count is aborted by LLVM mid-compile (a 12-program run lost every result on
+    the tenth); the guard refuses the program first, naming the limit and the fix."""
+    import pathlib
+
+    from benchmarks import cpu_cost_models as ccm
+    if not pathlib.Path("/proc/sys/vm/max_map_count").exists():
+        pytest.skip("no /proc/sys/vm/max_map_count (not Linux): nothing is checked")
+    ccm.check_mapping_headroom("p", 3, 51)  # this process is far below the limit
+    with pytest.raises(ccm.MappingLimitError, match=r"^p: 3 of 51 configurations .* vm\.max_map_count") as err:
+        ccm.check_mapping_headroom("p", 3, 51, margin=0.0)
+    assert "\n" not in str(err.value)
+
+
+def test_a_run_is_written_after_each_program_and_resumed(tmp_path, monkeypatch):
+    """--json is rewritten after every program; --resume keeps the programs of an interrupted run of the same
+    arguments and measures the rest; other arguments are refused."""
+    import sys
+
+    from benchmarks import cpu_cost_models as ccm
+    out = tmp_path / "run.json"
+    measured = []
+
+    def fake(path, *a, **k):
+        measured.append(os.path.basename(path))
+        if len(measured) == 2 and not resumed:
+            raise KeyboardInterrupt  # the run is killed while measuring the second program
+        return {"program": os.path.basename(path)[:-4], "path": os.path.relpath(path, ccm.ROOT), "configurations": 2,
+                "origins": {}, "spread": 1.0, "kendall": {}, "kendall_vs_min": {}, "end_to_end_split_half_kendall": 1.0,
+                "end_to_end_over_charged_sum": 1.0}
+    monkeypatch.setattr(ccm, "program_ranking", fake)
+    monkeypatch.setattr(ccm, "print_paired", lambda *a: None)
+    progs = ["examples/hlo/vae_small_infer.hlo", "examples/hlo/lstm_small_infer.hlo"]
+    argv = ["cpu_cost_models", "--data", "none", "--skip-kernels", "--models", "--programs",
+            *[os.path.join(ccm.ROOT, p) for p in progs], "--json", str(out)]
+    resumed = False
+    monkeypatch.setattr(sys, "argv", argv)
+    with pytest.raises(KeyboardInterrupt):
+        ccm.main()
+    first = json.loads(out.read_text())
+    assert [r["program"] for r in first["programs"]] == ["vae_small_infer"]
+    resumed = True
+    monkeypatch.setattr(sys, "argv", argv + ["--resume"])
+    ccm.main()
+    assert measured == ["vae_small_infer.hlo", "lstm_small_infer.hlo", "lstm_small_infer.hlo"]
+    assert [r["program"] for r in json.loads(out.read_text())["programs"]] == ["vae_small_infer", "lstm_small_infer"]
+    monkeypatch.setattr(sys, "argv", argv + ["--resume", "--rounds", "3"])
+    with pytest.raises(SystemExit, match="other arguments \\(rounds\\)"):
+        ccm.main()
