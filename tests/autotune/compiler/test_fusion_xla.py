@@ -19,6 +19,7 @@ from autotune.compiler.fusion import FusionSpace  # noqa: E402
 from autotune.compiler.emission import EMITTED_CPU_COMPILE_OPTIONS, emit_fused_text  # noqa: E402
 from autotune.compiler.program import Program  # noqa: E402
 from autotune.tuning.options import TunerOptions, VerifyOptions  # noqa: E402
+from autotune.tuning.result import ORIGINAL_WITH_OPTIONS  # noqa: E402
 from autotune.tuning.tuner import Tuner  # noqa: E402
 from hardware import xla as X  # noqa: E402
 
@@ -59,6 +60,14 @@ def test_fused_hlo_is_the_verified_program(tmp_path):
         assert fused.decode().startswith("// autotune: keep the original program.")
         assert rep["measured_speedup"] == pytest.approx(1.0)
         assert any(v["status"] == "ok" and v["output_error"] <= X.OUTPUT_TOL for v in rep["verified"])
+        return
+    if ver["winner"] == ORIGINAL_WITH_OPTIONS:  # the original, compiled with XLA:CPU options timed faster beside it
+        text = fused.decode()
+        assert text.startswith("// autotune: the original program, unchanged, compiled with compiler options")
+        assert text.endswith(original) and ver["paired"]["speedup"] > 1.0
+        flags = rep["verification"]["compiler_options"]["flags"]
+        got = X.compile_hlo(original, disable_fusion=False, xla_flags=flags)(*inputs)
+        assert X.output_error(got, X.compile_hlo(original)(*inputs))[1]
         return
     winner = next(v for v in rep["verified"] if v["rank"] == ver["winner"])
     assert winner["sha256"] == ver["fused_hlo_sha256"] and winner["status"] == "ok"
