@@ -38,15 +38,15 @@ def _autotune(*args: str, cwd: Path) -> subprocess.CompletedProcess:
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
 
 
-def measure(runs: int) -> dict:
+def measure(runs: int, budget: str = "10s") -> dict:
     """Medians over `runs` fresh processes of each command (the first fusion run fills the per-machine
-    caches, e.g. the plot cost, and is not counted)."""
+    caches, e.g. the plot cost, and is not counted); ``budget``: each fusion run's --budget."""
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         program = work / "two_edges.hlo"
         program.write_text(TWO_EDGES)
         helps, walls, startups, breakdowns = [], [], [], []
-        _autotune("fusion", str(program), "--budget", "10s", "--out", str(work / "warm"), "--no-progress", cwd=work)
+        _autotune("fusion", str(program), "--budget", budget, "--out", str(work / "warm"), "--no-progress", cwd=work)
         for i in range(runs):
             t0 = time.perf_counter()
             r = _autotune("--help", cwd=work)
@@ -55,7 +55,7 @@ def measure(runs: int) -> dict:
                 raise RuntimeError(f"autotune --help failed: {r.stderr.strip()[-200:]}")
             out = work / f"run{i}"
             t0 = time.perf_counter()
-            r = _autotune("fusion", str(program), "--budget", "10s", "--out", str(out), "--no-progress", cwd=work)
+            r = _autotune("fusion", str(program), "--budget", budget, "--out", str(out), "--no-progress", cwd=work)
             walls.append(time.perf_counter() - t0)
             if r.returncode != 0:
                 raise RuntimeError(f"autotune fusion failed: {r.stderr.strip()[-200:]}")

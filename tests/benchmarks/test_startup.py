@@ -3,7 +3,7 @@ from benchmarks import startup
 
 
 def test_one_run_reports_help_and_fusion_startup():
-    res = startup.measure(runs=1)
+    res = startup.measure(runs=1, budget="20s")  # 10 s is too short once a loaded machine slows start-up to ~9 s
     m = res["median"]
     assert m["help_s"] > 0 and 0 < m["fusion_startup_s"] < m["fusion_wall_s"]
     assert {"parse", "cost_model", "other"} <= set(m["startup_breakdown"])

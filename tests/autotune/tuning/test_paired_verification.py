@@ -158,7 +158,7 @@ def test_a_faster_winner_is_kept_with_its_paired_speedup():
 
 
 def test_paired_share_of_the_budget_is_respected():
-    hw = 0.6
+    hw = 2.0  # 0.6 s was overrun by the verification's own steps on a loaded machine
     t, result, original = _tuned(hw_budget=hw, paired_share=0.5)
     ev = _DriftingMachine(original, other_s=0.8e-3)
     t0 = []
