@@ -83,6 +83,14 @@ def program_features(kernel_lists: Sequence[Sequence[Any]],
                       dtype=float)
 
 
+def _positive_slope(x: np.ndarray, y: np.ndarray) -> float:
+    """The least-squares slope of ``y`` on ``x`` through the origin; a slope <= 0 would invert the order ``x``
+    gives, so it keeps that order with a tiny scale (1e-6) instead."""
+    xx = float(x @ x)
+    slope = float(x @ y) / xx if xx > 0 else 0.0
+    return slope if slope > 0 else 1e-6
+
+
 class ProgramModel(Estimator):
     """f of the module docstring: ``predict(delta)`` is log(t(cfg) / t(default)) for feature differences
     ``delta = phi(cfg) - phi(default)``. ``kind``: "xgboost" (gradient-boosted trees on the log ratio),
@@ -140,7 +148,7 @@ class ProgramModel(Estimator):
         nb = self._n_blended()
         if nb:
             S = X[:, -nb:]
-            self.sum_scales_ = [float(c @ y / (c @ c)) if float(c @ c) > 0 and float(c @ y) > 0 else 1e-6 for c in S.T]
+            self.sum_scales_ = [_positive_slope(c, y) for c in S.T]
             X = X[:, :-nb]
         if self.kind == "sums":
             return self
@@ -170,10 +178,7 @@ class ProgramModel(Estimator):
         self.boosters_ = self._train({"objective": "rank:pairwise"}, data)
         s = -self._raw(X)
         s0 = float(-self._raw(np.zeros((1, X.shape[1])))[0])
-        d = s - s0
-        slope = float(d @ y / (d @ d)) if float(d @ d) > 0 else 0.0
-        # a slope <= 0 would invert the ranking the trees learned; keep the order with a tiny scale instead
-        self.calibration_ = {"offset": s0, "scale": slope if slope > 0 else 1e-6}
+        self.calibration_ = {"offset": s0, "scale": _positive_slope(s - s0, y)}
 
     def predict(self, delta: np.ndarray) -> np.ndarray:
         self.check_is_fitted("whole-program model")
