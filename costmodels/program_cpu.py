@@ -33,6 +33,7 @@ from costmodels.base import Estimator
 __all__ = ["ProgramModel", "program_features", "kernel_rows", "multiplicities", "aggregate", "relative_costs"]
 
 SMALL_KERNEL_BYTES = 16 * 1024  # a kernel touching less than this is mostly overhead
+MAX_GEOMETRY_EXPONENT = 512.0  # 2^g saturates here: finite in float64 summed over any program's kernels
 
 
 def _geometry_columns() -> tuple:
@@ -52,7 +53,14 @@ def kernel_rows(kernels: Sequence[Any], kernel_models: Optional[dict] = None) ->
     if n == 0:
         return np.zeros((0, len(cols) + 3 + len(models)))
     idx = {name: i for i, name in enumerate(names)}
-    raw = np.exp2(geometry_matrix(list(kernels), "cpu")[:, cols]) - 1.0
+    g = geometry_matrix(list(kernels), "cpu")[:, cols]
+    with np.errstate(over="ignore"):
+        raw = (np.exp2(g) - 1.0).astype(np.float64)  # in float32, as the shipped models were fitted
+    # some columns are plain counts (members, inputs): a kernel of 128 members overflows float32's 2^g, and
+    # xgboost refuses inf features; those entries alone are recomputed in float64, the exponent saturated
+    over = ~np.isfinite(raw)
+    if over.any():
+        raw[over] = np.exp2(np.minimum(g[over].astype(np.float64), MAX_GEOMETRY_EXPONENT)) - 1.0
     fused_dot = (raw[:, idx["cpu_has_dot"]] > 0.5) & (raw[:, idx["cpu_n_members"]] > 1.5)
     small = raw[:, idx["cpu_bytes_touched"]] < SMALL_KERNEL_BYTES
     extra = [np.ones(n), fused_dot.astype(float), small.astype(float)]

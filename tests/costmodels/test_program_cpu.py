@@ -178,3 +178,24 @@ def test_a_model_without_kernel_sums_prices_on_the_given_scale():
     pricer = LearnedProgramCost(space, m, {}, scale_model=lambda ks: np.full(len(ks), 2e-3 / executions))
     assert pricer(([space.default()]))[0] == pytest.approx(2e-3)
     assert LearnedProgramCost(space, m, {}).reference_s == 1.0
+
+
+def test_a_kernel_of_hundreds_of_members_has_finite_features():
+    """Some geometry columns are plain counts: a kernel of 200 members once overflowed 2^g to inf in float32,
+    and xgboost refused the features (round 4's test programs: HF train steps)."""
+    from autotune.compiler.fusion import FusionSpace
+    from autotune.compiler.fusion.space import FusionConfig
+    from autotune.compiler.program import Program
+    from costmodels.program_cpu import kernel_rows
+    chain = [f"  n{i} = f32[64]{{0}} negate({'p0' if i == 0 else f'n{i - 1}'})" for i in range(200)]
+    text = ("HloModule chain\n\nENTRY main {\n  p0 = f32[64]{0} parameter(0)\n" + "\n".join(chain[:-1])
+            + "\n  ROOT " + chain[-1].strip() + "\n}\n")
+    space = FusionSpace(Program.from_text(text), "cpu")
+    fused = space.kernels(FusionConfig(bytearray([1] * space.n_edges)))
+    assert [len(k.members) for k in fused] == [200]
+    assert np.isfinite(kernel_rows(fused)).all()
+    phi = program_features([fused, space.kernels(space.unfused())])
+    assert np.isfinite(phi).all()
+    m = ProgramModel(kind="rank", n_estimators=5, max_depth=2).fit(
+        phi - phi[1], np.array([0.1, 0.0]), groups=np.zeros(2))
+    assert np.isfinite(m.predict(phi - phi[1])).all()
