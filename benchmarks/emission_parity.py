@@ -2,7 +2,8 @@
 
 For every program of the corpora (examples/hlo, the 58-program model corpus; examples/idioms,
 programs written around common JAX idioms; examples/hlo_library, programs written with flax, haiku,
-equinox, optax and HF transformers; examples/hlo_attention and hlo_encoder), every target (`cpu`, `tpu`) and the default
+equinox, optax and HF transformers; examples/hlo_attention and hlo_encoder; the held-out families of
+examples/hlo_heldout and hlo_heldout2), every target (`cpu`, `tpu`) and the default
 configuration plus N random valid ones, the program is emitted with one `fusion` per kernel,
 re-read by our parser and XLA's, compiled by XLA:CPU with XLA's default options (`xla`, what a
 user does with fused.hlo) and with the options the evaluator measures with (`measure`), run on the
@@ -34,11 +35,13 @@ ROOT = Path(__file__).resolve().parents[1]
 
 CORPORA = {"models": ROOT / "examples" / "hlo", "idioms": ROOT / "examples" / "idioms",
            "library": ROOT / "examples" / "hlo_library", "attention": ROOT / "examples" / "hlo_attention",
-           "encoder": ROOT / "examples" / "hlo_encoder"}
+           "encoder": ROOT / "examples" / "hlo_encoder",
+           # the held-out test families: correctness work on them is allowed (docs/evaluation.md)
+           "heldout": ROOT / "examples" / "hlo_heldout", "heldout2": ROOT / "examples" / "hlo_heldout2"}
 
 
 def corpus_programs(which: str = "all") -> list[Path]:
-    """Programs of a corpus (`models`, `idioms` or `all`), in manifest order."""
+    """Programs of a corpus (a key of `CORPORA`, or `all`), in manifest order."""
     out: list[Path] = []
     for name, folder in CORPORA.items():
         if which not in ("all", name) or not (folder / "manifest.json").exists():
