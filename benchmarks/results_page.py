@@ -116,6 +116,10 @@ PARITY = (
     ("encoder", "benchmarks/results/emission_parity_encoder_2026-11-29.json.gz", "0c6c462", "examples/hlo_encoder"),
     ("changed", "benchmarks/results/emission_parity_changed_2026-11-29.json.gz", "0c6c462",
      "the 31 programs of the older corpora whose emission or inputs changed on 2026-11-29"),
+    ("heldout", "benchmarks/results/emission_parity_heldout_2026-11-29.json.gz", "6760c19",
+     "examples/hlo_heldout (16 programs of the held-out families: HF transformers, haiku, equinox, flax)"),
+    ("heldout2", "benchmarks/results/emission_parity_heldout2_2026-11-29.json.gz", "6760c19",
+     "examples/hlo_heldout2 (12 programs of the second held-out set: HF transformers' Flax models)"),
 )
 
 
