@@ -141,28 +141,36 @@ def parity_rows() -> list[Row]:
 
 
 # ------------------------------------------------------------------------------- library fusion on XLA:CPU
+LIBRARY_FUSION_RUNS = (  # (raw file, the corpus in words, commit, command, whether its speedups are claimed)
+    ("benchmarks/results/library_fusion_2026-11-29.json", "the library corpus", "ca24c0e",
+     "`python -m benchmarks.library_fusion --budget 2m`", True),
+    ("benchmarks/results/library_fusion_heldout_2026-11-29.json", "examples/hlo_heldout (the held-out families)",
+     "852e19b", "`python -m benchmarks.library_fusion --corpus examples/hlo_heldout --budget 1m`", False),
+    ("benchmarks/results/library_fusion_heldout2_2026-11-29.json", "examples/hlo_heldout2 (the second held-out set)",
+     "852e19b", "`python -m benchmarks.library_fusion --corpus examples/hlo_heldout2 --budget 1m`", False),
+)
+
+
 def library_fusion_rows() -> list[Row]:
-    raw = "benchmarks/results/library_fusion_2026-11-29.json"
-    d = read_raw(raw)
-    rows_ = d["rows"]
-    verified = sum(r.get("exit") == 0 and r.get("status") == "verified" for r in rows_)
-    kept = sum(bool(r.get("keep_original")) for r in rows_)
-    speedups = [r.get("measured_speedup") or 1.0 for r in rows_]
-    faster = [r for r in rows_ if not r.get("keep_original") and r.get("measured_speedup")]
-    best = max(faster, key=lambda r: r["measured_speedup"], default=None)
-    spread = f"{kept} keep the original"
-    if best:
-        lo, hi = best.get("measured_speedup_interval") or (None, None)
-        spread += f"; best {best['program']} x{best['measured_speedup']:.3f}" + (
-            f" [{lo:.3f}, {hi:.3f}]" if lo else "")
-    return [Row(f"`autotune fusion --target cpu --budget {d['budget']}` on the library corpus: runs ending with a "
-                "verified result (a tuned program, or the original kept)", f"{verified}/{len(rows_)}", spread,
-                f"{len(rows_)} programs", "2026-11-29", "ca24c0e",
-                "`python -m benchmarks.library_fusion --budget 2m`", raw),
-            Row("Same runs: median end-to-end speedup of the written program over XLA's own compile of the original "
-                "(1.0 where the original is kept)", f"x{statistics.median(speedups):.3f}",
-                f"mean x{statistics.mean(speedups):.3f}", f"{len(rows_)} programs", "2026-11-29", "ca24c0e",
-                "`python -m benchmarks.library_fusion --budget 2m`", raw)]
+    """Per run: how many runs end verified, and for the library corpus the best speedup (its median at 2m is
+    withdrawn below; the held-out runs are a correctness check: their speeds are in the raw files, not claimed)."""
+    out = []
+    for raw, corpus, commit, cmd, with_speedups in LIBRARY_FUSION_RUNS:
+        d = read_raw(raw)
+        rows_ = d["rows"]
+        verified = sum(r.get("exit") == 0 and r.get("status") == "verified" for r in rows_)
+        kept = sum(bool(r.get("keep_original")) for r in rows_)
+        spread = f"{kept} keep the original"
+        faster = [r for r in rows_ if not r.get("keep_original") and r.get("measured_speedup")]
+        best = max(faster, key=lambda r: r["measured_speedup"], default=None)
+        if best and with_speedups:
+            lo, hi = best.get("measured_speedup_interval") or (None, None)
+            spread += f"; best {best['program']} x{best['measured_speedup']:.3f}" + (
+                f" [{lo:.3f}, {hi:.3f}]" if lo else "")
+        out.append(Row(f"`autotune fusion --target cpu --budget {d['budget']}` on {corpus}: runs ending with a "
+                       "verified result (a tuned program, or the original kept)", f"{verified}/{len(rows_)}", spread,
+                       f"{len(rows_)} programs", "2026-11-29", commit, cmd, raw))
+    return out
 
 
 USER_SPEEDUP_RUNS = (  # (raw file, command, commit of the code measured)
@@ -370,7 +378,7 @@ SECTIONS: list[tuple[str, Callable[[], list[Row]]]] = [
     ("Real TPU measurements (TpuGraphs tiles)", tpugraphs_rows),
     ("Search guided by a cost model (simulator)", section7_rows),
     ("Correctness of the rewritten programs", parity_rows),
-    ("Tuning real users' programs on XLA:CPU", lambda: library_fusion_rows()[:1] + user_speedup_rows()
+    ("Tuning real users' programs on XLA:CPU", lambda: library_fusion_rows() + user_speedup_rows()
      + pricing_arms_rows() + options_transfer_rows() + program_model_rows()),
     ("Start-up (the project's 2-core VM)", startup_rows),
 ]
