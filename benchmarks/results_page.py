@@ -183,6 +183,8 @@ USER_SPEEDUP_RUNS = (  # (raw file, command, commit of the code measured)
      "`python -m benchmarks.user_speedup --corpus examples/hlo examples/hlo_library --programs ... --budget 2m "
      "--rounds 5 --seconds 0.7`", "0e27464"),
 )
+
+
 def user_speedup_rows() -> list[Row]:
     from benchmarks.user_speedup import median_and_interval
     out = []

@@ -414,7 +414,9 @@ class Verifier:
         if check.faster:
             return
         ver["race_winner"] = winner
-        if check.status != "ok":
+        if check.status.startswith("skipped"):
+            why = f"the paired timing was skipped ({check.status.partition(': ')[2]})"
+        elif check.status != "ok":
             why = f"the paired timing failed ({check.status})"
         elif check.low is None:
             why = f"{len(check.ratios)} block ratios are too few for an interval"
@@ -424,5 +426,7 @@ class Verifier:
                    f"{len(check.ratios)} block ratios")
         race_txt = f" (x{race_speedup:.3f} by race medians)" if race_speedup else ""
         what = f"prediction {winner}" if winner != "default" else "the default configuration"
-        ver["kept_original"] = f"{what}{race_txt} not shown faster than the original when timed beside it: {why}"
+        shown = "not timed beside the original" if check.status.startswith("skipped") else \
+            "not shown faster than the original when timed beside it"
+        ver["kept_original"] = f"{what}{race_txt} {shown}: {why}"
         self._keep_original(result, original, ver["kept_original"])

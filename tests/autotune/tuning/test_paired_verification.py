@@ -196,6 +196,23 @@ def test_a_failed_paired_timing_keeps_the_original_and_says_why():
     assert any(v["rank"] == 0 and v["measured_s"] for v in result.verified)
 
 
+def test_a_race_that_spends_the_budget_skips_the_paired_timing_and_says_so():
+    t, result, original = _tuned(hw_budget=0.3)
+    ev = _DriftingMachine(original, other_s=0.8e-3)
+    program = ev.measure_program
+
+    def slow(*a, **kw):  # each timing of the race takes longer than the whole hardware budget
+        time.sleep(0.4)
+        return program(*a, **kw)
+    ev.measure_program = slow
+    _verify(t, result, ev)
+    ver = result.verification
+    assert ver["paired"]["status"].startswith("skipped") and not ev.paired_calls
+    assert result.keep_original and ver["winner"] == "original"
+    said = [w for w in result.warnings if "keep the original" in w]
+    assert len(said) == 1 and "not timed beside the original: the paired timing was skipped (no hardware budget" in said[0]
+
+
 def test_median_interval_and_too_few_pairs():
     rng = np.random.default_rng(1)
     vals = list(0.9 * (1 + 0.03 * rng.standard_normal(200)))
