@@ -207,6 +207,11 @@ class PairedCheck:
         return self.status == "ok" and self.high is not None and self.high < 1.0
 
     @property
+    def skipped(self) -> bool:
+        """Not run at all ("skipped: <why>", e.g. no hardware budget left): nothing was timed beside the baseline."""
+        return self.status.startswith("skipped")
+
+    @property
     def speedup(self) -> Optional[float]:
         return 1.0 / self.ratio if self.ratio else None
 

@@ -414,7 +414,7 @@ class Verifier:
         if check.faster:
             return
         ver["race_winner"] = winner
-        if check.status.startswith("skipped"):
+        if check.skipped:
             why = f"the paired timing was skipped ({check.status.partition(': ')[2]})"
         elif check.status != "ok":
             why = f"the paired timing failed ({check.status})"
@@ -426,7 +426,7 @@ class Verifier:
                    f"{len(check.ratios)} block ratios")
         race_txt = f" (x{race_speedup:.3f} by race medians)" if race_speedup else ""
         what = f"prediction {winner}" if winner != "default" else "the default configuration"
-        shown = "not timed beside the original" if check.status.startswith("skipped") else \
+        shown = "not timed beside the original" if check.skipped else \
             "not shown faster than the original when timed beside it"
         ver["kept_original"] = f"{what}{race_txt} {shown}: {why}"
         self._keep_original(result, original, ver["kept_original"])
