@@ -136,15 +136,23 @@ def emit_fused_module(space: "FusionSpace", cfg: "FusionConfig", metadata: bool 
                 if not metadata:
                     c.attrs.pop("metadata", None)
                 body.append(c)
+            operand_names = [insts[i].name for i in inputs]
+            if by_xla_cpu:
+                body, ones = expand_logistic(body, len(inputs), fresh)
+                for dtype, one in ones.items():  # its scalar 1, a kernel input (CpuRules.inline_constants)
+                    out.append(HloInstruction(one, "constant", Shape(dtype, (), None, ()), [], literal="1"))
+                    operand_names.append(one)
             body, kept = fold_fused_body(body)
-            inputs = [inputs[k] for k in kept]
+            operand_names = [operand_names[k] for k in kept]
+            inputs = [inputs[k] for k in kept if k < len(inputs)]
             if next(b for b in body if b.is_root).opcode == "parameter":  # folded to an input: no fusion
                 src = insts[inputs[0]]
-                if by_xla_cpu and src.opcode in ("reshape", "transpose") and src.shape == ins.shape:
+                if by_xla_cpu and src.opcode in ("reshape", "transpose") and src.shape.dims == ins.shape.dims \
+                        and src.shape.dtype == ins.shape.dtype:
                     # the rearrange itself, again: XLA's simplifier drops a copy, and ReshapeMover would
                     # then sink the reshape through the fusions reading it, unseen by
                     # sink_rearranges_through_fusions (a haiku ResNet's mean over a 1x1 image, /1)
-                    out.append(src.copy(name=ins.name, is_root=ins.is_root))
+                    out.append(src.copy(name=ins.name, is_root=ins.is_root, shape=ins.shape))
                     continue
                 out.append(HloInstruction(ins.name, "copy", ins.shape, [src.name],
                                           {"metadata": ins.attrs["metadata"]} if metadata and "metadata" in ins.attrs
@@ -155,7 +163,7 @@ def emit_fused_module(space: "FusionSpace", cfg: "FusionConfig", metadata: bool 
             attrs = {"kind": kind or space.rules.fusion_kind(comp, n, members), "calls": fname}
             if metadata and "metadata" in ins.attrs:
                 attrs["metadata"] = ins.attrs["metadata"]
-            out.append(HloInstruction(ins.name, "fusion", ins.shape, [insts[i].name for i in inputs], attrs,
+            out.append(HloInstruction(ins.name, "fusion", ins.shape, operand_names, attrs,
                                       {"calls": (fname,)}, is_root=ins.is_root))
         if space.compilation_target.xla_cpu_emission or kind is not None:  # compiled by XLA:CPU
             out = _wrap_transposes_into_reshapes(out, fused_here, fresh)
@@ -174,6 +182,43 @@ def emit_fused_module(space: "FusionSpace", cfg: "FusionConfig", metadata: bool 
     attrs = {k: v for k, v in module.attrs.items() if k != "is_scheduled"}
     return HloModule(module.name, computations, attrs, module.tables if metadata else "", module.percent,
                      module.filename)
+
+
+def expand_logistic(body: list[HloInstruction], n_params: int,
+                    fresh: Callable[[str], str]) -> tuple[list[HloInstruction], dict[str, str]]:
+    """`body` with each `logistic(x)` written as XLA's LogisticExpander writes it, 1 / (1 + exp(-x)),
+    and {element type: name of the scalar 1 it needs} (a new parameter each, numbered from
+    `n_params`; the caller passes a constant 1 of that type as the fusion's operand).
+
+    XLA:CPU expands `logistic` before fusion and its loop emitter has none ("Unsupported elementwise
+    operation ... logistic"), so a hand-made fusion holding one is refused; expanded as XLA itself
+    does, the fusion computes the bits the original's compile computes."""
+    if not any(b.opcode == "logistic" for b in body):
+        return body, {}
+    ones: dict[str, str] = {}   # dtype -> name of the top-level constant
+    params: dict[str, str] = {}  # dtype -> name of its parameter inside the body
+    extra: list[HloInstruction] = []
+    out: list[HloInstruction] = []
+    for b in body:
+        if b.opcode != "logistic":
+            out.append(b)
+            continue
+        dtype, shape = b.shape.dtype, b.shape
+        if dtype not in params:
+            ones[dtype] = fresh(f"logistic_one_{dtype}")
+            params[dtype] = fresh(f"param_{n_params + len(extra)}")
+            extra.append(HloInstruction(params[dtype], "parameter", Shape(dtype, (), None, ()), [],
+                                        parameter_number=n_params + len(extra)))
+        meta = {"metadata": b.attrs["metadata"]} if "metadata" in b.attrs else {}
+        one = HloInstruction(fresh(f"{b.name}.one"), "broadcast", shape, [params[dtype]],
+                             {"dimensions": "{}"}, {"dimensions": ()})
+        neg = HloInstruction(fresh(f"{b.name}.negate"), "negate", shape, [b.operands[0]], dict(meta))
+        exp = HloInstruction(fresh(f"{b.name}.exp"), "exponential", shape, [neg.name], dict(meta))
+        den = HloInstruction(fresh(f"{b.name}.add"), "add", shape, [one.name, exp.name], dict(meta))
+        out += [one, neg, exp, den, b.copy(opcode="divide", operands=[one.name, den.name])]
+    last = max(k for k, b in enumerate(out) if b.opcode == "parameter") if extra and any(
+        b.opcode == "parameter" for b in out) else -1
+    return out[:last + 1] + extra + out[last + 1:], ones  # parameters stay in their numbers' order
 
 
 _WIDE_FLOATS = frozenset({"f32", "f64"})

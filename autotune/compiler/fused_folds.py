@@ -3,7 +3,9 @@
 A hand-made fusion reaches XLA:CPU through jaxlib's StableHLO round trip, whose simplifier folds
 instructions with a known result: `select` with a splat-constant predicate (jax.random.gamma's
 rejection loop), `select(p, a, a)`, `and(x, false)`, `or(x, true)`, an integer `multiply(x, 0)`,
-`xor(x, x)`, instructions of zero elements, `x + 0`, `x * 1`, ... Two ways that breaks a fusion:
+`xor(x, x)`, instructions of zero elements, `x + 0`, `x * 1`, instructions that return an operand
+unchanged whatever the layouts (`logical_identity`: identity broadcasts and transposes, no-op pads,
+full slices), ... Two ways that breaks a fusion:
 a fold drops the last use of a fusion parameter, and XLA's verifier rejects the program ("Non-root
 instruction ... parameter(k) ... must have users"); or the fused root becomes a parameter (an
 identity fusion, `add(broadcast(0), p)` of jax's threefry), and XLA:CPU aborts
@@ -98,11 +100,51 @@ def _all_ones(value: np.generic, dtype: str) -> bool:
     return int(value) == (-1 if dtype.startswith("s") else (1 << (8 * np.dtype(_NUMPY_DTYPES[dtype]).itemsize)) - 1)
 
 
+def logical_identity(ins: HloInstruction, ops: list[HloInstruction]) -> Optional[str]:
+    """The operand an instruction returns unchanged element for element, whatever the layouts, or None.
+
+    Inside a fused computation layouts are not kept (the StableHLO round trip drops them) and XLA's
+    simplifier removes these instructions, so one left in a fusion by a frontend (torch_xla's
+    identity broadcasts and layout-changing transposes, TensorFlow's no-op pads) either leaves a
+    fusion parameter without users or lets XLA's passes re-shape the fusion. Exact by definition."""
+    op = ins.opcode
+    if not ops or ins.shape.is_tuple or ops[0].shape.is_tuple:
+        return None
+    if op == "dynamic-update-slice" and len(ops) >= 2 and not ops[1].shape.is_tuple \
+            and ops[1].shape.dims == ins.shape.dims and ops[1].shape.dtype == ins.shape.dtype:
+        return ops[1].name  # a full-size update: the start indices clamp to 0
+    src = ops[0]
+    if src.shape.dims != ins.shape.dims or src.shape.dtype != ins.shape.dtype:
+        return None
+    rank = len(ins.shape.dims)
+    parsed = ins.parsed
+    if op in ("reshape", "copy", "convert", "dynamic-slice"):
+        return src.name  # (a full-size dynamic-slice: its start indices clamp to 0)
+    if op == "bitcast":  # reinterprets the bytes: the identity only on the same layout
+        return src.name if ins.shape.minor_to_major() == src.shape.minor_to_major() else None
+    if op in ("broadcast", "transpose"):
+        return src.name if tuple(parsed.get("dimensions", ())) == tuple(range(rank)) else None
+    if op == "reverse":
+        return src.name if all(ins.shape.dims[d] == 1 for d in parsed.get("dimensions", ())) else None
+    if op == "slice":
+        return src.name if all(d.start == 0 and d.stride == 1 and d.limit == n
+                               for d, n in zip(parsed.get("slice", ()), ins.shape.dims)) else None
+    if op == "pad":
+        return src.name if all(d.lo == 0 and d.hi == 0 and d.interior == 0
+                               for d in parsed.get("padding", ())) else None
+    if op == "concatenate" and len(ops) == 1:
+        return src.name
+    return None
+
+
 def _fold(ins: HloInstruction, ops: list[HloInstruction], splat: dict[str, np.generic]) -> Optional[str]:
     """The name of an existing value `ins` equals (XLA drops `ins` for it), or None."""
     op, dtype = ins.opcode, ins.shape.dtype
     if ins.shape.is_tuple or any(o.shape.is_tuple for o in ops):
         return None
+    same = logical_identity(ins, ops)
+    if same is not None:
+        return same
 
     def value(k: int) -> Optional[np.generic]:
         return splat.get(ops[k].name)
@@ -213,7 +255,9 @@ def fold_fused_body(body: list[HloInstruction]) -> tuple[list[HloInstruction], l
                     splat[ins.name] = splat[target]
                 changed = True
                 if ins.is_root:
-                    by_name[target] = by_name[target].copy(is_root=True)
+                    root = by_name[target]  # (same dims and type; a kept layout is the fusion's)
+                    by_name[target] = root.copy(is_root=True, **({} if root.opcode == "parameter"
+                                                                 else {"shape": ins.shape}))
                     out = [by_name[target] if i.name == target else i for i in out]
                 continue
             v = _splat_value(ins, ops, splat)

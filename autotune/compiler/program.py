@@ -421,7 +421,163 @@ def _trip_count(module: HloModule, comp: HloComputation, ins: HloInstruction) ->
     pattern = _induction_pattern(comp, ins, cond, body)
     if pattern is not None:
         return pattern, "induction_variable"
+    counted = _brute_force_trip_count(comp, ins, cond, body)
+    if counted is not None:
+        return counted, "evaluated"
     return DEFAULT_TRIP_COUNT, "default"
+
+
+# Iterations `_brute_force_trip_count` runs before it gives up (XLA's analysis stops at a bound too).
+BRUTE_FORCE_TRIP_LIMIT = 100_000
+_INT_TYPES = {"s8": 8, "s16": 16, "s32": 32, "s64": 64, "u8": 8, "u16": 16, "u32": 32, "u64": 64}
+_SCALAR_BINARY = {
+    "add": lambda a, b: a + b, "subtract": lambda a, b: a - b, "multiply": lambda a, b: a * b,
+    "maximum": max, "minimum": min, "and": lambda a, b: a & b if not isinstance(a, bool) else a and b,
+    "or": lambda a, b: a | b if not isinstance(a, bool) else a or b,
+    "xor": lambda a, b: a ^ b,
+}
+_SCALAR_COMPARE = {"LT": lambda a, b: a < b, "LE": lambda a, b: a <= b, "GT": lambda a, b: a > b,
+                   "GE": lambda a, b: a >= b, "EQ": lambda a, b: a == b, "NE": lambda a, b: a != b}
+
+
+def _wrap_int(value: int, dtype: str) -> int:
+    """`value` in the two's-complement range of an integer element type."""
+    bits = _INT_TYPES[dtype]
+    value &= (1 << bits) - 1
+    return value - (1 << bits) if dtype.startswith("s") and value >= 1 << (bits - 1) else value
+
+
+class _ScalarEval:
+    """Evaluates the scalar integer and predicate values of a normalized computation whose parameter
+    is a (nested) tuple of known scalars: enough of XLA's HloEvaluator for a loop's condition and the
+    update of its counters. A value it cannot compute is None."""
+
+    def __init__(self, comp: HloComputation):
+        self.comp = comp
+        self.by_name = comp.by_name
+
+    def run(self, state: dict, name: str) -> object:
+        memo: dict[str, object] = {}
+        return self._value(name, state, memo)
+
+    def _value(self, name: str, state: dict, memo: dict) -> object:
+        if name in memo:
+            return memo[name]
+        ins = self.by_name[name]
+        memo[name] = None  # (no cycles in a DAG; guards a malformed one)
+        memo[name] = value = self._compute(ins, state, memo)
+        return value
+
+    def _compute(self, ins: HloInstruction, state: dict, memo: dict) -> object:
+        op, shape = ins.opcode, ins.shape
+        if op == "parameter":
+            return ("path", ())
+        if op == "get-tuple-element":
+            src = self._value(ins.operands[0], state, memo)
+            k = ins.parsed["index"]
+            if isinstance(src, tuple) and src and src[0] == "path":
+                path = src[1] + (k,)
+                return state.get(path, ("path", path)) if shape.is_tuple else state.get(path)
+            if isinstance(src, tuple) and src and src[0] == "tuple" and k < len(src[1]):
+                return src[1][k]
+            return None
+        if op == "tuple":
+            return ("tuple", [self._value(o, state, memo) for o in ins.operands])
+        if shape.is_tuple or shape.dims or (shape.dtype not in _INT_TYPES and shape.dtype != "pred"):
+            return None  # scalars of integers and predicates only
+        if op == "constant":
+            return _const_scalar(ins)
+        vals = [self._value(o, state, memo) for o in ins.operands]
+        if any(v is None or isinstance(v, tuple) for v in vals):
+            if op == "select" and len(vals) == 3 and isinstance(vals[0], bool):
+                v = vals[1] if vals[0] else vals[2]
+                return None if isinstance(v, tuple) else v
+            return None
+        if op == "compare" and len(vals) == 2:
+            fn = _SCALAR_COMPARE.get(str(ins.attrs.get("direction", "")))
+            return None if fn is None else bool(fn(vals[0], vals[1]))
+        if op == "not" and len(vals) == 1:
+            return (not vals[0]) if shape.dtype == "pred" else _wrap_int(~vals[0], shape.dtype)
+        if op in ("copy", "reshape", "bitcast", "broadcast") and len(vals) == 1:
+            return vals[0]
+        if op == "convert" and len(vals) == 1:
+            return bool(vals[0]) if shape.dtype == "pred" else _wrap_int(int(vals[0]), shape.dtype)
+        if op == "negate" and len(vals) == 1:
+            return _wrap_int(-vals[0], shape.dtype)
+        if op == "select" and len(vals) == 3:
+            return vals[1] if vals[0] else vals[2]
+        fn = _SCALAR_BINARY.get(op)
+        if fn is not None and len(vals) == 2:
+            v = fn(vals[0], vals[1])
+            return bool(v) if shape.dtype == "pred" else _wrap_int(int(v), shape.dtype)
+        return None
+
+
+def _const_scalar(ins: HloInstruction) -> object:
+    text = (ins.literal or "").strip()
+    if ins.shape.dtype == "pred":
+        return {"true": True, "false": False, "1": True, "0": False}.get(text)
+    try:
+        return _wrap_int(int(text, 0), ins.shape.dtype)
+    except ValueError:
+        return None
+
+
+def _tuple_leaves(comp: HloComputation, name: str, path: tuple = ()) -> dict:
+    """{path: scalar} of the integer/predicate constants in the (nested) tuple `name` builds."""
+    ins = comp.by_name.get(name)
+    if ins is None:
+        return {}
+    if ins.opcode == "tuple":
+        out: dict = {}
+        for k, o in enumerate(ins.operands):
+            out.update(_tuple_leaves(comp, o, path + (k,)))
+        return out
+    if ins.opcode == "constant" and not ins.shape.is_tuple and not ins.shape.dims \
+            and (ins.shape.dtype in _INT_TYPES or ins.shape.dtype == "pred"):
+        v = _const_scalar(ins)
+        return {path: v} if v is not None else {}
+    return {}
+
+
+def _root_leaf_names(comp: HloComputation, name: str, path: tuple = ()) -> dict:
+    """{path: instruction name} of each leaf of the (nested) tuple a body's root builds."""
+    ins = comp.by_name[name]
+    if ins.opcode == "tuple":
+        out: dict = {}
+        for k, o in enumerate(ins.operands):
+            out.update(_root_leaf_names(comp, o, path + (k,)))
+        return out
+    return {path: name}
+
+
+def _brute_force_trip_count(comp: HloComputation, ins: HloInstruction, cond: HloComputation,
+                            body: HloComputation) -> Optional[int]:
+    """The trip count found by running the loop's scalar state, as XLA's analysis does when no
+    induction pattern matches: the state's integer/predicate leaves that start as constants and that
+    the body updates from known leaves (a TensorFlow loop counter and its maximum_iterations, nested
+    tuples, conditions through `call`s, `and` of several bounds). None when the condition reads an
+    unknown value or the loop outlives `BRUTE_FORCE_TRIP_LIMIT`."""
+    state = _tuple_leaves(comp, ins.operands[0])
+    if not state:
+        return None
+    updates = _root_leaf_names(body, body.root.name)
+    cond_eval, body_eval = _ScalarEval(cond), _ScalarEval(body)
+    for n in range(BRUTE_FORCE_TRIP_LIMIT + 1):
+        go = cond_eval.run(state, cond.root.name)
+        if not isinstance(go, bool):
+            return None
+        if not go:
+            return n
+        memo: dict = {}
+        new = {}
+        for path in state:
+            name = updates.get(path)
+            v = None if name is None else body_eval._value(name, state, memo)
+            if v is not None and not isinstance(v, tuple):
+                new[path] = v
+        state = new
+    return None
 
 
 def _const_int(ins: Optional[HloInstruction]) -> Optional[int]:
@@ -582,19 +738,29 @@ def _normalize(module: HloModule) -> Program:
     kinds: dict[str, str] = {entry.name: "entry"}
     edges: dict[str, list] = {}
     queue = deque([entry.name])
+    normalized: set[str] = set()
+
+    def normalize(name: str) -> HloComputation:
+        comp = comps[name]
+        if name not in normalized:
+            normalized.add(name)
+            _inline_calls(comp, comps, namer, done, filename=filename)
+            _forward_tuples(comp)
+            _fold_splats(comp)
+            _degenerate_reduces(comp)
+            _remove_noops(comp)
+            _cse(comp)
+            _dce(comp)
+        return comp
+
     while queue:
         name = queue.popleft()
-        comp = comps[name]
-        _inline_calls(comp, comps, namer, done, filename=filename)
-        _forward_tuples(comp)
-        _fold_splats(comp)
-        _degenerate_reduces(comp)
-        _remove_noops(comp)
-        _cse(comp)
-        _dce(comp)
+        comp = normalize(name)
         out = edges[name] = []
         for ins in comp.instructions:
             if ins.opcode == "while":
+                normalize(ins.parsed["condition"])  # calls inlined, tuples forwarded: what the count reads
+                normalize(ins.parsed["body"])
                 n, src = _trip_count(module, comp, ins)
                 whiles.append(WhileInfo(name, ins.name, ins.parsed["body"], ins.parsed["condition"], n, src))
                 if src == "default":

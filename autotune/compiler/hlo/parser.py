@@ -529,12 +529,51 @@ class _Parser:
         entries = [c for c in mod.computations if c.is_entry]
         if len(entries) > 1:
             raise self.error("more than one ENTRY computation", entries[1].offset)
+        if "entry_computation_layout" in mod.attrs:
+            self._check_entry_layout(mod)
         for c in mod.computations:
             for ins in c.instructions:
                 for callee in ins.called_computations():
                     if callee not in comps:
                         raise self.error(f"instruction '{ins.name}' calls unknown computation '{callee}'",
                                          ins.offset)
+
+
+    def _check_entry_layout(self, mod: HloModule) -> None:
+        """The header's entry_computation_layout against the entry computation, as XLA's verifier
+        checks it (XLA:CPU's StableHLO import aborts the process on a mismatch instead)."""
+        start = self.text.find("entry_computation_layout")
+        pos = self.text.find("{", start) + 1 if start >= 0 else -1
+        if pos <= 0:
+            return
+        saved = self.pos
+        self.pos = pos
+        params = self.shape()
+        self.ws()
+        self.expect("->", "in entry_computation_layout")
+        result = self.shape()
+        self.pos = saved
+        entry = mod.entry
+        ps = sorted((i for i in entry.instructions if i.opcode == "parameter"), key=lambda i: i.parameter_number)
+        subs = params.tuple_shapes if params.is_tuple else (params,)
+        if len(subs) != len(ps):
+            raise self.error(f"entry_computation_layout has {len(subs)} parameters, the entry computation "
+                             f"'{entry.name}' has {len(ps)}", start)
+        for k, (want, p) in enumerate(zip(subs, ps)):
+            if not _compatible(want, p.shape):
+                raise self.error(f"entry_computation_layout: parameter {k} is {want.to_text()}, the entry "
+                                 f"computation's parameter {k} is {p.shape.to_text()}", start)
+        if not _compatible(result, entry.root.shape):
+            raise self.error(f"entry_computation_layout: the result is {result.to_text()}, the entry "
+                             f"computation's root is {entry.root.shape.to_text()}", start)
+
+
+def _compatible(a: Shape, b: Shape) -> bool:
+    """Same element types and dimensions, layouts aside (XLA's ShapeUtil::Compatible)."""
+    if a.is_tuple or b.is_tuple:
+        return a.is_tuple and b.is_tuple and len(a.tuple_shapes) == len(b.tuple_shapes) and all(
+            _compatible(x, y) for x, y in zip(a.tuple_shapes, b.tuple_shapes))
+    return a.dtype == b.dtype and tuple(a.dims) == tuple(b.dims)
 
 
 def _name_then_delim(text: str, pos: int) -> bool:

@@ -90,8 +90,16 @@ def test_trip_count_from_induction_variable(limit, direction, start, expected):
     assert (w.trip_count, w.source) == (expected, "induction_variable")
 
 
-def test_unknown_trip_count_is_flagged():
+def test_a_loop_whose_condition_fails_at_once_runs_zero_times():
     p = Program.from_text(_loop("", "10", "GT"))
+    (w,) = p.whiles
+    assert (w.trip_count, w.source) == (0, "evaluated")
+    assert not p.flags
+
+
+def test_unknown_trip_count_is_flagged():
+    """i = 0, 2, 4, ... never equals 11 (it wraps around in s32): no analysis can know the count."""
+    p = Program.from_text(_loop("", "11", "NE"))
     (w,) = p.whiles
     assert (w.trip_count, w.source) == (DEFAULT_TRIP_COUNT, "default")
     assert p.flags and "trip count unknown" in p.flags[0]
