@@ -38,6 +38,7 @@ __all__ = [
     "shipped_model", "shipped_models", "load_model_file", "resolve_cost_model", "make_cost_model", "is_learned_spec",
     "new_model", "train_model", "make_evaluator", "default_evaluator", "list_evaluators",
     "make_strategy", "list_strategies", "list_cost_models", "make_transfer", "transfer_fingerprint", "takes_prior", "TRANSFER_CHOICES",
+    "PROGRAM_MODEL_SPEC", "make_program_cost", "model_identity",
     "Registry", "UnknownPluginError", "load_object",
 ]
 
@@ -166,6 +167,36 @@ def make_cost_model(spec: Optional[str], task: str = "fusion", target: str = "tp
         raise ValueError(f"model file {text} does not exist")
     found = COST_MODELS.get(text)
     return get_cost_model(found, **(_supported(found, task=task, target=target) if callable(found) else {}))
+
+
+PROGRAM_MODEL_SPEC = "program"  # the shipped whole-program model (cpu): prices whole fusion configurations
+
+
+def make_program_cost(space: Any, target: str) -> tuple[Any, str]:
+    """(pricer, model file) for the cost model `program`: the shipped whole-program cpu model
+    (costmodels/program_cpu.py) pricing whole configurations of `space` (autotune/tuning/program_cost.py)."""
+    from autotune.tuning.program_cost import LearnedProgramCost
+    from costmodels.program_cpu import ProgramModel
+    if get_target(target).name != "cpu":
+        raise ValueError(f"--cost-model program: the whole-program model is trained on XLA:CPU; --target {target} "
+                         "has none (use gnn, xgboost or analytical)")
+    path = shipped_file("program", "fusion", "cpu")
+    if path is None:
+        raise ValueError("--cost-model program: no shipped whole-program model "
+                         "(costmodels/shipped/program_fusion_cpu.json)")
+    pm = ProgramModel.load(str(path))
+    kernel_models = {m: make_cost_model(m, "fusion", "cpu").predict for m in pm.kernel_models}
+    # a model without kernel sums: the analytical kernel sum of the default sets the scale
+    scale = None if kernel_models else make_cost_model("analytical", "fusion", "cpu").predict
+    return LearnedProgramCost(space, pm, kernel_models, scale), str(path)
+
+
+def model_identity(model_name: str) -> str:
+    """What a resumed run's cost model must equal: a model file's sha256, else its name."""
+    if os.path.isfile(model_name):
+        with open(model_name, "rb") as f:
+            return "sha256:" + hashlib.sha256(f.read()).hexdigest()
+    return model_name
 
 
 def list_cost_models() -> list[str]:

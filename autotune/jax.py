@@ -6,8 +6,9 @@ nothing faster than XLA's own compile was verified.
     fast = autotune.jax.tune(train_step, params, opt_state, batch, budget="2m")
     params, opt_state, loss = fast(params, opt_state, batch)      # same results, tuned executable
 
-The search is `autotune fusion PROGRAM --target cpu` run in a subprocess (XLA crashes stay there), and
-its verification compares every candidate's outputs with XLA's own compile of the original and times
+The search is the library run of `autotune fusion PROGRAM --target cpu` (`autotune.run.tune`), in this
+process: XLA compiles and runs happen in the evaluator's measurement workers, where a crash stays. Its
+verification compares every candidate's outputs with XLA's own compile of the original and times
 them beside it (docs/verification.md). Results are cached on disk, keyed by the normalized program,
 the target, the machine and the jaxlib version, under ``$AUTOTUNE_JAX_CACHE`` (default
 ``~/.cache/autotune/jax/``): a second `tune` of the same function on the same machine runs no search.
@@ -18,8 +19,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import subprocess
-import sys
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -95,15 +94,28 @@ def _leaf_specs(leaves: Sequence[Any]) -> list:
 
 
 def _run_search(program: Path, out: Path, budget: str, target: str, cost_model: Optional[str]) -> None:
-    """`autotune fusion` in a subprocess (its crash cannot take this process with it)."""
-    cmd = [sys.executable, "-m", "autotune.cli", "fusion", str(program), "--target", target, "--budget", budget,
-           "--out", str(out), "--no-progress"] + (["--cost-model", cost_model] if cost_model else [])
-    root = str(Path(__file__).resolve().parents[1])
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
-    if proc.returncode not in (0, 3):  # 3: nothing verified; the run folder still says so
-        last = (proc.stderr.strip().splitlines() or [f"exit status {proc.returncode}"])[-1]
-        raise TuningFailed(f"autotune fusion on {program.name} failed: {last}")
+    """The library run of `autotune fusion` (autotune.run.tune) in this process: XLA compiles and runs in
+    the evaluator's measurement workers, so a crashing compile fails alone. A run refused or broken is a
+    TuningFailed in one line; an interrupted search (Ctrl-C) is a KeyboardInterrupt after its outputs."""
+    from autotune.run import RunOptions
+    from autotune.run import tune as run_tune
+    from autotune.tuning.result import TuningError
+    from autotune.tuning.store import StoreError
+    from hardware.xla import XlaApiError
+    try:
+        result = run_tune(program, target, cost_model=cost_model, budget=budget,
+                          options=RunOptions(out_dir=out, progress=False))
+    except (ValueError, OSError, TuningError, StoreError, XlaApiError) as e:  # refused: one line saying why
+        raise TuningFailed(f"autotune fusion on {program.name} failed: {_one_line(e)}") from None
+    except Exception as e:  # a bug: the line, with its traceback chained
+        raise TuningFailed(f"autotune fusion on {program.name} failed: {type(e).__name__}: {_one_line(e)}") from e
+    if result.interrupted:
+        raise KeyboardInterrupt(f"autotune fusion on {program.name}: interrupted ({result.tuning.stopped_by})")
+
+
+def _one_line(e: BaseException) -> str:
+    """The first non-empty line of an error's message (or its type)."""
+    return next((line.strip() for line in str(e).splitlines() if line.strip()), type(e).__name__)
 
 
 def tune(fn: Callable, *example_args: Any, budget: str = "2m", target: str = "cpu",

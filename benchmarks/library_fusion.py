@@ -1,8 +1,9 @@
 """`autotune fusion --target cpu` on every program of a corpus, as a user runs it: does each run end
 with a verified result, and what does it say against XLA's own compile of the original?
 
-For each program: `autotune fusion P --target cpu --budget B --out OUT/NAME --no-progress` in a fresh
-process; its exit status and report.json (verification status, winner, keep_original, measured
+For each program: the library run of `autotune fusion P --target cpu --budget B --out OUT/NAME --no-progress`
+(`autotune.run.tune`, the code behind the command; XLA runs in its measurement workers); the command's exit
+status and report.json (verification status, winner, keep_original, measured
 speedup over XLA's own compile with its paired interval, the original's and the written program's
 times, warnings) are collected into one JSON and a markdown table.
 
@@ -15,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -25,12 +25,17 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def run_one(path: Path, budget: str, out: Path) -> dict:
+    """One library run of `autotune fusion P --target cpu --budget B --out OUT --no-progress` (autotune.run.tune,
+    the code behind the command): the command's exit status (0, 3 nothing verified, 130 interrupted, 2 refused)
+    and its report."""
+    from autotune.run import RunError, RunOptions, tune
     t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "autotune.cli", "fusion", str(path), "--target", "cpu",
-                           "--budget", budget, "--out", str(out), "--no-progress"],
-                          capture_output=True, text=True, cwd=ROOT, env={**os.environ, "JAX_PLATFORMS": "cpu"})
-    row = {"program": path.stem, "exit": proc.returncode, "wall_s": round(time.perf_counter() - t0, 1),
-           "stderr_tail": proc.stderr.strip().splitlines()[-3:]}
+    try:
+        res = tune(str(path), "cpu", budget=budget, options=RunOptions(out_dir=out, progress=False))
+        code, tail = (130 if res.interrupted else 3 if not res.verified else 0), list(res.report.get("warnings", []))[-3:]
+    except (RunError, ValueError, OSError, RuntimeError) as e:  # refused, as the command's one-line error
+        code, tail = 2, [f"autotune: error: {str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__}"]
+    row = {"program": path.stem, "exit": code, "wall_s": round(time.perf_counter() - t0, 1), "stderr_tail": tail}
     report_path = out / "report.json"
     if report_path.exists():
         rep = json.loads(report_path.read_text())
@@ -74,6 +79,7 @@ def main(argv=None) -> int:
     ap.add_argument("--json", default="")
     ap.add_argument("--md", default="")
     a = ap.parse_args(argv)
+    os.environ.setdefault("JAX_PLATFORMS", "cpu")
     corpus = Path(a.corpus)
     names = [m["name"] for m in json.loads((corpus / "manifest.json").read_text())]
     if a.programs:

@@ -48,6 +48,7 @@ class FusionArgs(SearchArgs, TransferArgs):
     trial_cost: str              # --trial-cost: kernel-sum or paired
     trial_seconds: float         # --trial-seconds: paired timing per configuration
     options_budget: Optional[str]  # --options-budget: the compiler-options stage's hardware time (text)
+    stages: Optional[str]        # --stages: the stages to run, comma-separated (None: fusion,options)
 
 
 @dataclass(frozen=True)

@@ -70,19 +70,12 @@ def _output_file(path: str, flag: str) -> Path:
 
 def _output_dir(path: "str | Path", flag: str) -> Path:
     """An output folder that exists and is writable, or that can be created (checked, not created)."""
-    p = Path(path)
-    if p.exists():
-        if not p.is_dir():
-            raise UserError(f"{flag} {path}: exists and is not a folder")
-        if not os.access(p, os.W_OK | os.X_OK):
-            raise UserError(f"{flag} {path}: folder is not writable")
-        return p
-    ancestor = p.absolute().parent
-    while not ancestor.exists():
-        ancestor = ancestor.parent
-    if not ancestor.is_dir() or not os.access(ancestor, os.W_OK | os.X_OK):
-        raise UserError(f"{flag} {path}: cannot create it ({ancestor} is not a writable folder)")
-    return p
+    from autotune.run.run import check_output_dir
+    from autotune.run.settings import RunError
+    try:
+        return check_output_dir(path, flag)
+    except RunError as e:
+        raise UserError(str(e)) from None
 
 
 def _duration(text: Optional[str], flag: str, allow_zero: bool = False) -> Optional[float]:
@@ -172,24 +165,11 @@ def make_cost_model(spec: Optional[str], task: str, target: str, evaluator: Any)
 
 
 def _run_dir(program: str, out: Optional[str], kind: str) -> Path:
-    if out:
-        return Path(out)
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    base = Path("autotune-runs") / f"{Path(program).stem}-{kind}-{stamp}"
-    p, k = base, 1
-    while p.exists():
-        k += 1
-        p = base.with_name(f"{base.name}-{k}")
-    return p
+    from autotune.run.run import run_dir
+    return run_dir(program, out, kind)
 
 
-def model_identity(model_name: str) -> str:
-    """What a resumed run's cost model must equal: a model file's sha256, else its name."""
-    import hashlib
-    if os.path.isfile(model_name):
-        with open(model_name, "rb") as f:
-            return "sha256:" + hashlib.sha256(f.read()).hexdigest()
-    return model_name
+model_identity = api.model_identity  # what a resumed run's cost model must equal
 
 
 def _search_options(cost_model_help: str, evaluator_help: str, hw_help: str, batch_size: int) -> Callable:

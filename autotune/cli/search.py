@@ -17,17 +17,15 @@ from autotune.cli.arguments import FusionArgs, SearchArgs, TileArgs
 from autotune.cli.errors import UserError
 from autotune.cli.errors import friendly as _friendly
 from autotune.compiler.targets import get_target
-from autotune.tuning import budget as budget_model
 from autotune.tuning.paired_cost import DEFAULT_TRIAL_SECONDS, TRIAL_COSTS
 from autotune.tuning.result import ORIGINAL_WITH_OPTIONS
-from hardware.base import ProgramEvaluator
 
-from autotune.cli.common import (COST_MODEL_HELP, INTERRUPTED_EXIT, MEASUREMENT_FAILED_EXIT, _XLA_EVALUATORS, _budget_split, _check_budget_after_parse, _check_target, _command_start, _default_evaluator, _duration, _is_main_program, _load, _load_config, _make_strategy, _output_dir, _run_dir, _search_budget, _search_options, _stamp_wall, _timed_load, _warn, make_cost_model, make_evaluator, model_identity)
+from autotune.cli.common import (COST_MODEL_HELP, INTERRUPTED_EXIT, MEASUREMENT_FAILED_EXIT, _budget_split, _check_budget_after_parse, _check_target, _command_start, _default_evaluator, _duration, _is_main_program, _load, _load_config, _make_strategy, _output_dir, _run_dir, _search_budget, _search_options, _stamp_wall, _timed_load, _warn, make_cost_model, make_evaluator, model_identity)
 
 
 @dataclass(frozen=True)
 class _SearchRun:
-    """What `_run_tuner` needs of a `fusion` or `layout` command besides the space, cost model, strategy
+    """What `_run_tuner` needs of the `layout` command besides the space, cost model, strategy
     and evaluator: its options and what start-up found."""
 
     args: SearchArgs                       # the command's options
@@ -47,7 +45,7 @@ class _SearchRun:
 
 
 def _run_tuner(space: Any, model: Any, strat: Any, ev: Any, run: _SearchRun) -> tuple:
-    """The search of `fusion` and `layout`: the Tuner over `space` (resumed from --resume), the search
+    """The search of `layout`: the Tuner over `space` (resumed from --resume), the search
     budget being what start-up, verification and writing the outputs leave of --budget; returns
     (TuningResult, the report's meta)."""
     from hardware.base import Budget
@@ -108,64 +106,6 @@ def _run_tuner(space: Any, model: Any, strat: Any, ev: Any, run: _SearchRun) -> 
     return result, meta
 
 
-PROGRAM_MODEL_SPEC = "program"  # --cost-model program: the shipped whole-program model (cpu)
-
-
-def _program_model(space: Any, target: str) -> tuple:
-    """(pricer, model file) for --cost-model program: the shipped whole-program cpu model
-    (costmodels/program_cpu.py) pricing whole configurations (autotune/tuning/program_cost.py)."""
-    from autotune.tuning.program_cost import LearnedProgramCost
-    from costmodels.base import shipped_file
-    from costmodels.program_cpu import ProgramModel
-    if get_target(target).name != "cpu":
-        raise UserError(f"--cost-model program: the whole-program model is trained on XLA:CPU; --target {target} "
-                        "has none (use gnn, xgboost or analytical)")
-    path = shipped_file("program", "fusion", "cpu")
-    if path is None:
-        raise UserError("--cost-model program: no shipped whole-program model (costmodels/shipped/program_fusion_cpu.json)")
-    pm = ProgramModel.load(str(path))
-    kernel_models = {m: api.make_cost_model(m, "fusion", "cpu").predict for m in pm.kernel_models}
-    # a model without kernel sums: the analytical kernel sum of the default sets the scale
-    scale = None if kernel_models else api.make_cost_model("analytical", "fusion", "cpu").predict
-    return LearnedProgramCost(space, pm, kernel_models, scale), str(path)
-
-
-def _options_budget(a: Any, total: Optional[float], hw: float) -> float:
-    """Seconds of the compiler-options stage: --options-budget, else a quarter of --budget (60 s without
-    one) where the target declares compiler options, the evaluator is xla and verification runs."""
-    target = get_target(a.target)
-    xla = (a.evaluator or _default_evaluator(a.target)) == "xla"
-    if a.options_budget is not None:
-        s = _duration(a.options_budget, "--options-budget", allow_zero=True)
-        if s is None:
-            raise UserError(f"--options-budget {a.options_budget}: must be finite (e.g. 1m; 0 = off)")
-        if s > 0 and not target.compiler_options:
-            raise UserError(f"--options-budget {a.options_budget}: target {a.target} declares no compiler options")
-        if s > 0 and not xla:
-            raise UserError(f"--options-budget {a.options_budget}: the compiler-options stage needs --evaluator xla")
-        if s > 0 and hw <= 0:
-            raise UserError(f"--options-budget {a.options_budget}: needs verification (--hw-budget above 0): options "
-                            "are searched for the program the verification chose")
-        return s
-    if (not target.compiler_options or not xla or hw <= 0
-            or (a.cost_model or "").strip().lower() == "hardware"):
-        return 0.0
-    return total / 4 if total is not None else 60.0
-
-
-def _compiler_options_stage(result: Any, target: str, ev: Any, program: str, seconds: float, program_sha: str,
-                            quiet: bool) -> None:
-    """The compiler-options stage after verification (autotune/tuning/compiler_options.py), with a line of
-    progress on stderr."""
-    from autotune.tuning.compiler_options import tune_compiler_options
-    if not quiet:
-        click.echo(f"searching {target}'s compiler options for {seconds:g}s ...", err=True)
-    found = tune_compiler_options(result, get_target(target), ev, Path(program).read_text(), seconds,
-                                  program_sha=program_sha, store=ev.store)
-    if found is not None and not quiet:
-        click.echo(f"compiler options: {result.verification['compiler_options']['decision']}", err=True)
-
-
 def _paired_note(report: dict, result: Any) -> str:
     """The kept winner's speedup, timed beside the baseline (XLA's own compile of the original), with its
     interval (and the race's medians)."""
@@ -199,11 +139,16 @@ def _written_note(report: dict, result: Any) -> str:
 
 
 def _finish_search(msg: str, result: Any, out: Path, files: str) -> None:
-    """The last lines of a search command and its exit status (130 interrupted, 3 nothing verified)."""
+    """The last lines of a search command and its exit status (130 interrupted, 3 nothing verified):
+    `result` is a TuningResult (layout) or the library run's RunResult (fusion)."""
+    from autotune.run import RunResult
     click.echo(msg)
     click.echo(f"results in {out}/ ({files})")
-    code = (INTERRUPTED_EXIT if result.stopped_by in ("SIGINT", "SIGTERM")
-            else MEASUREMENT_FAILED_EXIT if result.verification_failed else 0)
+    if isinstance(result, RunResult):
+        interrupted, failed = result.interrupted, not result.verified
+    else:
+        interrupted, failed = result.stopped_by in ("SIGINT", "SIGTERM"), result.verification_failed
+    code = INTERRUPTED_EXIT if interrupted else MEASUREMENT_FAILED_EXIT if failed else 0
     if _is_main_program():
         # Everything is written and the evaluator closed: skip freeing the search's heap object by
         # object (seconds on a large program, after the budget's end) when the process ends anyway.
@@ -212,10 +157,9 @@ def _finish_search(msg: str, result: Any, out: Path, files: str) -> None:
         os._exit(code)
     if code:
         sys.exit(code)
-def _strategy_params(pairs: tuple, strategy_cls: Any) -> dict:
-    """`--strategy-param KEY=VALUE` pairs as constructor keywords (numbers and booleans parsed),
-    checked against the strategy's parameters (one-line errors)."""
-    import inspect
+def _strategy_params(pairs: tuple) -> dict:
+    """`--strategy-param KEY=VALUE` pairs as constructor keywords (numbers and booleans parsed; the
+    library run checks them against the strategy's parameters)."""
     out: dict = {}
     for pair in pairs:
         key, eq, text = pair.partition("=")
@@ -232,26 +176,7 @@ def _strategy_params(pairs: tuple, strategy_cls: Any) -> dict:
                 except ValueError:
                     pass
         out[key] = value
-    try:
-        accepted = [p for p in inspect.signature(strategy_cls.__init__).parameters
-                    if p not in ("self", "space", "seed", "params", "prior")]
-    except (TypeError, ValueError):
-        accepted = list(out)
-    unknown = sorted(set(out) - set(accepted))
-    if unknown:
-        raise UserError(f"--strategy-param {unknown[0]}: not a parameter of strategy "
-                        f"{getattr(strategy_cls, 'name', strategy_cls.__name__)} (accepted: {', '.join(accepted) or 'none'})")
     return out
-
-
-def _params_fingerprint(params: dict) -> str:
-    """--strategy-param values as a checkpoint records them ("none", or sorted KEY=VALUE; the prior is
-    the transfer's entry)."""
-    def norm(v: Any) -> Any:  # diversity=1 and diversity=1.0 are one setting
-        return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v
-
-    items = sorted((k, norm(v)) for k, v in params.items() if k != "prior")
-    return ",".join(f"{k}={v!r}" for k, v in items) or "none"
 
 
 def _transfer_options(f: Callable) -> Callable:
@@ -284,31 +209,6 @@ def _transfer_line(info: dict) -> Optional[str]:
     return None
 
 
-def _setup_transfer(spec: str, task: str, target: str, ev: Any, strategy_cls: Any, measuring: bool,
-                    program_sha: str, any_machine: bool, seed: int) -> tuple[Any, dict, list]:
-    """(global model or None, report entry, warnings) for --transfer (api.make_transfer), with
-    the one-line errors of options that cannot apply."""
-    key = (spec or "auto").strip()
-    applicable = api.takes_prior(strategy_cls) and measuring
-    if key.lower() == "auto" and not applicable:
-        why = ("the search does not measure on hardware" if not measuring
-               else "the strategy takes no prior (use --strategy model-based)")
-        return None, {"source": None, "reason": why}, []
-    if key.lower() != "none" and not applicable:
-        if not api.takes_prior(strategy_cls):
-            raise UserError(f"--transfer {spec}: needs --strategy model-based (the strategy takes no prior)")
-        raise UserError(f"--transfer {spec}: applies when the search measures on hardware "
-                        "(autotune fusion --cost-model hardware, or an online autotune tile --strategy)")
-    if any_machine and key.lower() not in ("auto", "store"):
-        raise UserError("--history-any-machine applies to --transfer store/auto")
-    try:
-        return api.make_transfer(key, task, target, ev, program_sha, any_machine=any_machine, seed=seed)
-    except api.UnknownPluginError as e:
-        raise UserError(f"--transfer: {e}") from None
-    except ValueError as e:
-        raise UserError(f"--transfer: {e}") from None
-
-
 @click.command()
 @click.argument("program", type=click.Path(exists=True, dir_okay=False))
 @_search_options(cost_model_help=COST_MODEL_HELP + "; hardware = measure every configuration on the evaluator "
@@ -339,100 +239,41 @@ def _setup_transfer(spec: str, task: str, target: str, ev: Any, strategy_cls: An
                    "else 0]")
 @click.option("--trial-seconds", "trial_seconds", default=DEFAULT_TRIAL_SECONDS, show_default=True, type=click.FloatRange(0.01, 60),
               help="--trial-cost paired: seconds of paired timing per configuration (its compilation comes on top).")
+@click.option("--stages", default=None, metavar="STAGE[,STAGE...]",
+              help="The stages to run, in order, comma-separated: fusion (search and verify), options (the "
+                   "compiler-options stage, after fusion), or a plug-in stage (a registered name, an "
+                   "autotune.stages entry point, module:Class or path.py:Class) [default: fusion,options]")
 @_transfer_options
 @_friendly
 def fusion(program: str, **options: Any) -> None:
     """Search fusion configurations of PROGRAM with a cost model, verify the best on hardware.
 
     Exit status 3 when no configuration could be verified (outputs are still written)."""
-    from search.base import get_strategy
-    from autotune.compiler.fusion import FusionSpace
-    from autotune.tuning.report import write_fusion_outputs
-    from autotune.tuning.checkpoint import program_fingerprint
-    from autotune.tuning.tuner import Tuner
+    from autotune.run import RunOptions, SearchBudgetError, tune
 
     a = FusionArgs(**options)
-    target, seed = a.target, a.seed
     started = _command_start()
-    clock = budget_model.StartupClock(started, time.monotonic() - started)
-    total, hw, hw_budget = _budget_split(a.budget, a.hw_budget)
-    options_s = _options_budget(a, total, hw)
-    prog, load_s = _timed_load(program)
-    clock.mark("parse")
-    space = FusionSpace(prog, target)
-    clock.mark("fusion_space")
-    # No fusible edge: one configuration (the default), still emitted, reported and verified.
-    no_edges = (f"{program}: no fusible producer->consumer edges on target {target}: the program has one "
-                "configuration, written as it is") if space.n_edges == 0 else None
-    strategy_cls = get_strategy(a.strategy)
-    params = _strategy_params(a.strategy_param, strategy_cls)
-    ev_name = a.evaluator or _default_evaluator(target)
-    if (a.scheduler or a.workers > 1) and ev_name not in _XLA_EVALUATORS:
-        raise UserError("--scheduler/--workers apply to the xla evaluators (the simulator is vectorized in-process)")
-    if total is not None and 0 < total <= hw + options_s and (a.cost_model or "").strip().lower() != "hardware":
-        what = (f"--hw-budget {hw_budget} and --options-budget {options_s:g}s leave" if options_s
-                else f"--hw-budget {hw_budget} leaves")
-        raise UserError(f"{what} nothing of --budget {a.budget} for the search")
-    if a.resume_dir:
-        Tuner.read_checkpoint(a.resume_dir)  # a missing or corrupt checkpoint fails before any work
-    _check_budget_after_parse(total, hw + options_s, a.cost_model, started, load_s, a.budget)
-    out = Path(a.resume_dir) if a.resume_dir and not a.out_dir else _run_dir(program, a.out_dir, "fusion")
-    _output_dir(out, "--out")
-    ev = make_evaluator(a.evaluator, target, a.store, seed, scheduler=a.scheduler, workers=a.workers)
-    clock.mark("evaluator")
+    run_options = RunOptions(
+        hw_budget=a.hw_budget, options_budget=a.options_budget, top_k=a.top_k, seed=a.seed, out_dir=a.out_dir,
+        resume_dir=a.resume_dir, store=a.store, batch_size=a.batch_size, max_evals=a.max_evals,
+        progress=not a.no_progress, scheduler=a.scheduler, workers=a.workers, trial_cost=a.trial_cost,
+        trial_seconds=a.trial_seconds, strategy_params=_strategy_params(a.strategy_param), transfer=a.transfer,
+        history_any_machine=a.history_any_machine, started=started, log=lambda line: click.echo(line, err=True))
     try:
-        if (a.cost_model or "").strip().lower() == PROGRAM_MODEL_SPEC:
-            model, model_name = _program_model(space, target)
-        else:
-            model, model_name = make_cost_model(a.cost_model, "fusion", target, ev)
-        clock.mark("cost_model")
-        program_sha = program_fingerprint(space)
-        measuring = model_name == "hardware"
-        paired = a.trial_cost == "paired"
-        if paired and not measuring:
-            raise UserError("--trial-cost paired: applies with --cost-model hardware (the search measures every "
-                            "configuration)")
-        if paired and (not isinstance(ev, ProgramEvaluator) or not ev.hand_fusions):
-            raise UserError(f"--trial-cost paired: needs an evaluator that times whole emitted programs side by side "
-                            f"(--evaluator xla on the cpu backend), not {ev_name}")
-        global_model, transfer_info, transfer_warnings = _setup_transfer(
-            a.transfer, "fusion", target, ev, strategy_cls, measuring, program_sha, a.history_any_machine, seed)
-        if global_model is not None:
-            from autotune.tuning.history import transfer_prior
-            # paired trials are end-to-end times, the global model's kernel sums another scale: the prior is
-            # then standardized and weighted by its correlation with the trials
-            params["prior"] = transfer_prior(space, global_model, same_units=not paired)
-        if paired:
-            from autotune.tuning.paired_cost import PairedProgramCost
-            model = PairedProgramCost(space, ev, a.trial_seconds, reference_text=Path(program).read_text())
-        elif measuring and getattr(ev, "store", None) is not None:  # every measured kernel becomes history
-            from autotune.tuning.history import HistoryRecorder, RecordingCostModel
-            model = RecordingCostModel(model, HistoryRecorder(ev.store, target, program_sha, Path(program).name))
-        strat = _make_strategy(strategy_cls, space, seed, params)
-        result, meta = _run_tuner(space, model, strat, ev, _SearchRun(
-            args=a, program=program, out=out, total=total, hw=hw, started=started, load_s=load_s,
-            model_name=model_name, ev_name=ev_name, note=no_edges, program_sha=program_sha,
-            fingerprint_extra={"strategy_params": _params_fingerprint(params),
-                               "transfer": api.transfer_fingerprint(transfer_info),
-                               **({"trial_cost": "paired"} if paired else {})}, after_s=options_s))
-        result.warnings.extend(transfer_warnings)
-        if options_s > 0:
-            _compiler_options_stage(result, target, ev, program, options_s, program_sha, a.no_progress)
-        if meta.get("budget_split"):
-            meta["budget_split"]["startup_breakdown"] = clock.breakdown(meta["budget_split"]["startup_s"])
-        if getattr(strat, "prior_weight", None) is not None:
-            transfer_info["prior_weight_last_fit"] = strat.prior_weight
-        meta["strategy_params"] = {k: v for k, v in params.items() if k != "prior"}
-        meta["transfer"] = transfer_info
-        meta["trial_cost"] = (model.describe() if paired else
-                              {"trial_cost": "kernel-sum", "how": "each kernel measured standalone, the "
-                               "configuration's cost their sum"} if measuring else None)
-        report = write_fusion_outputs(out, space, result, meta)
-        _stamp_wall(out, report, started)
-    finally:
-        ev.close()
+        run = tune(program, a.target, cost_model=a.cost_model, strategy=a.strategy, evaluator=a.evaluator,
+                   budget=a.budget, stages=a.stages, options=run_options)
+    except SearchBudgetError as err:
+        if _is_main_program():  # refused after start-up: say so now, without freeing the model's heap object by object
+            UserError(str(err)).show()
+            sys.stderr.flush()
+            os._exit(UserError.exit_code)
+        raise UserError(str(err)) from None
+    report, result, out = run.report, run.tuning, run.run_dir
     for w in report["warnings"]:  # the program's normalization notes, then every failed or skipped step
         _warn(w)
+    if result is None:  # no fusion stage: the stages' own report fields
+        _finish_search(f"{Path(program).name}: stages {', '.join(run.stages)} run", run, out, "report.json")
+        return
     msg = (f"{Path(program).name}: predicted {report['default_cost_s'] * 1e3:.4g} ms -> "
            f"{report['best_cost_s'] * 1e3:.4g} ms (x{report['speedup']:.3f}) after {result.evaluations:,} "
            f"configurations")
@@ -449,8 +290,8 @@ def fusion(program: str, **options: Any) -> None:
         msg += _written_note(report, result)
     elif result.verification.get("status") != "verified":
         msg += f"; not verified ({result.verification.get('reason', result.verification.get('status'))})"
-    line = _transfer_line(transfer_info)
-    _finish_search(msg + (f"\n{line}" if line else ""), result, out,
+    line = _transfer_line(report.get("transfer") or {})
+    _finish_search(msg + (f"\n{line}" if line else ""), run, out,
                    "report.json, best_config.json, fused.hlo, search.png, log.jsonl")
 
 
@@ -563,12 +404,13 @@ def tile(program: str, **options: Any) -> None:
 
     from autotune.tuning.history import HistoryRecorder
     from autotune.tuning.checkpoint import program_fingerprint
+    from autotune.run.fusion import check_strategy_params, setup_transfer
 
     seconds = _duration(a.budget, "--budget")
     strategy_cls = get_strategy(strategy)  # an unknown name fails before any work
     strategy_name = strategy_cls.name
     online = strategy_name != "topk"
-    params = _strategy_params(a.strategy_param, strategy_cls)
+    params = check_strategy_params(_strategy_params(a.strategy_param), strategy_cls)
     if params and not online:
         raise UserError("--strategy-param applies to an online --strategy (topk takes --top-k)")
     prog, _ = _load(program)
@@ -578,7 +420,7 @@ def tile(program: str, **options: Any) -> None:
     ev = make_evaluator(evaluator, target, a.store, seed, budget=seconds)
     model, model_name = make_cost_model(a.cost_model, "tile", target, ev)
     program_sha = program_fingerprint(space)
-    global_model, transfer_info, transfer_warnings = _setup_transfer(
+    global_model, transfer_info, transfer_warnings = setup_transfer(
         a.transfer, "tile", target, ev, strategy_cls, online, program_sha, a.history_any_machine, seed)
     recorder = HistoryRecorder(ev.store, target, program_sha, Path(program).name) \
         if online and getattr(ev, "store", None) is not None else None

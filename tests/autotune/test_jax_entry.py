@@ -127,3 +127,34 @@ def test_load_compiles_with_the_compile_options_the_run_verified(tmp_path):
     want = compile_hlo(text)(*[np.asarray(a) for a in leaves])
     got = tuned(*leaves)
     assert all(np.allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-6) for a, b in zip(got, want))
+
+
+def test_the_search_is_the_library_run_in_this_process(monkeypatch, tmp_path):
+    """`tune` calls autotune.run.tune in-process (no `autotune fusion` subprocess) with the run folder as the
+    cache entry; a refused run is a TuningFailed in one line."""
+    import subprocess
+
+    import autotune.run
+    monkeypatch.setenv(aj.CACHE_ENV, str(tmp_path / "cache"))
+    monkeypatch.setattr(subprocess, "run", lambda *a, **k: pytest.fail("tune started a subprocess"))
+    seen = {}
+
+    def run(program, target, *, cost_model, budget, options):
+        seen.update(program=program, target=target, budget=budget, out=options.out_dir, progress=options.progress)
+        (options.out_dir / "fused.hlo").write_text(program.read_text())
+        (options.out_dir / "report.json").write_text(json.dumps({"verification": {"status": "verified"},
+                                                                 "keep_original": True}))
+        return type("R", (), {"interrupted": False})()
+    monkeypatch.setattr(autotune.run, "tune", run)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        f = aj.tune(block, *ARGS, budget="7s")
+    assert seen == {"program": f.run_dir / "program.hlo", "target": "cpu", "budget": "7s", "out": f.run_dir,
+                    "progress": False}
+
+    def refuse(program, target, **_):
+        raise autotune.run.RunError("--budget 7s is too short for this program\nsecond line")
+    monkeypatch.setattr(autotune.run, "tune", refuse)
+    with pytest.raises(aj.TuningFailed, match=r"^autotune fusion on program.hlo failed: --budget 7s is too short "
+                                              r"for this program$"):
+        aj.tune(block, *ARGS, budget="7s", cache=False)

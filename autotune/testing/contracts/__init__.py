@@ -1,5 +1,5 @@
 """Contract suites for plug-in authors, after scikit-learn's `check_estimator`: `check_cost_model`,
-`check_strategy`, `check_evaluator` and `check_target` run the small checks that autotune relies on, on a
+`check_strategy`, `check_evaluator`, `check_target` and `check_stage` run the small checks that autotune relies on, on a
 real program, and raise AssertionError with a one-line message naming the contract a plug-in breaks.
 
     from autotune.testing.contracts import check_cost_model, check_strategy
@@ -15,9 +15,10 @@ from autotune.testing.contracts.common import (PROGRAM, UNKNOWN_PARAMETER, contr
                                                contract_program)
 from autotune.testing.contracts.cost_model import COST_MODEL_CONTRACTS, check_cost_model
 from autotune.testing.contracts.evaluator import EVALUATOR_CONTRACTS, check_evaluator
+from autotune.testing.contracts.stage import STAGE_CONTRACTS, check_stage
 from autotune.testing.contracts.strategy import STRATEGY_CONTRACTS, SyntheticFusionCost, check_strategy
 from autotune.testing.contracts.target import TARGET_CONTRACTS, check_target
 
-__all__ = ["check_cost_model", "check_strategy", "check_evaluator", "check_target", "contract_program",
+__all__ = ["check_cost_model", "check_strategy", "check_evaluator", "check_target", "check_stage", "STAGE_CONTRACTS", "contract_program",
            "contract_kernels", "contract_dataset", "SyntheticFusionCost", "COST_MODEL_CONTRACTS",
            "STRATEGY_CONTRACTS", "EVALUATOR_CONTRACTS", "TARGET_CONTRACTS", "UNKNOWN_PARAMETER", "PROGRAM"]
