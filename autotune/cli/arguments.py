@@ -48,7 +48,8 @@ class FusionArgs(SearchArgs, TransferArgs):
     trial_cost: str              # --trial-cost: kernel-sum or paired
     trial_seconds: float         # --trial-seconds: paired timing per configuration
     options_budget: Optional[str]  # --options-budget: the compiler-options stage's hardware time (text)
-    stages: Optional[str]        # --stages: the stages to run, comma-separated (None: fusion,options)
+    formulations_budget: Optional[str]  # --formulations-budget: the formulations stage's hardware time (text)
+    stages: Optional[str]        # --stages: the stages to run, comma-separated (None: formulations,fusion,options)
 
 
 @dataclass(frozen=True)

@@ -237,12 +237,19 @@ def _transfer_line(info: dict) -> Optional[str]:
                    "(--store); fused.hlo then names the XLA_FLAGS it was verified with [default: a quarter of "
                    "--budget (1m without one) where the target declares compiler options and --evaluator is xla; "
                    "else 0]")
+@click.option("--formulations-budget", "formulations_budget", default=None,
+              help="Hardware time for the formulations stage before fusion (0 = off): each instruction with "
+                   "equivalent formulations (depthwise, grouped and 1x1 convolutions, convolution gradients) "
+                   "timed alone as written and as each alternative, outputs checked against the original; the "
+                   "rewritten program is kept only when timed faster beside the original [default: a fifth of "
+                   "--budget, at most 2m (1m without one) with --evaluator xla on --target cpu; else 0]")
 @click.option("--trial-seconds", "trial_seconds", default=DEFAULT_TRIAL_SECONDS, show_default=True, type=click.FloatRange(0.01, 60),
               help="--trial-cost paired: seconds of paired timing per configuration (its compilation comes on top).")
 @click.option("--stages", default=None, metavar="STAGE[,STAGE...]",
-              help="The stages to run, in order, comma-separated: fusion (search and verify), options (the "
-                   "compiler-options stage, after fusion), or a plug-in stage (a registered name, an "
-                   "autotune.stages entry point, module:Class or path.py:Class) [default: fusion,options]")
+              help="The stages to run, in order, comma-separated: formulations (equivalent formulations, before "
+                   "fusion), fusion (search and verify), options (the compiler-options stage, after fusion), or a "
+                   "plug-in stage (a registered name, an autotune.stages entry point, module:Class or "
+                   "path.py:Class) [default: formulations,fusion,options]")
 @_transfer_options
 @_friendly
 def fusion(program: str, **options: Any) -> None:
@@ -254,7 +261,7 @@ def fusion(program: str, **options: Any) -> None:
     a = FusionArgs(**options)
     started = _command_start()
     run_options = RunOptions(
-        hw_budget=a.hw_budget, options_budget=a.options_budget, top_k=a.top_k, seed=a.seed, out_dir=a.out_dir,
+        hw_budget=a.hw_budget, options_budget=a.options_budget, formulations_budget=a.formulations_budget, top_k=a.top_k, seed=a.seed, out_dir=a.out_dir,
         resume_dir=a.resume_dir, store=a.store, batch_size=a.batch_size, max_evals=a.max_evals,
         progress=not a.no_progress, scheduler=a.scheduler, workers=a.workers, trial_cost=a.trial_cost,
         trial_seconds=a.trial_seconds, strategy_params=_strategy_params(a.strategy_param), transfer=a.transfer,

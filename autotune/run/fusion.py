@@ -151,6 +151,9 @@ class FusionStage(Stage):
         extra = {"strategy_params": params_fingerprint(params), "transfer": api.transfer_fingerprint(transfer_info),
                  **({"trial_cost": "paired"} if paired else {})}
         result, meta = self._search(state, budget, space, model, strat, model_name, no_edges, program_sha, extra)
+        from autotune.run.formulations import adopt_formulated
+        if adopt_formulated(result, state):
+            state.log("fusion: no fused configuration beat XLA's own compile; writing the formulations stage's program")
         result.warnings.extend(transfer_warnings)
         if meta.get("budget_split") and state.clock is not None:
             meta["budget_split"]["startup_breakdown"] = state.clock.breakdown(meta["budget_split"]["startup_s"])

@@ -178,6 +178,9 @@ def tune(program: "str | os.PathLike[str]", target: str = "tpu", *, cost_model: 
     stage_seconds = {st.name: float(st.reserve_s(settings)) for st in chosen}
     if "options" not in stage_seconds and o.options_budget not in (None, 0, "0"):
         raise RunError(f"--options-budget {o.options_budget}: the options stage is not among the stages run")
+    if "formulations" not in stage_seconds and o.formulations_budget not in (None, 0, "0"):
+        raise RunError(f"--formulations-budget {o.formulations_budget}: the formulations stage is not among the "
+                       "stages run")
     prog, load_s = _load(str(program))
     clock.mark("parse")
     text = Path(program).read_text()

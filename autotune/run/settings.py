@@ -32,6 +32,7 @@ class RunOptions:
 
     hw_budget: Duration = None          # hardware verification (None: a tenth of the budget, 1m without one)
     options_budget: Duration = None     # the compiler-options stage (None: its default; 0 = off)
+    formulations_budget: Duration = None  # the formulations stage (None: its default; 0 = off)
     top_k: int = 10                     # configurations verified on hardware
     seed: int = 0
     out_dir: Optional[Union[str, os.PathLike]] = None     # the run folder (None: a new one under ./autotune-runs/)

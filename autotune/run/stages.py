@@ -21,7 +21,7 @@ from autotune.plugins import Registry, UnknownPluginError
 __all__ = ["Stage", "RunState", "StageBudget", "StageResult", "STAGES", "get_stage", "register_stage",
            "list_stages", "StageError", "DEFAULT_STAGES"]
 
-DEFAULT_STAGES = ("fusion", "options")  # `autotune fusion`'s stages, in their order
+DEFAULT_STAGES = ("formulations", "fusion", "options")  # `autotune fusion`'s stages, in their order
 
 
 class StageError(UnknownPluginError):
@@ -116,7 +116,8 @@ def _check_stage(obj: Any, spec: str) -> Any:
 
 
 STAGES = Registry("stage", "autotune.stages",
-                  builtins={"fusion": "autotune.run.fusion:FusionStage",
+                  builtins={"formulations": "autotune.run.formulations:FormulationsStage",
+                            "fusion": "autotune.run.fusion:FusionStage",
                             "options": "autotune.run.compiler_options:CompilerOptionsStage"},
                   aliases={"compiler-options": "options"}, check=_check_stage, error=StageError)
 

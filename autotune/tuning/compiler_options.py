@@ -60,7 +60,10 @@ def tune_compiler_options(result: TuningResult, target: Any, evaluator: ProgramE
     tuned = not result.keep_original and result.fused_text is not None and bool((result.paired or {}).get("faster"))
     program = result.fused_text if tuned else original
     assert program is not None
-    base = dict(EMITTED_CPU_COMPILE_OPTIONS) if tuned else dict(ORIGINAL_COMPILE_OPTIONS)
+    # how the written program compiles as verified: its own options (a rewritten program compiled with XLA's
+    # defaults), else an emitted configuration's
+    base = (dict(result.compile_options) if tuned and result.compile_options else
+            dict(EMITTED_CPU_COMPILE_OPTIONS) if tuned else dict(ORIGINAL_COMPILE_OPTIONS))
     prior = options_prior(store, evaluator, target.name, exclude_program=program_sha) if store is not None else None
     search_s = budget_s * (1 - FINAL_SHARE) if tuned else budget_s
     found = search_options(program, target, evaluator, search_s, base_options=base,
@@ -89,17 +92,18 @@ def tune_compiler_options(result: TuningResult, target: Any, evaluator: ProgramE
         entry["decision"] = f"written: the original program with {found.xla_flags}"
         return found
     # A tuned configuration with its options: timed beside the original's default compile.
-    flags = {**EMITTED_CPU_COMPILE_OPTIONS["xla_flags"], **found.flags}
+    flags = {**(base.get("xla_flags") or {}), **found.flags}
+    fused = bool(base.get("disable_fusion"))
     left = max(0.0, budget_s - (clock() - started))
     check = confirm_paired(
-        lambda s: evaluator.measure_paired(original, program, s, disable_fusion=True, xla_flags=flags,
+        lambda s: evaluator.measure_paired(original, program, s, disable_fusion=fused, xla_flags=flags,
                                            reference_options=ORIGINAL_COMPILE_OPTIONS),
         left, confidence=confidence, clock=clock)
     alone = (result.paired or {}).get("speedup") or 1.0
     entry["combined_paired"] = check.as_dict()
     if check.faster and (check.speedup or 0.0) > alone:
-        result.compile_options = {"disable_fusion": True, "xla_flags": flags}
-        result.xla_flags_text = f"{compile_flags_text()} {xla_flags_line(found.flags)}"
+        result.compile_options = {"disable_fusion": fused, "xla_flags": flags}
+        result.xla_flags_text = (f"{compile_flags_text()} " if fused else "") + xla_flags_line(found.flags)
         result.fused_text = _with_flags_line(program, result.xla_flags_text)
         ver["fused_hlo_sha256"] = text_sha256(result.fused_text)
         result.paired = {"candidate": f"{ver.get('winner')} with {chosen.name}", **check.as_dict()}
