@@ -28,7 +28,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from hardware.parity import MODES, as_dicts, check_program, summarize
+from hardware.parity import FORMULATED, MODES, as_dicts, check_program, summarize
 from hardware.xla import ACCURACY_FACTOR, OUTPUT_TOL
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -69,6 +69,8 @@ def main(argv=None) -> int:
     ap.add_argument("--modes", default=",".join(MODES))
     ap.add_argument("--jobs", type=int, default=2, help="programs checked in parallel")
     ap.add_argument("--timeout", type=float, default=1800.0, help="seconds per subprocess")
+    ap.add_argument("--formulations", action="store_true",
+                    help="random configurations after random formulation choices (autotune/compiler/formulations)")
     ap.add_argument("--json", default="")
     ap.add_argument("--md", default="")
     args = ap.parse_args(argv)
@@ -80,6 +82,8 @@ def main(argv=None) -> int:
         print("emission_parity: no programs selected", file=sys.stderr)
         return 2
     specs = ["default"] + [f"random:{args.seed * 1000 + k}" for k in range(args.configs)]
+    if args.formulations:  # the random configurations after random formulation choices
+        specs = ["default"] + [s + FORMULATED for s in specs[1:]]
     targets = args.targets.split(",")
     modes = args.modes.split(",")
     jobs = [(p, t) for p in paths for t in targets]

@@ -47,6 +47,24 @@ __all__ = ["MODES", "output_error", "verification_inputs", "config_for", "Parity
 MODES = ("xla", "measure")  # XLA's default options / the evaluator's (EMITTED_CPU_COMPILE_OPTIONS)
 
 
+FORMULATED = "+formulations"  # a spec suffix: the program with random formulation choices first
+
+
+def formulated(text: str, spec: str, path: str = "<string>") -> tuple:
+    """(program text, {site: choice}) of a configuration spec: with the FORMULATED suffix, every instruction
+    with equivalent formulations takes a random one of its choices (the original included), drawn from the
+    spec's seed (autotune/compiler/formulations/); else the program as it is."""
+    if not spec.endswith(FORMULATED):
+        return text, {}
+    from autotune.compiler.formulations import FormulationSpace
+    base = spec.removesuffix(FORMULATED)
+    seed = int(base.split(":", 1)[1]) if base.startswith("random:") else 0
+    rng = np.random.default_rng(seed + 1_000_003)
+    space = FormulationSpace(text, path)
+    choices = {s.key: s.choices[int(rng.integers(len(s.choices)))] for s in space.tunable}
+    return space.apply(choices), {k: v for k, v in choices.items() if v != "original"}
+
+
 def config_for(space: Any, spec: str) -> Any:
     """A configuration by name: "default", "unfused" or "random:SEED" (`space.random`)."""
     if spec == "default":
@@ -73,6 +91,7 @@ class ParityResult:
     fusions_checked: int = 0    # multi-instruction kernels emitted (and so checked) as fusions
     fusions_total: int = 0      # multi-instruction kernels of the configuration
     vs_f64: Optional[dict] = None  # where judged against the program in f64: both errors there
+    formulations: Optional[dict] = None  # with a FORMULATED spec: the sites rewritten, {site: formulation}
 
     @property
     def ok(self) -> bool:
@@ -109,12 +128,18 @@ def _check_in_process(path: str, target: str, specs: Sequence[str], modes: Seque
     inputs = verification_inputs(text)
     low = computes_in_16bit(text)
     refs = {m: compile_hlo(text, **_compile_options(m))(*inputs) for m in MODES}
-    space = FusionSpace(Program.from_text(text, filename=path), target)
+    spaces = {text: FusionSpace(Program.from_text(text, filename=path), target)}
     out = []
     for spec in specs:
         base = {"program": Path(path).stem, "target": target, "config": spec}
         try:
-            cfg = config_for(space, spec)
+            program, formulations = formulated(text, spec, path)
+            if formulations:
+                base["formulations"] = formulations
+            if program not in spaces:
+                spaces[program] = FusionSpace(Program.from_text(program, filename=path), target)
+            space = spaces[program]
+            cfg = config_for(space, spec.removesuffix(FORMULATED))
             base["kernels"] = len(space.state(cfg).refs())
             rendered = cpu_checkable(space, cfg)
             base["fusions_checked"], base["fusions_total"] = rendered.fusions_checked, rendered.fusions_total
