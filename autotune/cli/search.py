@@ -249,7 +249,8 @@ def _transfer_line(info: dict) -> Optional[str]:
               help="The stages to run, in order, comma-separated: formulations (equivalent formulations, before "
                    "fusion), fusion (search and verify), options (the compiler-options stage, after fusion), or a "
                    "plug-in stage (a registered name, an autotune.stages entry point, module:Class or "
-                   "path.py:Class) [default: formulations,fusion,options]")
+                   "path.py:Class) [default: formulations,fusion,options on --target cpu, where the formulations are "
+                   "timed; fusion,options on the others, where they would be the cost model's predictions]")
 @_transfer_options
 @_friendly
 def fusion(program: str, **options: Any) -> None:

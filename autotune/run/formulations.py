@@ -66,9 +66,10 @@ class FormulationsStage(Stage):
         if left is not None:
             seconds = min(seconds, left)
         ev = state.evaluator
-        if seconds <= 0 or not isinstance(ev, ProgramEvaluator):
-            report["decision"] = ("not searched: no time reserved for it" if seconds <= 0
-                                  else "not searched: the evaluator does not time programs")
+        if not isinstance(ev, ProgramEvaluator) or not ev.hand_fusions:
+            return self._predicted(state, space, report)
+        if seconds <= 0:
+            report["decision"] = "not searched: no time reserved for it (--formulations-budget 0)"
             return StageResult(report={"formulations": report})
         started = time.monotonic()
         quiet = not state.settings.options.progress
@@ -101,6 +102,48 @@ class FormulationsStage(Stage):
             state.log(f"formulations: {report['decision']}")
         return StageResult(program_text=text, verification=check, report={"formulations": report},
                            warnings=warnings)
+
+
+    def _predicted(self, state: RunState, space: Any, report: dict) -> StageResult:
+        """Where the evaluator does not time programs (the TPU simulator): each distinct signature's
+        alternatives priced by the run's cost model (the default configuration of the instruction alone,
+        its kernels' predicted seconds summed); the cheapest by more than MARGIN is chosen. No hardware
+        checks this: the report says the choices are predictions."""
+        from autotune import api
+        from autotune.compiler.fusion import FusionSpace
+        from autotune.compiler.program import Program
+        from autotune.tuning.pricing import space_cost
+        spec = state.settings.cost_model
+        if (spec or "").strip().lower() in ("hardware", api.PROGRAM_MODEL_SPEC):
+            spec = "analytical"  # a whole-program or measuring model prices no lone instruction
+        model = api.make_cost_model(spec, "fusion", state.target, state.evaluator)
+        chosen: dict = {}
+        groups: dict = {}
+        for s in space.tunable:
+            groups.setdefault(s.signature, []).append(s)
+        for g in groups.values():
+            site = g[0]
+            priced = {}
+            for c in site.choices:
+                fs = FusionSpace(Program.from_text(space.site_program(site.key, c)), state.target)
+                priced[c] = float(space_cost(fs, model)([fs.default()])[0])
+            best = min(priced, key=lambda c: priced[c])
+            if best != "original" and priced[best] * MARGIN >= priced["original"]:
+                best = "original"
+            report["choices"].append({"instruction": site.name, "line": site.line, "count": len(g),
+                                      "signature": site.signature, "predicted_s": priced, "choice": best,
+                                      "timed": "predicted (no hardware timing on this target)"})
+            chosen.update({s.key: best for s in g if best != "original"})
+        if not chosen:
+            report["decision"] = "keep every instruction as written: the cost model prices no alternative lower"
+            return StageResult(report={"formulations": report})
+        text = space.apply(chosen)
+        report["decision"] = (f"{len(chosen)} instructions rewritten by the cost model's prices (predictions: not "
+                              "timed on hardware)")
+        report["program_sha256"] = _sha(text)
+        return StageResult(program_text=text, report={"formulations": report},
+                           warnings=[f"formulations: {len(chosen)} instructions rewritten by the cost model's "
+                                     "prices, not timed on hardware (the target's evaluator does not time programs)"])
 
 
 def _sha(text: str) -> str:

@@ -14,7 +14,7 @@ from typing import Any, Optional, Sequence, Union
 
 from autotune import api
 from autotune.run.settings import Duration, RunError, RunOptions, RunSettings, budget_split
-from autotune.run.stages import DEFAULT_STAGES, RunState, Stage, StageBudget, StageError, get_stage
+from autotune.run.stages import RunState, Stage, StageBudget, StageError, default_stages, get_stage
 from autotune.tuning import budget as budget_model
 
 __all__ = ["tune", "RunResult", "run_dir", "check_output_dir", "XLA_EVALUATORS"]
@@ -74,10 +74,10 @@ def check_output_dir(path: "str | Path", flag: str) -> Path:
     return p
 
 
-def _stage_classes(stages: Union[None, str, Sequence[Any]]) -> list:
+def _stage_classes(stages: Union[None, str, Sequence[Any]], target: str) -> list:
     """The Stage classes of `stages` (names, `module:Class`, `file.py:Class` or classes; a string may list
     several, comma-separated), in the order given; each stage's `requires` must come before it."""
-    specs: Sequence[Any] = DEFAULT_STAGES if stages is None else (
+    specs: Sequence[Any] = default_stages(target) if stages is None else (
         [s for s in stages.split(",") if s.strip()] if isinstance(stages, str) else stages)
     if not specs:
         raise RunError("--stages: give at least one stage (e.g. fusion,options)")
@@ -168,7 +168,7 @@ def tune(program: "str | os.PathLike[str]", target: str = "tpu", *, cost_model: 
         target = _canonical_target(target)
     except api.UnknownPluginError as e:
         raise RunError(f"--target: {e}") from None
-    classes = _stage_classes(stages)
+    classes = _stage_classes(stages, target)
     total, hw, hw_text = budget_split(budget, o.hw_budget)
     from hardware.base import Evaluator
     ev_name = evaluator.name if isinstance(evaluator, Evaluator) else (evaluator or api.default_evaluator(target))

@@ -19,9 +19,17 @@ from typing import Any, Callable, ClassVar, Optional
 from autotune.plugins import Registry, UnknownPluginError
 
 __all__ = ["Stage", "RunState", "StageBudget", "StageResult", "STAGES", "get_stage", "register_stage",
-           "list_stages", "StageError", "DEFAULT_STAGES"]
+           "list_stages", "StageError", "DEFAULT_STAGES", "default_stages"]
 
-DEFAULT_STAGES = ("formulations", "fusion", "options")  # `autotune fusion`'s stages, in their order
+DEFAULT_STAGES = ("formulations", "fusion", "options")  # `autotune fusion --target cpu`'s stages, in their order
+# on the other targets the formulations stage runs only when asked (--stages): its choices there are the cost
+# model's predictions, which no hardware checks
+PREDICTED_ONLY_DEFAULT = ("fusion", "options")
+
+
+def default_stages(target: str) -> tuple:
+    """The stages a run takes when none are given: formulations first where the hardware times them (cpu)."""
+    return DEFAULT_STAGES if target == "cpu" else PREDICTED_ONLY_DEFAULT
 
 
 class StageError(UnknownPluginError):

@@ -113,3 +113,20 @@ def test_where_fusion_keeps_the_original_the_run_writes_the_verified_formulation
     assert not adopt_formulated(tuned, state)
     state.extra["formulations"] = {"space": space}
     assert not adopt_formulated(_kept_original_result(), state)
+
+
+def test_the_default_stages_time_formulations_only_where_the_hardware_can():
+    from autotune.run.stages import default_stages
+    assert default_stages("cpu") == ("formulations", "fusion", "options")
+    assert default_stages("tpu") == ("fusion", "options")
+
+
+def test_on_the_simulator_the_choices_are_the_cost_models_and_the_run_says_so(tmp_path):
+    run = tune(DEPTHWISE, "tpu", cost_model="analytical", stages="formulations,fusion", budget="inf",
+               options=RunOptions(out_dir=tmp_path / "run", store="none", progress=False, hw_budget=0, max_evals=20))
+    rep = run.report["formulations"]
+    assert rep["choices"] and all(c["timed"].startswith("predicted") for c in rep["choices"])
+    assert all(set(c["predicted_s"]) >= {"original"} for c in rep["choices"])
+    if any(c["choice"] != "original" for c in rep["choices"]):
+        assert any("not timed on hardware" in w for w in run.report["warnings"])
+        assert run.state.program_text != run.state.original_text
