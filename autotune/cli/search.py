@@ -241,8 +241,8 @@ def _transfer_line(info: dict) -> Optional[str]:
               help="Hardware time for the formulations stage before fusion (0 = off): each instruction with "
                    "equivalent formulations (depthwise, grouped and 1x1 convolutions, convolution gradients) "
                    "timed alone as written and as each alternative, outputs checked against the original; the "
-                   "rewritten program is kept only when timed faster beside the original [default: a fifth of "
-                   "--budget, at most 2m (1m without one) with --evaluator xla on --target cpu; else 0]")
+                   "rewritten program is kept only when timed faster beside the original [default: 30% of "
+                   "--budget, at most 3m (1m without one) with --evaluator xla on --target cpu; else 0]")
 @click.option("--trial-seconds", "trial_seconds", default=DEFAULT_TRIAL_SECONDS, show_default=True, type=click.FloatRange(0.01, 60),
               help="--trial-cost paired: seconds of paired timing per configuration (its compilation comes on top).")
 @click.option("--stages", default=None, metavar="STAGE[,STAGE...]",

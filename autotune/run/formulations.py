@@ -12,7 +12,9 @@ alternatives are priced by the analytical model's flops and bytes, and the run s
 """
 from __future__ import annotations
 
+import json
 import time
+from pathlib import Path
 from typing import Any, Optional
 
 from autotune.run.settings import RunError, duration
@@ -22,9 +24,12 @@ __all__ = ["FormulationsStage", "MARGIN", "DEFAULT_SHARE", "DEFAULT_CAP_S", "for
            "formulated_header", "store_namespace", "signature_key"]
 
 MARGIN = 1.10          # an alternative must be this much faster alone to be chosen (timing noise)
-DEFAULT_SHARE = 0.2    # of the run's budget, by default
-DEFAULT_CAP_S = 120.0  # at most, by default
-_PAIRED_SHARE = 0.35   # of the stage's seconds kept for the end-to-end check
+DEFAULT_SHARE = 0.3    # of the run's budget, by default (the gains are here: docs/results.md)
+DEFAULT_CAP_S = 180.0  # at most, by default
+_PAIRED_SHARE = 0.35   # of the stage's seconds kept for the end-to-end check ...
+_PAIRED_CAP_S = 15.0   # ... at most (a rewrite worth keeping shows its interval within seconds)
+FORMULATED_FILE = "formulated.hlo"  # in the run folder: the rewritten program, when verified faster
+FORMULATED_RECORD = "formulated.json"  # beside it: its end-to-end check and the choices (what a resume reads)
 
 
 class FormulationsStage(Stage):
@@ -61,6 +66,9 @@ class FormulationsStage(Stage):
         if not space.tunable:
             report["decision"] = "no instruction has an alternative formulation"
             return StageResult(report={"formulations": report})
+        resume = state.settings.options.resume_dir
+        if resume:  # the resumed run's program, so that its checkpoint's fingerprint matches
+            return self._resumed(state, Path(resume), report)
         seconds = budget.seconds
         left = budget.left_s()
         if left is not None:
@@ -76,7 +84,8 @@ class FormulationsStage(Stage):
         if not quiet:
             state.log(f"timing the alternative formulations of {len(space.tunable)} instructions "
                       f"for at most {seconds:.0f}s ...")
-        choices, rows, warnings = _choose(space, ev, seconds * (1 - _PAIRED_SHARE), state.log if not quiet else None)
+        timing_s = seconds - min(_PAIRED_CAP_S, seconds * _PAIRED_SHARE)
+        choices, rows, warnings = _choose(space, ev, timing_s, state.log if not quiet else None)
         report["choices"] = rows
         chosen = {k: v for k, v in choices.items() if v != "original"}
         if not chosen:
@@ -86,6 +95,7 @@ class FormulationsStage(Stage):
         left_s = max(0.0, seconds - (time.monotonic() - started))
         verdict, check = _check_program(ev, state.original_text, text, left_s)
         report["end_to_end"] = check
+        _shares(rows, check)
         if verdict is not None:
             report["decision"] = f"keep the program as written: {verdict}"
             warnings.append(f"formulations: {len(chosen)} rewritten instructions dropped: {verdict}")
@@ -96,13 +106,30 @@ class FormulationsStage(Stage):
         report["program_sha256"] = _sha(text)
         if state.out_dir is not None:
             state.out_dir.mkdir(parents=True, exist_ok=True)
-            (state.out_dir / "formulated.hlo").write_text(text)
+            (state.out_dir / FORMULATED_FILE).write_text(text)
+            (state.out_dir / FORMULATED_RECORD).write_text(json.dumps({"check": check, "chosen": chosen}, indent=1))
         state.extra["formulations"].update(text=text, check=check, chosen=chosen)
         if not quiet:
             state.log(f"formulations: {report['decision']}")
         return StageResult(program_text=text, verification=check, report={"formulations": report},
                            warnings=warnings)
 
+
+    def _resumed(self, state: RunState, folder: Path, report: dict) -> StageResult:
+        """A resumed run takes the formulated program its first part wrote (formulated.hlo), or the program
+        as written where it kept it: the search resumes on the program it started on."""
+        saved = folder / FORMULATED_FILE
+        if not saved.exists():
+            report["decision"] = f"resumed {folder}: its first part kept the program as written"
+            return StageResult(report={"formulations": report})
+        text = saved.read_text()
+        record = folder / FORMULATED_RECORD
+        if record.exists():
+            saved_check = json.loads(record.read_text())
+            state.extra["formulations"].update(text=text, check=saved_check["check"], chosen=saved_check["chosen"])
+        report["decision"] = f"resumed {folder}: the formulated program its first part verified ({FORMULATED_FILE})"
+        report["program_sha256"] = _sha(text)
+        return StageResult(program_text=text, report={"formulations": report})
 
     def _predicted(self, state: RunState, space: Any, report: dict) -> StageResult:
         """Where the evaluator does not time programs (the TPU simulator): each distinct signature's
@@ -146,6 +173,18 @@ class FormulationsStage(Stage):
                                      "prices, not timed on hardware (the target's evaluator does not time programs)"])
 
 
+def _shares(rows: list, check: dict) -> None:
+    """Each timed instruction's share of the original program's time: its time alone times its count over
+    the original's end-to-end time (the rewritten program's measured time times the paired speedup). An
+    estimate: an instruction alone and inside its program need not take the same time."""
+    if not check.get("measured_s") or not check.get("speedup"):
+        return
+    whole = check["measured_s"] * check["speedup"]
+    for row in rows:
+        if row.get("original_s"):
+            row["share_alone"] = round(row["original_s"] * row["count"] / whole, 4)
+
+
 def _sha(text: str) -> str:
     from autotune.tuning.result import text_sha256
     return text_sha256(text)
@@ -171,7 +210,7 @@ def signature_key(signature: str) -> str:
 def _likely_gain(site: Any) -> int:
     """0 for the classes XLA:CPU runs far below this machine (depthwise convolutions, weight gradients:
     docs/results.md's operation map), 1 for the others: timed first when time is short."""
-    return 0 if {"shifted_multiply_add", "window_dot"} & set(site.choices) else 1
+    return 0 if {"shifted_multiply_add", "window_dot", "shifted_reduce"} & set(site.choices) else 1
 
 
 def _choose(space: Any, ev: Any, seconds: float, log: Any) -> tuple:

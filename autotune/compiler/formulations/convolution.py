@@ -30,6 +30,7 @@ from autotune.compiler.hlo import ConvDimLabels, HloInstruction, Shape, WindowDi
 __all__ = ["ConvGeometry", "CONV_FORMULATIONS", "MAX_WINDOW_POSITIONS", "MAX_PATCH_BYTES", "write_convolution"]
 
 MAX_WINDOW_POSITIONS = 64        # slices one formulation may write (a 7x7 window is 49)
+WINDOW_DOTS_BESIDE_IM2COL = 16   # window_dot beside an im2col dot only up to this many dots (compile time)
 MAX_PATCH_BYTES = 256 * 2 ** 20  # the im2col buffer's size at most
 CONV_FORMULATIONS = ("shifted_multiply_add", "im2col_dot", "window_dot")
 
@@ -148,6 +149,9 @@ class ConvGeometry:
                 return f"{out_positions} output positions (at most {MAX_WINDOW_POSITIONS} dots)"
             if self.positions == 1:
                 return "a 1x1 window (im2col_dot is the same dot)"
+            if out_positions > WINDOW_DOTS_BESIDE_IM2COL and self.positions <= MAX_WINDOW_POSITIONS:
+                return (f"{out_positions} output positions, more than {WINDOW_DOTS_BESIDE_IM2COL} dots where "
+                        "im2col_dot writes it as one")
             return None
         if self.positions > MAX_WINDOW_POSITIONS:
             return f"{self.positions} window positions (at most {MAX_WINDOW_POSITIONS} slices)"

@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from typing import Mapping, Optional
 
 from autotune.compiler.formulations.convolution import CONV_FORMULATIONS, ConvGeometry, write_convolution
+from autotune.compiler.formulations.reduce_window import (REDUCE_WINDOW_FORMULATIONS, REDUCERS, ReduceWindowGeometry,
+                                                          write_reduce_window)
 from autotune.compiler.hlo import HloComputation, HloInstruction, HloModule, parse_hlo
 
 __all__ = ["ORIGINAL", "FormulationSite", "FormulationSpace", "FormulationError"]
@@ -73,15 +75,31 @@ class FormulationSpace:
                 continue
             by_name = comp.by_name
             for ins in comp.instructions:
-                if ins.opcode != "convolution":
+                if ins.opcode not in ("convolution", "reduce-window"):
                     continue
                 shapes = [by_name[o].shape for o in ins.operands]
-                g = ConvGeometry.of(ins, shapes[0], shapes[1])
-                refused = {f: why for f in CONV_FORMULATIONS if (why := g.refusal(f))}
-                choices = (ORIGINAL,) + g.applicable()
+                if ins.opcode == "convolution":
+                    g = ConvGeometry.of(ins, shapes[0], shapes[1])
+                    refused = {f: why for f in CONV_FORMULATIONS if (why := g.refusal(f))}
+                    choices, flops = (ORIGINAL,) + g.applicable(), g.flops()
+                else:
+                    rw = ReduceWindowGeometry(shapes[0], ins.shape, tuple(ins.attr("window") or ()),
+                                              self.reducer(ins), len(ins.operands))
+                    refused = {f: why for f in REDUCE_WINDOW_FORMULATIONS if (why := rw.refusal(f))}
+                    choices, flops = (ORIGINAL,) + rw.applicable(), float(ins.shape.elements * rw.positions)
                 sites.append(FormulationSite(comp.name, ins.name, ins.opcode, _signature(ins, shapes), choices,
-                                             refused, g.flops(), ins.lineno))
+                                             refused, flops, ins.lineno))
         return sites
+
+    def reducer(self, ins: HloInstruction) -> Optional[str]:
+        """The opcode of `ins`'s reducer computation when it is one of REDUCERS applied to its two parameters."""
+        comp = self.module_.computations_by_name.get(ins.attr("to_apply") or "")
+        if comp is None or len(comp.instructions) != 3:
+            return None
+        root, params = comp.root, comp.parameters
+        if root.opcode not in REDUCERS or len(params) != 2 or root.shape.is_tuple:
+            return None
+        return root.opcode if sorted(root.operands) == sorted(p.name for p in params) else None
 
     @property
     def tunable(self) -> list:
@@ -110,7 +128,8 @@ class FormulationSpace:
         module = parse_hlo(self.text, self.filename)
         comps = []
         for comp in module.computations:
-            todo = {s.name: chosen[s.key] for s in self.sites if s.computation == comp.name and s.key in chosen}
+            todo = {s.name: (chosen[s.key], self.reducer(comp.by_name[s.name]))
+                    for s in self.sites if s.computation == comp.name and s.key in chosen}
             comps.append(_rewrite(comp, todo) if todo else comp)
         module.computations = comps
         return module.to_text()
@@ -126,22 +145,27 @@ class FormulationSpace:
         alone = ins.copy(operands=[f"p{i}" for i in range(len(ins.operands))], is_root=True,
                          attrs={k: v for k, v in ins.attrs.items() if k != "metadata"})
         body = HloComputation("main", params + [alone], is_entry=True)
+        called = [self.module_.computations_by_name[c] for c in ins.called_computations()]
         if choice != ORIGINAL:
-            body = _rewrite(body, {ins.name: choice})
-        return HloModule("formulation_site", [body]).to_text()
+            body = _rewrite(body, {ins.name: (choice, self.reducer(ins))})
+        return HloModule("formulation_site", called + [body]).to_text()
 
 
 def _rewrite(comp: HloComputation, todo: dict) -> HloComputation:
-    """`comp` with each instruction named in `todo` replaced by its formulation's instructions."""
+    """`comp` with each instruction named in `todo` ({name: (formulation, reducer opcode or None)}) replaced
+    by its formulation's instructions."""
     by_name = comp.by_name
     taken = set(by_name)
     out: list = []
     for ins in comp.instructions:
-        f: Optional[str] = todo.get(ins.name)
-        if f is None:
+        if ins.name not in todo:
             out.append(ins)
             continue
-        new = write_convolution(ins, by_name[ins.operands[0]].shape, by_name[ins.operands[1]].shape, f, taken)
+        f, reducer = todo[ins.name]
+        if ins.opcode == "reduce-window":
+            new = write_reduce_window(ins, by_name[ins.operands[0]].shape, reducer, f, taken)
+        else:
+            new = write_convolution(ins, by_name[ins.operands[0]].shape, by_name[ins.operands[1]].shape, f, taken)
         new[-1].is_root = ins.is_root
         if ins.attrs.get("metadata"):
             for n in new:

@@ -158,3 +158,62 @@ def test_a_rewritten_instruction_keeps_its_name_shape_and_users():
     assert sum(1 for i in comp.instructions if i.opcode == "convolution") == \
         sum(1 for i in space.module_.computations_by_name[site.computation].instructions
             if i.opcode == "convolution") - 1
+
+
+REDUCERS = {"add": "add", "maximum": "maximum", "minimum": "minimum", "multiply": "multiply"}
+
+
+def random_reduce_window(seed: int) -> str:
+    """A one-reduce-window HLO module (a pooling) drawn from `seed`, its init value a parameter."""
+    rng = random.Random(10_000 + seed)
+    while True:
+        rank = rng.choice([1, 2, 3, 4])
+        dims, wins, outs = [], [], []
+        for _ in range(rank):
+            s, k = rng.randint(1, 7), rng.choice([1, 1, 2, 3])
+            stride, ld, rd = rng.choice([1, 1, 2, 3]), rng.choice([1, 1, 2]), rng.choice([1, 1, 2])
+            lo, hi = rng.randint(-1, 2), rng.randint(-1, 2)
+            padded = (s - 1) * ld + 1 + lo + hi
+            span = (k - 1) * rd + 1
+            if padded < span:
+                break
+            dims.append(s), wins.append((k, stride, lo, hi, ld, rd)), outs.append((padded - span) // stride + 1)
+        else:
+            if any(w[0] > 1 for w in wins):
+                break
+    reducer = rng.choice(list(REDUCERS))
+    dtype = rng.choice(["f32", "f32", "bf16", "s32"] if reducer != "multiply" else ["f32", "s32"])
+    f = list(zip(*wins))
+    window = ("size=" + "x".join(map(str, f[0])) + " stride=" + "x".join(map(str, f[1]))
+              + " pad=" + "x".join(f"{a}_{b}" for a, b in zip(f[2], f[3]))
+              + " lhs_dilate=" + "x".join(map(str, f[4])) + " rhs_dilate=" + "x".join(map(str, f[5])))
+    return (f"HloModule random_pool_{seed}\n\nred {{\n  a = {dtype}[] parameter(0)\n  b = {dtype}[] parameter(1)\n"
+            f"  ROOT r = {dtype}[] {reducer}(a, b)\n}}\n\nENTRY main {{\n  x = {dtype}[{','.join(map(str, dims))}] "
+            f"parameter(0)\n  init = {dtype}[] parameter(1)\n  ROOT w = {dtype}[{','.join(map(str, outs))}] "
+            f"reduce-window(x, init), window={{{window}}}, to_apply=red\n}}\n")
+
+
+@pytest.mark.xla
+@pytest.mark.parametrize("seed", range(24))
+def test_the_formulation_of_a_random_pooling_computes_what_xla_computes(seed):
+    """Any init value (a parameter here, not the reducer's identity): padded positions take no part."""
+    pytest.importorskip("jax")
+    from hardware.xla import verification_inputs
+    text = random_reduce_window(seed)
+    space = FormulationSpace(text)
+    (site,) = space.sites
+    assert site.choices == (ORIGINAL, "shifted_reduce"), site.refused
+    inputs = verification_inputs(text, seed)
+    rewritten = space.apply({site.key: "shifted_reduce"})
+    parse_hlo(rewritten)
+    ok, how = _as_accurate(rewritten, text, inputs)
+    assert ok, f"shifted_reduce of\n{text}\n{how}"
+
+
+def test_a_reducer_that_is_not_one_operation_is_refused():
+    text = random_reduce_window(0)
+    body = text.split("ROOT r = ")[1].split("\n")[0]
+    dtype = body.split("[")[0]
+    text = text.replace(f"  ROOT r = {body}", f"  s = {dtype}[] add(a, b)\n  ROOT r = {dtype}[] multiply(s, b)")
+    (site,) = FormulationSpace(text).sites
+    assert site.choices == (ORIGINAL,) and "reducer" in site.refused["shifted_reduce"]

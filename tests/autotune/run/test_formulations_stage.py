@@ -28,10 +28,10 @@ def test_the_stage_keeps_the_stage_contracts():
     assert "a Stage class with a name" in check_stage("formulations")
 
 
-def test_its_budget_is_a_fifth_of_the_run_at_most_two_minutes_where_it_can_time():
+def test_its_budget_is_30_percent_of_the_run_at_most_three_minutes_where_it_can_time():
     st = FormulationsStage()
-    assert st.reserve_s(_settings(total=300.0)) == pytest.approx(60.0)
-    assert st.reserve_s(_settings(total=3600.0)) == pytest.approx(120.0)
+    assert st.reserve_s(_settings(total=300.0)) == pytest.approx(90.0)
+    assert st.reserve_s(_settings(total=3600.0)) == pytest.approx(180.0)
     assert st.reserve_s(_settings(target="tpu", evaluator="sim")) == 0.0
     assert st.reserve_s(_settings(formulations_budget="0")) == 0.0
     assert st.reserve_s(_settings(formulations_budget="45s")) == 45.0
@@ -130,3 +130,25 @@ def test_on_the_simulator_the_choices_are_the_cost_models_and_the_run_says_so(tm
     if any(c["choice"] != "original" for c in rep["choices"]):
         assert any("not timed on hardware" in w for w in run.report["warnings"])
         assert run.state.program_text != run.state.original_text
+
+
+def test_a_resumed_run_takes_the_program_its_first_part_wrote(tmp_path):
+    from autotune.compiler.formulations import FormulationSpace
+    from autotune.compiler.program import Program
+    text = DEPTHWISE.read_text()
+    space = FormulationSpace(text)
+    site = next(s for s in space.sites if "shifted_multiply_add" in s.choices)
+    new = space.apply({site.key: "shifted_multiply_add"})
+
+    def resumed(folder):
+        state = RunState(program_path=str(DEPTHWISE), original_text=text, program_text=text,
+                         program=Program.from_text(text), target="cpu",
+                         settings=_settings(resume_dir=str(folder), store="none"))
+        FormulationsStage().prepare(state)
+        return FormulationsStage()._resumed(state, folder, {"choices": []}), state
+    kept, _ = resumed(tmp_path)  # its first part kept the program as written
+    assert kept.program_text is None and "kept the program as written" in kept.report["formulations"]["decision"]
+    (tmp_path / "formulated.hlo").write_text(new)
+    (tmp_path / "formulated.json").write_text('{"check": {"speedup": 2.0}, "chosen": {}}')
+    taken, state = resumed(tmp_path)
+    assert taken.program_text == new and state.extra["formulations"]["check"] == {"speedup": 2.0}
