@@ -21,7 +21,7 @@ from autotune.run.settings import RunError, duration
 from autotune.run.stages import RunState, Stage, StageBudget, StageResult
 
 __all__ = ["FormulationsStage", "MARGIN", "DEFAULT_SHARE", "DEFAULT_CAP_S", "formulated_text", "adopt_formulated",
-           "formulated_header", "store_namespace", "signature_key"]
+           "formulated_header", "store_namespace", "signature_key", "predicted_seconds"]
 
 MARGIN = 1.10          # an alternative must be this much faster alone to be chosen (timing noise)
 DEFAULT_SHARE = 0.3    # of the run's budget, by default (the gains are here: docs/results.md)
@@ -137,9 +137,6 @@ class FormulationsStage(Stage):
         its kernels' predicted seconds summed); the cheapest by more than MARGIN is chosen. No hardware
         checks this: the report says the choices are predictions."""
         from autotune import api
-        from autotune.compiler.fusion import FusionSpace
-        from autotune.compiler.program import Program
-        from autotune.tuning.pricing import space_cost
         spec = state.settings.cost_model
         if (spec or "").strip().lower() in ("hardware", api.PROGRAM_MODEL_SPEC):
             spec = "analytical"  # a whole-program or measuring model prices no lone instruction
@@ -150,10 +147,7 @@ class FormulationsStage(Stage):
             groups.setdefault(s.signature, []).append(s)
         for g in groups.values():
             site = g[0]
-            priced = {}
-            for c in site.choices:
-                fs = FusionSpace(Program.from_text(space.site_program(site.key, c)), state.target)
-                priced[c] = float(space_cost(fs, model)([fs.default()])[0])
+            priced = predicted_seconds(space, site, model, state.target)
             best = min(priced, key=lambda c: priced[c])
             if best != "original" and priced[best] * MARGIN >= priced["original"]:
                 best = "original"
@@ -171,6 +165,19 @@ class FormulationsStage(Stage):
         return StageResult(program_text=text, report={"formulations": report},
                            warnings=[f"formulations: {len(chosen)} instructions rewritten by the cost model's "
                                      "prices, not timed on hardware (the target's evaluator does not time programs)"])
+
+
+def predicted_seconds(space: Any, site: Any, model: Any, target: str) -> dict:
+    """{choice: seconds} of one site's choices as `model` prices them: the instruction alone written each
+    way (`FormulationSpace.site_program`), the default fusion configuration's kernels summed."""
+    from autotune.compiler.fusion import FusionSpace
+    from autotune.compiler.program import Program
+    from autotune.tuning.pricing import space_cost
+    out = {}
+    for c in site.choices:
+        fs = FusionSpace(Program.from_text(space.site_program(site.key, c)), target)
+        out[c] = float(space_cost(fs, model)([fs.default()])[0])
+    return out
 
 
 def _shares(rows: list, check: dict) -> None:
