@@ -49,7 +49,7 @@ class FusionArgs(SearchArgs, TransferArgs):
     trial_seconds: float         # --trial-seconds: paired timing per configuration
     options_budget: Optional[str]  # --options-budget: the compiler-options stage's hardware time (text)
     formulations_budget: Optional[str]  # --formulations-budget: the formulations stage's hardware time (text)
-    stages: Optional[str]        # --stages: the stages to run, comma-separated (None: formulations,fusion,options)
+    stages: Optional[str]        # --stages: the stages to run, comma-separated (None: the target's default stages)
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from autotune.compiler.fusion import FusionConfig, FusionSpace, Kernel, KernelRef
-from autotune.compiler.fused_folds import fold_fused_body
+from autotune.compiler.fused_folds import fold_fused_body, layout_safe_selects
 from autotune.compiler.gc_pause import gc_paused
 from autotune.compiler.hlo import HloComputation, HloInstruction, HloModule, Shape
 from autotune.compiler.opcodes import NODE_FUSIBLE, is_scalar_constant
@@ -158,6 +158,7 @@ def emit_fused_module(space: "FusionSpace", cfg: "FusionConfig", metadata: bool 
                                           {"metadata": ins.attrs["metadata"]} if metadata and "metadata" in ins.attrs
                                           else {}, is_root=ins.is_root))
                 continue
+            body = layout_safe_selects(body, fresh)
             fcomp = HloComputation(fname, body)
             fused_here.append(fcomp)
             attrs = {"kind": kind or space.rules.fusion_kind(comp, n, members), "calls": fname}
@@ -333,6 +334,7 @@ class _Rearrange:
     dims: tuple
     perm: tuple = ()
     virtual: bool = False  # a dot/broadcast XLA rewrites into a reshape (no reshape in our text)
+    canonical_gather: bool = False  # a gather GatherSimplifier rewrites as reshape(gather of src_dims)
 
     def equivalent(self, other: "_Rearrange") -> bool:
         return (self.kind, self.src_dims, self.dims, self.perm) == (other.kind, other.src_dims, other.dims, other.perm)
@@ -393,19 +395,28 @@ def _rearrange_of(ins: HloInstruction, by_name: dict) -> Optional[_Rearrange]:
                 and ins.parsed.get("collapsed_slice_dims") and not ins.parsed.get("operand_batching_dims")
                 and sizes != ins.shape.dims and math.prod(sizes) == ins.shape.elements):
             return _Rearrange("reshape", sizes, ins.shape.dims, virtual=True)
-        # A batched gather of rows (an embedding lookup of [B, T] ids): GatherSimplifier flattens
-        # the index batch dims into one, N, gathers [N, slice_sizes...] and reshapes that to the
-        # output when the offset dims are its trailing dims (else a transpose follows: left alone).
-        # Gathers of scalars (no offset dims) stay as they are there (seen on XLA:CPU 0.10.2).
+        # Every other gather that GatherExpander leaves (trip count > 1, not a broadcast) and that is
+        # not in GatherSimplifier's canonical form is rewritten there: a gather of [N, slice_sizes...]
+        # (N the product of the index batch dims), the collapsed dims dropped and the batch dims
+        # restored by reshapes (folded into one), transposes around it when start_index_map is not
+        # the identity or the offset dims are not trailing (left alone here). Scalar gathers too
+        # (mujoco-mjx: `f32[2] gather(x, s32[2,1])` becomes `reshape(f32[2,1] gather)`).
         ivd = ins.parsed.get("index_vector_dim", idx.rank)
         offs = tuple(ins.parsed.get("offset_dims", ()))
+        smap = tuple(ins.parsed.get("start_index_map", ()))
+        collapsed = tuple(ins.parsed.get("collapsed_slice_dims", ()))
         rank = ins.shape.rank
+        operand = by_name[ins.operands[0]].shape
         batch = tuple(d for k, d in enumerate(idx.dims) if k != ivd) if not idx.is_tuple else ()
-        if (sizes and offs and batch and math.prod(batch) > 1 and not ins.parsed.get("operand_batching_dims")
-                and offs == tuple(range(rank - len(offs), rank)) and batch == ins.shape.dims[:rank - len(offs)]):
+        canonical = (idx.rank == 2 and ivd == 1 and smap == tuple(range(len(smap))) and not collapsed
+                     and bool(offs) and offs[0] == 1 and offs[-1] == len(offs))
+        if (sizes and not idx.is_tuple and math.prod(batch) > 1 and sizes != operand.dims and not canonical
+                and not ins.parsed.get("operand_batching_dims") and smap == tuple(range(len(smap)))
+                and offs == tuple(range(rank - len(offs), rank))):
             src = (math.prod(batch),) + sizes
             if src != ins.shape.dims and math.prod(src) == ins.shape.elements:
-                return _Rearrange("reshape", src, ins.shape.dims, virtual=True)
+                return _Rearrange("reshape", src, ins.shape.dims, virtual=True,
+                                  canonical_gather=ivd >= idx.rank - 1)
         return None
     if ins.opcode == "broadcast" and ins.operands:
         # AlgebraicSimplifier turns a broadcast that only inserts size-1 dims into a reshape.
@@ -415,6 +426,35 @@ def _rearrange_of(ins: HloInstruction, by_name: dict) -> Optional[_Rearrange]:
                 and tuple(ins.shape.dims[d] for d in dims) == src.dims:
             return _Rearrange("reshape", src.dims, ins.shape.dims, virtual=True)
     return None
+
+
+def _canonical_gather(g: HloInstruction, by_name: dict, shape: Shape, out: list, fresh) -> str:
+    """The gather of GatherSimplifier's canonical form that XLA computes `g` from (`shape`:
+    [N, slice_sizes...]), written out (its indices reshaped to [N, index vector]) and appended to
+    `out`; its name. A fusion sunk below `g`'s reshape reads it directly: an explicit reshape of `g`
+    would reach ReshapeMover as a reshape of GatherSimplifier's reshape, unfolded in the same
+    simplification round, and be moved back through the fusion."""
+    idx = by_name[g.operands[1]]
+    k = len(g.parsed.get("start_index_map", ()))
+    n = shape.dims[0]
+    ind = idx.name
+    if idx.shape.dims != (n, k):
+        r = HloInstruction(fresh(f"{idx.name}.indices"), "reshape", Shape(idx.shape.dtype, (n, k), None, (False, False)),
+                           [idx.name])
+        out.append(r)
+        ind = r.name
+    sizes = shape.dims[1:]
+    offs = ",".join(str(d) for d in range(1, len(sizes) + 1))
+    attrs = {"offset_dims": "{" + offs + "}", "collapsed_slice_dims": "{}",
+             "start_index_map": "{" + ",".join(str(d) for d in range(k)) + "}", "index_vector_dim": "1",
+             "slice_sizes": "{" + ",".join(map(str, sizes)) + "}"}
+    if "indices_are_sorted" in g.attrs:
+        attrs["indices_are_sorted"] = g.attrs["indices_are_sorted"]
+    parsed = {"offset_dims": tuple(range(1, len(sizes) + 1)), "collapsed_slice_dims": (),
+              "start_index_map": tuple(range(k)), "index_vector_dim": 1, "slice_sizes": tuple(sizes)}
+    c = HloInstruction(fresh(f"{g.name}.canonical"), "gather", shape, [g.operands[0], ind], attrs, parsed)
+    out.append(c)
+    return c.name
 
 
 def _trivially_rearrangeable(ins: HloInstruction, users: dict) -> bool:
@@ -559,6 +599,9 @@ def sink_rearranges_through_fusions(comp: HloComputation, fused: dict, fresh) ->
                     continue
                 # Inverse rearrange of a dot/constant/broadcast/rng operand, as a new instruction.
                 new_shape = Shape(o.shape.dtype, src.dims, None, (False,) * len(src.dims))
+                if a is not None and a.canonical_gather:
+                    new_ops.append(_canonical_gather(o, by_name, new_shape, out, fresh))
+                    continue
                 if first.kind == "reshape":
                     inv = HloInstruction(fresh(f"{o.name}.unreshaped"), "reshape", new_shape, [o.name])
                 else:

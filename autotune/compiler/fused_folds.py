@@ -278,3 +278,36 @@ def fold_fused_body(body: list[HloInstruction]) -> tuple[list[HloInstruction], l
             i = i.copy(parameter_number=renumber[i.name])
         new_body.append(i)
     return new_body, [i.parameter_number for i in kept_params]
+
+
+# Fused instructions that keep a layout through XLA's layout assignment (`SetFusionLayouts`: parameters
+# take their operand's, the root the fusion's, get-tuple-element its tuple's, constants their literal's);
+# every other fused instruction of a fusion that exists before layout assignment (all of ours) loses it.
+_KEEPS_LAYOUT_IN_FUSION = frozenset({"parameter", "constant", "get-tuple-element"})
+
+
+def layout_safe_selects(body: list[HloInstruction], fresh=None) -> list[HloInstruction]:
+    """`body` with a `copy` of the predicate before every `select` whose non-scalar predicate keeps its
+    layout in the fusion while its on-true operand loses it (`_KEEPS_LAYOUT_IN_FUSION`).
+
+    XLA's shape inference of such a select takes the result's layout from the predicate and then
+    reads the on-true operand's layout: XLA:CPU aborts in the verifier right after layout assignment
+    ("Check failed: has_layout() f32[32,32]", jax-md's FIRE minimizer under random configurations).
+    A copy of the predicate inside the fusion has no layout either, and costs nothing in a loop
+    fusion. `fresh(base)` gives a new instruction name (default: unused in `body`). A body without
+    such a select comes back unchanged (the same list)."""
+    fresh = fresh or _Names(body)
+    by_name = {i.name: i for i in body}
+    out: list[HloInstruction] = []
+    changed = False
+    for ins in body:
+        if ins.opcode == "select" and len(ins.operands) == 3:
+            pred, on_true = by_name[ins.operands[0]], by_name[ins.operands[1]]
+            if (pred.opcode in _KEEPS_LAYOUT_IN_FUSION and pred.shape.rank > 0
+                    and on_true.opcode not in _KEEPS_LAYOUT_IN_FUSION):
+                c = HloInstruction(fresh(pred.name + ".pred"), "copy", pred.shape, [pred.name])
+                out.append(c)
+                ins = ins.copy(operands=[c.name, *ins.operands[1:]])
+                changed = True
+        out.append(ins)
+    return out if changed else body

@@ -48,6 +48,33 @@ ASYNC_DONE_TO_SYNC = {"all-gather-done": ("all-gather-start", "all-gather"),
                       "async-done": ("async-start", "call")}
 
 
+# Custom-call targets that call back into the host process that traced the program (jax's
+# pure_callback/io_callback/debug.callback, equinox's error_if): the handler exists only there, so the
+# program (and anything tuned from it) runs only where a callback handler is registered.
+HOST_CALLBACK_TARGETS = frozenset({
+    "xla_ffi_python_cpu_callback", "xla_ffi_python_gpu_callback", "xla_ffi_partitioned_python_cpu_callback",
+    "xla_ffi_partitioned_python_gpu_callback", "xla_python_cpu_callback", "xla_python_gpu_callback",
+})
+
+
+def host_callbacks(module: HloModule) -> list[HloInstruction]:
+    """The live custom-calls of `module` whose target is a host callback (`HOST_CALLBACK_TARGETS`)."""
+    live = _reachable(module)
+    return [i for c in module.computations if c.name in live for i in c.instructions
+            if i.opcode == "custom-call" and i.attrs.get("custom_call_target", "").strip('"') in HOST_CALLBACK_TARGETS]
+
+
+def host_callback_warning(module: HloModule) -> Optional[str]:
+    """One line saying the program calls back into the process that traced it, or None."""
+    calls = host_callbacks(module)
+    if not calls:
+        return None
+    target = calls[0].attrs.get("custom_call_target", "").strip('"')
+    return (f"{len(calls)} host callback{'s' if len(calls) > 1 else ''} ('{calls[0].name}', {target}): the program "
+            f"and its tuned versions run only in a process with the callback's handler (the one that traced it); "
+            f"elsewhere XLA fails or crashes when the callback runs, so measurement and verification may fail")
+
+
 class ProgramError(HloParseError):
     """A well-formed module that the program model cannot represent, at the instruction at fault
     (file:line:col when known; the verifier rules out most of these before normalization)."""
@@ -724,6 +751,7 @@ def _normalize(module: HloModule) -> Program:
     entry = module.entry
     live_comps = _reachable(module)
     _refuse_unsupported(module, live_comps)
+    callback_note = host_callback_warning(module)
     for c in module.computations:
         if c.name in live_comps:
             _sync_async_pairs(module, c)
@@ -731,7 +759,7 @@ def _normalize(module: HloModule) -> Program:
     namer = _Namer(module)
     done: set[str] = set()
     whiles: list[WhileInfo] = []
-    flags: list[str] = []
+    flags: list[str] = [callback_note] if callback_note else []
     # Kernel-bearing computations, discovered from the entry through control flow (each normalized
     # once, in discovery order), with the control-flow edges (callee, executions per caller
     # execution, kind, instruction).

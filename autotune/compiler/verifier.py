@@ -1734,13 +1734,15 @@ assert OPCODES <= _RULES.keys(), f"opcodes without a verifier rule: {sorted(OPCO
 # Constant literals
 
 
+_LIT_COMMENT = re.compile(r"/\*.*?\*/", re.S)
 _LIT_TOKEN = re.compile(r"[{}(),]|[^\s{}(),]+(?:\(0x[0-9a-fA-F]+\))?")
 
 
 def _check_literal(lit: str, shape: Shape) -> None:
     """An array literal's nesting must match the shape: `{...}` per dimension, dims[i] entries at depth
-    i, values at the innermost depth (complex values as `(re, im)`); `{...}` alone elides the values."""
-    lit = lit.strip()
+    i, values at the innermost depth (complex values as `(re, im)`); `{...}` alone elides the values.
+    Comments are skipped (XLA prints `/*i0=0*/` before each sub-array of a large literal)."""
+    lit = _LIT_COMMENT.sub(" ", lit).strip()
     if lit == "{...}" or shape.tuple_shapes is not None or shape.dtype in ("token", "opaque") or any(_dyn(shape)):
         return
     dims = shape.dims

@@ -1,6 +1,6 @@
 """The library run: `tune(program, target, ...)` runs a whole tuning run as `autotune fusion` does (budget
 split, fingerprint and resume, transfer, pricing, verification, the stages and the report) and returns a
-`RunResult`; stages (fusion, compiler options, plug-ins) share one small interface (`Stage`).
+`RunResult`; stages (formulations, fusion, compiler options, plug-ins) share one small interface (`Stage`).
 
     from autotune.run import RunOptions, tune
     result = tune("model.hlo", "cpu", budget="2m", options=RunOptions(out_dir="runs/model"))

@@ -1,6 +1,6 @@
 """One library call for a whole tuning run, as `autotune fusion` runs it: `tune(program, target, ...)`
-owns the budget split, the run folder, resume, the evaluator, the stages (fusion, then the compiler-options
-stage; any subset, plug-ins too: autotune/run/stages.py) and the report. The CLI parses its options into
+owns the budget split, the run folder, resume, the evaluator, the stages (on cpu the formulations, then
+fusion, then the compiler-options stage; any subset, plug-ins too: autotune/run/stages.py) and the report. The CLI parses its options into
 this call and prints the result; `autotune.jax.tune` and the benchmarks call it in-process (a crashing XLA
 compile is isolated by the measurement workers). Runs of the same settings have the same fingerprint
 whether started from Python or the command line, and resume each other."""
@@ -159,7 +159,7 @@ def tune(program: "str | os.PathLike[str]", target: str = "tpu", *, cost_model: 
     """Tune the HLO program in the file `program` for `target` within `budget` (the whole run's wall clock:
     start-up, search, verification, the later stages and the outputs), as `autotune fusion` does, and write
     its run folder. `cost_model`, `strategy` and `evaluator` are specs as on the command line (`evaluator`
-    may also be an Evaluator, left open); `stages` defaults to fusion then the compiler-options stage;
+    may also be an Evaluator, left open); `stages` defaults to `default_stages(target)` (formulations on cpu, fusion, compiler options);
     `options` (RunOptions) holds the rest. Errors are one-line ValueErrors (RunError) naming the option."""
     o = options if options is not None else RunOptions()
     started = o.started if o.started is not None else time.monotonic()

@@ -13,7 +13,7 @@ from itertools import chain
 from typing import TYPE_CHECKING, Optional, Sequence
 
 from autotune.compiler.analysis import Cost
-from autotune.compiler.fused_folds import fold_fused_body
+from autotune.compiler.fused_folds import fold_fused_body, layout_safe_selects
 from autotune.compiler.hlo import HloComputation, HloInstruction, HloModule, Shape, reachable_computations
 from autotune.compiler.opcodes import NODE_FUSIBLE
 
@@ -200,6 +200,8 @@ class Kernel(KernelRef):
                 root = next(b for b in body if b.is_root)
                 body = [root.copy(name="p0", parameter_number=0, is_root=False),
                         HloInstruction("i0", "copy", self.output_shape, ["p0"], is_root=True)]
+            else:
+                body = layout_safe_selects(body)
         lines = ["  " + b.to_text(percent=False) for b in body]
         attached = attached_computations(module, called)
         out = [f"HloModule kernel_{self.hash}", ""]

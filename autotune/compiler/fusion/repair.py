@@ -57,19 +57,31 @@ class LegalityRepair:
         bits = bytearray(cfg.bits)
         rules = self.rules
         for ci, comp in enumerate(self.program.computations):
-            # Reverse topological order: consumers first, as XLA's fusion pass visits them.
-            for n in range(len(comp) - 1, -1, -1):
-                if not self.is_root(bits, ci, n):
-                    continue
-                if self._kernel_ok_fast(comp, ci, n, self.members(bits, ci, n)):
-                    continue
-                # Cutting the first offending edge and walking again from the root replays the same
-                # walk up to that edge; under a monotone rule the walk may go on past the cut instead
-                # (a legal kernel's sub-walks are legal), one walk for all cuts.
-                self._cut(bits, ci, n, every=rules.monotone(comp, n))
-                while not rules.kernel_ok(comp, n, self.members(bits, ci, n)):
-                    self._cut(bits, ci, n, every=False)
+            # A cut for a kernel below may shrink a kernel already repaired that shares the cut
+            # edge's subtree (a producer duplicated into several kernels), and not every rule is
+            # monotone (`selects_ok`: a predicate cut out of a kernel whose select keeps its
+            # on-true member): the pass is repeated until it cuts nothing.
+            while self._repair_pass(bits, ci, comp, rules):
+                pass
         return FusionConfig(bits)
+
+    def _repair_pass(self, bits: bytearray, ci: int, comp: Computation, rules) -> bool:
+        """One repair walk over computation `ci`; whether it cut an edge."""
+        cut = False
+        # Reverse topological order: consumers first, as XLA's fusion pass visits them.
+        for n in range(len(comp) - 1, -1, -1):
+            if not self.is_root(bits, ci, n):
+                continue
+            if self._kernel_ok_fast(comp, ci, n, self.members(bits, ci, n)):
+                continue
+            cut = True
+            # Cutting the first offending edge and walking again from the root replays the same
+            # walk up to that edge; under a monotone rule the walk may go on past the cut instead
+            # (a legal kernel's sub-walks are legal), one walk for all cuts.
+            self._cut(bits, ci, n, every=rules.monotone(comp, n))
+            while not rules.kernel_ok(comp, n, self.members(bits, ci, n)):
+                self._cut(bits, ci, n, every=False)
+        return cut
 
     def _cut(self, bits: bytearray, ci: int, root: int, every: bool) -> None:
         """Cut the fused edge that first makes the kernel at root illegal (breadth-first from root),

@@ -10,7 +10,8 @@ from autotune.compiler.opcodes import ELEMENTWISE, LAYOUT, NODE_FUSIBLE, changes
 from autotune.compiler.program import Computation
 from autotune.compiler.targets.base import CompilerOption, Target, register_spec, register_target
 from autotune.compiler.targets.fusion_rules import (XLA_LOOP_FUSIBLE_EXTRA, FusionRules, SpaceView, default_facts,
-                                                    operand_reuse, selects_ok, single_function_partition)
+                                                    operand_reuse, reshape_broadcasts_ok, selects_ok,
+                                                    single_function_partition)
 from autotune.compiler.targets.host import host_cpu_spec
 
 __all__ = ["CpuRules", "CPU", "CPU_COMPILER_OPTIONS"]
@@ -112,7 +113,8 @@ class CpuRules(FusionRules):
         dots = [m for m in members if ins[m].opcode == "dot"]
         if dots:
             return len(members) == 2 and len(dots) == 1 and ins[root].opcode == "add"
-        return single_function_partition(comp, root, members) and selects_ok(comp, members)
+        return (single_function_partition(comp, root, members) and selects_ok(comp, members)
+                and reshape_broadcasts_ok(comp, root, members))
 
     kind_opcodes = ((frozenset({"dot"}), "kOutput"),)
 
@@ -163,7 +165,8 @@ class CpuRules(FusionRules):
                 return False
             if any(o in mset and cls._loses_operand_layout(comp, o, m) for o in comp.operands[m]):
                 return False
-        return single_function_partition(comp, root, members) and selects_ok(comp, members)
+        return (single_function_partition(comp, root, members) and selects_ok(comp, members)
+                and reshape_broadcasts_ok(comp, root, members))
 
     def wrap_single(self, comp: Computation, n: int) -> bool:
         # A lone instruction becomes a fusion only where XLA:CPU compiles it as one (a bf16 select

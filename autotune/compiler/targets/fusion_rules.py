@@ -16,7 +16,7 @@ from autotune.compiler.opcodes import (CONTROL, ELEMENTWISE, EXPENSIVE, FREE, NO
 from autotune.compiler.program import Computation, Program
 
 __all__ = ["FusionRules", "SpaceView", "DefaultFusionFacts", "default_facts", "in_place_ok", "downstream",
-           "single_function_partition", "selects_ok", "cpu_normalized_float", "operand_reuse", "XLA_LOOP_FUSIBLE_EXTRA", "TRANSPARENT"]
+           "single_function_partition", "selects_ok", "reshape_broadcasts_ok", "cpu_normalized_float", "operand_reuse", "XLA_LOOP_FUSIBLE_EXTRA", "TRANSPARENT"]
 
 
 class SpaceView(Protocol):
@@ -370,6 +370,47 @@ def selects_ok(comp: Computation, members: Sequence[int]) -> bool:
                 return False
         elif ins[pred].opcode == "not" and (on_true in mset or on_false in mset):
             return False
+    return True
+
+
+def reshape_like_broadcast(comp: Computation, n: int) -> bool:
+    """A broadcast that only inserts size-1 dimensions (`f32[1] broadcast(f32[])`, `[4] -> [4,1]`):
+    the StableHLO round trip turns it into a reshape, in a fusion too."""
+    ins = comp.instructions[n]
+    if ins.opcode != "broadcast" or ins.shape.is_tuple or not comp.operands[n]:
+        return False
+    src = comp.instructions[comp.operands[n][0]].shape
+    dims = tuple(ins.parsed.get("dimensions", ()))
+    return (not src.is_tuple and list(dims) == sorted(dims) and src.elements == ins.shape.elements
+            and tuple(ins.shape.dims[d] for d in dims) == src.dims)
+
+
+def reshape_broadcasts_ok(comp: Computation, root: int, members: Sequence[int]) -> bool:
+    """A hand-made fusion holding a `reduce` must not reach a reshape-like broadcast
+    (`reshape_like_broadcast`) from its root through elementwise members only.
+
+    XLA:CPU's emitter looks for the fusion's hero from its root through such "intermediate"
+    instructions (FindNonTrivialHero) and asks of every reshape it meets whether it is a bitcast,
+    which needs the layouts of the reshape and its operand; inside a hand-made fusion a non-root
+    instruction has none after layout assignment, and XLA:CPU aborts (measured, jaxlib 0.10.2:
+    "Check failed: output_shape.has_layout() f32[1]" on mujoco-mjx's `select(reduce(...),
+    broadcast(f32[] p), ...)`, "input_shape.has_layout() pred[4]" on a broadcast of a reduce to
+    [4,1] feeding a select). Without a reduce in the fusion the same broadcasts compile."""
+    ins = comp.instructions
+    mset = set(members)
+    if not any(ins[m].opcode == "reduce" for m in members):
+        return True
+    seen: set = set()
+    stack = [root]
+    while stack:
+        n = stack.pop()
+        if n in seen:
+            continue
+        seen.add(n)
+        if reshape_like_broadcast(comp, n):
+            return False
+        if is_elementwise(comp, n):
+            stack.extend(o for o in comp.operands[n] if o in mset)
     return True
 
 
