@@ -96,7 +96,7 @@ class WhileInfo:
     body: str
     condition: str
     trip_count: int
-    source: str  # "backend_config", "induction_variable", or "default"
+    source: str  # "backend_config", "induction_variable", "evaluated" (the loop run on its constants), or "default"
 
 
 class Computation:
