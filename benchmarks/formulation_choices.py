@@ -12,7 +12,7 @@ choice. Also per instance: the hardware's best speedup over the original alone, 
 where the formulations pay.
 
     python -m benchmarks.formulation_choices [--corpus examples/hlo ...] [--programs a,b] [--models analytical,default]
-        [--max-sites N] [--json OUT.json] [--md OUT.md]
+        [--max-sites N] [--per-program N] [--json OUT.json] [--md OUT.md]
 """
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ def wilson(k: int, n: int, z: float = 1.96) -> list:
     return [round((c - h) / d, 4), round((c + h) / d, 4)]
 
 
-def collect(paths: list, models: dict, max_sites: int, log) -> list:
+def collect(paths: list, models: dict, max_sites: int, log, per_program: int = 0) -> list:
     """One row per distinct signature: hardware seconds and each model's predicted seconds per choice."""
     from autotune.compiler.formulations import FormulationSpace
     from autotune.run.formulations import predicted_seconds
@@ -56,9 +56,11 @@ def collect(paths: list, models: dict, max_sites: int, log) -> list:
             except Exception as e:  # noqa: BLE001 - a program the parser refuses is reported, not fatal
                 log(f"{path.name}: skipped ({type(e).__name__}: {e})")
                 continue
+            taken = 0
             for site in space.tunable:
-                if site.signature in seen or len(rows) >= max_sites:
+                if site.signature in seen or len(rows) >= max_sites or (per_program and taken >= per_program):
                     continue
+                taken += 1
                 seen.add(site.signature)
                 ref = space.site_program(site.key)
                 hw = {}
@@ -138,6 +140,8 @@ def main(argv=None) -> int:
     ap.add_argument("--programs", default="", help="comma-separated stems (default: all)")
     ap.add_argument("--models", default="analytical,default", help="cost-model specs; default = the cpu fusion default")
     ap.add_argument("--max-sites", type=int, default=400)
+    ap.add_argument("--per-program", type=int, default=0,
+                    help="at most this many distinct sites per program (0: all), so that every family is sampled")
     ap.add_argument("--json", default="")
     ap.add_argument("--md", default="")
     args = ap.parse_args(argv)
@@ -153,7 +157,7 @@ def main(argv=None) -> int:
         name = spec if spec != "default" else f"default ({Path(resolved).name})"
         models[name] = api.make_cost_model(resolved, "fusion", "cpu")
     t0 = time.time()
-    rows = collect(paths, models, args.max_sites, lambda s: print(s, file=sys.stderr, flush=True))
+    rows = collect(paths, models, args.max_sites, lambda s: print(s, file=sys.stderr, flush=True), args.per_program)
     result = {"command": "python -m benchmarks.formulation_choices " + " ".join(argv if argv is not None else sys.argv[1:]),
               "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "commit": git_commit(),
               "machine": f"{platform.processor() or platform.machine()}, {platform.system()}", "seconds": round(time.time() - t0, 1),
