@@ -28,6 +28,7 @@ DEFAULT_SHARE = 0.3    # of the run's budget, by default (the gains are here: do
 DEFAULT_CAP_S = 180.0  # at most, by default
 _PAIRED_SHARE = 0.35   # of the stage's seconds kept for the end-to-end check ...
 _PAIRED_CAP_S = 15.0   # ... at most (a rewrite worth keeping shows its interval within seconds)
+CHECK_COMPILES = 2.5   # the end-to-end check's compiles, in compiles of the original (the rewrite's, the reference's)
 FORMULATED_FILE = "formulated.hlo"  # in the run folder: the rewritten program, when verified faster
 FORMULATED_RECORD = "formulated.json"  # beside it: its end-to-end check and the choices (what a resume reads)
 
@@ -84,7 +85,24 @@ class FormulationsStage(Stage):
         if not quiet:
             state.log(f"timing the alternative formulations of {len(space.tunable)} instructions "
                       f"for at most {seconds:.0f}s ...")
-        timing_s = seconds - min(_PAIRED_CAP_S, seconds * _PAIRED_SHARE)
+        # the original first: its compile time sizes the end-to-end check (the rewritten program's compile
+        # and the original's again, then the paired timing), its time the instructions' shares
+        from autotune.tuning.result import ORIGINAL_COMPILE_OPTIONS
+        base = ev.measure_program(state.original_text, **ORIGINAL_COMPILE_OPTIONS)
+        if not base.ok:
+            report["decision"] = f"not searched: the original program could not be timed ({base.status})"
+            return StageResult(report={"formulations": report},
+                               warnings=[f"formulations: not searched: the original program could not be timed "
+                                         f"({base.status})"])
+        report["original_s"] = base.seconds
+        paired_s = min(_PAIRED_CAP_S, seconds * _PAIRED_SHARE)
+        check_s = CHECK_COMPILES * float(base.extra.get("compile_s") or 0.0) + paired_s
+        timing_s = seconds - (time.monotonic() - started) - check_s
+        if timing_s <= 0:
+            why = (f"{seconds:.0f}s leave no time to time alternatives beside the end-to-end check of this program "
+                   f"(about {check_s:.0f}s)")
+            report["decision"] = f"not searched: {why}"
+            return StageResult(report={"formulations": report}, warnings=[f"formulations: not searched: {why}"])
         choices, rows, warnings = _choose(space, ev, timing_s, state.log if not quiet else None)
         report["choices"] = rows
         chosen = {k: v for k, v in choices.items() if v != "original"}
@@ -92,10 +110,10 @@ class FormulationsStage(Stage):
             report["decision"] = "keep every instruction as written: no alternative was faster alone"
             return StageResult(report={"formulations": report}, warnings=warnings)
         text = space.apply(chosen)
-        left_s = max(0.0, seconds - (time.monotonic() - started))
+        left_s = max(0.0, seconds - (time.monotonic() - started) - (check_s - paired_s))
         verdict, check = _check_program(ev, state.original_text, text, left_s)
         report["end_to_end"] = check
-        _shares(rows, check)
+        _shares(rows, base.seconds)
         if verdict is not None:
             report["decision"] = f"keep the program as written: {verdict}"
             warnings.append(f"formulations: {len(chosen)} rewritten instructions dropped: {verdict}")
@@ -180,13 +198,10 @@ def predicted_seconds(space: Any, site: Any, model: Any, target: str) -> dict:
     return out
 
 
-def _shares(rows: list, check: dict) -> None:
-    """Each timed instruction's share of the original program's time: its time alone times its count over
-    the original's end-to-end time (the rewritten program's measured time times the paired speedup). An
-    estimate: an instruction alone and inside its program need not take the same time."""
-    if not check.get("measured_s") or not check.get("speedup"):
-        return
-    whole = check["measured_s"] * check["speedup"]
+def _shares(rows: list, whole: float) -> None:
+    """Each timed instruction's share of the original program's time (`whole`, timed end to end): its time
+    alone times its count over it. An estimate: an instruction alone and inside its program need not take
+    the same time."""
     for row in rows:
         if row.get("original_s"):
             row["share_alone"] = round(row["original_s"] * row["count"] / whole, 4)
@@ -237,17 +252,21 @@ def _choose(space: Any, ev: Any, seconds: float, log: Any) -> tuple:
     choices: dict = {}
     rows: list = []
     warnings: list = []
+    timed = 0
     for g in order:
         site = g[0]
         key = signature_key(site.signature)
         known = {c: store.get("cpu", ns, key, c, machine=ev.machine) for c in site.choices} if store is not None else {}
         from_store = bool(known) and all(m is not None for m in known.values())
-        if not from_store and time.monotonic() - started >= seconds:
+        spent = time.monotonic() - started
+        mean = spent / timed if timed else 0.0  # what one more signature costs, by those so far
+        if not from_store and spent + mean >= seconds:
             rows.append({"instruction": site.name, "count": len(g), "choice": "original",
                          "why": "not timed: the stage's time was spent"})
             continue
         ref = space.site_program(site.key)
         base = known["original"] if from_store else ev.measure_program(ref, **ORIGINAL_COMPILE_OPTIONS)
+        timed += 0 if from_store else 1
         row: dict = {"instruction": site.name, "line": site.line, "count": len(g), "signature": site.signature,
                      "original_s": base.seconds if base.ok else None, "alternatives": {},
                      "timed": "stored (this machine, an earlier program)" if from_store else "now"}

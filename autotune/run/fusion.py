@@ -14,7 +14,9 @@ from autotune.run.settings import RunError, SearchBudgetError
 from autotune.run.stages import RunState, Stage, StageBudget, StageResult
 from autotune.tuning import budget as budget_model
 
-__all__ = ["FusionStage", "check_strategy_params", "params_fingerprint", "setup_transfer"]
+__all__ = ["FusionStage", "check_strategy_params", "params_fingerprint", "setup_transfer", "SEARCH_FLOOR_S"]
+
+SEARCH_FLOOR_S = 2.0  # the search's seconds when the stages before it overran the run's budget
 
 
 def check_strategy_params(params: dict, strategy_cls: Any) -> dict:
@@ -84,6 +86,7 @@ class FusionStage(Stage):
     fields; it takes what the run's budget leaves after the later stages' reserves."""
 
     name = "fusion"
+    overrun: Optional[str] = None  # set when the stages before it left no search time (a warning line)
 
     def prepare(self, state: RunState) -> None:
         from search.base import get_strategy
@@ -183,7 +186,16 @@ class FusionStage(Stage):
             search_budget, budget_note = budget_model.split_budget(
                 total, hw + budget.later_s, model_name, time.monotonic() - started, state.load_s, s.budget_text)
         except budget_model.BudgetTooShort as e:
-            raise SearchBudgetError(str(e)) from None
+            if not state.results:  # start-up alone ate the budget: refused before any work
+                raise SearchBudgetError(str(e)) from None
+            # an earlier stage ran past its share (a loaded machine): what it found is not thrown away; the
+            # search gets a token budget and the verification its reserve, and the run says it overran
+            search_budget = SEARCH_FLOOR_S
+            budget_note = {"startup_s": round(time.monotonic() - started, 3), "parse_s": round(state.load_s, 3),
+                           "search_budget_s": search_budget, "overrun": str(e)}
+            state.log(f"fusion: the earlier stages left no search time; searching {SEARCH_FLOOR_S:g}s")
+            self.overrun = (f"the stages before fusion ({', '.join(state.results)}) left no time for the fusion "
+                            f"search: it ran {SEARCH_FLOOR_S:g}s and the run may end past its budget")
         strategy_name = type(strat).name
         fingerprint = {"program": program_sha, "target": s.target,
                        "cost_model": api.model_identity(model_name), "strategy": strategy_name,
@@ -213,6 +225,8 @@ class FusionStage(Stage):
             budget_note["search_and_verification_end_s"] = round(time.monotonic() - started, 3)
         if note:
             result.warnings.insert(0, note)
+        if self.overrun:
+            result.warnings.append(self.overrun)
         if hw <= 0:
             result.verification = {"status": "skipped", "reason": "--hw-budget 0: no hardware verification asked for"}
         options_s = state.stage_seconds.get("options", 0.0)
