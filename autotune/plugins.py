@@ -153,6 +153,10 @@ class Registry:
         """Every name that resolves without a module path (registered, built-in, entry points)."""
         return sorted(set(self._registered) | set(self._builtins) | set(self.entry_points()))
 
+    def builtin_names(self) -> list[str]:
+        """The built-in names alone (no entry-point scan: cheap enough for a help text at import)."""
+        return sorted(self._builtins)
+
     def aliases(self) -> dict[str, str]:
         """{alias: name}."""
         return dict(self._aliases)

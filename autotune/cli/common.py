@@ -172,6 +172,12 @@ def _run_dir(program: str, out: Optional[str], kind: str) -> Path:
 model_identity = api.model_identity  # what a resumed run's cost model must equal
 
 
+def _strategy_names() -> list:
+    """The built-in strategies, from the registry (the help lists what the code accepts)."""
+    from search.base import STRATEGIES
+    return STRATEGIES.builtin_names()
+
+
 def _search_options(cost_model_help: str, evaluator_help: str, hw_help: str, batch_size: int) -> Callable:
     """The options `fusion` and `layout` share (budgets, cost model, strategy, evaluator, target, run folder)."""
     options = [
@@ -180,7 +186,8 @@ def _search_options(cost_model_help: str, evaluator_help: str, hw_help: str, bat
                           "outputs (30s, 5m, 1h)."),
         click.option("--cost-model", "cost_model", default=None, help=cost_model_help),
         click.option("--strategy", default="annealing", show_default=True,
-                     help="annealing, genetic, random, or module:Class / path.py:Class"),
+                     help=f"{', '.join(_strategy_names())}, or module:Class / path.py:Class (topk ranks tiles; "
+                          "model-based is AutoTVM's search, with --cost-model hardware)"),
         click.option("--evaluator", default=None, metavar="sim|xla|PLUGIN", help=evaluator_help),
         _target_option(),
         click.option("--hw-budget", default=None, help=hw_help),
