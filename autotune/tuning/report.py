@@ -97,7 +97,8 @@ def _write_report_and_plot(out: Path, report: dict, result: Any, meta: dict) -> 
     write_json(out / "report.json", report)
     try:
         plot_search(result.history, out / "search.png",
-                    f"{meta.get('program', '')}: {meta.get('strategy', '')} with {meta.get('cost_model', '')}",
+                    f"{Path(str(meta.get('program', ''))).name}: {meta.get('strategy', '')} with "
+                    f"{Path(str(meta.get('cost_model', ''))).name}",
                     result.default_cost)
     except Exception as e:  # a plotting problem must not lose the results above
         report["plot_error"] = f"{type(e).__name__}: {e}"
