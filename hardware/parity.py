@@ -27,6 +27,13 @@ floats, an output outside both also passes when it is within tolerance of the or
 compiled without excess precision (:func:`hardware.xla.strict_precision_error`: XLA:CPU keeps fused
 chains of bf16 ops in f32, so moving the fusion boundaries moves the roundings by a few bf16 ulps;
 without excess precision both round where the HLO says).
+
+A program with host callbacks (custom calls to a handler in the process that traced it,
+:data:`autotune.compiler.program.HOST_CALLBACK_TARGETS`) cannot run in another process: XLA fails or
+crashes when the callback runs. Its configurations are emitted, re-read and compiled by XLA:CPU as
+usual (an emission error, a parse or compile error is reported as such), but neither it nor the
+original is run: each such case gets the status ``skipped: host callback (compiled, not run)``,
+which is neither ok nor a failure (:func:`summarize` counts it apart).
 """
 from __future__ import annotations
 
@@ -46,6 +53,9 @@ __all__ = ["MODES", "output_error", "verification_inputs", "config_for", "Parity
 
 MODES = ("xla", "measure")  # XLA's default options / the evaluator's (EMITTED_CPU_COMPILE_OPTIONS)
 
+
+SKIPPED = "skipped"  # the status prefix of a case emitted and compiled but not run (host callbacks)
+HOST_CALLBACK_SKIP = f"{SKIPPED}: host callback (compiled, not run)"
 
 FORMULATED = "+formulations"  # a spec suffix: the program with random formulation choices first
 
@@ -85,6 +95,7 @@ class ParityResult:
     config: str
     mode: str
     status: str                 # ok | mismatch | emit_error: | parse_error: | compile_error: | crash: | timeout
+    #                             | skipped: (compiled, not run: a host callback)
     error: Optional[float] = None
     compile_s: Optional[float] = None
     kernels: int = 0            # kernels of the configuration
@@ -96,6 +107,10 @@ class ParityResult:
     @property
     def ok(self) -> bool:
         return self.status == "ok"
+
+    @property
+    def skipped(self) -> bool:
+        return self.status.startswith(SKIPPED)
 
 
 def _compile_options(mode: str) -> dict:
@@ -121,14 +136,17 @@ def _check_in_process(path: str, target: str, specs: Sequence[str], modes: Seque
     from autotune.compiler.fusion import FusionSpace
     from autotune.compiler.hlo import parse_hlo
     from autotune.compiler.emission import cpu_checkable
-    from autotune.compiler.program import Program
+    from autotune.compiler.program import Program, host_callbacks
     from hardware.xla import accuracy_fallback, compile_hlo, computes_in_16bit, f64_accuracy, parse_hlo_text
 
     text = Path(path).read_text()
+    original = Program.from_text(text, filename=path)
+    callbacks = bool(host_callbacks(original.module))
     inputs = verification_inputs(text)
     low = computes_in_16bit(text)
-    refs = {m: compile_hlo(text, **_compile_options(m))(*inputs) for m in MODES}
-    spaces = {text: FusionSpace(Program.from_text(text, filename=path), target)}
+    # a program with host callbacks runs only in the process that traced it: compiled, never run
+    refs = {} if callbacks else {m: compile_hlo(text, **_compile_options(m))(*inputs) for m in MODES}
+    spaces = {text: FusionSpace(original, target)}
     out = []
     for spec in specs:
         base = {"program": Path(path).stem, "target": target, "config": spec}
@@ -158,6 +176,9 @@ def _check_in_process(path: str, target: str, specs: Sequence[str], modes: Seque
             row = {**base, "mode": mode}
             try:
                 compiled = compile_hlo(emitted, **_compile_options(mode))
+                if callbacks:
+                    out.append({**row, "status": HOST_CALLBACK_SKIP, "compile_s": compiled.compile_seconds})
+                    continue
                 got = compiled(*inputs)
             except Exception as exc:
                 out.append({**row, "status": f"compile_error: {_first_line(exc)}"})
@@ -221,13 +242,16 @@ def check_program(path: str, target: str = "cpu", specs: Sequence[str] = ("defau
 
 
 def summarize(results: Sequence[ParityResult]) -> dict:
-    """Counts over results: cases, ok, failures by status kind, fusions checked/total."""
+    """Counts over results: cases (skipped ones excluded), ok, failures by status kind, fusions
+    checked/total, and `skipped` where some case was (host callbacks)."""
     fails: dict[str, int] = {}
     for r in results:
-        if not r.ok:
+        if not r.ok and not r.skipped:
             k = r.status.split(":")[0]
             fails[k] = fails.get(k, 0) + 1
-    return {"cases": len(results), "ok": sum(r.ok for r in results), "failures": fails,
+    skipped = sum(r.skipped for r in results)
+    return {"cases": len(results) - skipped, "ok": sum(r.ok for r in results), "failures": fails,
+            **({"skipped": skipped} if skipped else {}),
             "fusions_checked": sum(r.fusions_checked for r in results),
             "fusions_total": sum(r.fusions_total for r in results)}
 

@@ -17,9 +17,9 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from autotune.compiler.fusion import FusionConfig, FusionSpace, Kernel, KernelRef
-from autotune.compiler.fused_folds import fold_fused_body, layout_safe_selects
+from autotune.compiler.fused_folds import fold_fused_body, layout_safe_selects, literal_splat
 from autotune.compiler.gc_pause import gc_paused
-from autotune.compiler.hlo import HloComputation, HloInstruction, HloModule, Shape
+from autotune.compiler.hlo import HloComputation, HloInstruction, HloModule, Shape, SliceDim
 from autotune.compiler.opcodes import NODE_FUSIBLE, is_scalar_constant
 from autotune.compiler.signature import instruction_signature, shape_signature
 from autotune.compiler.targets import CpuRules
@@ -118,9 +118,12 @@ def emit_fused_module(space: "FusionSpace", cfg: "FusionConfig", metadata: bool 
             fname = fresh(f"fused_{ins.name}")
             body: list[HloInstruction] = []
             local: dict[int, str] = {}
+            same = _same_constant_inputs(insts, comp.operands, inputs) if by_xla_cpu else {}
+            inputs = [i for i in inputs if i not in same]
             for k, i in enumerate(inputs):
                 local[i] = fresh(f"param_{k}")
                 body.append(HloInstruction(local[i], "parameter", insts[i].shape, [], parameter_number=k))
+            local.update((i, local[r]) for i, r in same.items())
             mset = set(members)
             for m in members:
                 for o in comp.operands[m]:
@@ -175,6 +178,8 @@ def emit_fused_module(space: "FusionSpace", cfg: "FusionConfig", metadata: bool 
         new_comps[comp.name] = fused_here
     for name, comp_new in replaced.items():
         fused = {c.name: c for c in new_comps[name]}
+        if by_xla_cpu:
+            canonicalize_gathers(comp_new, fresh)
         sink_rearranges_through_fusions(comp_new, fused, fresh)
     computations: list[HloComputation] = []
     for c in module.computations:
@@ -224,6 +229,43 @@ def expand_logistic(body: list[HloInstruction], n_params: int,
 
 _WIDE_FLOATS = frozenset({"f32", "f64"})
 _NARROW_FLOATS = frozenset({"bf16", "f16"})
+
+
+def _constant_value_key(insts: list, operands: list, i: int) -> Optional[tuple]:
+    """What XLA's constant folding and CSE make of input `i` when it is a constant value: equal keys,
+    one instruction (a constant, or a broadcast of a scalar constant, by splat value or literal)."""
+    ins = insts[i]
+    if ins.shape.is_tuple:
+        return None
+    if ins.opcode == "constant":
+        v = literal_splat(ins)
+        return ("splat", ins.shape.dtype, ins.shape.dims, repr(v)) if v is not None \
+            else ("literal", ins.shape.dtype, ins.shape.dims, ins.literal)
+    if ins.opcode == "broadcast" and operands[i] and is_scalar_constant(insts[operands[i][0]]):
+        v = literal_splat(insts[operands[i][0]])
+        return ("splat", ins.shape.dtype, ins.shape.dims, repr(v)) if v is not None else None
+    return None
+
+
+def _same_constant_inputs(insts: list, operands: list, inputs: list) -> dict:
+    """{input: the earlier input with the same constant value} among a kernel's inputs.
+
+    XLA's constant folding and CSE merge equal constants (`f32[1] broadcast(f32[] 0)` and
+    `f32[1] constant({0})`), which leaves a hand-made fusion with the same operand twice; XLA:CPU's
+    instruction fusion then aborts when it fuses that constant into the fusion
+    ("std::out_of_range: raw_hash_map<>::at", mujoco-mjx's contact solver). One parameter per
+    value avoids it."""
+    first: dict = {}
+    same: dict = {}
+    for i in inputs:
+        key = _constant_value_key(insts, operands, i)
+        if key is None:
+            continue
+        if key in first:
+            same[i] = first[key]
+        else:
+            first[key] = i
+    return same
 
 
 def _upcasts_at_inputs(comp: Any, ref: "KernelRef") -> set:
@@ -334,7 +376,6 @@ class _Rearrange:
     dims: tuple
     perm: tuple = ()
     virtual: bool = False  # a dot/broadcast XLA rewrites into a reshape (no reshape in our text)
-    canonical_gather: bool = False  # a gather GatherSimplifier rewrites as reshape(gather of src_dims)
 
     def equivalent(self, other: "_Rearrange") -> bool:
         return (self.kind, self.src_dims, self.dims, self.perm) == (other.kind, other.src_dims, other.dims, other.perm)
@@ -370,10 +411,39 @@ def _canonical_dot_dims(ins: HloInstruction, by_name: dict) -> Optional[tuple]:
     return out if out != ins.shape.dims else None
 
 
-def _rearrange_of(ins: HloInstruction, by_name: dict) -> Optional[_Rearrange]:
-    """What ReshapeMover will see `ins` as: a rearrange, or None."""
+def _canonical_convolution(ins: HloInstruction) -> Optional[_Rearrange]:
+    """XLA:CPU's ConvCanonicalization (before the simplification pipeline, entry computation only):
+    a convolution whose dimension numbers are not Eigen's (input NHWC, kernel HWIO, output NHWC)
+    is rewritten as a convolution with output [batch, spatial..., feature] followed by a transpose
+    to the original output order (torch_xla's `bf01_oi01->bf01`). That transpose, or None."""
+    lab = ins.parsed.get("dim_labels")
+    if lab is None or ins.shape.is_tuple or not 1 <= len(lab.out_spatial) <= 3:
+        return None
+    canonical = (lab.lhs_batch == 0 and tuple(lab.lhs_spatial) == tuple(range(1, len(lab.lhs_spatial) + 1))
+                 and tuple(lab.kernel_spatial) == tuple(range(len(lab.kernel_spatial)))
+                 and lab.kernel_input_feature == len(lab.kernel_spatial)
+                 and lab.kernel_output_feature == len(lab.kernel_spatial) + 1
+                 and lab.lhs_feature == len(lab.lhs_spatial) + 1 and lab.out_batch == 0
+                 and tuple(lab.out_spatial) == tuple(range(1, len(lab.out_spatial) + 1)))
+    if canonical:
+        return None
+    rank = ins.shape.rank
+    order = [lab.out_batch, *lab.out_spatial, lab.out_feature]  # canonical position -> output dim
+    inverse = [0] * rank
+    for k, d in enumerate(order):
+        inverse[d] = k
+    perm = tuple(inverse)  # output dim i = canonical dim perm[i]
+    src = tuple(ins.shape.dims[d] for d in order)
+    return _Rearrange("transpose", src, ins.shape.dims, perm, virtual=True)
+
+
+def _rearrange_of(ins: HloInstruction, by_name: dict, entry: bool = False) -> Optional[_Rearrange]:
+    """What ReshapeMover will see `ins` as: a rearrange, or None (`entry`: `ins` is in the entry
+    computation, where XLA:CPU canonicalizes convolutions)."""
     if ins.shape.is_tuple:
         return None
+    if ins.opcode == "convolution":
+        return _canonical_convolution(ins) if entry else None
     if ins.opcode == "reshape":
         src = by_name[ins.operands[0]]
         inner = _rearrange_of(src, by_name) if src.opcode in ("dot", "gather", "broadcast") else None
@@ -415,8 +485,7 @@ def _rearrange_of(ins: HloInstruction, by_name: dict) -> Optional[_Rearrange]:
                 and offs == tuple(range(rank - len(offs), rank))):
             src = (math.prod(batch),) + sizes
             if src != ins.shape.dims and math.prod(src) == ins.shape.elements:
-                return _Rearrange("reshape", src, ins.shape.dims, virtual=True,
-                                  canonical_gather=ivd >= idx.rank - 1)
+                return _Rearrange("reshape", src, ins.shape.dims, virtual=True)
         return None
     if ins.opcode == "broadcast" and ins.operands:
         # AlgebraicSimplifier turns a broadcast that only inserts size-1 dims into a reshape.
@@ -428,33 +497,130 @@ def _rearrange_of(ins: HloInstruction, by_name: dict) -> Optional[_Rearrange]:
     return None
 
 
-def _canonical_gather(g: HloInstruction, by_name: dict, shape: Shape, out: list, fresh) -> str:
-    """The gather of GatherSimplifier's canonical form that XLA computes `g` from (`shape`:
-    [N, slice_sizes...]), written out (its indices reshaped to [N, index vector]) and appended to
-    `out`; its name. A fusion sunk below `g`'s reshape reads it directly: an explicit reshape of `g`
-    would reach ReshapeMover as a reshape of GatherSimplifier's reshape, unfolded in the same
-    simplification round, and be moved back through the fusion."""
-    idx = by_name[g.operands[1]]
-    k = len(g.parsed.get("start_index_map", ()))
-    n = shape.dims[0]
-    ind = idx.name
-    if idx.shape.dims != (n, k):
-        r = HloInstruction(fresh(f"{idx.name}.indices"), "reshape", Shape(idx.shape.dtype, (n, k), None, (False, False)),
-                           [idx.name])
-        out.append(r)
-        ind = r.name
-    sizes = shape.dims[1:]
-    offs = ",".join(str(d) for d in range(1, len(sizes) + 1))
-    attrs = {"offset_dims": "{" + offs + "}", "collapsed_slice_dims": "{}",
-             "start_index_map": "{" + ",".join(str(d) for d in range(k)) + "}", "index_vector_dim": "1",
-             "slice_sizes": "{" + ",".join(map(str, sizes)) + "}"}
-    if "indices_are_sorted" in g.attrs:
-        attrs["indices_are_sorted"] = g.attrs["indices_are_sorted"]
-    parsed = {"offset_dims": tuple(range(1, len(sizes) + 1)), "collapsed_slice_dims": (),
-              "start_index_map": tuple(range(k)), "index_vector_dim": 1, "slice_sizes": tuple(sizes)}
-    c = HloInstruction(fresh(f"{g.name}.canonical"), "gather", shape, [g.operands[0], ind], attrs, parsed)
-    out.append(c)
-    return c.name
+def _laid_out(dtype: str, dims: tuple) -> Shape:
+    """An array shape with XLA's default (descending) layout written out: every shape the emission
+    makes carries a layout, as the ones it copies do (a scalar's is implied: XLA reads `f32[]{}`
+    as a syntax error)."""
+    layout = ",".join(str(d) for d in reversed(range(len(dims)))) if dims else None
+    return Shape(dtype, tuple(dims), layout, (False,) * len(dims))
+
+
+def _gather_canonical_form(ins: HloInstruction, by_name: dict) -> Optional[str]:
+    """How XLA:CPU's simplification pipeline rewrites a gather: "dynamic-slice" (GatherExpander: one
+    slice, trip count 1), "gather" (GatherSimplifier: a gather of [N, slice_sizes...] followed by
+    reshapes), or None (left alone, or rewritten with transposes or batching dims not modelled)."""
+    if len(ins.operands) != 2 or ins.shape.is_tuple:
+        return None
+    p = ins.parsed
+    idx = by_name[ins.operands[1]].shape
+    operand = by_name[ins.operands[0]].shape
+    sizes = tuple(p.get("slice_sizes", ()))
+    smap = tuple(p.get("start_index_map", ()))
+    offs = tuple(p.get("offset_dims", ()))
+    collapsed = tuple(p.get("collapsed_slice_dims", ()))
+    ivd = p.get("index_vector_dim", idx.rank)
+    rank = ins.shape.rank
+    batching = tuple(p.get("operand_batching_dims", ()))
+    if batching:  # BatchedGatherScatterNormalizer first: batch indices (iotas) lead the index vectors
+        if ivd != idx.rank - 1:
+            return None
+        smap = batching + smap
+    if (idx.is_tuple or not sizes or sizes == operand.dims
+            or smap != tuple(range(len(smap))) or offs != tuple(range(rank - len(offs), rank))
+            or ivd < idx.rank - 1 or 0 in sizes):
+        return None
+    batch = math.prod(d for k, d in enumerate(idx.dims) if k != ivd)
+    if batching and batch == 1:
+        return None
+    if batch == 1:
+        return "dynamic-slice" if sizes != ins.shape.dims else None
+    canonical = (idx.rank == 2 and ivd == 1 and not collapsed and bool(offs) and offs[0] == 1
+                 and offs[-1] == len(offs))
+    return None if canonical or (batch,) + sizes == ins.shape.dims else "gather"
+
+
+def canonicalize_gathers(comp: HloComputation, fresh) -> None:
+    """Write every plain gather of `comp` in the form XLA:CPU's simplification pipeline gives it
+    (`_gather_canonical_form`), followed by a reshape to its shape under its name.
+
+    GatherExpander and GatherSimplifier run after the pipeline's algebraic simplifier and before
+    its ReshapeMover: in that round a fusion reading a gather reads a fresh reshape, which the mover
+    sinks through it by cloning the fusion with a new shape but its old body ("Fused computation
+    shape ... is not equal to the fusion shape": mujoco-mjx's `f32[2] gather(x, s32[2,1])`), and a
+    fusion we sink below such a reshape would be moved back. With the canonical form written out,
+    `sink_rearranges_through_fusions` sees real reshapes, and XLA has nothing left to rewrite."""
+    by_name = {i.name: i for i in comp.instructions}
+    out: list[HloInstruction] = []
+    changed = False
+    for ins in comp.instructions:
+        form = _gather_canonical_form(ins, by_name) if ins.opcode == "gather" else None
+        if form is None:
+            out.append(ins)
+            continue
+        changed = True
+        p = ins.parsed
+        x, idx = by_name[ins.operands[0]], by_name[ins.operands[1]]
+        sizes = tuple(p["slice_sizes"])
+        smap = tuple(p.get("start_index_map", ()))
+        k = len(smap)
+        itype = idx.shape.dtype
+        if form == "dynamic-slice":
+            flat = HloInstruction(fresh(f"{idx.name}.vector"), "reshape", _laid_out(itype, (k,)), [idx.name])
+            out.append(flat)
+            starts = []
+            for d in range(x.shape.rank):
+                if d < k:
+                    sl = HloInstruction(fresh(f"{idx.name}.{d}"), "slice", _laid_out(itype, (1,)), [flat.name],
+                                        {"slice": "{[" + f"{d}:{d + 1}" + "]}"}, {"slice": (SliceDim(d, d + 1, 1),)})
+                    sc = HloInstruction(fresh(f"{idx.name}.start{d}"), "reshape", Shape(itype, (), None, ()), [sl.name])
+                    out += [sl, sc]
+                    starts.append(sc.name)
+                else:
+                    z = HloInstruction(fresh(f"{ins.name}.zero"), "constant", Shape(itype, (), None, ()), [],
+                                       literal="0")
+                    out.append(z)
+                    starts.append(z.name)
+            canon = HloInstruction(fresh(f"{ins.name}.canonical"), "dynamic-slice", _laid_out(x.shape.dtype, sizes),
+                                   [x.name, *starts], {"dynamic_slice_sizes": "{" + ",".join(map(str, sizes)) + "}"},
+                                   {"dynamic_slice_sizes": sizes})
+        else:
+            n = ins.shape.elements // math.prod(sizes)
+            ind, ind_dims = idx.name, idx.shape.dims
+            batching = tuple(p.get("operand_batching_dims", ()))
+            if batching:  # as BatchedGatherScatterNormalizer: an iota per batching dim before the indices
+                ivd = p.get("index_vector_dim", idx.shape.rank)
+                one = _laid_out(itype, idx.shape.dims[:ivd] + (1,))
+                parts = []
+                for bd in p.get("start_indices_batching_dims", ()):
+                    io = HloInstruction(fresh(f"{idx.name}.batch{bd}"), "iota", one, [],
+                                        {"iota_dimension": str(bd)}, {"iota_dimension": bd})
+                    out.append(io)
+                    parts.append(io.name)
+                k = len(batching) + k
+                cat = HloInstruction(fresh(f"{idx.name}.batched"), "concatenate",
+                                     _laid_out(itype, idx.shape.dims[:ivd] + (k,)), [*parts, idx.name],
+                                     {"dimensions": "{" + str(ivd) + "}"}, {"dimensions": (ivd,)})
+                out.append(cat)
+                ind, ind_dims = cat.name, cat.shape.dims
+            if ind_dims != (n, k):
+                r = HloInstruction(fresh(f"{idx.name}.indices"), "reshape", _laid_out(itype, (n, k)), [ind])
+                out.append(r)
+                ind = r.name
+            offs = tuple(range(1, len(sizes) + 1))
+            attrs = {"offset_dims": "{" + ",".join(map(str, offs)) + "}", "collapsed_slice_dims": "{}",
+                     "start_index_map": "{" + ",".join(map(str, range(k))) + "}", "index_vector_dim": "1",
+                     "slice_sizes": "{" + ",".join(map(str, sizes)) + "}"}
+            if "indices_are_sorted" in ins.attrs:
+                attrs["indices_are_sorted"] = ins.attrs["indices_are_sorted"]
+            parsed = {"offset_dims": offs, "collapsed_slice_dims": (), "start_index_map": tuple(range(k)),
+                      "index_vector_dim": 1, "slice_sizes": sizes}
+            canon = HloInstruction(fresh(f"{ins.name}.canonical"), "gather", _laid_out(x.shape.dtype, (n, *sizes)),
+                                   [x.name, ind], attrs, parsed)
+        out.append(canon)
+        out.append(HloInstruction(ins.name, "reshape", ins.shape, [canon.name], is_root=ins.is_root))
+    if changed:
+        comp.instructions = out
+        comp._by_name = None
 
 
 def _trivially_rearrangeable(ins: HloInstruction, users: dict) -> bool:
@@ -578,7 +744,7 @@ def sink_rearranges_through_fusions(comp: HloComputation, fused: dict, fresh) ->
                 out.append(ins)
                 continue
             ops = [by_name[o] for o in ins.operands]
-            arr = [_rearrange_of(o, by_name) for o in ops]
+            arr = [_rearrange_of(o, by_name, comp.is_entry) for o in ops]
             first = next((a for a, o in zip(arr, ops) if a is not None and not a.trivial and (
                 a.virtual or not _trivially_rearrangeable(by_name[o.operands[0]], users))), None)
             if first is None or not all((a is not None and a.equivalent(first))
@@ -598,10 +764,7 @@ def sink_rearranges_through_fusions(comp: HloComputation, fused: dict, fresh) ->
                     new_ops.append(o.name)
                     continue
                 # Inverse rearrange of a dot/constant/broadcast/rng operand, as a new instruction.
-                new_shape = Shape(o.shape.dtype, src.dims, None, (False,) * len(src.dims))
-                if a is not None and a.canonical_gather:
-                    new_ops.append(_canonical_gather(o, by_name, new_shape, out, fresh))
-                    continue
+                new_shape = _laid_out(o.shape.dtype, src.dims)
                 if first.kind == "reshape":
                     inv = HloInstruction(fresh(f"{o.name}.unreshaped"), "reshape", new_shape, [o.name])
                 else:
@@ -624,11 +787,11 @@ def sink_rearranges_through_fusions(comp: HloComputation, fused: dict, fresh) ->
             for b in body.instructions if body is not None else ():
                 # elementwise: every value but scalar bounds has the fusion's dims
                 if not b.shape.is_tuple and b.shape.dims == dims:
-                    b.shape = Shape(b.shape.dtype, src.dims, None, (False,) * len(src.dims))
+                    b.shape = _laid_out(b.shape.dtype, src.dims)
                     if b.name in literals:
                         b.literal = literals[b.name]
             moved = ins.copy(name=fresh(f"{ins.name}{SUNK_SUFFIX}"), operands=new_ops, is_root=False,
-                             shape=Shape(ins.shape.dtype, src.dims, None, (False,) * len(src.dims)))
+                             shape=_laid_out(ins.shape.dtype, src.dims))
             out.append(moved)
             if first.kind == "reshape":
                 out.append(HloInstruction(ins.name, "reshape", ins.shape, [moved.name], is_root=ins.is_root))

@@ -53,6 +53,9 @@ def _literal_splat(ins: HloInstruction) -> Optional[np.generic]:
         return None
 
 
+literal_splat = _literal_splat  # public name (emission's constant-input key)
+
+
 def _splat_value(ins: HloInstruction, ops: list[HloInstruction],
                  splat: dict[str, np.generic]) -> Optional[np.generic]:
     """The splat value `ins` computes from splat operands, or None when unknown."""

@@ -5,7 +5,9 @@ send/recv, one `file:line:col` ProgramError), rewrites asynchronous `*-start`/`*
 synchronous operation (`ASYNC_DONE_TO_SYNC`), inlines `call`s and existing `fusion`s (so dumps that
 are already fused can be re-tuned), forwards get-tuple-element of tuple, removes dead code and unused
 computations, and finds while-loop trip counts (backend_config `known_trip_count`, else the
-induction-variable pattern, else a flagged default). Kernel-bearing computations (entry, while bodies/conditions, conditional
+induction-variable pattern, else a flagged default). A program with host callbacks
+(`HOST_CALLBACK_TARGETS`: custom calls into the process that traced it) gets one flag saying that it,
+and anything tuned from it, runs only where the callback's handler is. Kernel-bearing computations (entry, while bodies/conditions, conditional
 branches) become `Computation`s: instruction DAGs in topological order with integer operand/user
 lists and a multiplicity (how often the computation runs per program execution).
 """
