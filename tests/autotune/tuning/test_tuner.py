@@ -66,9 +66,9 @@ def test_tuner_improves_and_writes_checkpoint(space, tmp_path):
     assert t2.budget.seconds == pytest.approx(0.5, abs=0.05)  # the checkpoint is written just after the result
     r2 = t2.run()
     assert r2.evaluations > r.evaluations and r2.best_cost <= r.best_cost
-    # elapsed counts the first run's time too; the upper bound is loose (a loaded CI core stretches the
-    # last batch), what matters is that the resumed run neither restarts the clock nor gets a fresh budget
-    assert r.elapsed_s + 0.4 <= r2.elapsed_s <= r.elapsed_s + 1.5
+    # elapsed counts the first run's time too (the clock is not restarted; the budget left was checked above);
+    # no upper bound: a loaded machine stretches the last batch by any amount, and timing is benchmarked
+    assert r.elapsed_s + 0.4 <= r2.elapsed_s
     # a budget already spent is a one-line error, not a run of zero seconds
     t3 = Tuner(space, _kernel_cost, get_strategy("annealing")(space, seed=1), budget=1.0,
                options=TunerOptions(out_dir=tmp_path, progress=False))
