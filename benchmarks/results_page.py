@@ -410,7 +410,7 @@ def formulation_rows() -> list[Row]:
         rows_ = [r for r in d["rows"] if r.get("speedup")]
         sp = [r["speedup"] for r in rows_]
         med, lo, hi = median_and_interval(sp)
-        claimed = [r["claimed"] for r in rows_ if r.get("claimed")]
+        claimed = [r["claimed_speedup"] for r in rows_ if r.get("claimed_speedup")]
         faster = sum(1 for r in rows_ if r.get("interval") and r["interval"][0] > 1)
         slower = sum(1 for r in rows_ if r.get("interval") and r["interval"][1] < 1)
         wrong = sum(1 for r in rows_ if not (r.get("outputs") or {}).get("ok"))
