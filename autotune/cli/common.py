@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 
-import math
 import os
 import sys
 import time
@@ -79,30 +78,23 @@ def _output_dir(path: "str | Path", flag: str) -> Path:
 
 
 def _duration(text: Optional[str], flag: str, allow_zero: bool = False) -> Optional[float]:
-    """Seconds of a duration flag (30s, 5m, 1h; 'inf'/'none' = unlimited); one-line errors."""
-    from hardware.base import BudgetError, parse_duration
+    """Seconds of a duration flag (30s, 5m, 1h; 'inf'/'none' = unlimited): `autotune.run.settings.duration`,
+    its one-line errors as UserErrors."""
+    from autotune.run.settings import RunError, duration
     try:
-        value = parse_duration(text)
-    except BudgetError as e:
-        raise UserError(f"{flag}: {e}") from None
-    if value is not None and not math.isfinite(value):
-        raise UserError(f"{flag} {text}: must be a finite duration (e.g. 30s, 5m, 1h; 'inf' for no limit)")
-    if value is not None and value <= 0 and not allow_zero:
-        raise UserError(f"{flag} {text}: too small to evaluate anything (use e.g. 30s, 5m, 1h)")
-    return value
+        return duration(text, flag, allow_zero=allow_zero)
+    except RunError as e:
+        raise UserError(str(e)) from None
 
 
 def _budget_split(budget: str, hw_budget: Optional[str]) -> tuple:
-    """(total seconds, hardware-verification seconds, the --hw-budget text): by default the paper's
-    split, a tenth of the budget for verification (1m without a budget)."""
-    total = _duration(budget, "--budget")
-    if hw_budget is None:
-        hw = total / 10 if total is not None else 60.0
-        return total, hw, f"{hw:g}s"
-    hw = _duration(hw_budget, "--hw-budget", allow_zero=True)
-    if hw is None:
-        raise UserError(f"--hw-budget {hw_budget}: must be finite (e.g. 30s, 1m; 0 = no verification)")
-    return total, hw, hw_budget
+    """(total seconds, hardware-verification seconds, the --hw-budget text): `autotune.run.settings.budget_split`
+    (the paper's split by default), its one-line errors as UserErrors."""
+    from autotune.run.settings import RunError, budget_split
+    try:
+        return budget_split(budget, hw_budget)
+    except RunError as e:
+        raise UserError(str(e)) from None
 
 
 def _load(path: str):
@@ -154,13 +146,12 @@ def make_evaluator(name: Optional[str], target: str, store: Optional[str] = None
 
 
 def make_cost_model(spec: Optional[str], task: str, target: str, evaluator: Any):
-    """(model, name): `api.make_cost_model`, and the spec it resolved to (a shipped model's path)."""
+    """(model, name): `autotune.run.fusion.make_cost_model`, its one-line errors as UserErrors."""
+    from autotune.run.fusion import make_cost_model as run_make_cost_model
+    from autotune.run.settings import RunError
     try:
-        name = api.resolve_cost_model(spec, task, target)
-        return api.make_cost_model(name, task, target, evaluator), name
-    except api.UnknownPluginError as e:
-        raise UserError(f"--cost-model: {e}") from None
-    except ValueError as e:
+        return run_make_cost_model(spec, task, target, evaluator)
+    except RunError as e:
         raise UserError(str(e)) from None
 
 
