@@ -189,6 +189,17 @@ class _Writer:
         self.out.append(HloInstruction(name, opcode, shape, list(operands), dict(attrs or {}), literal=literal))
         return name, tuple(dims)
 
+    def in_place_of(self, ins: HloInstruction, y: tuple) -> list:
+        """The instructions written, the last one (`y`) renamed and reshaped as `ins` so that `ins`'s users
+        read it unchanged (a copy of `y` when `y` is not an instruction written here)."""
+        if not (self.out and self.out[-1].name == y[0]):
+            self.add("copy", ins.shape.dtype, y[1], [y[0]])
+        last = self.out[-1]
+        self.taken.discard(last.name)
+        last.name = ins.name
+        last.shape = ins.shape
+        return self.out
+
     def convert(self, x: tuple, src: str, dtype: str) -> tuple:
         return x if src == dtype else self.add("convert", dtype, x[1], [x[0]])
 
@@ -218,10 +229,6 @@ def _ints(xs: tuple) -> str:
     return "{" + ",".join(str(int(x)) for x in xs) + "}"
 
 
-def _zero(dtype: str) -> str:
-    return "0" if dtype in _INTS else "0"
-
-
 def write_convolution(ins: HloInstruction, lhs: Shape, rhs: Shape, formulation: str, taken: set) -> list:
     """The instructions that compute `ins` (a convolution of operands with shapes `lhs`, `rhs`) as
     `formulation`; the last one has `ins`'s name and shape (layout included), so its users are unchanged.
@@ -245,7 +252,7 @@ def write_convolution(ins: HloInstruction, lhs: Shape, rhs: Shape, formulation: 
         x = w.transpose(x, (*range(1, n + 2), 0, n + 2), acc)
         x = w.reshape(x, (g.batch, *sp, bg * per), acc)
     if any(wd.pad_lo or wd.pad_hi or wd.lhs_dilate > 1 for wd in g.window):
-        zero = w.add("constant", acc, (), [], literal=_zero(acc))
+        zero = w.add("constant", acc, (), [], literal="0")
         pads = ["0_0"] + [f"{wd.pad_lo}_{wd.pad_hi}" + (f"_{wd.lhs_dilate - 1}" if wd.lhs_dilate > 1 else "")
                           for wd in g.window] + ["0_0"]
         dims = (g.batch, *(g.padded(i) for i in range(n)), g.c_in)
@@ -340,10 +347,4 @@ def write_convolution(ins: HloInstruction, lhs: Shape, rhs: Shape, formulation: 
     for i, d in enumerate(L.out_spatial):
         perm[d] = 1 + i
     y = w.transpose(y, tuple(perm), g.out.dtype)
-    last = w.out[-1] if w.out and w.out[-1].name == y[0] else None
-    if last is None:  # nothing left to compute after a reused operand: a copy keeps the name
-        last = w.add("copy", g.out.dtype, y[1], [y[0]]) and w.out[-1]
-    w.taken.discard(last.name)
-    last.name = ins.name
-    last.shape = ins.shape
-    return w.out
+    return w.in_place_of(ins, y)
