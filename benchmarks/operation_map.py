@@ -34,13 +34,14 @@ import datetime as dt
 import json
 import math
 import os
-import platform
 import statistics
 import sys
 import time
 from collections import defaultdict
 from pathlib import Path
 from typing import Any, Optional
+
+from benchmarks.tables import git_commit, machine_info
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -670,17 +671,6 @@ def markdown(result: dict, top_n: int = 25) -> str:
     return "\n".join(lines)
 
 
-def machine() -> dict:
-    from autotune.compiler.targets.host import host_machine
-    try:
-        import jaxlib
-        jl = jaxlib.__version__
-    except Exception:  # noqa: BLE001
-        jl = "unknown"
-    return {"machine": host_machine(), "arch": platform.machine(), "python": platform.python_version(),
-            "jaxlib": jl}
-
-
 def corpus_programs(names) -> list:
     """(corpus, path) of every program of the named corpora, in manifest order."""
     out = []
@@ -735,7 +725,7 @@ def main(argv=None) -> int:
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
     meta = {"command": "python -m benchmarks.operation_map " + " ".join(argv if argv is not None else sys.argv[1:]),
             "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-            "commit": _git_commit(), **machine(), "load_average_start": [round(x, 2) for x in os.getloadavg()]}
+            "commit": git_commit(), **machine_info(), "load_average_start": [round(x, 2) for x in os.getloadavg()]}
     meta["machine"] = f"{meta['machine']}, {meta['arch']}, Python {meta['python']}"
     started = time.perf_counter()
     print("measuring peaks ...", file=sys.stderr, flush=True)
@@ -817,10 +807,6 @@ def read_results(out: str) -> dict:
     head["summary"]["groups"] = head.pop("groups")
     return head
 
-
-def _git_commit() -> str:
-    from benchmarks.tables import git_commit
-    return git_commit()
 
 
 if __name__ == "__main__":

@@ -25,6 +25,19 @@ def emit_results(md: str, res: dict, md_path: Optional[str], json_path: Optional
         Path(json_path).write_text(json.dumps(res, indent=2))
 
 
+def machine_info() -> dict:
+    """The machine a raw result was measured on: host name (CPU model), architecture, Python and jaxlib."""
+    import platform
+    from autotune.compiler.targets.host import host_machine
+    try:
+        import jaxlib
+        jl = jaxlib.__version__
+    except Exception:  # noqa: BLE001 - no jaxlib: recorded as unknown
+        jl = "unknown"
+    return {"machine": host_machine(), "arch": platform.machine(), "python": platform.python_version(),
+            "jaxlib": jl}
+
+
 def git_commit() -> str:
     """The short commit of the repository's HEAD, with "+uncommitted" when tracked files have changes
     (what a raw result records as the code that measured it); "unknown" outside a git checkout."""

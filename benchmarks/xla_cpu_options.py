@@ -39,7 +39,6 @@ import hashlib
 import json
 import math
 import os
-import platform
 import re
 import statistics
 import sys
@@ -49,7 +48,7 @@ from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
-from benchmarks.tables import bootstrap_median, git_commit
+from benchmarks.tables import bootstrap_median, git_commit, machine_info
 
 from hardware.base import Measurement
 
@@ -488,17 +487,6 @@ def measure(programs: Sequence[str], settings: Sequence[str], seconds: float, *,
             "load_average_end": [round(x, 2) for x in os.getloadavg()]}
 
 
-def machine() -> dict:
-    from autotune.compiler.targets.host import host_machine
-    try:
-        import jaxlib
-        jl = jaxlib.__version__
-    except Exception:  # noqa: BLE001
-        jl = "unknown"
-    return {"machine": host_machine(), "arch": platform.machine(), "python": platform.python_version(),
-            "jaxlib": jl}
-
-
 # ---- the table ----------------------------------------------------------------------------------
 
 def _iv(iv: Optional[list]) -> str:
@@ -592,7 +580,7 @@ def main(argv: Optional[Sequence[str]] = None) -> dict:
         settings = [s.strip() for s in a.options.split(",") if s.strip()]
     meta = {"command": "python -m benchmarks.xla_cpu_options " + " ".join(argv if argv is not None else sys.argv[1:]),
             "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-            "commit": git_commit(), **machine()}  # (the code that runs: taken before the run)
+            "commit": git_commit(), **machine_info()}  # (the code that runs: taken before the run)
     result = measure(programs, settings, seconds, combine=0 if a.quick else a.combine, confirm=a.confirm,
                      timeout_s=a.timeout, log=lambda s: print(s, flush=True))
     result["meta"] = meta
